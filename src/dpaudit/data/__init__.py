@@ -1,0 +1,1 @@
+"""dpaudit.data"""

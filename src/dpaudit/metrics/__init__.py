@@ -1,0 +1,1 @@
+"""dpaudit.metrics"""
