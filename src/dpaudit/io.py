@@ -1,0 +1,85 @@
+"""Atomic file output and the project's Parquet/JSON conventions.
+
+Every artifact is written to a temporary file in the destination folder and
+renamed into place, so an interrupted job never leaves a half-written file that
+a later run could mistake for a result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+@contextmanager
+def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``destination``; rename it into place on success."""
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{destination.name}.", suffix=suffix or ".tmp", dir=destination.parent
+    )
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, destination)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialize {type(value).__name__} to JSON")
+
+
+def _encode_nonfinite(value: Any) -> Any:
+    """JSON has no inf/nan; store them as the strings 'inf', '-inf', 'nan'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _encode_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode_nonfinite(v) for v in value]
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        return _encode_nonfinite(value.item())
+    return value
+
+
+def write_json(path: str | os.PathLike, payload: Any) -> None:
+    text = json.dumps(_encode_nonfinite(payload), indent=2, sort_keys=True, default=_json_default)
+    write_bytes(path, (text + "\n").encode())
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table) -> None:
+    table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+    with atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    return pq.read_table(path, columns=columns).to_pandas()
