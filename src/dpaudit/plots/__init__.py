@@ -1,1 +1,5 @@
-"""dpaudit.plots"""
+"""Figures. Every module selects matplotlib's Agg backend: jobs have no display."""
+
+import matplotlib
+
+matplotlib.use("Agg")

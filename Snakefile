@@ -1,0 +1,24 @@
+# dpaudit: download → prepare → train → extract → metrics → aggregate → report.
+# Layout and contracts: DESIGN.md (shared) and README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/extract.smk"
+include: "rules/metrics.smk"
+include: "rules/aggregate.smk"
+
+
+rule all:
+    input:
+        "results/tables/metrics.parquet",
+        "results/tables/runs.html",
+        "results/figures/privacy_utility.png",
+    default_target: True

@@ -1,0 +1,78 @@
+# Parse-time set-up: validate the config, type the grids, build the run lookup,
+# and hash the library code each rule uses. No TensorFlow, network or directory
+# scans here.
+from snakemake.exceptions import WorkflowError
+
+from dpaudit import config as dpconfig
+from dpaudit.codehash import code_hash
+from dpaudit.data.download import raw_file_names, raw_file_sha256, raw_file_sources
+
+try:
+    _validated = dpconfig.validate_config(config)
+except dpconfig.ConfigError as error:
+    raise WorkflowError(str(error)) from None
+config.clear()
+config.update(_validated)
+
+DATASETS = sorted(config["datasets"])
+GRIDS = dpconfig.dataset_grids(config)
+RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
+RAW_FILES = {dataset: raw_file_names(dataset) for dataset in DATASETS}
+
+CODE = {
+    "download_dataset": code_hash(["dpaudit.data.download", "dpaudit.io", "dpaudit.logs"]),
+    "prepare_dataset": code_hash(
+        ["dpaudit.data.datasets", "dpaudit.io", "dpaudit.logs", "dpaudit.training.accounting"]
+    ),
+    "train_model": code_hash(
+        [
+            "dpaudit._tf",
+            "dpaudit.training.train",
+            "dpaudit.training.models",
+            "dpaudit.training.sampling",
+            "dpaudit.training.accounting",
+            "dpaudit.io",
+            "dpaudit.logs",
+        ]
+    ),
+    "extract_per_example": code_hash(
+        ["dpaudit._tf", "dpaudit.extract.extract", "dpaudit.losses", "dpaudit.io", "dpaudit.logs"]
+    ),
+    "metric_mia": code_hash(["dpaudit.metrics.mia", "dpaudit.io", "dpaudit.logs"]),
+    "aggregate_metrics": code_hash(["dpaudit.aggregate", "dpaudit.io", "dpaudit.logs"]),
+    "plot_privacy_utility": code_hash(["dpaudit.plots.privacy_utility", "dpaudit.io", "dpaudit.logs"]),
+}
+
+
+wildcard_constraints:
+    dataset="|".join(DATASETS),
+    run=r"[A-Za-z0-9.+\-~_]+",
+    filename=r"[A-Za-z0-9._\-]+",
+
+
+def run_params(wildcards):
+    return RUNS[wildcards.dataset][wildcards.run]
+
+
+def raw_inputs(wildcards):
+    return {
+        name: ancient(f"resources/raw/{wildcards.dataset}/{name}")
+        for name in RAW_FILES[wildcards.dataset]
+    }
+
+
+def download_sources(wildcards):
+    return raw_file_sources(wildcards.dataset, wildcards.filename)
+
+
+def download_sha256(wildcards):
+    return raw_file_sha256(wildcards.dataset, wildcards.filename)
+
+
+def dataset_params(wildcards):
+    return config["datasets"][wildcards.dataset]
+
+
+def all_runs(pattern):
+    """Expand a path pattern with {dataset} and {run} over every run of every dataset."""
+    return [pattern.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d]]

@@ -1,0 +1,19 @@
+# One rule per metric family; none imports TensorFlow.
+
+
+rule metric_mia:
+    input:
+        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
+        info="results/data/{dataset}/dataset.json",
+        train="results/models/{dataset}/{run}/train.json",
+    output:
+        "results/metrics/mia/{dataset}/{run}.parquet",
+    params:
+        mia=config["metrics"]["mia"],
+        code=CODE["metric_mia"],
+    log:
+        "logs/metric_mia/{dataset}/{run}.log",
+    benchmark:
+        "benchmarks/metric_mia/{dataset}/{run}.tsv"
+    script:
+        "../scripts/metric_mia.py"

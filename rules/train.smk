@@ -1,0 +1,20 @@
+rule train_model:
+    input:
+        examples="results/data/{dataset}/examples.parquet",
+        info="results/data/{dataset}/dataset.json",
+    output:
+        model="results/models/{dataset}/{run}/model.keras",
+        info="results/models/{dataset}/{run}/train.json",
+    params:
+        run=run_params,
+        training=config["training"],
+        code=CODE["train_model"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+    log:
+        "logs/train_model/{dataset}/{run}.log",
+    benchmark:
+        "benchmarks/train_model/{dataset}/{run}.tsv"
+    script:
+        "../scripts/train_model.py"

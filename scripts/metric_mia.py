@@ -1,0 +1,29 @@
+"""Snakemake adapter: loss-threshold membership-inference metrics of one run."""
+
+from dpaudit.io import read_json, read_parquet, write_parquet
+from dpaudit.logs import job_logging
+from dpaudit.metrics.mia import mia_metrics
+
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    dataset = read_json(sm.input.info)
+    train = read_json(sm.input.train)
+    options = sm.params.mia
+    metrics = mia_metrics(
+        read_parquet(sm.input.outputs),
+        members_split=dataset["splits"]["members"],
+        nonmembers_split=dataset["splits"]["nonmembers"],
+        utility_split=dataset["splits"]["utility"],
+        delta=float(train["delta"]),
+        accountant_epsilon=float(train["epsilon"]),
+        seed=options["seed"],
+        alpha=options["alpha"],
+        fpr_targets=tuple(options["fpr_targets"]),
+        loss_column=options["loss"],
+        ci_method=options["ci_method"],
+    )
+    metrics.insert(0, "family", "mia")
+    metrics.insert(0, "run", sm.wildcards.run)
+    metrics.insert(0, "dataset", sm.wildcards.dataset)
+    write_parquet(sm.output[0], metrics)
+    log.info("%d metric rows", len(metrics))

@@ -1,0 +1,14 @@
+"""Snakemake adapter: train one run of the grid and record train.json."""
+
+from dpaudit.io import read_json, read_parquet, write_json
+from dpaudit.logs import job_logging
+from dpaudit.training.train import train_model
+
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    dataset = read_json(sm.input.info)
+    params = {**sm.params.training, **sm.params.run, "delta": dataset["delta"]["resolved"]}
+    examples = read_parquet(sm.input.examples)
+    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log)
+    info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run)
+    write_json(sm.output.info, info)

@@ -1,0 +1,129 @@
+"""Collect per-run metric files into the long metrics table and a per-run summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.config import GRID_COLUMNS
+from dpaudit.io import read_json, read_parquet
+
+KEY_COLUMNS = ["dataset", "run", "family", "metric"]
+TRAIN_COLUMNS = {
+    "accountant_epsilon": "epsilon",
+    "accountant_delta": "delta",
+    "noise_multiplier": "noise_multiplier",
+    "accountant": "accountant",
+    "sampling": "sampling",
+}
+FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
+RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
+SUMMARY_METRICS = {
+    ("mia", "test_accuracy"): "test_accuracy",
+    ("mia", "train_accuracy"): "train_accuracy",
+    ("mia", "generalization_gap"): "generalization_gap",
+    ("mia", "auc"): "attack_auc",
+    ("mia", "max_advantage"): "attack_advantage",
+    ("mia", "epsilon_lower_bound"): "epsilon_lower_bound",
+}
+
+
+def _as_float(value) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, str):
+        return float(value)  # JSON stores inf as the string "inf"
+    return float(value)
+
+
+def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[tuple[str, str], Mapping]) -> pd.DataFrame:
+    """One typed row per run: the grid columns plus what training recorded."""
+    rows = []
+    for dataset, lookup in runs.items():
+        for run, params in lookup.items():
+            info = train_infos[(dataset, run)]
+            row = {"dataset": dataset, "run": run, **{c: params.get(c) for c in GRID_COLUMNS}}
+            for column, key in TRAIN_COLUMNS.items():
+                value = info.get(key)
+                row[column] = _as_float(value) if column in FLOAT_TRAIN_COLUMNS else value
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame = frame.astype({**GRID_COLUMNS, "dataset": "string", "run": "string",
+                          "accountant_epsilon": "float64", "accountant_delta": "float64",
+                          "noise_multiplier": "float64", "accountant": "string", "sampling": "string"})
+    baseline = frame["mechanism"] == "baseline"
+    if frame.loc[baseline, "accountant_epsilon"].lt(math.inf).any():
+        raise ValueError("a baseline run has a finite accountant ε; non-private models must carry +inf")
+    return frame
+
+
+def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> pd.DataFrame:
+    """Concatenate long metric files and join each row with its run's grid values."""
+    if not metric_files:
+        raise ValueError("no metric files to aggregate (empty grid?)")
+    frames = [read_parquet(path) for path in metric_files]
+    long = pd.concat(frames, ignore_index=True)
+    missing = [c for c in KEY_COLUMNS if c not in long.columns]
+    if missing:
+        raise ValueError(f"metric files lack key column(s) {missing}")
+    for column in KEY_COLUMNS:
+        if long[column].isna().any():
+            raise ValueError(f"metric rows with a missing {column!r} key")
+    long = long.astype({c: "string" for c in KEY_COLUMNS})
+    table = long.merge(runs, on=["dataset", "run"], how="left", validate="many_to_one")
+    unknown = table["mechanism"].isna()
+    if unknown.any():
+        bad = table.loc[unknown, ["dataset", "run"]].drop_duplicates().to_records(index=False)
+        raise ValueError(f"metric rows for runs not in the grid: {list(bad)}")
+    return table
+
+
+def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run with the headline numbers (used by the report and the figure)."""
+    plain = table[table.get("fpr_target", pd.Series(np.nan, index=table.index)).isna()]
+    picked = plain[[(f, m) in SUMMARY_METRICS for f, m in zip(plain["family"], plain["metric"], strict=True)]]
+    wide = picked.assign(column=[SUMMARY_METRICS[(f, m)] for f, m in zip(picked["family"], picked["metric"], strict=True)])
+    wide = wide.pivot_table(index=["dataset", "run"], columns="column", values="value", aggfunc="first")
+    tpr = table[(table["metric"] == "tpr_at_fpr")]
+    if len(tpr):
+        tpr_wide = tpr.pivot_table(index=["dataset", "run"], columns="fpr_target", values="value", aggfunc="first")
+        tpr_wide.columns = [f"tpr_at_fpr_{target:g}" for target in tpr_wide.columns]
+        wide = wide.join(tpr_wide)
+    summary = runs.merge(wide.reset_index().astype({"dataset": "string", "run": "string"}),
+                         on=["dataset", "run"], how="left")
+    return summary.sort_values(["dataset", "mechanism", "target_epsilon", "seed"], na_position="first",
+                               ignore_index=True)
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    shown = summary.copy()
+    for column in shown.select_dtypes("number").columns:
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else ("∞" if v == math.inf else f"{v:.4g}"))
+    body = shown.to_html(index=False, na_rep="", border=0, classes="dpaudit-runs")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dpaudit runs</title>"
+        "<style>table{border-collapse:collapse;font:12px sans-serif}td,th{padding:2px 6px;"
+        "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
+        "<p>One row per trained model. ε = ∞ marks non-private baselines; the attack is the "
+        "loss-threshold membership-inference attack on members (train) vs non-members (holdout).</p>"
+        f"{body}</body></html>\n"
+    )
+
+
+def load_train_infos(paths: Sequence[str | Path]) -> dict[tuple[str, str], dict]:
+    """Read train.json files laid out as results/models/{dataset}/{run}/train.json."""
+    infos = {}
+    for path in paths:
+        path = Path(path)
+        infos[(path.parent.parent.name, path.parent.name)] = read_json(path)
+    return infos
+
+
+def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-run summary rebuilt from the metrics table alone (what the figure reads)."""
+    runs = table[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
+    return summary_frame(table, runs)

@@ -1,0 +1,221 @@
+"""Experiment configuration: validation against the JSON Schema, defaults, and the run grid.
+
+Everything here runs at Snakefile parse time, so it is cheap (no TensorFlow, no
+directory scans) and it fails before any job starts, naming the key path and the
+allowed values.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pandas as pd
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+# Order fixes the run name; every row carries every column, so adding a row (or a
+# block that sets a new key) never renames existing runs.
+GRID_COLUMNS: dict[str, str] = {
+    "mechanism": "string",
+    "target_epsilon": "Float64",
+    "clip_norm": "Float64",
+    "epochs": "Int64",
+    "batch_size": "Int64",
+    "learning_rate": "Float64",
+    "seed": "Int64",
+}
+DP_ONLY_COLUMNS = ("target_epsilon", "clip_norm")
+SYNTHETIC_ONLY_KEYS = ("n", "d", "classes", "separation", "seed")
+SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed": 0}
+PATH_SAFE = re.compile(r"^[A-Za-z0-9.+\-]+$")
+
+
+class ConfigError(ValueError):
+    """An invalid experiment configuration; the message names every bad key path."""
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _key_path(parts) -> str:
+    text = "config"
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def _allowed(schema: Mapping) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "oneOf" in schema:
+        return " or ".join(_allowed(option) for option in schema["oneOf"])
+    bits = []
+    if "type" in schema:
+        bits.append(str(schema["type"]))
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
+                      ("exclusiveMaximum", "<")):
+        if key in schema:
+            bits.append(f"{sign} {schema[key]}")
+    if "minItems" in schema:
+        bits.append(f"at least {schema['minItems']} item(s)")
+    if "items" in schema and isinstance(schema["items"], Mapping):
+        bits.append(f"items: {_allowed(schema['items'])}")
+    if schema.get("additionalProperties") is False and "properties" in schema:
+        bits.append("keys: " + ", ".join(schema["properties"]))
+    if "propertyNames" in schema:
+        bits.append("names: " + _allowed(schema["propertyNames"]))
+    return " ".join(bits) or "see workflow/schemas/config.schema.yaml"
+
+
+def _schema_errors(config: Mapping, schema: Mapping) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
+    messages = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        where = _key_path(error.absolute_path)
+        if error.validator == "additionalProperties":
+            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+            messages.append(
+                f"{where}: unknown key(s) {', '.join(map(repr, extra))}; allowed keys: "
+                + ", ".join(error.schema.get("properties", {}))
+            )
+        elif error.validator == "propertyNames":
+            messages.append(f"{where}: {error.message}; allowed: {_allowed(error.schema['propertyNames'])}")
+        else:
+            messages.append(f"{where}: {error.message}; allowed: {_allowed(error.schema)}")
+    return messages
+
+
+def _fill_defaults(instance: Any, schema: Mapping, root: Mapping) -> Any:
+    if "$ref" in schema:
+        name = schema["$ref"].split("/")[-1]
+        schema = root["$defs"][name]
+    if isinstance(instance, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                instance[key] = _fill_defaults(instance[key], sub, root)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for key in set(instance) - set(schema.get("properties", {})):
+                instance[key] = _fill_defaults(instance[key], extra, root)
+    elif isinstance(instance, list) and isinstance(schema.get("items"), Mapping):
+        return [_fill_defaults(item, schema["items"], root) for item in instance]
+    return instance
+
+
+def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
+    """Return a validated copy of ``config`` with every default filled in.
+
+    Raises ConfigError listing every problem with its key path and allowed values.
+    """
+    schema = load_schema() if schema is None else schema
+    config = copy.deepcopy(dict(config))
+    problems = _schema_errors(config, schema)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    # Grid checks see the blocks as written, before defaults are filled in.
+    grids = {"grid": config["grid"]}
+    grids.update({f"datasets.{n}.grid": p["grid"] for n, p in config["datasets"].items() if "grid" in p})
+    for where, grid in grids.items():
+        problems.extend(_grid_problems(grid, f"config.{where}"))
+    config = _fill_defaults(config, schema, schema)
+    for name, params in config["datasets"].items():
+        if name != "synthetic":
+            misplaced = sorted(set(params) & set(SYNTHETIC_ONLY_KEYS))
+            if misplaced:
+                problems.append(
+                    f"config.datasets.{name}: key(s) {', '.join(misplaced)} apply to synthetic only"
+                )
+        else:
+            for key, value in SYNTHETIC_DEFAULTS.items():
+                params.setdefault(key, value)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return config
+
+
+def _grid_problems(grid: list[dict], where: str) -> list[str]:
+    problems = []
+    for index, block in enumerate(grid):
+        mechanisms = set(block["mechanism"])
+        if "dpsgd" in mechanisms and "target_epsilon" not in block:
+            problems.append(f"{where}[{index}]: dpsgd needs target_epsilon (a list of ε > 0)")
+        if mechanisms == {"baseline"}:
+            for key in DP_ONLY_COLUMNS:
+                if key in block:
+                    problems.append(
+                        f"{where}[{index}].{key}: not applicable to mechanism baseline (dpsgd only)"
+                    )
+        for key, values in block.items():
+            for position, value in enumerate(values):
+                if not PATH_SAFE.match(str(value)):
+                    problems.append(
+                        f"{where}[{index}].{key}[{position}]: {value!r} is not path-safe; "
+                        "allowed characters: letters, digits, '.', '+', '-'"
+                    )
+    return problems
+
+
+def grid_table(grid: list[dict], schema: Mapping | None = None) -> pd.DataFrame:
+    """Expand grid blocks into one typed row per run (NA = not applicable)."""
+    schema = load_schema() if schema is None else schema
+    defaults = {
+        key: spec["default"]
+        for key, spec in schema["$defs"]["grid"]["items"]["properties"].items()
+        if "default" in spec
+    }
+    rows = []
+    for block in grid:
+        block = {**defaults, **block}
+        keys = list(GRID_COLUMNS)
+        for combo in itertools.product(*(block.get(k, [None]) for k in keys)):
+            row = dict(zip(keys, combo, strict=True))
+            if row["mechanism"] == "baseline":
+                for key in DP_ONLY_COLUMNS:
+                    row[key] = None
+            rows.append(row)
+    if not rows:
+        raise ConfigError("the grid expands to no runs")
+    table = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
+    table = table.astype(GRID_COLUMNS)
+    return table.drop_duplicates(ignore_index=True)
+
+
+def _plain(value: Any) -> Any:
+    if value is pd.NA or value is None:
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
+    """Map each run name (from Snakemake's Paramspace) to its plain-Python parameters."""
+    from snakemake.utils import Paramspace
+
+    space = Paramspace(table, filename_params="*")
+    names = list(space.instance_patterns)
+    records = table.to_dict("records")
+    lookup = {name: {k: _plain(v) for k, v in rec.items()} for name, rec in zip(names, records, strict=True)}
+    if len(lookup) != len(records):
+        raise ConfigError("two grid rows map to the same run name")
+    return lookup
+
+
+def dataset_grids(config: Mapping) -> dict[str, pd.DataFrame]:
+    """One typed grid table per dataset (a dataset's own grid replaces the top-level one)."""
+    schema = load_schema()
+    return {
+        name: grid_table(params.get("grid", config["grid"]), schema)
+        for name, params in config["datasets"].items()
+    }

@@ -1,0 +1,69 @@
+"""Privacy–utility figure: one point per run, read from the metrics table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import dpaudit.plots  # noqa: F401  (selects the Agg backend)
+from dpaudit.io import atomic_path
+
+MECHANISM_STYLE = {"baseline": ("tab:red", "s"), "dpsgd": ("tab:blue", "o")}
+
+
+def _epsilon_positions(epsilon: np.ndarray) -> tuple[np.ndarray, float]:
+    """Place ε = ∞ (baselines) one decade right of the largest finite ε on a log axis."""
+    finite = epsilon[np.isfinite(epsilon)]
+    top = float(finite.max()) if finite.size else 1.0
+    infinity_at = 10 ** (math.floor(math.log10(top)) + 1.5)
+    return np.where(np.isfinite(epsilon), epsilon, infinity_at), infinity_at
+
+
+def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
+    """Test accuracy against accountant ε and against attack AUC, one column per dataset."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = plt.subplots(2, len(datasets), figsize=(4.2 * len(datasets), 7.0), squeeze=False)
+    for column, dataset in enumerate(datasets):
+        rows = summary[summary["dataset"] == dataset]
+        epsilon = rows["accountant_epsilon"].to_numpy(dtype=float)
+        x_eps, infinity_at = _epsilon_positions(epsilon)
+        top, bottom = axes[0, column], axes[1, column]
+        for mechanism, (colour, marker) in MECHANISM_STYLE.items():
+            chosen = (rows["mechanism"] == mechanism).to_numpy()
+            if not chosen.any():
+                continue
+            label = "non-private (ε = ∞)" if mechanism == "baseline" else "DP-SGD"
+            top.scatter(x_eps[chosen], rows["test_accuracy"].to_numpy(float)[chosen], c=colour,
+                        marker=marker, label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
+            bottom.scatter(rows["attack_auc"].to_numpy(float)[chosen],
+                           rows["test_accuracy"].to_numpy(float)[chosen], c=colour, marker=marker,
+                           label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
+        top.set_xscale("log")
+        ticks = [t for t in top.get_xticks() if 0 < t < infinity_at / 3] + [infinity_at]
+        top.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["∞"])
+        top.set_xlim(min(x_eps.min() / 2, ticks[0]), infinity_at * 2)
+        top.set_title(dataset)
+        top.set_xlabel("accountant ε (log scale; ∞ = no DP)")
+        bottom.set_xlabel("membership-inference AUC (loss threshold)")
+        bottom.axvline(0.5, color="0.6", lw=0.8, ls="--")
+        for ax in (top, bottom):
+            ax.set_ylabel("test accuracy")
+            ax.grid(alpha=0.3)
+        top.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Privacy–utility: one point per trained model")
+    fig.tight_layout()
+    save_figure(fig, png, pdf)
+
+
+def save_figure(fig, png: str | Path, pdf: str | Path | None = None) -> None:
+    """Write the figure atomically (PNG for the report, PDF for papers) and close it."""
+    with atomic_path(png, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=130)
+    if pdf is not None:
+        with atomic_path(pdf, suffix=".pdf") as tmp:
+            fig.savefig(tmp)
+    plt.close(fig)
