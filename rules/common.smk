@@ -5,7 +5,7 @@ from snakemake.exceptions import WorkflowError
 
 from dpaudit import config as dpconfig
 from dpaudit.codehash import code_hash
-from dpaudit.data.download import raw_file_names, raw_file_sha256, raw_file_sources
+from dpaudit.data.download import known_files, known_sha256, known_sources
 
 try:
     _validated = dpconfig.validate_config(config)
@@ -17,7 +17,7 @@ config.update(_validated)
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
 RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
-RAW_FILES = {dataset: raw_file_names(dataset) for dataset in DATASETS}
+RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
 
 CODE = {
     "download_dataset": code_hash(["dpaudit.data.download", "dpaudit.io", "dpaudit.logs"]),
@@ -62,11 +62,11 @@ def raw_inputs(wildcards):
 
 
 def download_sources(wildcards):
-    return raw_file_sources(wildcards.dataset, wildcards.filename)
+    return known_sources(wildcards.dataset, wildcards.filename)
 
 
 def download_sha256(wildcards):
-    return raw_file_sha256(wildcards.dataset, wildcards.filename)
+    return known_sha256(wildcards.dataset, wildcards.filename)
 
 
 def dataset_params(wildcards):

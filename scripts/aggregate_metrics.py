@@ -1,6 +1,12 @@
 """Snakemake adapter: the long metrics table and the per-run summary page."""
 
-from dpaudit.aggregate import collect_metrics, load_train_infos, runs_frame, summary_frame, summary_html
+from dpaudit.aggregate import (
+    collect_metrics,
+    load_train_infos,
+    runs_frame,
+    summary_frame,
+    summary_html,
+)
 from dpaudit.io import write_bytes, write_parquet
 from dpaudit.logs import job_logging
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -158,10 +159,11 @@ def _grid_problems(grid: list[dict], where: str) -> list[str]:
                     )
         for key, values in block.items():
             for position, value in enumerate(values):
-                if not PATH_SAFE.match(str(value)):
+                non_finite = isinstance(value, float) and not math.isfinite(value)
+                if non_finite or not PATH_SAFE.match(str(value)):
                     problems.append(
                         f"{where}[{index}].{key}[{position}]: {value!r} is not path-safe; "
-                        "allowed characters: letters, digits, '.', '+', '-'"
+                        "allowed: finite values written with letters, digits, '.', '+', '-'"
                     )
     return problems
 

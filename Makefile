@@ -1,0 +1,40 @@
+# Two commands a user needs: `make run` and `make test`. Both create .venv from
+# requirements.lock when it is missing or older than the lock file.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.dpaudit-installed
+CONFIG ?= config/config.yaml
+SNAKEMAKE_ARGS ?=
+
+.PHONY: all setup run dry-run test lint bench clean-results
+
+all: run
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# --no-deps: tensorflow-privacy's metadata pins packages that block the verified set (DESIGN.md §5)
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake --configfile $(CONFIG) --report results/report.html --report-after-run $(SNAKEMAKE_ARGS)
+
+dry-run: $(STAMP)
+	$(BIN)/snakemake -n --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/snakemake --lint
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean-results:
+	rm -rf results logs benchmarks .snakemake

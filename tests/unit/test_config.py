@@ -1,0 +1,148 @@
+"""Config validation, defaults and the run grid (dpaudit.config)."""
+
+import copy
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from dpaudit.config import ConfigError, dataset_grids, grid_table, run_lookup, validate_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def invalid(mutate):
+    config = copy.deepcopy(DEFAULT)
+    mutate(config)
+    with pytest.raises(ConfigError) as error:
+        validate_config(config)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config").rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_validates(path):
+    validate_config(yaml.safe_load(path.read_text()))
+
+
+def test_unknown_key_is_named_with_allowed_keys():
+    message = invalid(lambda c: c["training"].update(learnig_rate=0.1))
+    assert "config.training" in message and "'learnig_rate'" in message
+    assert "allowed keys" in message and "optimizer" in message
+
+
+def test_wrong_type_names_key_path():
+    message = invalid(lambda c: c["grid"][0].update(epochs=["ten"]))
+    assert "config.grid[0].epochs[0]" in message and "integer" in message
+
+
+@pytest.mark.parametrize("epsilon", [0, -1.0])
+def test_non_positive_epsilon_refused(epsilon):
+    message = invalid(lambda c: c["grid"][1].update(target_epsilon=[epsilon]))
+    assert "config.grid[1].target_epsilon[0]" in message and "> 0" in message
+
+
+@pytest.mark.parametrize("delta", [0, 1, 1.5, -0.1])
+def test_delta_outside_unit_interval_refused(delta):
+    message = invalid(lambda c: c["training"].update(delta=delta))
+    assert "config.training.delta" in message and "auto" in message
+
+
+def test_empty_grid_refused():
+    message = invalid(lambda c: c.update(grid=[]))
+    assert "config.grid" in message and "at least 1" in message
+
+
+def test_empty_value_list_refused():
+    message = invalid(lambda c: c["grid"][0].update(seed=[]))
+    assert "config.grid[0].seed" in message
+
+
+def test_unknown_dataset_lists_allowed_names():
+    message = invalid(lambda c: c["datasets"].update(mnist={}))
+    assert "config.datasets" in message and "'mnist'" in message and "breast_cancer" in message
+
+
+def test_unknown_mechanism_lists_allowed_values():
+    message = invalid(lambda c: c["grid"][0].update(mechanism=["dp-sgd"]))
+    assert "config.grid[0].mechanism[0]" in message and "'dpsgd'" in message
+
+
+def test_dpsgd_without_target_epsilon_refused():
+    message = invalid(lambda c: c["grid"][1].pop("target_epsilon"))
+    assert "config.grid[1]" in message and "target_epsilon" in message
+
+
+def test_target_epsilon_on_baseline_refused():
+    message = invalid(lambda c: c["grid"][0].update(target_epsilon=[1.0]))
+    assert "config.grid[0].target_epsilon" in message and "not applicable" in message
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_path_safe_grid_value_refused(value):
+    # YAML's .nan / .inf pass the schema's numeric bounds but would put "nan" or
+    # "inf" into run names and paths.
+    message = invalid(lambda c: c["grid"][1].update(target_epsilon=[value]))
+    assert "config.grid[1].target_epsilon[0]" in message and "path-safe" in message
+
+
+def test_synthetic_only_key_on_other_dataset_refused():
+    message = invalid(lambda c: c["datasets"]["digits"].update(n=100))
+    assert "config.datasets.digits" in message and "synthetic only" in message
+
+
+def test_every_problem_is_reported_at_once():
+    def two(c):
+        c["training"]["delta"] = 2
+        c["grid"][0]["epochs"] = [0]
+
+    message = invalid(two)
+    assert "config.training.delta" in message and "config.grid[0].epochs[0]" in message
+
+
+def test_defaults_are_filled():
+    config = validate_config({"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}]})
+    assert config["training"]["delta"] == "auto"
+    assert config["metrics"]["mia"]["fpr_targets"] == [0.001, 0.01, 0.1]
+    assert config["datasets"]["synthetic"]["n"] == 2000
+
+
+def test_grid_is_typed_and_baselines_have_na_dp_columns():
+    table = grid_table(validate_config(DEFAULT)["grid"])
+    assert len(table) == 2 + 3 * 2
+    assert str(table["epochs"].dtype) == "Int64" and str(table["target_epsilon"].dtype) == "Float64"
+    baseline = table[table["mechanism"] == "baseline"]
+    assert baseline["target_epsilon"].isna().all() and baseline["clip_norm"].isna().all()
+
+
+def test_run_lookup_gives_plain_python_values():
+    lookup = run_lookup(grid_table(validate_config(DEFAULT)["grid"]))
+    for params in lookup.values():
+        for value in params.values():
+            assert value is None or type(value) in (int, float, str), (value, type(value))
+    baseline = next(p for p in lookup.values() if p["mechanism"] == "baseline")
+    assert baseline["target_epsilon"] is None and isinstance(baseline["epochs"], int)
+
+
+def test_run_names_show_integers_without_decimals_and_na_for_not_applicable():
+    names = list(run_lookup(grid_table(validate_config(DEFAULT)["grid"])))
+    assert "mechanism~baseline_target_epsilon~NA_clip_norm~NA_epochs~10_batch_size~64_learning_rate~0.05_seed~0" in names
+    assert any("target_epsilon~4.0_clip_norm~1.0_epochs~10_batch_size~64" in n for n in names)
+
+
+def test_adding_a_row_never_renames_existing_runs():
+    config = validate_config(DEFAULT)
+    before = set(run_lookup(grid_table(config["grid"])))
+    extended = copy.deepcopy(DEFAULT)
+    extended["grid"].append({"mechanism": ["dpsgd"], "target_epsilon": [2], "clip_norm": [5.0], "epochs": [3]})
+    after = set(run_lookup(grid_table(validate_config(extended)["grid"])))
+    assert before < after and len(after - before) == 1
+
+
+def test_dataset_grid_replaces_top_level_grid():
+    config = copy.deepcopy(DEFAULT)
+    config["datasets"]["digits"]["grid"] = [{"mechanism": ["baseline"], "seed": [7]}]
+    grids = dataset_grids(validate_config(config))
+    assert len(grids["digits"]) == 1 and len(grids["synthetic"]) == 8
+    assert isinstance(grids["digits"], pd.DataFrame)
