@@ -1,0 +1,60 @@
+"""Run Snakemake on this project in a temporary working directory (never results/)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
+              root: Path = ROOT, timeout: int = 900) -> subprocess.CompletedProcess:
+    command = [
+        SNAKEMAKE,
+        "--snakefile", str(root / "Snakefile"),
+        "--directory", str(workdir),
+        "--workflow-profile", str(root / "profiles" / "default"),
+        *args,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **(env or {})})
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"snakemake failed ({result.returncode}): {' '.join(command)}\n"
+            f"--- stdout ---\n{result.stdout[-6000:]}\n--- stderr ---\n{result.stderr[-6000:]}"
+        )
+    return result
+
+
+def job_counts(output: str) -> Counter:
+    """Jobs per rule from a dry run's 'Job stats' table."""
+    counts: Counter = Counter()
+    in_table = False
+    for line in output.splitlines():
+        if line.startswith("Job stats:"):
+            in_table, counts = True, Counter()
+            continue
+        if in_table:
+            match = re.match(r"^(\w+)\s+(\d+)\s*$", line.strip())
+            if match and match.group(1) != "total":
+                counts[match.group(1)] = int(match.group(2))
+            elif line.strip().startswith("total"):
+                in_table = False
+    return counts
+
+
+def job_wildcards(output: str) -> list[dict[str, str]]:
+    """The wildcards of every job listed by a dry run."""
+    jobs = []
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("wildcards:"):
+            pairs = line[len("wildcards:"):].split(",")
+            jobs.append(dict(p.strip().split("=", 1) for p in pairs if "=" in p))
+    return jobs
