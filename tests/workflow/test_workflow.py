@@ -1,7 +1,6 @@
 """Workflow-level checks: lint, dry-runs with hand-counted jobs, config isolation, bad configs."""
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
