@@ -1,0 +1,64 @@
+"""Per-example losses from pre-activation logits, in float64 (numpy only).
+
+``loss_logit`` is the attack score of Negoescu et al. (seed002 §2.1):
+ℓ = log(1 − p_y) − log p_y = logsumexp_{j≠y} z_j − z_y, computed from logits so it
+stays finite when p_y rounds to 1 (where log(1 − p_y) would be −inf).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _logsumexp(z: np.ndarray) -> np.ndarray:
+    m = np.max(z, axis=1)
+    # Rows that are all -inf (only possible for the masked "other classes") stay -inf.
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.sum(np.exp(z - safe[:, None]), axis=1))
+
+
+def per_example_losses(
+    logits: np.ndarray, labels: np.ndarray, example_ids: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Return ``loss_ce``, ``loss_logit``, ``p_true`` (float64) and ``correct`` (bool).
+
+    ``logits`` is N×K (K ≥ 2, softmax model); NaN/inf logits raise ValueError
+    naming the example ids, since every downstream metric would silently absorb them.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels)
+    ids = np.asarray(example_ids)
+    if z.ndim != 2 or z.shape[1] < 2:
+        raise ValueError(f"logits must be N x K with K >= 2, got shape {z.shape}")
+    n, k = z.shape
+    if y.shape != (n,) or ids.shape != (n,):
+        raise ValueError(f"labels {y.shape} and example_ids {ids.shape} must have shape ({n},)")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"labels must be integers, got dtype {y.dtype}")
+    if n and (y.min() < 0 or y.max() >= k):
+        raise ValueError(f"labels must lie in [0, {k}), got range [{y.min()}, {y.max()}]")
+    bad = ~np.isfinite(z).all(axis=1)
+    if bad.any():
+        shown = ids[bad][:20].tolist()
+        raise ValueError(
+            f"non-finite logits for {int(bad.sum())} example(s), example_id: {shown}"
+            + (" ..." if bad.sum() > 20 else "")
+        )
+    rows = np.arange(n)
+    z_true = z[rows, y]
+    others = z.copy()
+    others[rows, y] = -np.inf
+    lse_other = _logsumexp(others)
+    loss_logit = lse_other - z_true
+    # CE = logsumexp_j z_j − z_y = log(1 + e^ℓ); via logaddexp it keeps the tiny CE
+    # of confident examples (log-sum-exp over all classes rounds it to exactly 0).
+    loss_ce = np.logaddexp(0.0, loss_logit)
+    p_true = np.exp(-loss_ce)
+    correct = np.argmax(z, axis=1) == y
+    return {
+        "loss_ce": loss_ce,
+        "loss_logit": loss_logit,
+        "p_true": p_true,
+        "correct": correct,
+    }
