@@ -74,6 +74,10 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
         if long[column].isna().any():
             raise ValueError(f"metric rows with a missing {column!r} key")
     long = long.astype({c: "string" for c in KEY_COLUMNS})
+    # A metric's own parameter may share a name with a run column (the attack's
+    # split seed vs the training seed): keep both, the metric's as metric_<name>.
+    clashes = (set(long.columns) & set(runs.columns)) - {"dataset", "run"}
+    long = long.rename(columns={c: f"metric_{c}" for c in clashes})
     table = long.merge(runs, on=["dataset", "run"], how="left", validate="many_to_one")
     unknown = table["mechanism"].isna()
     if unknown.any():
