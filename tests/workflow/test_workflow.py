@@ -1,6 +1,6 @@
 """Workflow-level checks: lint, dry-runs with hand-counted jobs, config isolation, bad configs."""
 
-import json
+import re
 
 import pytest
 import yaml
@@ -12,18 +12,16 @@ ACCEPTED_LINT = "Specify a conda environment or container for each rule."
 
 
 def test_lint_has_only_the_accepted_conda_finding(tmp_path):
-    result = snakemake(tmp_path, "--lint", "json", "--configfile", str(ROOT / "config" / "config.yaml"),
+    result = snakemake(tmp_path, "--lint", "--configfile", str(ROOT / "config" / "config.yaml"),
                        check=False)
-    report = json.loads(result.stdout)
-    findings = [
-        (scope, item.get("rule") or item.get("snakefile"), lint["title"])
-        for scope in ("snakefiles", "rules")
-        for item in report.get(scope, [])
-        for lint in item.get("lints", [])
-    ]
-    assert findings, "lint printed no findings at all: the parser is reading the wrong output"
-    unexpected = [f for f in findings if f[2] != ACCEPTED_LINT]
-    assert not unexpected, f"snakemake --lint findings: {unexpected}"
+    output = result.stdout + result.stderr
+    findings = re.findall(r"^\s+\* (.+?):?$", output, flags=re.MULTILINE)
+    rules_linted = re.findall(r"^Lints for rule (\w+)", output, flags=re.MULTILINE)
+    # Guard against a parser that reads nothing: every rule gets the conda finding.
+    assert len(rules_linted) >= 7, output[-3000:]
+    unexpected = [f for f in findings if f.rstrip(":") != ACCEPTED_LINT.rstrip(".:") + "."]
+    assert not unexpected, f"snakemake --lint findings: {unexpected}\n{output[-3000:]}"
+    assert "Lints for snakefile" not in output, output[-3000:]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
