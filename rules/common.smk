@@ -17,6 +17,8 @@ config.update(_validated)
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
 RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
+# allow_large_delta is a check made in prepare_dataset, not a training setting.
+TRAINING = {k: v for k, v in config["training"].items() if k != "allow_large_delta"}
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
 
 CODE = {

@@ -30,6 +30,7 @@ TINY_CONFIG = {
 def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("e2e")
     project = base / "project"
+    project.mkdir()
     for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
         source = ROOT / name
         if source.is_dir():
@@ -76,7 +77,7 @@ def test_report_contains_every_run_and_the_figure(tiny_run):
 
 def test_every_job_wrote_its_log(tiny_run):
     logs = list((tiny_run["workdir"] / "logs").rglob("*.log"))
-    rules = {path.relative_to(tiny_run["workdir"] / "logs").parts[0] for path in logs}
+    rules = {path.relative_to(tiny_run["workdir"] / "logs").parts[0].removesuffix(".log") for path in logs}
     assert {"prepare_dataset", "train_model", "extract_per_example", "metric_mia",
             "aggregate_metrics", "plot_privacy_utility"} <= rules
     train_logs = [p.read_text() for p in logs if "train_model" in p.parts]
