@@ -62,6 +62,7 @@ __all__ = [
     "normal_epsilon_star",
     "normal_rates",
     "parametric_epsilon_star",
+    "quantile_levels",
     "transform_losses",
 ]
 
@@ -298,7 +299,7 @@ def fit_normals(phi_members: ArrayLike, phi_nonmembers: ArrayLike) -> NormalFit:
 
 
 @functools.lru_cache(maxsize=4)
-def _quantile_levels(grid_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantile_levels(grid_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Levels q_j = (j + 0.5)/N, their exact complements and ndtri(q); cached, read-only."""
     j = np.arange(grid_size, dtype=np.float64)
     q = (j + 0.5) / grid_size
@@ -319,7 +320,7 @@ def normal_rates(fit: NormalFit, grid_size: int = GRID_SIZE) -> Rates:
     """
     if not (fit.sd_tr > 0 and fit.sd_pop > 0):
         raise ValueError(f"degenerate Gaussian fit (sd_tr={fit.sd_tr}, sd_pop={fit.sd_pop})")
-    q, q_c, z = _quantile_levels(int(grid_size))
+    q, q_c, z = quantile_levels(int(grid_size))
     c_tr = fit.mu_tr + fit.sd_tr * z
     c_pop = fit.mu_pop + fit.sd_pop * z
     x_pop = (c_tr - fit.mu_pop) / fit.sd_pop  # member-grid points in non-member units
@@ -370,7 +371,7 @@ def distribution_rates(
     the 10^6 levels (j + 0.5)/10^6); tails use ``cdf``/``sf`` of each
     distribution, never 1 - x.
     """
-    lv = _quantile_levels(GRID_SIZE)[0] if levels is None else np.asarray(levels, np.float64)
+    lv = quantile_levels(GRID_SIZE)[0] if levels is None else np.asarray(levels, np.float64)
     tau = np.concatenate([member_dist.ppf(lv), nonmember_dist.ppf(lv)])
     return Rates(
         threshold=tau,
