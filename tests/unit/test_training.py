@@ -1,0 +1,191 @@
+"""DP-SGD training: update rule against a numpy oracle, noise scale, determinism."""
+
+import json
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpaudit import _tf
+from dpaudit.io import read_json, write_json
+from dpaudit.training.models import build_mlp, logits_model
+from dpaudit.training.train import build_train_step, train_model
+
+tf = _tf.tf
+IMPLEMENTATIONS = ["fast_gradient_clipping", "vectorized_optimizer"]
+SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def numpy_per_example_grads(weights, x, y):
+    """Analytic per-example CE gradients of a ReLU MLP (or linear softmax) in float64.
+
+    weights = [W1, b1, ..., W_L, b_L] as returned by Keras get_weights().
+    Returns a list (per parameter array) of arrays with a leading example axis.
+    """
+    w = [np.asarray(a, np.float64) for a in weights]
+    x = np.asarray(x, np.float64)
+    acts, pre = [x], []
+    for i in range(0, len(w) - 2, 2):
+        a = acts[-1] @ w[i] + w[i + 1]
+        pre.append(a)
+        acts.append(np.maximum(a, 0.0))
+    z = acts[-1] @ w[-2] + w[-1]
+    delta = _softmax(z)
+    delta[np.arange(len(y)), y] -= 1.0  # dCE/dz = p − onehot(y)
+    grads = [None] * len(w)
+    for layer in range(len(w) // 2 - 1, -1, -1):
+        grads[2 * layer] = acts[layer][:, :, None] * delta[:, None, :]
+        grads[2 * layer + 1] = delta.copy()
+        if layer > 0:
+            delta = (delta @ w[2 * layer].T) * (pre[layer - 1] > 0)
+    return grads
+
+
+def numpy_clipped_sum(weights, x, y, clip):
+    grads = numpy_per_example_grads(weights, x, y)
+    norms = np.sqrt(sum(np.sum(g.reshape(len(x), -1) ** 2, axis=1) for g in grads))
+    factor = np.minimum(1.0, clip / norms)
+    return [np.tensordot(factor, g, axes=1) for g in grads], norms
+
+
+def _data(n=6, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(n, d)) * 2.0).astype(np.float32)
+    y = rng.integers(0, 3, size=n).astype(np.int64)
+    return x, y
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("hidden", [[], [5]])
+def test_noiseless_dp_step_equals_numpy_clipped_sum_over_expected_batch(implementation, hidden):
+    _tf.configure(2, 0)
+    x, y = _data()
+    model = build_mlp(3, {"hidden_units": hidden, "n_classes": 3}, seed=3)
+    net = logits_model(model)
+    w0 = net.get_weights()
+    _, norms = numpy_clipped_sum(w0, x, y, 1.0)
+    # Clip at the median norm so both branches of the clip are exercised.
+    lr, clip, expected_b = 0.5, float(np.median(norms)), 8.0  # |b| = 6 ≠ B = 8
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=expected_b, implementation=implementation,
+    )
+    clipped, norms = numpy_clipped_sum(w0, x, y, clip)
+    assert np.any(norms > clip * 1.01) and np.any(norms < clip * 0.99)
+    step(tf.constant(x), tf.constant(y))
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        # SGD: θ' = θ − lr·(Σ clip(g_i))/B. float32 training vs float64 oracle: 1e-5.
+        np.testing.assert_allclose(after, before - lr * g / expected_b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_noise_std_is_sigma_c_over_expected_batch(implementation):
+    _tf.configure(2, 0)
+    tf.random.set_seed(123)
+    x, y = _data(n=4)
+    model = build_mlp(3, {"hidden_units": [], "n_classes": 3}, seed=1)
+    net = logits_model(model)
+    sigma, clip, expected_b, lr = 2.0, 0.5, 5.0, 1.0
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+        noise_multiplier=sigma, expected_batch_size=expected_b, implementation=implementation,
+    )
+    w0 = net.get_weights()
+    clipped, _ = numpy_clipped_sum(w0, x, y, clip)
+    mean_update = np.concatenate([g.ravel() for g in clipped]) / expected_b
+    draws = 150
+    noise = []
+    for _ in range(draws):
+        net.set_weights(w0)
+        step(tf.constant(x), tf.constant(y))
+        update = np.concatenate([(b - a).ravel() for a, b in zip(net.get_weights(), w0, strict=True)]) / lr
+        noise.append(update - mean_update)
+    noise = np.concatenate(noise)
+    scale = sigma * clip / expected_b
+    # Σ (noise/scale)² ~ χ²(k) with k = draws × 12 parameters if the noise is
+    # N(0, (σC/B)²). Two-sided test at α = 1e-3 (seeded, so deterministic).
+    k = noise.size
+    statistic = float(np.sum((noise / scale) ** 2))
+    assert stats.chi2.ppf(5e-4, k) < statistic < stats.chi2.ppf(1 - 5e-4, k)
+    assert abs(noise.mean()) < 4 * scale / math.sqrt(k)
+
+
+def _frame(n_train=120, n_hold=60, n_test=60, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    n = n_train + n_hold + n_test
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+    split = np.array(["train"] * n_train + ["holdout"] * n_hold + ["test"] * n_test)
+    return pd.DataFrame({"example_id": np.arange(n, dtype=np.int64) + 100, "split": split, "label": y, "x": list(x)})
+
+
+LOG = logging.getLogger("test_training")
+
+
+def test_train_info_and_saved_model(tmp_path):
+    df = _frame()
+    params = {
+        "mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "learning_rate": 0.1, "optimizer": "sgd",
+        "momentum": 0.9, "hidden_units": [8], "activation": "relu", "dropout": 0.0, "clip_norm": 1.0,
+        "target_epsilon": 5.0, "delta": 1e-3, "accountant": "rdp", "sampling": "poisson", "seed": 4,
+    }
+    info = train_model(df, SPLITS, params, tmp_path / "model.keras", threads=2, log=LOG)
+    assert info["epsilon"] <= 5.0 and info["epsilon"] > 4.9
+    assert info["noise_multiplier"] > 0 and info["sampling_probability"] == 20 / 120
+    assert info["steps"] == 12 and info["expected_batch_size"] == 20.0
+    assert info["neighbouring_relation"] == "add_or_remove_one" and info["accountant"] == "rdp"
+    assert info["optimizer_class"] == "tf_keras.SGD" and info["dp_implementation"] == "fast_gradient_clipping"
+    assert len(info["history"]) == 2 and {"loss", "accuracy", "seconds"} <= set(info["history"][0])
+    assert set(info["versions"]) == {"tensorflow", "tf_keras", "tensorflow_privacy", "dp_accounting", "numpy"}
+    write_json(tmp_path / "train.json", info)
+    assert read_json(tmp_path / "train.json")["steps"] == 12
+    # Loads with no custom objects and no optimizer.
+    loaded = _tf.keras.models.load_model(tmp_path / "model.keras")
+    assert loaded.optimizer is None
+    assert loaded.get_layer("logits") is not None
+
+
+def test_baseline_info_has_infinite_epsilon(tmp_path):
+    df = _frame()
+    info = train_model(
+        df, SPLITS, {"mechanism": "baseline", "epochs": 1, "batch_size": 30, "hidden_units": [4], "seed": 1},
+        tmp_path / "m.keras", threads=2, log=LOG,
+    )
+    assert info["epsilon"] == math.inf and info["noise_multiplier"] == 0.0
+    json.dumps(info, default=str)  # plain Python values only (inf is handled by io.write_json)
+
+
+def test_empty_poisson_batches_get_noise_only_updates(tmp_path):
+    df = _frame(n_train=20)
+    info = train_model(
+        df, SPLITS,
+        {"mechanism": "dpsgd", "epochs": 3, "batch_size": 1, "hidden_units": [], "clip_norm": 1.0,
+         "noise_multiplier": 1.0, "delta": 1e-3, "seed": 2},
+        tmp_path / "m.keras", threads=2, log=LOG,
+    )
+    # q = 1/20, 60 steps: P(no empty batch) = (1 − 0.95^20)^60 ≈ 1e-12.
+    assert info["empty_batches"] > 0
+    weights = _tf.keras.models.load_model(tmp_path / "m.keras").get_weights()
+    assert all(np.all(np.isfinite(w)) for w in weights)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_same_seed_gives_identical_models(tmp_path, dropout):
+    df = _frame()
+    params = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "hidden_units": [6], "dropout": dropout,
+              "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": 1e-3, "seed": 9}
+    train_model(df, SPLITS, params, tmp_path / "a.keras", threads=2, log=LOG)
+    train_model(df, SPLITS, params, tmp_path / "b.keras", threads=2, log=LOG)
+    train_model(df, SPLITS, {**params, "seed": 10}, tmp_path / "c.keras", threads=2, log=LOG)
+    load = _tf.keras.models.load_model
+    wa, wb, wc = (load(tmp_path / f"{k}.keras").get_weights() for k in "abc")
+    assert all(np.array_equal(a, b) for a, b in zip(wa, wb, strict=True))
+    assert not all(np.array_equal(a, c) for a, c in zip(wa, wc, strict=True))
