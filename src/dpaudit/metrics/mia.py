@@ -1,0 +1,729 @@
+"""Loss-threshold membership inference: ROC, AUC, advantage, TPR at low FPR, ε lower bounds.
+
+The attack (Yeom et al.; seed002 §2.1, §3) predicts "member" when an example's
+loss is at most a threshold τ. Members are the training set, non-members a
+holdout set. For a threshold τ
+
+    TP = #{members with loss ≤ τ},   FP = #{non-members with loss ≤ τ},
+    TPR = TP / n_members,             FPR = FP / n_nonmembers.
+
+Every function works on sorted arrays and cumulative counts, so 10⁶ + 10⁶ losses
+take a fraction of a second; nothing loops over examples or thresholds in Python.
+
+The ε lower bound follows the hypothesis-testing reading of (ε, δ)-DP
+(seed001 §2.1 D5; Kairouz et al. 2015): every test satisfies
+TPR ≤ e^ε·FPR + δ and TNR ≤ e^ε·FNR + δ. Replacing the rates with one-sided
+Clopper–Pearson bounds (Jagielski et al. 2020; Nasr et al. 2021) turns an
+observed attack into a statistically valid lower bound on the ε of the training
+run, provided the threshold was not chosen on the same data it is evaluated on
+(``method="split"``) or the confidence level pays for the choice
+(``method="bonferroni"``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import beta
+
+__all__ = [
+    "CI_METHODS",
+    "DEFAULT_FPR_TARGETS",
+    "METRIC_NAMES",
+    "OUTPUT_COLUMNS",
+    "OUTPUT_DTYPES",
+    "EpsilonLowerBound",
+    "OperatingPoint",
+    "RocCurve",
+    "accuracy",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "epsilon_from_counts",
+    "epsilon_lower_bound",
+    "max_advantage",
+    "mia_metrics",
+    "roc_auc",
+    "roc_curve",
+    "tpr_at_fpr",
+]
+
+DEFAULT_FPR_TARGETS: tuple[float, ...] = (0.001, 0.01, 0.1)
+CI_METHODS: tuple[str, ...] = ("split", "bonferroni")
+METRIC_NAMES: tuple[str, ...] = (
+    "auc",
+    "max_advantage",
+    "tpr_at_fpr",
+    "epsilon_lower_bound",
+    "accountant_epsilon",
+    "train_accuracy",
+    "test_accuracy",
+    "generalization_gap",
+)
+
+# Fixed dtypes so that the frames of many runs concatenate without object
+# columns or float/int flips (an all-NA column would otherwise become object).
+OUTPUT_DTYPES: dict[str, str] = {
+    "metric": "string",
+    "value": "float64",
+    "loss": "string",
+    "fpr_target": "float64",
+    "fpr_realized": "float64",
+    "threshold": "float64",
+    "tp": "Int64",
+    "fp": "Int64",
+    "n_members": "Int64",
+    "n_nonmembers": "Int64",
+    "delta": "float64",
+    "alpha": "float64",
+    "ci_method": "string",
+    "seed": "Int64",
+}
+OUTPUT_COLUMNS: tuple[str, ...] = tuple(OUTPUT_DTYPES)
+
+_REQUIRED_INPUT_COLUMNS = ("example_id", "split", "is_member", "correct")
+# Exact CP bounds are evaluated in blocks that double in size, starting here;
+# the pruning decides after each block whether more can change the answer.
+_SEARCH_BLOCK = 256
+
+
+# --------------------------------------------------------------------------- ROC
+
+
+@dataclass(frozen=True)
+class RocCurve:
+    """The attack's ROC at every distinct threshold.
+
+    ``thresholds[0]`` is ``-inf`` (flag nobody: TP = FP = 0); the remaining
+    entries are the distinct loss values of both classes in increasing order.
+    At a tied loss value members and non-members enter together, so the curve
+    has one point per distinct value, never an order-dependent staircase.
+    """
+
+    thresholds: np.ndarray  # float64, strictly increasing
+    tp: np.ndarray  # int64, members with loss ≤ threshold
+    fp: np.ndarray  # int64, non-members with loss ≤ threshold
+    tpr: np.ndarray  # float64
+    fpr: np.ndarray  # float64
+    n_members: int
+    n_nonmembers: int
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """One threshold of the attack with its confusion counts."""
+
+    threshold: float
+    tp: int
+    fp: int
+    n_members: int
+    n_nonmembers: int
+
+    @property
+    def tpr(self) -> float:
+        return self.tp / self.n_members
+
+    @property
+    def fpr(self) -> float:
+        return self.fp / self.n_nonmembers
+
+    @property
+    def advantage(self) -> float:
+        return self.tpr - self.fpr
+
+
+def _as_losses(values: np.ndarray | Sequence[float], name: str) -> np.ndarray:
+    """Validate one class's losses: 1-D, non-empty, finite; returned as float64."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: the attack needs at least one example per class")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:10])
+        more = f" and {bad.size - 10} more" if bad.size > 10 else ""
+        raise ValueError(f"{name} has {bad.size} non-finite value(s) at position(s) {shown}{more}")
+    return arr
+
+
+def _roc_from_sorted(members: np.ndarray, nonmembers: np.ndarray) -> RocCurve:
+    """ROC of two already sorted, validated float64 arrays."""
+    # np.unique sorts the union once; searchsorted(side="right") then counts
+    # "≤ τ" per class, which is what makes tied values move together.
+    distinct = np.unique(np.concatenate([members, nonmembers]))
+    thresholds = np.concatenate([[-np.inf], distinct])
+    tp = np.searchsorted(members, thresholds, side="right").astype(np.int64)
+    fp = np.searchsorted(nonmembers, thresholds, side="right").astype(np.int64)
+    n_m, n_n = int(members.size), int(nonmembers.size)
+    return RocCurve(
+        thresholds=thresholds,
+        tp=tp,
+        fp=fp,
+        tpr=tp / np.float64(n_m),
+        fpr=fp / np.float64(n_n),
+        n_members=n_m,
+        n_nonmembers=n_n,
+    )
+
+
+def roc_curve(
+    member_losses: np.ndarray | Sequence[float], nonmember_losses: np.ndarray | Sequence[float]
+) -> RocCurve:
+    """ROC of the attack "member iff loss ≤ τ" over every distinct loss value.
+
+    Raises ValueError on empty input or non-finite losses (naming positions).
+    """
+    members = np.sort(_as_losses(member_losses, "member_losses"))
+    nonmembers = np.sort(_as_losses(nonmember_losses, "nonmember_losses"))
+    return _roc_from_sorted(members, nonmembers)
+
+
+def roc_auc(roc: RocCurve) -> float:
+    """Area under the ROC = P(member loss < non-member loss) + ½·P(equal).
+
+    The trapezoid between consecutive distinct thresholds is exactly the
+    pair-counting statistic with ties counted ½; integer arithmetic keeps it
+    exact until the final division (sums stay below 2·n_m·n_n < 2⁶³ for any
+    realistic dataset).
+    """
+    dfp = np.diff(roc.fp)
+    tp_sum = roc.tp[1:] + roc.tp[:-1]
+    twice_area = int(np.dot(dfp, tp_sum))
+    return twice_area / (2.0 * roc.n_members * roc.n_nonmembers)
+
+
+def _point(roc: RocCurve, i: int) -> OperatingPoint:
+    return OperatingPoint(
+        threshold=float(roc.thresholds[i]),
+        tp=int(roc.tp[i]),
+        fp=int(roc.fp[i]),
+        n_members=roc.n_members,
+        n_nonmembers=roc.n_nonmembers,
+    )
+
+
+def max_advantage(roc: RocCurve) -> OperatingPoint:
+    """The threshold maximizing TPR − FPR (≥ 0, the flag-nobody point gives 0).
+
+    Ties go to the smallest threshold, so the choice does not depend on float
+    noise in the subtraction order.
+    """
+    # Compare on the common denominator n_m·n_n so that ties are exact.
+    score = roc.tp * np.int64(roc.n_nonmembers) - roc.fp * np.int64(roc.n_members)
+    return _point(roc, int(np.argmax(score)))
+
+
+def tpr_at_fpr(
+    roc: RocCurve, fpr_targets: Sequence[float] = DEFAULT_FPR_TARGETS
+) -> dict[float, OperatingPoint]:
+    """For each target, the largest TPR whose realized FPR is ≤ the target.
+
+    Among thresholds with that largest TPR the smallest realized FPR is
+    reported (extra non-members caught without extra members are pure cost).
+    The flag-nobody point keeps every target feasible: with too few
+    non-members to realize a small FPR the answer is honestly TPR = 0 at
+    threshold −inf. Keys are the targets as floats, in the given order.
+    """
+    result: dict[float, OperatingPoint] = {}
+    for target in fpr_targets:
+        target = float(target)
+        if not 0.0 <= target <= 1.0:
+            raise ValueError(f"fpr target must lie in [0, 1], got {target}")
+        # fp is nondecreasing, so the feasible points are a prefix of the curve.
+        last = int(np.searchsorted(roc.fpr, target, side="right")) - 1
+        best_tp = roc.tp[last]
+        # tp is nondecreasing too: the first index reaching best_tp has the least fp.
+        first = int(np.searchsorted(roc.tp[: last + 1], best_tp, side="left"))
+        result[target] = _point(roc, first)
+    return result
+
+
+# ------------------------------------------------------------ Clopper–Pearson
+
+
+def _check_alpha(alpha: float) -> float:
+    alpha = float(alpha)
+    # One-sided bounds at α ≥ ½ would no longer bracket the point estimate,
+    # which the threshold search below relies on.
+    if not 0.0 < alpha <= 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5], got {alpha}")
+    return alpha
+
+
+def _check_counts(k: np.ndarray, n: np.ndarray) -> None:
+    if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("Clopper-Pearson needs integer counts with 0 <= k <= n and n >= 1")
+
+
+def clopper_pearson_lower(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided lower Clopper–Pearson bound p_lo with P(X ≥ k | p_lo) = α.
+
+    X ~ Binomial(n, p). p_lo = 0 when k = 0. Vectorized over k and n.
+    """
+    alpha = _check_alpha(alpha)
+    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
+    _check_counts(k_arr, n_arr)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = beta.ppf(alpha, k_arr, n_arr - k_arr + 1.0)
+    lo = np.where(k_arr == 0, 0.0, lo)
+    return float(lo) if lo.ndim == 0 else lo
+
+
+def clopper_pearson_upper(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided upper Clopper–Pearson bound p_hi with P(X ≤ k | p_hi) = α.
+
+    X ~ Binomial(n, p). p_hi = 1 when k = n. Vectorized over k and n.
+    """
+    alpha = _check_alpha(alpha)
+    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
+    _check_counts(k_arr, n_arr)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hi = beta.ppf(1.0 - alpha, k_arr + 1.0, n_arr - k_arr)
+    hi = np.where(k_arr == n_arr, 1.0, hi)
+    return float(hi) if hi.ndim == 0 else hi
+
+
+# ------------------------------------------------------------------ ε bounds
+
+
+def _log_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """ln(num/den), −inf where the numerator is ≤ 0 (that term carries no evidence)."""
+    out = np.full(np.shape(numerator), -np.inf)
+    ok = numerator > 0
+    out[ok] = np.log(numerator[ok] / denominator[ok])
+    return out
+
+
+def _epsilon_terms(tp, fp, n_m: int, n_n: int, delta: float, alpha: float) -> np.ndarray:
+    """Unfloored max of the two DP-inequality terms with CP bounds (−inf if none applies)."""
+    tp = np.atleast_1d(np.asarray(tp, np.int64))
+    fp = np.atleast_1d(np.asarray(fp, np.int64))
+    tpr_lo = clopper_pearson_lower(tp, n_m, alpha)
+    fpr_hi = clopper_pearson_upper(fp, n_n, alpha)
+    # TNR/FNR bounds computed directly rather than as 1 − bound, to keep
+    # precision when a rate is close to 1.
+    tnr_lo = clopper_pearson_lower(n_n - fp, n_n, alpha)
+    fnr_hi = clopper_pearson_upper(n_m - tp, n_m, alpha)
+    return np.maximum(_log_ratio(tpr_lo - delta, fpr_hi), _log_ratio(tnr_lo - delta, fnr_hi))
+
+
+def _cp_grid(n: int) -> np.ndarray:
+    """Counts in 0..n at which CP bounds are tabulated for ``_epsilon_term_caps``.
+
+    Every count within 256 of either end, then geometric steps of 0.25 % in
+    min(k, n − k): rates near 0 and near 1 both need fine relative resolution.
+    """
+    edge = min(n, 256)
+    near = np.arange(edge + 1, dtype=np.int64)
+    parts = [near, n - near]
+    if n > 2 * edge:
+        num = math.ceil(math.log(n / (2 * edge)) / math.log(1.0025)) + 1
+        far = np.round(np.geomspace(edge, n / 2, num=num)).astype(np.int64)
+        parts += [far, n - far]
+    return np.unique(np.concatenate(parts))
+
+
+def _epsilon_term_caps(tp, fp, n_m: int, n_n: int, delta: float, alpha: float) -> np.ndarray:
+    """Cheap upper bounds on ``_epsilon_terms``, used to skip hopeless thresholds.
+
+    Both CP bounds increase with k, so evaluating them exactly at the nearest
+    tabulated count on the favourable side (above k for a lower bound, below k
+    for an upper bound) over-states every term. A few thousand root-finds per
+    class replace one per threshold; the margin covers floating-point noise.
+    """
+    tp = np.asarray(tp, np.int64)
+    fp = np.asarray(fp, np.int64)
+    grid_m, grid_n = _cp_grid(n_m), _cp_grid(n_n)
+    lo_m, hi_m = (
+        clopper_pearson_lower(grid_m, n_m, alpha),
+        clopper_pearson_upper(grid_m, n_m, alpha),
+    )
+    lo_n, hi_n = (
+        clopper_pearson_lower(grid_n, n_n, alpha),
+        clopper_pearson_upper(grid_n, n_n, alpha),
+    )
+    tpr_lo = lo_m[np.searchsorted(grid_m, tp, side="left")]
+    fnr_hi = hi_m[np.searchsorted(grid_m, n_m - tp, side="right") - 1]
+    tnr_lo = lo_n[np.searchsorted(grid_n, n_n - fp, side="left")]
+    fpr_hi = hi_n[np.searchsorted(grid_n, fp, side="right") - 1]
+    caps = np.maximum(_log_ratio(tpr_lo - delta, fpr_hi), _log_ratio(tnr_lo - delta, fnr_hi))
+    return caps + 1e-9
+
+
+def epsilon_from_counts(
+    tp, fp, n_members: int, n_nonmembers: int, *, delta: float, alpha: float = 0.05
+) -> np.ndarray | float:
+    """ε lower bound at fixed thresholds from their confusion counts.
+
+    ε_lb = max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)), floored at 0,
+    with one-sided Clopper–Pearson bounds at level α; a term whose numerator is
+    ≤ 0 is ignored. TNR_lo = 1 − FPR_hi and FNR_hi = 1 − TPR_lo, so only two
+    bounds are random: the result is a valid lower bound on ε with probability
+    ≥ 1 − 2α for a threshold fixed before seeing these counts.
+    """
+    alpha = _check_alpha(alpha)
+    _check_delta(delta)
+    scalar = np.ndim(tp) == 0 and np.ndim(fp) == 0
+    eps = np.maximum(_epsilon_terms(tp, fp, int(n_members), int(n_nonmembers), delta, alpha), 0.0)
+    return float(eps[0]) if scalar else eps
+
+
+def _check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta}")
+    return delta
+
+
+def _best_threshold(roc: RocCurve, delta: float, alpha: float) -> tuple[int, float]:
+    """Index into ``roc`` maximizing the unfloored CP-bounded ε, and that value.
+
+    Exact CP bounds cost a root-find each (seconds per million), so the search
+    is pruned without changing the answer:
+    1. Both terms grow with TP and shrink with FP. A point followed by a
+       members-only step, or preceded by a non-members-only step, is dominated;
+       only "corners" remain.
+    2. Corners are examined in decreasing order of a cheap cap on their value
+       (``_epsilon_term_caps``) until no unexamined cap can beat the best exact
+       value found, or until every remaining cap is ≤ 0 (those can only give
+       a value that floors to 0).
+    Among examined candidates ties go to the smallest threshold.
+    """
+    tp, fp = roc.tp, roc.fp
+    size = tp.size
+    entered_member = np.ones(size, dtype=bool)
+    entered_member[1:] = tp[1:] > tp[:-1]
+    leaves_by_nonmember = np.ones(size, dtype=bool)
+    leaves_by_nonmember[:-1] = fp[1:] > fp[:-1]
+    corners = np.flatnonzero(entered_member & leaves_by_nonmember)
+    if corners.size == 0:  # only possible for the trivial curve; keep flag-nobody
+        corners = np.array([0])
+
+    caps = _epsilon_term_caps(
+        tp[corners], fp[corners], roc.n_members, roc.n_nonmembers, delta, alpha
+    )
+    order = np.argsort(-caps, kind="stable")
+    best_value, best_index = -np.inf, int(corners[order[0]])
+    start, chunk = 0, _SEARCH_BLOCK
+    while start < order.size:
+        head_cap = caps[order[start]]
+        # After the first block a cap ≤ 0 can only yield a value that floors
+        # to 0, which an examined candidate already achieves.
+        if start > 0 and (head_cap < best_value or head_cap <= 0.0):
+            break
+        block = corners[order[start : start + chunk]]
+        values = _epsilon_terms(tp[block], fp[block], roc.n_members, roc.n_nonmembers, delta, alpha)
+        top = values.max()
+        if top > best_value or (top == best_value and block[values == top].min() < best_index):
+            best_value = float(top)
+            best_index = int(block[values == top].min())
+        start += chunk
+        chunk *= 2
+    return best_index, best_value
+
+
+@dataclass(frozen=True)
+class EpsilonLowerBound:
+    """An ε lower bound with everything needed to reproduce and judge it.
+
+    ``tp``, ``fp``, ``n_members`` and ``n_nonmembers`` are the counts the
+    Clopper–Pearson bounds were computed from: the evaluation half for
+    ``"split"``, all data for ``"bonferroni"``. ``alpha`` is the nominal level,
+    ``alpha_effective`` the per-bound level actually used (α/n_thresholds for
+    Bonferroni). ``seed`` is None for Bonferroni, which draws nothing.
+    """
+
+    epsilon: float
+    threshold: float
+    tp: int
+    fp: int
+    n_members: int
+    n_nonmembers: int
+    method: str
+    alpha: float
+    alpha_effective: float
+    delta: float
+    seed: int | None
+    n_thresholds: int
+
+    @property
+    def fpr(self) -> float:
+        return self.fp / self.n_nonmembers
+
+
+def epsilon_lower_bound(
+    member_losses: np.ndarray | Sequence[float],
+    nonmember_losses: np.ndarray | Sequence[float],
+    *,
+    delta: float,
+    alpha: float = 0.05,
+    method: str = "split",
+    seed: int | None = None,
+) -> EpsilonLowerBound:
+    """Statistically valid ε lower bound from the loss-threshold attack.
+
+    ``method="split"`` (default): a seeded random half of the members and of
+    the non-members chooses the threshold that maximizes the Clopper–Pearson
+    ε bound (at α) on that half; the other half evaluates that single threshold
+    with CP bounds at α. Selecting on the CP bound rather than on raw rate
+    ratios avoids picking a zero-FPR threshold backed by a handful of members.
+    ``n_thresholds`` records how many distinct thresholds the selection half
+    offered.
+
+    ``method="bonferroni"``: all data, the maximum over every distinct loss
+    value of the bound with per-bound level α/K, K = number of distinct loss
+    values (the thresholds tried).
+
+    In both cases ε_true ≥ ``epsilon`` holds with probability ≥ 1 − 2α when the
+    attack's samples are independent draws (two one-sided bounds, union bound).
+    Input order does not matter for Bonferroni; for the split, permute inputs
+    consistently (e.g. sort by example id) to reproduce a result.
+    """
+    delta = _check_delta(delta)
+    alpha = _check_alpha(alpha)
+    members = _as_losses(member_losses, "member_losses")
+    nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
+
+    if method == "bonferroni":
+        roc = _roc_from_sorted(np.sort(members), np.sort(nonmembers))
+        n_thresholds = roc.thresholds.size - 1  # the distinct loss values
+        alpha_eff = alpha / n_thresholds
+        index, value = _best_threshold(roc, delta, alpha_eff)
+        return EpsilonLowerBound(
+            epsilon=max(value, 0.0),
+            threshold=float(roc.thresholds[index]),
+            tp=int(roc.tp[index]),
+            fp=int(roc.fp[index]),
+            n_members=roc.n_members,
+            n_nonmembers=roc.n_nonmembers,
+            method=method,
+            alpha=alpha,
+            alpha_effective=alpha_eff,
+            delta=delta,
+            seed=None,
+            n_thresholds=n_thresholds,
+        )
+
+    if method != "split":
+        raise ValueError(f"method must be one of {CI_METHODS}, got {method!r}")
+    if seed is None:
+        raise ValueError("method='split' needs an explicit seed so the split is reproducible")
+    if members.size < 2 or nonmembers.size < 2:
+        raise ValueError(
+            "method='split' needs at least 2 members and 2 non-members "
+            f"(got {members.size} and {nonmembers.size})"
+        )
+    rng = np.random.default_rng(seed)
+    perm_m = rng.permutation(members.size)
+    perm_n = rng.permutation(nonmembers.size)
+    half_m, half_n = members.size // 2, nonmembers.size // 2
+    select_m, eval_m = np.sort(members[perm_m[:half_m]]), np.sort(members[perm_m[half_m:]])
+    select_n, eval_n = np.sort(nonmembers[perm_n[:half_n]]), np.sort(nonmembers[perm_n[half_n:]])
+
+    roc_select = _roc_from_sorted(select_m, select_n)
+    index, _ = _best_threshold(roc_select, delta, alpha)
+    threshold = float(roc_select.thresholds[index])
+    tp = int(np.searchsorted(eval_m, threshold, side="right"))
+    fp = int(np.searchsorted(eval_n, threshold, side="right"))
+    eps = epsilon_from_counts(tp, fp, eval_m.size, eval_n.size, delta=delta, alpha=alpha)
+    return EpsilonLowerBound(
+        epsilon=float(eps),
+        threshold=threshold,
+        tp=tp,
+        fp=fp,
+        n_members=int(eval_m.size),
+        n_nonmembers=int(eval_n.size),
+        method=method,
+        alpha=alpha,
+        alpha_effective=alpha,
+        delta=delta,
+        seed=int(seed),
+        n_thresholds=int(roc_select.thresholds.size - 1),
+    )
+
+
+# ------------------------------------------------------------------ accuracy
+
+
+def accuracy(correct: np.ndarray | Sequence[bool] | pd.Series, name: str = "correct") -> float:
+    """Fraction of correct predictions; refuses empty input and missing values."""
+    series = pd.Series(correct)
+    if series.size == 0:
+        raise ValueError(f"{name}: no examples to measure accuracy on")
+    if series.isna().any():
+        raise ValueError(f"{name}: {int(series.isna().sum())} missing value(s) in 'correct'")
+    values = series.to_numpy(dtype=np.float64)
+    if not np.all((values == 0.0) | (values == 1.0)):
+        raise ValueError(f"{name}: 'correct' must be boolean or 0/1")
+    return float(values.mean())
+
+
+# --------------------------------------------------------------- the table
+
+
+def _rows_to_frame(rows: list[Mapping[str, object]]) -> pd.DataFrame:
+    columns = {}
+    for column, dtype in OUTPUT_DTYPES.items():
+        values = [row.get(column) for row in rows]
+        if dtype == "float64":
+            columns[column] = np.array(
+                [np.nan if v is None else float(v) for v in values], dtype=np.float64
+            )
+        else:
+            columns[column] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(columns)
+
+
+def _finite_losses(frame: pd.DataFrame, loss_column: str, role: str) -> np.ndarray:
+    losses = pd.to_numeric(frame[loss_column]).to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(losses)
+    if bad.any():
+        ids = frame["example_id"].to_numpy()[bad]
+        shown = ", ".join(str(i) for i in ids[:20])
+        more = f" and {ids.size - 20} more" if ids.size > 20 else ""
+        raise ValueError(
+            f"{loss_column} is NaN or infinite for {ids.size} {role} example(s); "
+            f"example_id: {shown}{more}"
+        )
+    return losses
+
+
+def mia_metrics(
+    outputs: pd.DataFrame,
+    *,
+    members_split: str,
+    nonmembers_split: str,
+    utility_split: str,
+    delta: float,
+    accountant_epsilon: float,
+    seed: int,
+    alpha: float = 0.05,
+    fpr_targets: Sequence[float] = DEFAULT_FPR_TARGETS,
+    loss_column: str = "loss_ce",
+    ci_method: str = "split",
+) -> pd.DataFrame:
+    """All loss-threshold MIA metrics of one run, in long format.
+
+    ``outputs`` is a run's outputs.parquet with a ``split`` column (DESIGN §3):
+    members are rows with ``split == members_split``, non-members rows with
+    ``split == nonmembers_split``; train accuracy is measured on members and
+    test accuracy on ``utility_split``. ``accountant_epsilon`` is +inf for
+    non-private baselines and is reported as such.
+
+    Returns one row per value with columns ``OUTPUT_COLUMNS`` and dtypes
+    ``OUTPUT_DTYPES``; parameters that do not apply to a metric are NA.
+    Rows (in order): auc, max_advantage, one tpr_at_fpr per target,
+    epsilon_lower_bound, accountant_epsilon, train_accuracy, test_accuracy,
+    generalization_gap (= train − test accuracy).
+    """
+    missing = [c for c in (*_REQUIRED_INPUT_COLUMNS, loss_column) if c not in outputs.columns]
+    if missing:
+        raise ValueError(f"outputs is missing column(s) {missing}")
+    if ci_method not in CI_METHODS:
+        raise ValueError(f"ci_method must be one of {CI_METHODS}, got {ci_method!r}")
+    delta = _check_delta(delta)
+    alpha = _check_alpha(alpha)
+    accountant_epsilon = float(accountant_epsilon)
+    if math.isnan(accountant_epsilon) or accountant_epsilon < 0:
+        raise ValueError(
+            f"accountant_epsilon must be >= 0 (+inf for baselines), got {accountant_epsilon}"
+        )
+
+    split = outputs["split"].astype("string")
+
+    def rows_of(name: str) -> pd.DataFrame:
+        return outputs[(split == name).fillna(False).to_numpy()]
+
+    # Sorting by example_id makes the seeded split independent of row order.
+    members = rows_of(members_split).sort_values("example_id", kind="stable")
+    nonmembers = rows_of(nonmembers_split).sort_values("example_id", kind="stable")
+    utility = rows_of(utility_split)
+    for frame, role, name in (
+        (members, "member", members_split),
+        (nonmembers, "non-member", nonmembers_split),
+        (utility, "utility", utility_split),
+    ):
+        if frame.empty:
+            raise ValueError(
+                f"no {role} examples: no row has split == {name!r} "
+                f"(splits present: {sorted(split.dropna().unique().tolist())})"
+            )
+    # A mislabeled split would silently turn the attack into noise.
+    wrong_m = members["example_id"][~members["is_member"].astype(bool).to_numpy()]
+    wrong_n = nonmembers["example_id"][nonmembers["is_member"].astype(bool).to_numpy()]
+    if len(wrong_m) or len(wrong_n):
+        raise ValueError(
+            "is_member disagrees with split: "
+            f"{len(wrong_m)} row(s) of {members_split!r} have is_member False "
+            f"(example_id {wrong_m.head(10).tolist()}), "
+            f"{len(wrong_n)} row(s) of {nonmembers_split!r} have is_member True "
+            f"(example_id {wrong_n.head(10).tolist()})"
+        )
+
+    member_losses = _finite_losses(members, loss_column, "member")
+    nonmember_losses = _finite_losses(nonmembers, loss_column, "non-member")
+
+    roc = roc_curve(member_losses, nonmember_losses)
+    n_m, n_n = roc.n_members, roc.n_nonmembers
+    counts = {"loss": loss_column, "n_members": n_m, "n_nonmembers": n_n}
+
+    rows: list[dict[str, object]] = [{"metric": "auc", "value": roc_auc(roc), **counts}]
+
+    adv = max_advantage(roc)
+    rows.append(
+        {
+            "metric": "max_advantage",
+            "value": adv.advantage,
+            "fpr_realized": adv.fpr,
+            "threshold": adv.threshold,
+            "tp": adv.tp,
+            "fp": adv.fp,
+            **counts,
+        }
+    )
+    for target, point in tpr_at_fpr(roc, fpr_targets).items():
+        rows.append(
+            {
+                "metric": "tpr_at_fpr",
+                "value": point.tpr,
+                "fpr_target": target,
+                "fpr_realized": point.fpr,
+                "threshold": point.threshold,
+                "tp": point.tp,
+                "fp": point.fp,
+                **counts,
+            }
+        )
+
+    bound = epsilon_lower_bound(
+        member_losses, nonmember_losses, delta=delta, alpha=alpha, method=ci_method, seed=seed
+    )
+    rows.append(
+        {
+            "metric": "epsilon_lower_bound",
+            "value": bound.epsilon,
+            "loss": loss_column,
+            "fpr_realized": bound.fpr,
+            "threshold": bound.threshold,
+            "tp": bound.tp,
+            "fp": bound.fp,
+            "n_members": bound.n_members,
+            "n_nonmembers": bound.n_nonmembers,
+            "delta": delta,
+            "alpha": alpha,
+            "ci_method": ci_method,
+            "seed": bound.seed,
+        }
+    )
+    rows.append({"metric": "accountant_epsilon", "value": accountant_epsilon, "delta": delta})
+
+    train_acc = accuracy(members["correct"], f"split {members_split!r}")
+    test_acc = accuracy(utility["correct"], f"split {utility_split!r}")
+    rows.append({"metric": "train_accuracy", "value": train_acc})
+    rows.append({"metric": "test_accuracy", "value": test_acc})
+    rows.append({"metric": "generalization_gap", "value": train_acc - test_acc})
+    return _rows_to_frame(rows)
