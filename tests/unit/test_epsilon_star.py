@@ -248,6 +248,8 @@ def test_transform_range_and_pooled_minmax_invariance():
 
 
 def test_invalid_inputs_raise():
+    # Spec §9.1: float32 overflow gives infinite logit losses that break the min-max;
+    # they must fail loudly rather than yield a silent eps*.
     with pytest.raises(ValueError, match="NaN"):
         empirical_epsilon_star([0.0, np.nan], [1.0], 1e-5)
     with pytest.raises(ValueError, match="non-finite"):

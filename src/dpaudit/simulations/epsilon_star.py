@@ -175,7 +175,7 @@ _GAMMA_COLUMNS = {
 
 def simulate_gamma(
     *,
-    distances: Iterable[float] = DISTANCES,
+    distances: Iterable[int] = DISTANCES,
     sizes: Iterable[int] = SIZES,
     n_repeats: int = N_REPEATS,
     delta: float = SIM_DELTA,
@@ -209,6 +209,10 @@ def simulate_gamma(
         )
 
     for d in distances:
+        if float(d) != int(d):
+            # d keys the per-cell seed and the int64 column of sim_gamma.parquet
+            raise ValueError(f"d must be integer-valued, got {d}")
+        d = int(d)
         if include_true:
             add(
                 d,
