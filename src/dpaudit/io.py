@@ -82,4 +82,9 @@ def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table) -> No
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
-    return pq.read_table(path, columns=columns).to_pandas()
+    table = pq.read_table(path, columns=columns)
+    # pandas 3 cannot rebuild the dtype name pandas metadata stores for a
+    # fixed-size list column (x, gradient); such frames carry no nullable
+    # dtypes, so reading them without that metadata loses nothing.
+    has_fixed_lists = any(pa.types.is_fixed_size_list(field.type) for field in table.schema)
+    return table.to_pandas(ignore_metadata=has_fixed_lists)

@@ -703,3 +703,61 @@ def aggregate_strategies(
         out["nondominated"] = nondominated
         out["on_pareto"] = on_pareto
     return out
+
+
+# ---------------------------------------------------------------------------
+# one trained model, as the workflow's metric rule computes it
+# ---------------------------------------------------------------------------
+
+LOSS_VARIANTS = {"logit": "loss_logit", "ce": "loss_ce"}
+
+
+def epsilon_star_run_metrics(
+    outputs: pd.DataFrame,
+    *,
+    members_split: str,
+    nonmembers_split: str,
+    utility_split: str,
+    classes: int,
+    delta: float,
+    grid_size: int = GRID_SIZE,
+    alpha: float = 1.0,
+    empirical_filter: float = EMPIRICAL_FILTER,
+) -> pd.DataFrame:
+    """ε* of one model on both loss variants and both estimators, plus its utility row.
+
+    Members are the training split, the population sample is the non-member split
+    (seed002 §3: all of them, unbalanced). δ is the run's δ (the one DP training used).
+    """
+    from dpaudit.metrics.utility import utility
+
+    for column in ("split", *LOSS_VARIANTS.values()):
+        if column not in outputs.columns:
+            raise ValueError(f"outputs lack column {column!r}")
+    members = outputs[outputs["split"] == members_split]
+    nonmembers = outputs[outputs["split"] == nonmembers_split]
+    if members.empty or nonmembers.empty:
+        raise ValueError(
+            f"need members ({members_split!r}: {len(members)}) and non-members "
+            f"({nonmembers_split!r}: {len(nonmembers)})"
+        )
+    for column in LOSS_VARIANTS.values():
+        bad = ~np.isfinite(outputs[column].to_numpy(dtype=np.float64))
+        if bad.any():
+            ids = outputs.loc[bad, "example_id"].head(20).tolist()
+            raise ValueError(f"non-finite {column} for example_id(s) {ids}")
+    frame = epsilon_star_metrics(
+        {name: members[col].to_numpy(np.float64) for name, col in LOSS_VARIANTS.items()},
+        {name: nonmembers[col].to_numpy(np.float64) for name, col in LOSS_VARIANTS.items()},
+        delta,
+        grid_size=grid_size,
+        alpha=alpha,
+        empirical_filter=empirical_filter,
+    )
+    measured = utility(outputs, utility_split=utility_split, classes=classes)
+    utility_row = pd.DataFrame([{"metric": "utility", "value": measured["utility"], "delta": delta,
+                                 "n_pop": measured["n_utility"]}]).astype(
+        {k: v for k, v in _METRIC_COLUMNS.items() if k in ("metric", "value", "delta", "n_pop")})
+    frame = pd.concat([frame, utility_row], ignore_index=True)
+    frame["utility_kind"] = pd.array([None] * (len(frame) - 1) + [measured["utility_kind"]], dtype="string")
+    return frame.astype({k: v for k, v in _METRIC_COLUMNS.items() if k in frame.columns})

@@ -1,0 +1,27 @@
+"""Utility of a trained model on its utility split, as source 002 measures it.
+
+Binary tasks: AUROC of the predicted P(y = 1) (seed002 §2.8); more classes:
+top-1 accuracy. Computed from the per-example outputs (p_true, label, correct).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import roc_auc_score
+
+
+def utility(outputs: pd.DataFrame, *, utility_split: str, classes: int) -> dict:
+    """Return {'utility': value, 'utility_kind': 'auroc'|'accuracy', 'n_utility': n}."""
+    rows = outputs[outputs["split"] == utility_split]
+    if rows.empty:
+        raise ValueError(f"no examples in utility split {utility_split!r}")
+    if classes == 2:
+        label = rows["label"].to_numpy()
+        p_true = rows["p_true"].to_numpy(dtype=np.float64)
+        p_positive = np.where(label == 1, p_true, 1.0 - p_true)
+        if np.unique(label).size < 2:
+            raise ValueError(f"utility split {utility_split!r} holds one class only; AUROC undefined")
+        return {"utility": float(roc_auc_score(label, p_positive)), "utility_kind": "auroc",
+                "n_utility": int(len(rows))}
+    return {"utility": float(rows["correct"].mean()), "utility_kind": "accuracy", "n_utility": int(len(rows))}

@@ -1,0 +1,41 @@
+"""dpaudit.io: atomic writes and Parquet round trips."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from dpaudit.io import atomic_path, read_json, read_parquet, write_json, write_parquet
+
+
+def test_fixed_size_list_frame_round_trips(tmp_path):
+    vectors = np.arange(12, dtype=np.float32).reshape(4, 3)
+    frame = pd.DataFrame({"example_id": np.arange(4, dtype=np.int64)})
+    frame["gradient"] = pd.Series(
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 3), dtype=pd.ArrowDtype(pa.list_(pa.float32(), 3))
+    )
+    write_parquet(tmp_path / "g.parquet", frame)
+    back = read_parquet(tmp_path / "g.parquet")
+    np.testing.assert_array_equal(np.stack(back["gradient"].to_numpy()), vectors)
+
+
+def test_nullable_dtypes_round_trip(tmp_path):
+    frame = pd.DataFrame({"tp": pd.array([1, None], dtype="Int64"), "name": pd.array(["a", None], dtype="string")})
+    write_parquet(tmp_path / "m.parquet", frame)
+    back = read_parquet(tmp_path / "m.parquet")
+    assert str(back["tp"].dtype) == "Int64" and back["tp"].isna().tolist() == [False, True]
+
+
+def test_json_keeps_infinity(tmp_path):
+    write_json(tmp_path / "a.json", {"epsilon": math.inf, "x": [1.0, -math.inf]})
+    assert read_json(tmp_path / "a.json") == {"epsilon": "inf", "x": [1.0, "-inf"]}
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    target = tmp_path / "out.bin"
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("interrupted")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
