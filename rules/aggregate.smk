@@ -1,6 +1,10 @@
 rule aggregate_metrics:
     input:
-        metrics=all_runs("results/metrics/mia/{dataset}/{run}.parquet"),
+        metrics=[
+            path
+            for family in FAMILIES
+            for path in all_runs("results/metrics/" + family + "/{dataset}/{run}.parquet")
+        ],
         train=all_runs("results/models/{dataset}/{run}/train.json"),
     output:
         table="results/tables/metrics.parquet",

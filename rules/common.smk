@@ -17,8 +17,20 @@ config.update(_validated)
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
 RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
-# allow_large_delta is a check made in prepare_dataset, not a training setting.
-TRAINING = {k: v for k, v in config["training"].items() if k != "allow_large_delta"}
+# allow_large_delta is a check made in prepare_dataset, not a training setting;
+# a dataset's own training block overrides the shared one (its architecture).
+TRAINING = {
+    dataset: {
+        **{k: v for k, v in config["training"].items() if k != "allow_large_delta"},
+        **config["datasets"][dataset].get("training", {}),
+    }
+    for dataset in DATASETS
+}
+FAMILIES = ["mia"] + [
+    family
+    for family in ("epsilon_star",)
+    if config["metrics"][family]["enabled"]
+]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
 
 CODE = {
@@ -41,6 +53,9 @@ CODE = {
         ["dpaudit._tf", "dpaudit.extract.extract", "dpaudit.losses", "dpaudit.io", "dpaudit.logs"]
     ),
     "metric_mia": code_hash(["dpaudit.metrics.mia", "dpaudit.io", "dpaudit.logs"]),
+    "metric_epsilon_star": code_hash(
+        ["dpaudit.metrics.epsilon_star", "dpaudit.metrics.utility", "dpaudit.io", "dpaudit.logs"]
+    ),
     "aggregate_metrics": code_hash(["dpaudit.aggregate", "dpaudit.io", "dpaudit.logs"]),
     "plot_privacy_utility": code_hash(["dpaudit.plots.privacy_utility", "dpaudit.io", "dpaudit.logs"]),
 }
@@ -50,10 +65,15 @@ wildcard_constraints:
     dataset="|".join(DATASETS),
     run=r"[A-Za-z0-9.+\-~_]+",
     filename=r"[A-Za-z0-9._\-]+",
+    family="|".join(FAMILIES),
 
 
 def run_params(wildcards):
     return RUNS[wildcards.dataset][wildcards.run]
+
+
+def training_params(wildcards):
+    return TRAINING[wildcards.dataset]
 
 
 def raw_inputs(wildcards):

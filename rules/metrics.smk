@@ -17,3 +17,21 @@ rule metric_mia:
         "benchmarks/metric_mia/{dataset}/{run}.tsv"
     script:
         "../scripts/metric_mia.py"
+
+
+rule metric_epsilon_star:
+    input:
+        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
+        info="results/data/{dataset}/dataset.json",
+        train="results/models/{dataset}/{run}/train.json",
+    output:
+        "results/metrics/epsilon_star/{dataset}/{run}.parquet",
+    params:
+        options=config["metrics"]["epsilon_star"],
+        code=CODE["metric_epsilon_star"],
+    log:
+        "logs/metric_epsilon_star/{dataset}/{run}.log",
+    benchmark:
+        "benchmarks/metric_epsilon_star/{dataset}/{run}.tsv"
+    script:
+        "../scripts/metric_epsilon_star.py"

@@ -7,7 +7,7 @@ rule train_model:
         info="results/models/{dataset}/{run}/train.json",
     params:
         run=run_params,
-        training=TRAINING,
+        training=training_params,
         code=CODE["train_model"],
     threads: 1
     resources:

@@ -22,13 +22,17 @@ TRAIN_COLUMNS = {
 }
 FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
 RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
+# Summary column -> the metric rows it takes its value from (column == value filters).
 SUMMARY_METRICS = {
-    ("mia", "test_accuracy"): "test_accuracy",
-    ("mia", "train_accuracy"): "train_accuracy",
-    ("mia", "generalization_gap"): "generalization_gap",
-    ("mia", "auc"): "attack_auc",
-    ("mia", "max_advantage"): "attack_advantage",
-    ("mia", "epsilon_lower_bound"): "epsilon_lower_bound",
+    "test_accuracy": {"family": "mia", "metric": "test_accuracy"},
+    "train_accuracy": {"family": "mia", "metric": "train_accuracy"},
+    "generalization_gap": {"family": "mia", "metric": "generalization_gap"},
+    "attack_auc": {"family": "mia", "metric": "auc"},
+    "attack_advantage": {"family": "mia", "metric": "max_advantage"},
+    "epsilon_lower_bound": {"family": "mia", "metric": "epsilon_lower_bound"},
+    "epsilon_star": {"family": "epsilon_star", "metric": "eps_star", "estimator": "parametric", "loss": "logit"},
+    "epsilon_star_empirical": {"family": "epsilon_star", "metric": "eps_star", "estimator": "empirical", "loss": "logit"},
+    "utility": {"family": "epsilon_star", "metric": "utility"},
 }
 
 
@@ -87,18 +91,25 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
 
 
 def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with the headline numbers (used by the report and the figure)."""
-    plain = table[table.get("fpr_target", pd.Series(np.nan, index=table.index)).isna()]
-    picked = plain[[(f, m) in SUMMARY_METRICS for f, m in zip(plain["family"], plain["metric"], strict=True)]]
-    wide = picked.assign(column=[SUMMARY_METRICS[(f, m)] for f, m in zip(picked["family"], picked["metric"], strict=True)])
-    wide = wide.pivot_table(index=["dataset", "run"], columns="column", values="value", aggfunc="first")
-    tpr = table[(table["metric"] == "tpr_at_fpr")]
+    """One row per run with the headline numbers (used by the report and the figures)."""
+    columns = []
+    for name, where in SUMMARY_METRICS.items():
+        if not set(where) <= set(table.columns):
+            continue
+        chosen = np.ones(len(table), dtype=bool)
+        for column, value in where.items():
+            chosen &= (table[column] == value).fillna(False).to_numpy(dtype=bool)
+        picked = table.loc[chosen, ["dataset", "run", "value"]]
+        if picked.duplicated(["dataset", "run"]).any():
+            raise ValueError(f"summary column {name!r} matches several rows per run: {where}")
+        columns.append(picked.set_index(["dataset", "run"])["value"].rename(name))
+    tpr = table[table["metric"] == "tpr_at_fpr"]
     if len(tpr):
         tpr_wide = tpr.pivot_table(index=["dataset", "run"], columns="fpr_target", values="value", aggfunc="first")
         tpr_wide.columns = [f"tpr_at_fpr_{target:g}" for target in tpr_wide.columns]
-        wide = wide.join(tpr_wide)
-    summary = runs.merge(wide.reset_index().astype({"dataset": "string", "run": "string"}),
-                         on=["dataset", "run"], how="left")
+        columns.append(tpr_wide)
+    wide = pd.concat(columns, axis=1).reset_index().astype({"dataset": "string", "run": "string"})
+    summary = runs.merge(wide, on=["dataset", "run"], how="left")
     return summary.sort_values(["dataset", "mechanism", "target_epsilon", "seed"], na_position="first",
                                ignore_index=True)
 

@@ -27,12 +27,13 @@ GRID_COLUMNS: dict[str, str] = {
     "mechanism": "string",
     "target_epsilon": "Float64",
     "clip_norm": "Float64",
+    "microbatches": "Int64",
     "epochs": "Int64",
     "batch_size": "Int64",
     "learning_rate": "Float64",
     "seed": "Int64",
 }
-DP_ONLY_COLUMNS = ("target_epsilon", "clip_norm")
+DP_ONLY_COLUMNS = ("target_epsilon", "clip_norm", "microbatches")
 SYNTHETIC_ONLY_KEYS = ("n", "d", "classes", "separation", "seed")
 SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed": 0}
 PATH_SAFE = re.compile(r"^[A-Za-z0-9.+\-]+$")

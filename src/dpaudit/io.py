@@ -31,6 +31,10 @@ def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Pa
     )
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp creates 0600 files; results are shared like any other output.
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp_path.chmod(0o666 & ~umask)
     try:
         yield tmp_path
         os.replace(tmp_path, destination)

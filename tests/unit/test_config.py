@@ -127,8 +127,8 @@ def test_run_lookup_gives_plain_python_values():
 
 def test_run_names_show_integers_without_decimals_and_na_for_not_applicable():
     names = list(run_lookup(grid_table(validate_config(DEFAULT)["grid"])))
-    assert "mechanism~baseline_target_epsilon~NA_clip_norm~NA_epochs~10_batch_size~64_learning_rate~0.05_seed~0" in names
-    assert any("target_epsilon~4.0_clip_norm~1.0_epochs~10_batch_size~64" in n for n in names)
+    assert "mechanism~baseline_target_epsilon~NA_clip_norm~NA_microbatches~NA_epochs~10_batch_size~64_learning_rate~0.05_seed~0" in names
+    assert any("target_epsilon~4.0_clip_norm~1.0_microbatches~NA_epochs~10_batch_size~64" in n for n in names)
 
 
 def test_adding_a_row_never_renames_existing_runs():

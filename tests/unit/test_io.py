@@ -39,3 +39,14 @@ def test_interrupted_write_leaves_nothing(tmp_path):
         tmp.write_bytes(b"half")
         raise RuntimeError("interrupted")
     assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_atomic_writes_respect_the_umask(tmp_path):
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        write_json(tmp_path / "a.json", {})
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644

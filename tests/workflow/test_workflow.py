@@ -38,6 +38,7 @@ def test_default_config_job_counts(tmp_path):
         "train_model": 24,
         "extract_per_example": 24,
         "metric_mia": 24,
+        "metric_epsilon_star": 24,
         "aggregate_metrics": 1,
         "plot_privacy_utility": 1,
         "all": 1,

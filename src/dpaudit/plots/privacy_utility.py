@@ -53,7 +53,7 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
         for ax in (top, bottom):
             ax.set_ylabel("test accuracy")
             ax.grid(alpha=0.3)
-        top.legend(fontsize=8, loc="lower right")
+        top.legend(fontsize=8, loc="best", framealpha=0.6)
     fig.suptitle("Privacy–utility: one point per trained model")
     fig.tight_layout()
     save_figure(fig, png, pdf)
