@@ -35,9 +35,13 @@ def test_json_keeps_infinity(tmp_path):
 
 def test_interrupted_write_leaves_nothing(tmp_path):
     target = tmp_path / "out.bin"
-    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
-        tmp.write_bytes(b"half")
-        raise RuntimeError("interrupted")
+    def interrupted():
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        interrupted()
     assert not target.exists() and list(tmp_path.iterdir()) == []
 
 
