@@ -333,7 +333,7 @@ def approximate_bounds(values, eps: float, rng=None, base: float = 2.0, n_bins: 
     # Order bins left to right: most negative first.
     counts = np.concatenate([neg[::-1], pos])
     lower_edges = np.concatenate([-edges[::-1], np.r_[0.0, edges[:-1]]])
-    upper_edges = np.concatenate([-np.r_[0.0, edges[:-1]][::-1], edges])
+    upper_edges = np.concatenate([-np.r_[0.0, edges[:-1]][::-1], edges]) + 0.0  # no -0.0
     noisy = counts + (_rng(rng).laplace(0.0, 1.0 / _check_eps(eps), size=counts.size)
                       if noise else 0.0)
     t = approximate_bounds_threshold(eps, c, n_bins)
