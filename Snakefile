@@ -13,6 +13,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/extract.smk"
 include: "rules/metrics.smk"
+include: "rules/simulate.smk"
 include: "rules/aggregate.smk"
 
 
@@ -21,4 +22,6 @@ rule all:
         "results/tables/metrics.parquet",
         "results/tables/runs.html",
         "results/figures/privacy_utility.png",
+        landscape_figures(),
+        simulation_targets(),
     default_target: True

@@ -1,10 +1,6 @@
 rule aggregate_metrics:
     input:
-        metrics=[
-            path
-            for family in FAMILIES
-            for path in all_runs("results/metrics/" + family + "/{dataset}/{run}.parquet")
-        ],
+        metrics=metric_files(),
         train=all_runs("results/models/{dataset}/{run}/train.json"),
     output:
         table="results/tables/metrics.parquet",
@@ -38,3 +34,24 @@ rule plot_privacy_utility:
         "logs/plot_privacy_utility.log",
     script:
         "../scripts/plot_privacy_utility.py"
+
+
+rule plot_epsilon_star_landscape:
+    input:
+        table="results/tables/metrics.parquet",
+        info="results/data/{dataset}/dataset.json",
+    output:
+        png=report(
+            "results/figures/epsilon_star_landscape_{dataset}.png",
+            caption="../workflow/report/epsilon_star_landscape.rst",
+            category="Epsilon*",
+            labels={"dataset": "{dataset}", "figure": "landscape"},
+        ),
+        pdf="results/figures/epsilon_star_landscape_{dataset}.pdf",
+        strategies="results/tables/epsilon_star_strategies_{dataset}.parquet",
+    params:
+        code=CODE["plot_epsilon_star_landscape"],
+    log:
+        "logs/plot_epsilon_star_landscape/{dataset}.log",
+    script:
+        "../scripts/plot_epsilon_star_landscape.py"

@@ -56,6 +56,23 @@ CODE = {
     "metric_epsilon_star": code_hash(
         ["dpaudit.metrics.epsilon_star", "dpaudit.metrics.utility", "dpaudit.io", "dpaudit.logs"]
     ),
+    "plot_epsilon_star_landscape": code_hash(
+        [
+            "dpaudit.plots.landscape",
+            "dpaudit.plots.privacy_utility",
+            "dpaudit.metrics.epsilon_star",
+            "dpaudit.metrics.pareto",
+            "dpaudit.aggregate",
+            "dpaudit.io",
+            "dpaudit.logs",
+        ]
+    ),
+    "simulate_epsilon_star": code_hash(
+        ["dpaudit.simulations.epsilon_star", "dpaudit.metrics.epsilon_star", "dpaudit.io", "dpaudit.logs"]
+    ),
+    "epsilon_star_ks_fit": code_hash(
+        ["dpaudit.simulations.epsilon_star", "dpaudit.metrics.epsilon_star", "dpaudit.io", "dpaudit.logs"]
+    ),
     "aggregate_metrics": code_hash(["dpaudit.aggregate", "dpaudit.io", "dpaudit.logs"]),
     "plot_privacy_utility": code_hash(["dpaudit.plots.privacy_utility", "dpaudit.io", "dpaudit.logs"]),
 }
@@ -98,3 +115,52 @@ def dataset_params(wildcards):
 def all_runs(pattern):
     """Expand a path pattern with {dataset} and {run} over every run of every dataset."""
     return [pattern.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d]]
+
+
+def metric_files():
+    return [
+        f"results/metrics/{family}/{dataset}/{run}.parquet"
+        for family in FAMILIES
+        for dataset in DATASETS
+        for run in RUNS[dataset]
+    ]
+
+
+def landscape_figures():
+    if "epsilon_star" not in FAMILIES:
+        return []
+    return [f"results/figures/epsilon_star_landscape_{dataset}.png" for dataset in DATASETS]
+
+
+def ks_fit_runs(wildcards=None):
+    """The first non-private and the first DP-SGD run of the Fig 6 dataset's grid."""
+    dataset = config["simulations"]["ks_fit"]["dataset"]
+    if dataset not in RUNS:
+        raise WorkflowError(
+            f"config.simulations.ks_fit.dataset: {dataset!r} is not among the datasets {DATASETS}"
+        )
+    runs = {}
+    for run, params in RUNS[dataset].items():
+        runs.setdefault(params["mechanism"], run)
+    missing = {"baseline", "dpsgd"} - set(runs)
+    if missing:
+        raise WorkflowError(f"config.simulations.ks_fit: the {dataset} grid has no {sorted(missing)} run")
+    return {"dataset": dataset, "baseline": runs["baseline"], "dpsgd": runs["dpsgd"]}
+
+
+def ks_fit_inputs(wildcards):
+    chosen = ks_fit_runs()
+    return {
+        mechanism: f"results/per_example/{chosen['dataset']}/{chosen[mechanism]}/outputs.parquet"
+        for mechanism in ("baseline", "dpsgd")
+    } | {"info": f"results/data/{chosen['dataset']}/dataset.json"}
+
+
+def simulation_targets():
+    targets = []
+    if config["simulations"]["epsilon_star"]["enabled"]:
+        targets.append("results/figures/epsilon_star_fig5.png")
+    if config["simulations"]["ks_fit"]["enabled"]:
+        ks_fit_runs()
+        targets.append("results/figures/epsilon_star_fig6.png")
+    return targets

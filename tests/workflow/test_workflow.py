@@ -41,6 +41,7 @@ def test_default_config_job_counts(tmp_path):
         "metric_epsilon_star": 24,
         "aggregate_metrics": 1,
         "plot_privacy_utility": 1,
+        "plot_epsilon_star_landscape": 3,
         "all": 1,
     }
 
@@ -66,3 +67,23 @@ def test_invalid_config_stops_before_any_job(tmp_path):
     assert "config.grid[1].target_epsilon[0]" in output and "config.training.delta" in output
     assert "Job stats" not in output
     assert not (tmp_path / "results").exists()
+
+
+def test_paper_epsilon_star_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
+    counts = job_counts(result.stdout)
+    # spec seed002 §4: Adult 4 + 4·3·2·2 = 52 strategies, Purchase-100 3 + 48 = 51, 5 seeds each.
+    assert counts["train_model"] == 52 * 5 + 51 * 5
+    assert counts["metric_epsilon_star"] == 515 and counts["plot_epsilon_star_landscape"] == 2
+    assert counts["simulate_epsilon_star"] == 1 and counts["epsilon_star_ks_fit"] == 1
+    trained = [job["dataset"] for job in job_wildcards(result.stdout)
+               if "run" in job and "dataset" in job]
+    # each run appears once per per-run rule (train, extract, mia, epsilon_star)
+    assert trained.count("adult") == 260 * 4 and trained.count("purchase100") == 255 * 4
+
+
+def test_lite_epsilon_star_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star_lite.yaml"))
+    counts = job_counts(result.stdout)
+    # 4 baseline epochs + 2 DP ε, 2 seeds each
+    assert counts["train_model"] == 12 and counts["download_dataset"] == 2
