@@ -2,7 +2,13 @@
 
 from dpaudit.io import write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.simulations.epsilon_star import plot_fig3, plot_fig4, plot_fig5, simulate_fig3, simulate_gamma
+from dpaudit.simulations.epsilon_star import (
+    plot_fig3,
+    plot_fig4,
+    plot_fig5,
+    simulate_fig3,
+    simulate_gamma,
+)
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
