@@ -14,6 +14,7 @@ include: "rules/train.smk"
 include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
+include: "rules/privacy.smk"
 include: "rules/aggregate.smk"
 
 
@@ -24,4 +25,6 @@ rule all:
         "results/figures/privacy_utility.png",
         landscape_figures(),
         simulation_targets(),
+        "results/tables/budget_ledger.html",
+        "results/figures/teaching_f5.png",
     default_target: True

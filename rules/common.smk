@@ -2,6 +2,7 @@
 # and hash the library code each rule uses. No TensorFlow, network or directory
 # scans here.
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
 from dpaudit.codehash import code_hash
@@ -13,6 +14,9 @@ except dpconfig.ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()
 config.update(_validated)
+
+for _warning in dpconfig.epsilon_rule_of_thumb_warnings(config):
+    logger.warning(f"dpaudit config: {_warning}")
 
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
@@ -26,7 +30,7 @@ TRAINING = {
     }
     for dataset in DATASETS
 }
-FAMILIES = ["mia"] + [
+FAMILIES = ["mia", "privacy_card"] + [
     family
     for family in ("epsilon_star",)
     if config["metrics"][family]["enabled"]
@@ -72,6 +76,18 @@ CODE = {
     ),
     "epsilon_star_ks_fit": code_hash(
         ["dpaudit.simulations.epsilon_star", "dpaudit.metrics.epsilon_star", "dpaudit.io", "dpaudit.logs"]
+    ),
+    "privacy_card": code_hash(
+        ["dpaudit.cards", "dpaudit.dp.card", "dpaudit.dp.hypothesis", "dpaudit.dp.ledger",
+         "dpaudit.dp.composition", "dpaudit.metrics.mia", "dpaudit.io", "dpaudit.logs"]
+    ),
+    "budget_ledger": code_hash(
+        ["dpaudit.cards", "dpaudit.dp.ledger", "dpaudit.dp.hypothesis", "dpaudit.dp.composition",
+         "dpaudit.dp.card", "dpaudit.io", "dpaudit.logs"]
+    ),
+    "teaching_figures": code_hash(
+        ["dpaudit.plots.teaching", "dpaudit.dp.mechanisms", "dpaudit.dp.composition",
+         "dpaudit.dp.hypothesis", "dpaudit.logs"]
     ),
     "aggregate_metrics": code_hash(["dpaudit.aggregate", "dpaudit.io", "dpaudit.logs"]),
     "plot_privacy_utility": code_hash(["dpaudit.plots.privacy_utility", "dpaudit.io", "dpaudit.logs"]),

@@ -222,3 +222,23 @@ def dataset_grids(config: Mapping) -> dict[str, pd.DataFrame]:
         name: grid_table(params.get("grid", config["grid"]), schema)
         for name, params in config["datasets"].items()
     }
+
+
+def epsilon_rule_of_thumb_warnings(config: Mapping) -> list[str]:
+    """Rules of thumb on the grid's target ε (seed001 §2.1), one message per config."""
+    from dpaudit.dp.hypothesis import VACUOUS_EPSILON
+
+    large = sorted({
+        float(eps)
+        for params in config["datasets"].values()
+        for block in params.get("grid", config["grid"])
+        for eps in block.get("target_epsilon", [])
+        if float(eps) > VACUOUS_EPSILON
+    })
+    if not large:
+        return []
+    return [
+        f"target ε {', '.join(f'{e:g}' for e in large)} > {VACUOUS_EPSILON:g}: at such ε the DP bound on "
+        "membership inference is vacuous (e^ε > 2980; the best attack accuracy it allows is ≥ 0.9997); "
+        "the measured attack, not the guarantee, describes these models"
+    ]

@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from dpaudit.config import ConfigError, dataset_grids, grid_table, run_lookup, validate_config
+from dpaudit.config import (
+    ConfigError,
+    dataset_grids,
+    epsilon_rule_of_thumb_warnings,
+    grid_table,
+    run_lookup,
+    validate_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -146,3 +153,13 @@ def test_dataset_grid_replaces_top_level_grid():
     grids = dataset_grids(validate_config(config))
     assert len(grids["digits"]) == 1 and len(grids["synthetic"]) == 8
     assert isinstance(grids["digits"], pd.DataFrame)
+
+
+def test_large_target_epsilon_warns_once_per_config():
+    # seed001 §2.1: ε > 8 makes the MIA bound vacuous (best accuracy e^ε/(1+e^ε) ≥ 0.9997).
+    config = validate_config(DEFAULT)
+    config["grid"][1]["target_epsilon"] = [1, 8]
+    assert epsilon_rule_of_thumb_warnings(config) == []
+    config["grid"][1]["target_epsilon"] = [4, 16, 100]
+    warnings = epsilon_rule_of_thumb_warnings(config)
+    assert len(warnings) == 1 and "16, 100" in warnings[0] and "vacuous" in warnings[0]

@@ -250,3 +250,12 @@ def _finish_roc_axes(ax, log, delta, fpr, tpr, roc_label, fpr_min=1e-5):
     ax.set_ylabel("true positive rate")
     ax.set_title(f"DP region in ROC space (δ = {delta:g})")
     ax.legend(fontsize=7, loc="lower right")
+
+
+def all_teaching_figures(paths: dict) -> None:
+    """Write F1-F5 with the lecture's default parameters; ``paths`` maps f1..f5 to PNG paths."""
+    figure_laplace_vs_gaussian(paths["f1"])
+    figure_laplace_error(paths["f2"])
+    figure_composition(paths["f3"])
+    figure_exponential_selection(paths["f4"])
+    figure_dp_roc_region(paths["f5"])

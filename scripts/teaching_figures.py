@@ -1,0 +1,9 @@
+"""Snakemake adapter: the DP lecture's teaching figures F1-F5 (source 001 spec §3)."""
+
+from dpaudit.logs import job_logging
+from dpaudit.plots.teaching import all_teaching_figures
+
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    all_teaching_figures(dict(sm.output.items()))
+    log.info("wrote %s", ", ".join(sm.output))
