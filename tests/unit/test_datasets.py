@@ -10,6 +10,7 @@ largest magnitude involved, stated per test).
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -27,7 +28,13 @@ from dpaudit.data.datasets import (
     prepare_dataset,
     stratified_split,
 )
-from dpaudit.data.download import fetch, known_sha256, known_sources
+from dpaudit.data.download import (
+    fetch,
+    known_sha256,
+    known_sources,
+    sha256_record_path,
+    write_sha256_record,
+)
 from dpaudit.io import write_json, write_parquet
 
 SMALL_SYNTH = {"n": 403, "d": 7, "classes": 3, "separation": 3.0, "seed": 11, "split_seed": 5}
@@ -272,6 +279,21 @@ def test_adult_training_rows_do_not_depend_on_test_rows(tmp_path):
     changed, _ = prepare_dataset("adult", _write_adult(tmp_path / "b", test=other_test), {})
     np.testing.assert_array_equal(features(base)[:5], features(changed)[:5])
     assert not np.array_equal(features(base)[5], features(changed)[5])
+
+
+def test_adult_raw_files_are_checked_against_recorded_hashes(tmp_path):
+    raw = _write_adult(tmp_path)
+    data_sha = hashlib.sha256(raw["adult.data"].read_bytes()).hexdigest()
+    write_sha256_record(sha256_record_path(raw["adult.data"]), data_sha, "adult.data")
+    _, info = prepare_dataset("adult", raw, {})
+    assert info["raw_files"]["adult.data"]["sha256"] == data_sha
+    assert info["raw_files"]["adult.data"]["sha256_verified_against"] == str(
+        sha256_record_path(raw["adult.data"])
+    )
+    assert info["raw_files"]["adult.test"]["sha256_verified_against"] is None
+    write_sha256_record(sha256_record_path(raw["adult.test"]), "0" * 64, "adult.test")
+    with pytest.raises(ValueError, match="recorded on first download"):
+        prepare_dataset("adult", raw, {})
 
 
 def test_adult_rejects_malformed_rows(tmp_path):

@@ -26,8 +26,10 @@ from dpaudit.data.download import (
     known_sha256,
     known_sources,
     normalize_source,
+    read_sha256_record,
     recorded_sha256,
     sha256_file,
+    sha256_record_path,
 )
 from dpaudit.io import write_json
 
@@ -240,6 +242,38 @@ def test_unknown_hash_is_computed_then_verified_from_recorded_dataset_json(serve
     with pytest.raises(DownloadError, match="sha256 mismatch"):
         fetch([server.url("/changed")], dest, expected, **FAST)
     assert not dest.exists()
+
+
+def test_record_pins_unknown_hash_and_is_written_for_known_ones(server, tmp_path):
+    dest = tmp_path / "raw" / "file.csv"
+    record = sha256_record_path(dest)
+    assert record == tmp_path / "raw" / "file.csv.sha256"
+    fetch([server.url("/changed")], dest, None, record=record, **FAST)
+    assert read_sha256_record(record) == PAYLOAD_SHA
+
+    dest.unlink()
+    server.changed_body = CORRUPT
+    with pytest.raises(DownloadError) as info:
+        fetch([server.url("/changed")], dest, None, record=record, **FAST)
+    assert f"expected sha256 {PAYLOAD_SHA}, recorded on first download in {record}" in str(
+        info.value
+    )
+    assert info.value.record == record
+    assert read_sha256_record(record) == PAYLOAD_SHA
+
+    # A known hash is recorded too, also when the file was already present, so
+    # every raw file has a sidecar that `sha256sum -c` can check.
+    other = tmp_path / "known" / "file.csv"
+    fetch([server.url("/good")], other, PAYLOAD_SHA, **FAST)
+    hits = server.hits["/good"]
+    fetch([server.url("/good")], other, PAYLOAD_SHA, record=sha256_record_path(other), **FAST)
+    assert server.hits["/good"] == hits
+    assert sha256_record_path(other).read_text() == f"{PAYLOAD_SHA}  file.csv\n"
+    # A hash-free fetch without a record keeps the old behaviour: no sidecar.
+    plain = tmp_path / "plain" / "file.csv"
+    server.changed_body = PAYLOAD
+    fetch([server.url("/changed")], plain, None, **FAST)
+    assert _leftovers(plain.parent) == ["file.csv"]
 
 
 def test_existing_verified_file_is_not_refetched(server, tmp_path):

@@ -13,7 +13,12 @@ string``); a Table written directly round-trips. :func:`features` turns the
 Splits: members are ``train``, non-members ``holdout``, utility is measured on
 ``test`` -- except for Adult, where holdout = test = adult.test (seed002 §4),
 so its rows are all labelled ``holdout`` and the info says the utility split is
-``holdout``.
+``holdout``. Purchase-100 is the same (seed002 §4: utility is accuracy on D̄):
+a seeded random 67/33 split into ``train`` and ``holdout``, no ``test`` rows.
+
+Raw files are hashed here and the hash goes to ``raw_files`` in the info; if a
+sidecar ``{raw file}.sha256`` (written by the download on first use, see
+:mod:`dpaudit.data.download`) lies beside a raw file, the file must match it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import hashlib
 import io
 import math
 import os
+import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,20 +35,26 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dpaudit.data.download import read_sha256_record, sha256_record_path
+
 __all__ = [
     "ADULT_CATEGORICAL",
     "ADULT_COLUMNS",
     "ADULT_NUMERIC",
     "DATASETS",
+    "PURCHASE_FILE",
+    "PURCHASE_MEMBER",
+    "PURCHASE_TEST_SIZE",
     "SPLITS",
     "check_delta",
     "features",
     "prepare_dataset",
+    "random_split",
     "stratified_split",
 ]
 
 SPLITS = ("train", "holdout", "test")
-DATASETS = ("synthetic", "breast_cancer", "digits", "adult")
+DATASETS = ("synthetic", "breast_cancer", "digits", "adult", "purchase100")
 
 SYNTHETIC_DEFAULTS: dict[str, Any] = {
     "n": 2000,
@@ -91,6 +103,17 @@ ADULT_CATEGORICAL = (
 )
 ADULT_LABELS = {"<=50K": 0, ">50K": 1}
 
+PURCHASE_FILE = "dataset_purchase.tgz"
+PURCHASE_MEMBER = "dataset_purchase"
+PURCHASE_D = 600
+PURCHASE_CLASSES = 100
+PURCHASE_PUBLISHED_N = 197_324
+PURCHASE_TEST_SIZE = 0.33
+PURCHASE_VERSION_NOTE = (
+    "Shokri et al. 2017 public file, 197,324 records; the paper used a 311,540-record "
+    "version from raw Kaggle data, so n and δ differ"
+)
+
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -131,6 +154,56 @@ def stratified_split(
         split[idx[n_train : n_train + n_holdout]] = "holdout"
         split[idx[n_train + n_holdout :]] = "test"
     return split.astype(str)
+
+
+def random_split(n: int, seed: int, test_size: float = PURCHASE_TEST_SIZE) -> np.ndarray:
+    """Assign ``n`` examples to train/holdout at random, sized like sklearn's split.
+
+    ``ceil(test_size * n)`` examples (the same float expression as scikit-learn's
+    ``train_test_split``) go to holdout, the rest to train; for Purchase-100 that
+    is 65,117 / 132,207 (seed002 §9.12). Which examples go where comes from a
+    permutation by numpy's PCG64 seeded with ``seed`` -- not stratified, as in
+    the paper's random split.
+    """
+    n = int(n)
+    test_size = float(test_size)
+    if not 0.0 < test_size < 1.0:
+        raise ValueError(f"test_size must lie in (0, 1), got {test_size}")
+    n_holdout = math.ceil(test_size * n)
+    if n_holdout < 1 or n - n_holdout < 1:
+        raise ValueError(f"n={n} with test_size={test_size} leaves an empty split")
+    order = np.random.default_rng(seed).permutation(n)
+    split = np.full(n, "train", dtype=object)
+    split[order[n - n_holdout :]] = "holdout"
+    return split.astype(str)
+
+
+def _raw_file_info(
+    raw_files: Mapping[str, Path], sources: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Hash each raw file for dataset.json, checking it against a recorded hash if any.
+
+    The sidecar is the hash pinned on first download; a file that no longer
+    matches it was replaced or damaged after that download, and results built
+    from it would silently differ from earlier ones.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name, path in sorted(raw_files.items()):
+        actual = _sha256(path)
+        record = sha256_record_path(path)
+        recorded = read_sha256_record(record)
+        if recorded is not None and recorded != actual:
+            raise ValueError(
+                f"{path} has sha256 {actual} but {recorded} was recorded on first download "
+                f"({record}); the raw file changed since, so it is not used"
+            )
+        out[name] = {
+            "sha256": actual,
+            "bytes": Path(path).stat().st_size,
+            "sources": list(sources.get(name, [])),
+            "sha256_verified_against": None if recorded is None else str(record),
+        }
+    return out
 
 
 def _standardize(
@@ -385,15 +458,7 @@ def _adult(
     x = np.hstack(blocks)
 
     split = np.where(is_train, "train", "holdout")
-    sources = params.get("sources", {})
-    raw_info = {
-        name: {
-            "sha256": _sha256(path),
-            "bytes": Path(path).stat().st_size,
-            "sources": list(sources.get(name, [])),
-        }
-        for name, path in sorted(raw_files.items())
-    }
+    raw_info = _raw_file_info(raw_files, params.get("sources", {}))
     preprocessing = {
         "rows": "all rows kept (no NA dropping); '?' is its own category",
         "label": "income '>50K' -> 1, '<=50K' -> 0; trailing '.' of adult.test labels stripped",
@@ -438,6 +503,114 @@ def _adult(
     return table, info
 
 
+def _read_purchase(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Labels (1..100) and features (0/1) of the tgz as uint8 arrays.
+
+    The member is parsed straight from the decompressing stream (no extraction
+    to disk) by Arrow's CSV reader with every column typed uint8. Arrow rejects
+    out-of-range text ('256', '-1', '1.5') where pandas' ``dtype=np.uint8``
+    silently wraps it, and uint8 keeps the 197,324 x 601 table at ~120 MB.
+    """
+    import pyarrow.csv as pa_csv
+
+    columns = PURCHASE_D + 1
+    read_options = pa_csv.ReadOptions(autogenerate_column_names=True)
+    convert_options = pa_csv.ConvertOptions(
+        column_types={f"f{k}": pa.uint8() for k in range(columns)},
+        strings_can_be_null=False,
+    )
+    table = None
+    try:
+        with tarfile.open(path, mode="r|gz") as archive:
+            for member in archive:
+                if member.name.removeprefix("./") != PURCHASE_MEMBER or not member.isfile():
+                    continue
+                stream = archive.extractfile(member)
+                if stream is None:
+                    continue
+                try:
+                    table = pa_csv.read_csv(
+                        stream, read_options=read_options, convert_options=convert_options
+                    )
+                except pa.ArrowInvalid as exc:
+                    raise ValueError(
+                        f"{path}: {PURCHASE_MEMBER} is not rows of "
+                        f"'label,f1,...,f{PURCHASE_D}' with integers 0..255: {exc}"
+                    ) from exc
+                break
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ValueError(f"{path}: not a readable gzip tar: {exc}") from exc
+    if table is None:
+        raise ValueError(f"{path}: the archive has no regular file {PURCHASE_MEMBER!r}")
+    if table.num_columns != columns:
+        raise ValueError(
+            f"{path}: {PURCHASE_MEMBER} has {table.num_columns} columns, expected "
+            f"{columns} (label + {PURCHASE_D} features)"
+        )
+    empty = [k for k, column in enumerate(table.columns) if column.null_count]
+    if empty:
+        raise ValueError(f"{path}: {PURCHASE_MEMBER} has empty fields in column(s) {empty[:10]}")
+    values = np.column_stack([column.to_numpy() for column in table.columns])
+    return values[:, 0], values[:, 1:]
+
+
+def _purchase(
+    raw_files: Mapping[str, Path], params: Mapping[str, Any]
+) -> tuple[pa.Table, dict[str, Any]]:
+    if PURCHASE_FILE not in raw_files:
+        raise ValueError(f"purchase100 needs raw file {PURCHASE_FILE!r}")
+    path = raw_files[PURCHASE_FILE]
+    seed = int(params.get("split_seed", DEFAULT_SPLIT_SEED))
+    raw_info = _raw_file_info({PURCHASE_FILE: path}, params.get("sources", {}))
+    raw_label, x = _read_purchase(path)
+    if raw_label.min() < 1 or raw_label.max() > PURCHASE_CLASSES:
+        bad = int(np.flatnonzero((raw_label < 1) | (raw_label > PURCHASE_CLASSES))[0])
+        raise ValueError(
+            f"{path}: row {bad} has label {int(raw_label[bad])}, expected 1..{PURCHASE_CLASSES}"
+        )
+    if x.max() > 1:
+        row = int(np.flatnonzero((x > 1).any(axis=1))[0])
+        raise ValueError(f"{path}: row {row} has a feature outside {{0, 1}}")
+    y = raw_label.astype(np.int64) - 1
+    split = random_split(y.size, seed, PURCHASE_TEST_SIZE)
+    n_holdout = int(np.sum(split == "holdout"))
+    preprocessing = {
+        "label": f"raw label 1..{PURCHASE_CLASSES} -> label - 1 (0..{PURCHASE_CLASSES - 1})",
+        "features": (
+            f"{PURCHASE_D} binary features kept as float32 0/1; not standardized "
+            "(already binary in the Shokri et al. preprocessing)"
+        ),
+        "standardize": None,
+        "split": {
+            "method": "random, not stratified (numpy PCG64 permutation)",
+            "split_seed": seed,
+            "test_size": PURCHASE_TEST_SIZE,
+            "rounding": "holdout = ceil(test_size * n), as sklearn train_test_split",
+            "n_train": int(y.size - n_holdout),
+            "n_holdout": n_holdout,
+            "train": "members",
+            "holdout": "non-members, also the utility set",
+        },
+        "example_id": f"0-based row order of {PURCHASE_MEMBER}",
+    }
+    table = _to_table(np.arange(y.size), split, y, x)
+    info = _info(
+        "purchase100",
+        y,
+        split,
+        PURCHASE_D,
+        PURCHASE_CLASSES,
+        "holdout",
+        preprocessing,
+        {"source": {"kind": "raw_files", "files": sorted(raw_info)}, "raw_files": raw_info},
+        version_note=PURCHASE_VERSION_NOTE,
+        published_n=PURCHASE_PUBLISHED_N,
+        matches_published_n=bool(y.size == PURCHASE_PUBLISHED_N),
+        label_names=[str(k) for k in range(1, PURCHASE_CLASSES + 1)],
+    )
+    return table, info
+
+
 def prepare_dataset(
     name: str, raw_files: Mapping[str, Path], params: Mapping[str, Any]
 ) -> tuple[pa.Table, dict[str, Any]]:
@@ -449,7 +622,9 @@ def prepare_dataset(
       - breast_cancer, digits: ``split_seed`` (default 0), ``split_fractions``
         (default [0.5, 0.25, 0.25]);
       - adult: ``sources`` = {raw file name: [source, ...]} to record where the
-        raw files came from (their sha256 is computed from ``raw_files``).
+        raw files came from (their sha256 is computed from ``raw_files``);
+      - purchase100: ``split_seed`` (default 0) for the 67/33 random split, and
+        ``sources`` as for adult.
     """
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
@@ -459,6 +634,8 @@ def prepare_dataset(
         return _sklearn(name, params)
     if name == "adult":
         return _adult(raw_files, params)
+    if name == "purchase100":
+        return _purchase(raw_files, params)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
 
 

