@@ -188,6 +188,13 @@ def test_roc_refuses_empty_and_nonfinite():
         mia.roc_curve([0.0, np.nan, 1.0, np.inf], [1.0])
 
 
+# ---------------------------------------------------------- Clopper–Pearson
+
+CP_CASES = [(k, n) for n in (1, 2, 7, 50, 1000) for k in sorted({0, 1, n // 3, n // 2, n - 1, n})]
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 1e-6])
+@pytest.mark.parametrize(("k", "n"), CP_CASES)
 def test_clopper_pearson_tails_equal_alpha(k, n, alpha):
     # Oracle: definition through binomial tails, P(X ≥ k | p_lo) = α and
     # P(X ≤ k | p_hi) = α; relative tolerance 1e-7 on the tail probability.
