@@ -6,7 +6,7 @@ from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
 from dpaudit.codehash import code_hash
-from dpaudit.data.download import known_files, known_sha256, known_sources
+from dpaudit.data.download import known_files, known_sources
 
 try:
     _validated = dpconfig.validate_config(config)
@@ -38,9 +38,8 @@ FAMILIES = ["mia", "privacy_card"] + [
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
 
 CODE = {
-    "download_dataset": code_hash(["dpaudit.data.download", "dpaudit.io", "dpaudit.logs"]),
     "prepare_dataset": code_hash(
-        ["dpaudit.data.datasets", "dpaudit.io", "dpaudit.logs", "dpaudit.training.accounting"]
+        ["dpaudit.data.datasets", "dpaudit.data.download", "dpaudit.io", "dpaudit.logs"]
     ),
     "train_model": code_hash(
         [
@@ -118,10 +117,6 @@ def raw_inputs(wildcards):
 
 def download_sources(wildcards):
     return known_sources(wildcards.dataset, wildcards.filename)
-
-
-def download_sha256(wildcards):
-    return known_sha256(wildcards.dataset, wildcards.filename)
 
 
 def dataset_params(wildcards):

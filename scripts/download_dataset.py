@@ -1,7 +1,22 @@
-"""Snakemake adapter: fetch one raw file from its mirrors, checksum-verified."""
+"""Snakemake adapter: fetch one raw file from its mirrors, checksum-verified.
 
-from dpaudit.data.download import fetch
+The expected hash is resolved here, not at parse time: for files without a
+published hash (Purchase-100) it is the one recorded beside the file on the
+first download, and a parse-time value would change after that download.
+"""
+
+from dpaudit.data.download import expected_sha256, fetch, known_check, sha256_record_path
 from dpaudit.logs import job_logging
 
-with job_logging(snakemake) as log:  # noqa: F821
-    fetch(snakemake.params.sources, snakemake.output[0], snakemake.params.sha256, log=log)  # noqa: F821
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    dataset, filename = sm.wildcards.dataset, sm.wildcards.filename
+    destination = sm.output[0]
+    fetch(
+        sm.params.sources,
+        destination,
+        expected_sha256(dataset, filename, sm.params.resources),
+        log=log,
+        record=sha256_record_path(destination),
+        check=known_check(dataset, filename),
+    )
