@@ -1,4 +1,8 @@
-"""DP-SGD training: update rule against a numpy oracle, noise scale, determinism."""
+"""DP-SGD training: update rule against a numpy oracle, noise scale, determinism.
+
+Microbatch oracle: TF Privacy's num_microbatches rule written out in numpy
+(np.array_split into k groups, mean gradient per group, clip each to C, sum, ÷ k).
+"""
 
 import json
 import logging
@@ -12,7 +16,7 @@ from scipy import stats
 from dpaudit import _tf
 from dpaudit.io import read_json, write_json
 from dpaudit.training.models import build_mlp, logits_model
-from dpaudit.training.train import build_train_step, train_model
+from dpaudit.training.train import build_train_step, normalize_params, train_model
 
 tf = _tf.tf
 IMPLEMENTATIONS = ["fast_gradient_clipping", "vectorized_optimizer"]
@@ -56,6 +60,19 @@ def numpy_clipped_sum(weights, x, y, clip):
     return [np.tensordot(factor, g, axes=1) for g in grads], norms
 
 
+def numpy_microbatch_clipped_sum(weights, x, y, clip, k):
+    """Σ_j clip_C(mean gradient of group j) over np.array_split groups, and the group norms.
+
+    Empty groups (fewer examples than k) are skipped: they have no gradient.
+    """
+    grads = numpy_per_example_grads(weights, x, y)
+    groups = [g for g in np.array_split(np.arange(len(x)), k) if len(g)]
+    means = [[g[idx].mean(axis=0) for g in grads] for idx in groups]
+    norms = np.array([math.sqrt(sum(float(np.sum(a**2)) for a in mean)) for mean in means])
+    factor = np.minimum(1.0, clip / norms)
+    return [sum(f * mean[i] for f, mean in zip(factor, means, strict=True)) for i in range(len(grads))], norms
+
+
 def _data(n=6, d=3, seed=0):
     rng = np.random.default_rng(seed)
     x = (rng.normal(size=(n, d)) * 2.0).astype(np.float32)
@@ -80,14 +97,51 @@ def test_noiseless_dp_step_equals_numpy_clipped_sum_over_expected_batch(implemen
     )
     clipped, norms = numpy_clipped_sum(w0, x, y, clip)
     assert np.any(norms > clip * 1.01) and np.any(norms < clip * 0.99)
-    step(tf.constant(x), tf.constant(y))
+    _, _, fraction = step(tf.constant(x), tf.constant(y))
     for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
         # SGD: θ' = θ − lr·(Σ clip(g_i))/B. float32 training vs float64 oracle: 1e-5.
         np.testing.assert_allclose(after, before - lr * g / expected_b, rtol=1e-4, atol=1e-5)
+    # No norm lies within 1% of C (checked above), so float32 vs float64 cannot flip a
+    # count; the fraction itself is a float32 ratio (rel 1e-6).
+    assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-def test_noise_std_is_sigma_c_over_expected_batch(implementation):
+# (m, k): uneven groups 3/2/2; the batch-mean (k = 1, seed002 §9.9); k divides m
+# (TF Privacy's reshape rows); and m < k, which leaves two groups empty.
+@pytest.mark.parametrize(("m", "k"), [(7, 3), (6, 1), (6, 2), (2, 4)])
+@pytest.mark.parametrize("hidden", [[], [5]])
+def test_noiseless_microbatch_step_equals_numpy_clipped_group_means_over_k(m, k, hidden):
+    _tf.configure(2, 0)
+    x, y = _data(n=m, seed=m + k)
+    model = build_mlp(3, {"hidden_units": hidden, "n_classes": 3}, seed=5)
+    net = logits_model(model)
+    w0 = net.get_weights()
+    _, norms = numpy_microbatch_clipped_sum(w0, x, y, 1.0, k)
+    ordered = np.sort(norms)
+    # With ≥ 2 groups, C between the two smallest norms clips all groups but one;
+    # the single batch-mean group is clipped to half its norm.
+    clip = float(0.5 * (ordered[0] + ordered[1])) if len(norms) > 1 else float(0.5 * norms[0])
+    lr = 0.5
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=100.0,  # ignored: the divisor is k
+        implementation="microbatch_group_gradients", microbatches=k,
+    )
+    clipped, norms = numpy_microbatch_clipped_sum(w0, x, y, clip, k)
+    assert np.all(np.abs(norms / clip - 1.0) > 0.01)
+    _, _, fraction = step(tf.constant(x), tf.constant(y))
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        # SGD: θ' = θ − lr·(Σ_j clip(ḡ_j))/k. float32 training vs float64 oracle: 1e-5.
+        np.testing.assert_allclose(after, before - lr * g / k, rtol=1e-4, atol=1e-5)
+    # Over the min(m, k) non-empty groups; float32 ratio, rel 1e-6.
+    assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("implementation", "microbatches"),
+    [(impl, None) for impl in IMPLEMENTATIONS] + [("microbatch_group_gradients", 3)],
+)
+def test_noise_std_is_sigma_c_over_divisor(implementation, microbatches):
     _tf.configure(2, 0)
     tf.random.set_seed(123)
     x, y = _data(n=4)
@@ -97,10 +151,16 @@ def test_noise_std_is_sigma_c_over_expected_batch(implementation):
     step, _, _ = build_train_step(
         net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
         noise_multiplier=sigma, expected_batch_size=expected_b, implementation=implementation,
+        microbatches=microbatches,
     )
     w0 = net.get_weights()
-    clipped, _ = numpy_clipped_sum(w0, x, y, clip)
-    mean_update = np.concatenate([g.ravel() for g in clipped]) / expected_b
+    if microbatches is None:
+        clipped, _ = numpy_clipped_sum(w0, x, y, clip)
+        divisor = expected_b  # per-example DP-SGD divides by B
+    else:
+        clipped, _ = numpy_microbatch_clipped_sum(w0, x, y, clip, microbatches)
+        divisor = microbatches  # TF Privacy divides by the number of microbatches
+    mean_update = np.concatenate([g.ravel() for g in clipped]) / divisor
     draws = 150
     noise = []
     for _ in range(draws):
@@ -109,9 +169,9 @@ def test_noise_std_is_sigma_c_over_expected_batch(implementation):
         update = np.concatenate([(b - a).ravel() for a, b in zip(net.get_weights(), w0, strict=True)]) / lr
         noise.append(update - mean_update)
     noise = np.concatenate(noise)
-    scale = sigma * clip / expected_b
+    scale = sigma * clip / divisor
     # Σ (noise/scale)² ~ χ²(k) with k = draws × 12 parameters if the noise is
-    # N(0, (σC/B)²). Two-sided test at α = 1e-3 (seeded, so deterministic).
+    # N(0, (σC/divisor)²). Two-sided test at α = 1e-3 (seeded, so deterministic).
     k = noise.size
     statistic = float(np.sum((noise / scale) ** 2))
     assert stats.chi2.ppf(5e-4, k) < statistic < stats.chi2.ppf(1 - 5e-4, k)
@@ -144,6 +204,9 @@ def test_train_info_and_saved_model(tmp_path):
     assert info["neighbouring_relation"] == "add_or_remove_one" and info["accountant"] == "rdp"
     assert info["optimizer_class"] == "tf_keras.SGD" and info["dp_implementation"] == "fast_gradient_clipping"
     assert len(info["history"]) == 2 and {"loss", "accuracy", "seconds"} <= set(info["history"][0])
+    assert info["microbatches"] is None and info["accounting_note"] is None
+    assert 0.0 <= info["clipped_fraction"] <= 1.0
+    assert all(0.0 <= r["clipped_fraction"] <= 1.0 for r in info["history"])
     assert set(info["versions"]) == {"tensorflow", "tf_keras", "tensorflow_privacy", "dp_accounting", "numpy"}
     write_json(tmp_path / "train.json", info)
     assert read_json(tmp_path / "train.json")["steps"] == 12
@@ -160,6 +223,7 @@ def test_baseline_info_has_infinite_epsilon(tmp_path):
         tmp_path / "m.keras", threads=2, log=LOG,
     )
     assert info["epsilon"] == math.inf and info["noise_multiplier"] == 0.0
+    assert info["clipped_fraction"] is None and info["microbatches"] is None
     json.dumps(info, default=str)  # plain Python values only (inf is handled by io.write_json)
 
 
@@ -177,11 +241,72 @@ def test_empty_poisson_batches_get_noise_only_updates(tmp_path):
     assert all(np.all(np.isfinite(w)) for w in weights)
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_same_seed_gives_identical_models(tmp_path, dropout):
+def _dp_params(**overrides):
+    return {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "hidden_units": [6], "clip_norm": 1.0,
+            "noise_multiplier": 1.0, "delta": 1e-3, "seed": 3, **overrides}
+
+
+def test_microbatch_train_json_records_microbatches_note_and_clipped_fraction(tmp_path):
+    df = _frame()
+    params = _dp_params(microbatches=4, target_epsilon=5.0, noise_multiplier=None)
+    info = train_model(df, SPLITS, params, tmp_path / "m.keras", threads=2, log=LOG)
+    write_json(tmp_path / "train.json", info)
+    saved = read_json(tmp_path / "train.json")
+    assert saved["microbatches"] == 4 and saved["hyperparameters"]["microbatches"] == 4
+    assert saved["dp_implementation"] == "microbatch_group_gradients"
+    assert "2C" in saved["accounting_note"] and "not a proven" in saved["accounting_note"]
+    # The accountant ignores microbatching: same calibration as per-example clipping.
+    per_example = train_model(df, SPLITS, {**params, "microbatches": None}, tmp_path / "p.keras",
+                              threads=2, log=LOG)
+    assert saved["noise_multiplier"] == per_example["noise_multiplier"]
+    assert saved["epsilon"] == per_example["epsilon"]
+    assert 0.0 <= saved["clipped_fraction"] <= 1.0
+    assert all(0.0 <= r["clipped_fraction"] <= 1.0 for r in saved["history"])
+    assert saved["microbatch_dropped_examples"] == 0  # Poisson: groups of unequal size, nothing dropped
+
+
+def test_shuffle_microbatches_drop_the_remainder(tmp_path):
+    df = _frame()  # n = 120, B = 20, k = 3: 2 examples dropped per step, 6 steps per epoch
+    info = train_model(df, SPLITS, _dp_params(sampling="shuffle", microbatches=3), tmp_path / "m.keras",
+                       threads=2, log=LOG)
+    assert info["steps"] == 12 and info["microbatch_dropped_examples"] == 12 * 2
+    assert [r["examples_seen"] for r in info["history"]] == [6 * 18, 6 * 18]
+
+
+@pytest.mark.parametrize("microbatches", [None, 2])
+def test_clipped_fraction_is_zero_for_huge_c_and_one_for_tiny_c(tmp_path, microbatches):
+    df = _frame()
+    fractions = [
+        train_model(df, SPLITS, _dp_params(epochs=1, clip_norm=c, microbatches=microbatches),
+                    tmp_path / f"{c}.keras", threads=2, log=LOG)["clipped_fraction"]
+        for c in (1e6, 1e-6)
+    ]
+    # CE gradients of a softmax model are nonzero and far below 1e6.
+    assert fractions == [0.0, 1.0]
+
+
+def test_microbatches_param_validation():
+    base = {"mechanism": "dpsgd", "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": 1e-3}
+    assert normalize_params(base)["microbatches"] is None
+    assert normalize_params({**base, "microbatches": math.nan})["microbatches"] is None
+    assert normalize_params({**base, "microbatches": 32.0})["microbatches"] == 32
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="microbatches"):
+            normalize_params({**base, "microbatches": bad})
+    # dpsgd-only, like target_epsilon: a baseline ignores a dataset-wide value.
+    assert normalize_params({"mechanism": "baseline", "microbatches": 32})["microbatches"] is None
+    with pytest.raises(ValueError, match="exceeds the batch size"):
+        train_model(_frame(), SPLITS, _dp_params(microbatches=21), "unused.keras", threads=2, log=LOG)
+    with pytest.raises(ValueError, match="dp_implementation"):
+        train_model(_frame(), SPLITS, _dp_params(microbatches=2, dp_implementation="vectorized_optimizer"),
+                    "unused.keras", threads=2, log=LOG)
+
+
+@pytest.mark.parametrize(("dropout", "microbatches"), [(0.0, None), (0.3, None), (0.3, 4)])
+def test_same_seed_gives_identical_models(tmp_path, dropout, microbatches):
     df = _frame()
     params = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "hidden_units": [6], "dropout": dropout,
-              "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": 1e-3, "seed": 9}
+              "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": 1e-3, "seed": 9, "microbatches": microbatches}
     train_model(df, SPLITS, params, tmp_path / "a.keras", threads=2, log=LOG)
     train_model(df, SPLITS, params, tmp_path / "b.keras", threads=2, log=LOG)
     train_model(df, SPLITS, {**params, "seed": 10}, tmp_path / "c.keras", threads=2, log=LOG)
