@@ -755,9 +755,12 @@ def epsilon_star_run_metrics(
         empirical_filter=empirical_filter,
     )
     measured = utility(outputs, utility_split=utility_split, classes=classes)
+    # The utility row has no grid or kept-point counts: counts become nullable here
+    # (NA = not applicable), the same for every run, so run frames still concatenate.
+    dtypes = {k: ("Int64" if v == "int64" else v) for k, v in _METRIC_COLUMNS.items()}
     utility_row = pd.DataFrame([{"metric": "utility", "value": measured["utility"], "delta": delta,
-                                 "n_pop": measured["n_utility"]}]).astype(
-        {k: v for k, v in _METRIC_COLUMNS.items() if k in ("metric", "value", "delta", "n_pop")})
-    frame = pd.concat([frame, utility_row], ignore_index=True)
+                                 "n_pop": measured["n_utility"]}])
+    frame = pd.concat([frame.astype(dtypes), utility_row.astype({k: dtypes[k] for k in utility_row})],
+                      ignore_index=True)
     frame["utility_kind"] = pd.array([None] * (len(frame) - 1) + [measured["utility_kind"]], dtype="string")
-    return frame.astype({k: v for k, v in _METRIC_COLUMNS.items() if k in frame.columns})
+    return frame.astype(dtypes)
