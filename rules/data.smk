@@ -5,7 +5,6 @@ rule download_dataset:
         "resources/raw/{dataset}/{filename}",
     params:
         sources=download_sources,
-        resources="resources",
     log:
         "logs/download_dataset/{dataset}/{filename}.log",
     retries: 1

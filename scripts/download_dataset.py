@@ -5,6 +5,8 @@ published hash (Purchase-100) it is the one recorded beside the file on the
 first download, and a parse-time value would change after that download.
 """
 
+from pathlib import Path
+
 from dpaudit.data.download import expected_sha256, fetch, known_check, sha256_record_path
 from dpaudit.logs import job_logging
 
@@ -15,7 +17,8 @@ with job_logging(sm) as log:
     fetch(
         sm.params.sources,
         destination,
-        expected_sha256(dataset, filename, sm.params.resources),
+        # output is <resources>/raw/{dataset}/{filename}
+        expected_sha256(dataset, filename, Path(destination).parents[2]),
         log=log,
         record=sha256_record_path(destination),
         check=known_check(dataset, filename),

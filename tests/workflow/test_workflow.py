@@ -81,8 +81,8 @@ def test_paper_epsilon_star_config_job_counts(tmp_path):
     assert counts["simulate_epsilon_star"] == 1 and counts["epsilon_star_ks_fit"] == 1
     trained = [job["dataset"] for job in job_wildcards(result.stdout)
                if "run" in job and "dataset" in job]
-    # each run appears once per per-run rule (train, extract, mia, epsilon_star)
-    assert trained.count("adult") == 260 * 4 and trained.count("purchase100") == 255 * 4
+    # each run appears once per per-run rule (train, extract, mia, epsilon_star, privacy_card)
+    assert trained.count("adult") == 260 * 5 and trained.count("purchase100") == 255 * 5
 
 
 def test_lite_epsilon_star_config_job_counts(tmp_path):
