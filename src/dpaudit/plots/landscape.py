@@ -43,7 +43,7 @@ def _kde(ax, values: np.ndarray, colour: str, vertical: bool) -> None:
         for value in values:
             (ax.axhline if vertical else ax.axvline)(value, color=colour, alpha=0.6)
         return
-    grid = np.linspace(values.min() - np.ptp(values) * 0.2, values.max() + np.ptp(values) * 0.2, 200)
+    grid = np.linspace(values.min() - np.ptp(values) * 0.5, values.max() + np.ptp(values) * 0.5, 200)
     density = gaussian_kde(values)(grid)
     if vertical:
         ax.fill_betweenx(grid, density, color=colour, alpha=0.35)
