@@ -12,8 +12,11 @@ with job_logging(sm) as log:
         outputs = read_parquet(sm.input[mechanism], columns=["split", "loss_logit"])
         members = outputs.loc[outputs["split"] == splits["members"], "loss_logit"].to_numpy()
         nonmembers = outputs.loc[outputs["split"] == splits["nonmembers"], "loss_logit"].to_numpy()
-        panels[f"{label}: {sm.params.runs[mechanism]}"] = (members, nonmembers)
+        panels[label] = (members, nonmembers)
     table = plot_fig6(panels, sm.output.figure, seed=sm.params.options["seed"])
     table["dataset"] = sm.params.runs["dataset"]
+    # Run names are too long for panel titles; the table says which run each panel is.
+    runs = {"(a) without DP": sm.params.runs["baseline"], "(b) with DP-SGD": sm.params.runs["dpsgd"]}
+    table["run"] = table["panel"].map(runs)
     write_parquet(sm.output.table, table)
     log.info("%d KS rows", len(table))
