@@ -1,7 +1,6 @@
 """Snakemake adapter: per-example losses and gradient norms of one model (one TF start-up)."""
 
 from dpaudit.extract.extract import extract_per_example
-
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 
