@@ -40,7 +40,7 @@ def test_lock_file_pins_every_installed_package():
 
 
 def test_ruff_is_clean_and_bans_tensorflow_imports_outside_tf_module(tmp_path):
-    result = subprocess.run([str(BIN / "ruff"), "check", str(ROOT)], capture_output=True, text=True)
+    result = subprocess.run([str(BIN / "ruff"), "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:]
     offender = ROOT / "src" / "dpaudit" / "_ruff_probe_tmp.py"
     offender.write_text("import tensorflow as tf\n\nprint(tf)\n")
