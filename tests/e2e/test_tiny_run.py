@@ -102,3 +102,15 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
                           env=tiny_run["env"], root=tiny_run["project"])
     assert job_counts(unchanged.stdout) == {}
+
+
+def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
+    # seed001 §4: a measured attack outside the DP region means a bug or a wrong assumption;
+    # the privacy_card job fails loudly in that case, and every card here records it.
+    table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
+    inside = table[(table["family"] == "privacy_card") & (table["metric"] == "roc_inside_dp_region")]
+    assert len(inside) == 2 and (inside["value"] == 1.0).all()
+    cards = list((tiny_run["workdir"] / "results" / "cards").rglob("*.html"))
+    assert len(cards) == 2 and all("data:image/png;base64," in c.read_text() for c in cards)
+    ledger = (tiny_run["workdir"] / "results" / "tables" / "budget_ledger.html").read_text()
+    assert "release_all_epsilon" in ledger
