@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from dpaudit.data.download import (
     sha256_record_path,
 )
 from dpaudit.io import write_json
+from tests.loopback import LoopbackServer, serving
 
 PAYLOAD = b"".join(b"%d, some, csv, row, <=50K\n" % i for i in range(5000))
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -84,28 +84,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(LoopbackServer):
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
-        self.hits: dict[str, int] = {}
+        super().__init__(_Handler)
         self.changed_body = PAYLOAD
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
 
 
 @pytest.fixture
 def server():
-    srv = _Server()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=5)
+    with serving(_Server()) as srv:
+        yield srv
 
 
 def _closed_port_url() -> str:

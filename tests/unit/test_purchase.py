@@ -18,8 +18,7 @@ import io
 import math
 import random
 import tarfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ from dpaudit.data.download import (
     write_sha256_record,
 )
 from dpaudit.io import write_parquet
+from tests.loopback import LoopbackServer, serving
 
 N_ROWS = 500
 D = 600
@@ -110,32 +110,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _Mirror(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Mirror(LoopbackServer):
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
-        self.hits: dict[str, int] = {}
+        super().__init__(_Handler)
         self.files = {
             "/reza/dataset_purchase.tgz": GOOD,
             "/lfs/dataset_purchase.tgz": LFS_POINTER,
             "/html/dataset_purchase.tgz": HTML,
         }
 
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
-
 
 @pytest.fixture
 def mirror():
-    srv = _Mirror()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=5)
+    with serving(_Mirror()) as srv:
+        yield srv
 
 
 def _download(sources, resources: Path, **kwargs):
