@@ -55,9 +55,15 @@ CODE = {
     "extract_per_example": code_hash(
         ["dpaudit._tf", "dpaudit.extract.extract", "dpaudit.losses", "dpaudit.io", "dpaudit.logs"]
     ),
-    "metric_mia": code_hash(["dpaudit.metrics.mia", "dpaudit.io", "dpaudit.logs"]),
+    "metric_mia": code_hash(["dpaudit.metrics.mia", "dpaudit.aggregate", "dpaudit.io", "dpaudit.logs"]),
     "metric_epsilon_star": code_hash(
-        ["dpaudit.metrics.epsilon_star", "dpaudit.metrics.utility", "dpaudit.io", "dpaudit.logs"]
+        [
+            "dpaudit.metrics.epsilon_star",
+            "dpaudit.metrics.utility",
+            "dpaudit.aggregate",
+            "dpaudit.io",
+            "dpaudit.logs",
+        ]
     ),
     "plot_epsilon_star_landscape": code_hash(
         [
@@ -78,7 +84,8 @@ CODE = {
     ),
     "privacy_card": code_hash(
         ["dpaudit.cards", "dpaudit.dp.card", "dpaudit.dp.hypothesis", "dpaudit.dp.ledger",
-         "dpaudit.dp.composition", "dpaudit.metrics.mia", "dpaudit.io", "dpaudit.logs"]
+         "dpaudit.dp.composition", "dpaudit.metrics.mia", "dpaudit.aggregate", "dpaudit.io",
+         "dpaudit.logs"]
     ),
     "budget_ledger": code_hash(
         ["dpaudit.cards", "dpaudit.dp.ledger", "dpaudit.dp.hypothesis", "dpaudit.dp.composition",

@@ -1,5 +1,6 @@
 """Snakemake adapter: Epsilon* (source 002) of one run, with its utility."""
 
+from dpaudit.aggregate import with_keys
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.epsilon_star import epsilon_star_run_metrics
@@ -20,9 +21,7 @@ with job_logging(sm) as log:
         alpha=options["alpha"],
         empirical_filter=options["empirical_filter"],
     )
-    metrics.insert(0, "family", "epsilon_star")
-    metrics.insert(0, "run", sm.wildcards.run)
-    metrics.insert(0, "dataset", sm.wildcards.dataset)
+    metrics = with_keys(metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="epsilon_star")
     write_parquet(sm.output[0], metrics)
     headline = metrics[(metrics["metric"] == "eps_star") & (metrics["estimator"] == "parametric")]
     log.info("parametric ε*: %s", dict(zip(headline["loss"], headline["value"].round(4), strict=True)))

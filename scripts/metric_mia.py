@@ -1,5 +1,6 @@
 """Snakemake adapter: loss-threshold membership-inference metrics of one run."""
 
+from dpaudit.aggregate import with_keys
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.mia import mia_metrics
@@ -22,8 +23,6 @@ with job_logging(sm) as log:
         loss_column=options["loss"],
         ci_method=options["ci_method"],
     )
-    metrics.insert(0, "family", "mia")
-    metrics.insert(0, "run", sm.wildcards.run)
-    metrics.insert(0, "dataset", sm.wildcards.dataset)
+    metrics = with_keys(metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="mia")
     write_parquet(sm.output[0], metrics)
     log.info("%d metric rows", len(metrics))

@@ -36,6 +36,13 @@ SUMMARY_METRICS = {
 }
 
 
+def with_keys(frame: pd.DataFrame, *, dataset: str, run: str, family: str) -> pd.DataFrame:
+    """Prefix a run's metric rows with the key columns every metric file carries."""
+    return frame.assign(dataset=dataset, run=run, family=family)[
+        ["dataset", "run", "family", *(c for c in frame.columns if c not in ("dataset", "run", "family"))]
+    ]
+
+
 def _as_float(value) -> float:
     if value is None:
         return math.nan
