@@ -1,35 +1,149 @@
 """Content hashes of library modules, put in each rule's params so that a change
 to the code a job uses reruns exactly the jobs that use it (Snakemake sees script
-changes, not library changes)."""
+changes, not library changes).
+
+The module set of a rule is derived from its adapter script's imports, followed
+transitively inside ``dpaudit`` by static parsing (``ast``): nothing is imported,
+so parsing the workflow never starts TensorFlow, and a new import in a library
+module is seen without anyone keeping a list in step with the code.
+"""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
+PACKAGE = "dpaudit"
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
-def module_path(module: str) -> Path:
-    """Path of a dpaudit module's source without importing it (no TF at parse time)."""
-    if not module.startswith("dpaudit"):
+def module_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
+    """Path of a dpaudit module's source without importing it (no TF at parse time).
+
+    ``root`` is the ``dpaudit`` package folder (another copy of it in tests).
+    """
+    if module != PACKAGE and not module.startswith(PACKAGE + "."):
         raise ValueError(f"{module!r} is not a dpaudit module")
-    relative = Path(*module.split(".")[1:])
-    for candidate in (PACKAGE_ROOT / relative.with_suffix(".py"), PACKAGE_ROOT / relative / "__init__.py"):
+    parts = module.split(".")[1:]
+    if not parts:
+        return root / "__init__.py"
+    relative = Path(*parts)
+    for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
         if candidate.is_file():
             return candidate
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"no source file for {module!r}")
-    return Path(spec.origin)
+    if root == PACKAGE_ROOT:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin is not None:
+            return Path(spec.origin)
+    raise ModuleNotFoundError(f"no source file for {module!r} under {root}")
 
 
-def code_hash(modules: Iterable[str]) -> str:
+def is_module(module: str, root: Path = PACKAGE_ROOT) -> bool:
+    try:
+        module_path(module, root)
+    except (ModuleNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _is_package(module: str, root: Path) -> bool:
+    return module_path(module, root).name == "__init__.py"
+
+
+def _parents(module: str) -> list[str]:
+    """Packages whose ``__init__`` runs when ``module`` is imported."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def imported_modules(source: str, importer: str | None = None, root: Path = PACKAGE_ROOT) -> set[str]:
+    """dpaudit modules named by the import statements of ``source``.
+
+    ``importer`` is the importing module's dotted name, needed to resolve relative
+    imports. ``from dpaudit.x import y`` counts ``dpaudit.x.y`` when ``y`` is a
+    submodule, else ``dpaudit.x``. Imports inside functions count too: they run
+    when the function does.
+    """
+    found: set[str] = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+            found.update(name for name in names if name == PACKAGE or name.startswith(PACKAGE + "."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if importer is None:
+                    continue
+                base_parts = importer.split(".")
+                if not _is_package(importer, root):
+                    base_parts = base_parts[:-1]
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base != PACKAGE and not base.startswith(PACKAGE + "."):
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if alias.name != "*" and is_module(candidate, root) else base)
+    return {module for module in found if is_module(module, root)}
+
+
+def module_closure(roots: Iterable[str], root: Path = PACKAGE_ROOT) -> set[str]:
+    """Every dpaudit module that importing ``roots`` executes (with parent packages)."""
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        module = stack.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        stack.extend(parent for parent in _parents(module) if parent not in seen)
+        source = module_path(module, root).read_text()
+        stack.extend(imported_modules(source, importer=module, root=root) - seen)
+    return seen
+
+
+def script_modules(script: str | Path, root: Path = PACKAGE_ROOT) -> set[str]:
+    """dpaudit modules an adapter script reaches, directly or through other modules."""
+    return module_closure(imported_modules(Path(script).read_text(), root=root), root)
+
+
+def code_hash(modules: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
     """sha256 (first 16 hex digits) over the named modules' source, in sorted order."""
     digest = hashlib.sha256()
     for module in sorted(set(modules)):
         digest.update(module.encode())
-        digest.update(module_path(module).read_bytes())
+        digest.update(module_path(module, root).read_bytes())
     return digest.hexdigest()[:16]
+
+
+class ScriptCodeHashes:
+    """``hashes[rule]``: the code hash of ``scripts/<rule>.py``'s derived module set.
+
+    Computed on first use and cached, so the Snakefile never lists modules by hand.
+    A rule in ``unhashed`` (a checksum-pinned download) has no code hash: asking for
+    one is an error, so the exception cannot spread by accident.
+    """
+
+    def __init__(self, scripts_dir: str | Path, unhashed: Iterable[str] = (), root: Path = PACKAGE_ROOT):
+        self.scripts_dir = Path(scripts_dir)
+        self.root = Path(root)
+        self.unhashed = frozenset(unhashed)
+        self._cache: dict[str, str] = {}
+
+    def modules(self, rule: str) -> set[str]:
+        script = self.scripts_dir / f"{rule}.py"
+        if not script.is_file():
+            raise KeyError(f"no adapter script {script} for rule {rule!r}")
+        return script_modules(script, self.root)
+
+    def __getitem__(self, rule: str) -> str:
+        if rule in self.unhashed:
+            raise KeyError(f"rule {rule!r} is declared without a code hash")
+        if rule not in self._cache:
+            self._cache[rule] = code_hash(self.modules(rule), self.root)
+        return self._cache[rule]

@@ -1,0 +1,151 @@
+"""Code hashes derived from the adapter scripts' imports (dpaudit.codehash).
+
+Oracle: the modules Python really loads. A subprocess imports what each adapter
+script imports and lists the ``dpaudit`` modules in ``sys.modules``; the static
+derivation must contain every one of them (it may hold more: imports inside
+functions run only when called).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpaudit import codehash
+from dpaudit.codehash import ScriptCodeHashes, imported_modules, script_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+HASHED_SCRIPTS = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem != "download_dataset")
+
+
+def _import_lines(script: Path) -> list[str]:
+    """The script's own top-level dpaudit import statements, as source lines."""
+    tree = ast.parse(script.read_text())
+    lines = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            text = ast.unparse(node)
+            if "dpaudit" in text:
+                lines.append(text)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def loaded_modules() -> dict[str, set[str]]:
+    """rule -> dpaudit modules in sys.modules after running the script's imports (one process per script)."""
+    loaded = {}
+    for rule in HASHED_SCRIPTS:
+        program = "\n".join(
+            ["import sys, json", *_import_lines(SCRIPTS / f"{rule}.py"),
+             "print(json.dumps(sorted(m for m in sys.modules if m == 'dpaudit' or m.startswith('dpaudit.'))))"]
+        )
+        result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                                timeout=300, cwd=ROOT)
+        assert result.returncode == 0, f"{rule}: {result.stderr[-3000:]}"
+        loaded[rule] = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    return loaded
+
+
+def test_every_adapter_has_a_code_hash():
+    hashes = ScriptCodeHashes(SCRIPTS, unhashed=["download_dataset"])
+    for rule in HASHED_SCRIPTS:
+        assert len(hashes[rule]) == 16
+    with pytest.raises(KeyError, match="without a code hash"):
+        hashes["download_dataset"]
+    with pytest.raises(KeyError, match="no adapter script"):
+        hashes["no_such_rule"]
+
+
+@pytest.mark.parametrize("rule", HASHED_SCRIPTS)
+def test_derived_set_contains_every_module_python_loads(rule, loaded_modules):
+    derived = script_modules(SCRIPTS / f"{rule}.py")
+    missing = loaded_modules[rule] - derived
+    assert not missing, f"{rule}: loaded but not hashed: {sorted(missing)}"
+    assert loaded_modules[rule], f"{rule} imports no dpaudit module at all"
+
+
+def test_relative_and_from_imports_resolve():
+    assert imported_modules("from dpaudit.dp import hypothesis") == {"dpaudit.dp.hypothesis"}
+    assert imported_modules("from dpaudit.dp.hypothesis import clopper_pearson") == {"dpaudit.dp.hypothesis"}
+    assert imported_modules("import dpaudit.io as io") == {"dpaudit.io"}
+    assert imported_modules("from .hypothesis import x", importer="dpaudit.dp.card") == {"dpaudit.dp.hypothesis"}
+    assert imported_modules("from . import hypothesis", importer="dpaudit.dp") == {"dpaudit.dp.hypothesis"}
+    assert imported_modules("import numpy\nfrom scipy import stats") == set()
+    # imports inside functions run when the function does, so they count
+    assert imported_modules("def f():\n    from dpaudit import io\n") == {"dpaudit.io"}
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    package = tmp_path / "dpaudit"
+    shutil.copytree(codehash.PACKAGE_ROOT, package, ignore=shutil.ignore_patterns("__pycache__"))
+    return package
+
+
+def _indirect_modules(loaded_modules) -> set[str]:
+    """Modules some script loads that no script imports itself."""
+    direct = set()
+    for rule in HASHED_SCRIPTS:
+        direct |= imported_modules((SCRIPTS / f"{rule}.py").read_text())
+    reached = set().union(*loaded_modules.values())
+    return {m for m in reached - direct if not codehash.module_path(m).name == "__init__.py"}
+
+
+def _lazily_imported() -> set[str]:
+    """Modules some library function imports inside its body (loaded only when it runs)."""
+    lazy = set()
+    for path in codehash.PACKAGE_ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    lazy |= imported_modules(ast.unparse(node))
+    return lazy
+
+
+def test_editing_an_indirect_module_changes_exactly_the_rules_that_reach_it(tmp_path, loaded_modules):
+    indirect = sorted(_indirect_modules(loaded_modules))
+    assert indirect, "expected library modules reached only through other modules"
+    package = _copy_package(tmp_path)
+    before = ScriptCodeHashes(SCRIPTS, root=package)
+    before_hashes = {rule: before[rule] for rule in HASHED_SCRIPTS}
+    lazy = _lazily_imported()
+    exact = 0
+    for module in indirect:
+        path = codehash.module_path(module, package)
+        original = path.read_text()
+        path.write_text(original + "\n# an edit\n")
+        try:
+            after = ScriptCodeHashes(SCRIPTS, root=package)
+            changed = {rule for rule in HASHED_SCRIPTS if after[rule] != before_hashes[rule]}
+        finally:
+            path.write_text(original)
+        # oracle: the rules whose script really loads the module at import time; a
+        # module also imported inside some function body is loaded only when that
+        # function runs, which the import-time oracle cannot see, so there the
+        # derived set may be larger (never smaller)
+        expected = {rule for rule in HASHED_SCRIPTS if module in loaded_modules[rule]}
+        if module in lazy:
+            assert changed >= expected, f"editing {module}: changed {sorted(changed)}, expected ⊇ {sorted(expected)}"
+        else:
+            assert changed == expected, f"editing {module}: changed {sorted(changed)}, expected {sorted(expected)}"
+            exact += 1
+    assert exact >= 5, "too few modules checked exactly"
+
+
+def test_a_new_import_is_followed_without_any_list(tmp_path):
+    package = _copy_package(tmp_path)
+    (package / "brand_new.py").write_text("X = 1\n")
+    hashes_before = ScriptCodeHashes(SCRIPTS, root=package)["metric_mia"]
+    io_module = package / "io.py"
+    io_module.write_text("from dpaudit import brand_new  # noqa: F401\n" + io_module.read_text())
+    derived = ScriptCodeHashes(SCRIPTS, root=package)
+    assert "dpaudit.brand_new" in derived.modules("metric_mia")
+    (package / "brand_new.py").write_text("X = 2\n")
+    assert ScriptCodeHashes(SCRIPTS, root=package)["metric_mia"] != hashes_before
