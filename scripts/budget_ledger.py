@@ -1,8 +1,8 @@
 """Snakemake adapter: the privacy budget ledger of every dataset's grid (source 001)."""
 
-from dpaudit.cards import build_budget_ledger
 from dpaudit.io import read_json, write_bytes, write_parquet
 from dpaudit.logs import job_logging
+from dpaudit.report.cards import build_budget_ledger
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -2,7 +2,7 @@
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.simulations.epsilon_star import plot_fig6
+from dpaudit.plots.epsilon_star_simulations import plot_fig6
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -1,9 +1,9 @@
 """Snakemake adapter: the privacy card of one trained model (source 001)."""
 
 from dpaudit.aggregate import with_keys
-from dpaudit.cards import build_privacy_card
 from dpaudit.io import read_json, read_parquet, write_bytes, write_parquet
 from dpaudit.logs import job_logging
+from dpaudit.report.cards import build_privacy_card
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

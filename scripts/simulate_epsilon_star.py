@@ -2,13 +2,8 @@
 
 from dpaudit.io import write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.simulations.epsilon_star import (
-    plot_fig3,
-    plot_fig4,
-    plot_fig5,
-    simulate_fig3,
-    simulate_gamma,
-)
+from dpaudit.plots.epsilon_star_simulations import plot_fig3, plot_fig4, plot_fig5
+from dpaudit.simulations.epsilon_star import simulate_fig3, simulate_gamma
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -17,13 +17,10 @@ import pytest
 from scipy import special
 
 from dpaudit.metrics.epsilon_star import empirical_rates, epsilon_star_from_rates
+from dpaudit.plots.epsilon_star_simulations import plot_fig3, plot_fig4, plot_fig5, plot_fig6
 from dpaudit.simulations.epsilon_star import (
     gamma_true_epsilon_star,
     normal_true_epsilon_star,
-    plot_fig3,
-    plot_fig4,
-    plot_fig5,
-    plot_fig6,
     simulate_fig3,
     simulate_gamma,
     summarize_gamma,
