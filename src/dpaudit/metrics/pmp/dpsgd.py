@@ -17,7 +17,11 @@ import math
 import numpy as np
 
 from dpaudit.dp import mechanisms
-from dpaudit.dp.hypothesis import clopper_pearson_lower, clopper_pearson_upper, epsilon_from_rate_bounds
+from dpaudit.dp.hypothesis import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rate_bounds,
+)
 from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp
 
