@@ -15,6 +15,7 @@ include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
+include: "rules/pmp.smk"
 include: "rules/aggregate.smk"
 
 
@@ -25,6 +26,7 @@ rule all:
         "results/figures/privacy_utility.png",
         landscape_figures(),
         simulation_targets(),
+        pmp_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
     default_target: True

@@ -34,7 +34,7 @@ TRAINING = {
 }
 FAMILIES = ["mia", "privacy_card"] + [
     family
-    for family in ("epsilon_star",)
+    for family in ("epsilon_star", "pmp")
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
@@ -53,7 +53,7 @@ wildcard_constraints:
 
 
 def run_params(wildcards):
-    return RUNS[wildcards.dataset][wildcards.run]
+    return RUNS[wildcards.dataset].get(wildcards.run) or pmp_shadow_run(wildcards)["params"]
 
 
 def training_params(wildcards):
@@ -126,4 +126,83 @@ def simulation_targets():
     if config["simulations"]["ks_fit"]["enabled"]:
         ks_fit_runs()
         targets.append("results/figures/epsilon_star_fig6.png")
+    return targets
+
+
+# ---------------------------------------------------------------- pmp (source 003)
+# Recipe C shadow models are extra runs of train_model/extract_per_example named
+# <run>_pmpshadow~<r>; they live in their own lookup so aggregation never sees them.
+PMP = config["metrics"]["pmp"]
+PMP_SHADOWS = {
+    dataset: {
+        f"{run}_pmpshadow~{index}": {"params": params, "target": run, "index": index}
+        for run, params in RUNS[dataset].items()
+        if params["mechanism"] == "dpsgd"
+        for index in range(PMP["shadow_models"] if PMP["enabled"] else 0)
+    }
+    for dataset in DATASETS
+}
+
+
+def pmp_shadow_run(wildcards):
+    try:
+        return PMP_SHADOWS[wildcards.dataset][wildcards.run]
+    except KeyError:
+        raise WorkflowError(f"run {wildcards.run!r} is neither in the {wildcards.dataset} grid nor a PMP shadow model") from None
+
+
+def pmp_train_outputs():
+    """train_model writes weight checkpoints only when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": "results/models/{dataset}/{run}/checkpoints.npz"}
+
+
+def pmp_train_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
+
+
+def pmp_shadow_training(wildcards):
+    """Which random half of X a shadow model trains on; None for an ordinary run."""
+    shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
+    if shadow is None:
+        return None
+    return {"index": shadow["index"], "seed": PMP["parent_seed"], "pool": PMP["nonmember_pool"]}
+
+
+def pmp_shadow_loss_files(wildcards):
+    return {
+        name: f"results/per_example/{wildcards.dataset}/{name}/outputs.parquet"
+        for name, shadow in PMP_SHADOWS[wildcards.dataset].items()
+        if shadow["target"] == wildcards.run
+    }
+
+
+def pmp_shadow_indices(wildcards):
+    return {name: PMP_SHADOWS[wildcards.dataset][name]["index"] for name in pmp_shadow_loss_files(wildcards)}
+
+
+def pmp_metric_files():
+    return [f"results/metrics/pmp/{dataset}/{run}.parquet" for dataset in DATASETS for run in RUNS[dataset]]
+
+
+def pmp_metric_inputs(wildcards):
+    inputs = {
+        "examples": f"results/data/{wildcards.dataset}/examples.parquet",
+        "info": f"results/data/{wildcards.dataset}/dataset.json",
+        "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
+        "model": f"results/models/{wildcards.dataset}/{wildcards.run}/model.keras",
+        "checkpoints": f"results/models/{wildcards.dataset}/{wildcards.run}/checkpoints.npz",
+    }
+    if pmp_shadow_loss_files(wildcards):
+        inputs["shadows"] = f"results/pmp/{wildcards.dataset}/{wildcards.run}/shadow_scores.parquet"
+    return inputs
+
+
+def pmp_targets():
+    targets = ["results/tables/pmp_runs.html"] if PMP["enabled"] else []
+    if config["simulations"]["pmp"]["enabled"]:
+        targets += [f"results/figures/pmp_fig{k}.png" for k in range(1, 7)]
     return targets

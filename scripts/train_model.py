@@ -9,6 +9,12 @@ with job_logging(sm) as log:
     dataset = read_json(sm.input.info)
     params = {**sm.params.training, **sm.params.run, "delta": dataset["delta"]["resolved"]}
     examples = read_parquet(sm.input.examples)
-    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log)
-    info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run)
+    shadow = sm.params.get("pmp_shadow")  # a PMP shadow model trains on a random half of X
+    if shadow is not None:
+        from dpaudit.metrics.pmp.run import shadow_training_examples
+
+        examples = shadow_training_examples(examples, dataset["splits"], **shadow)
+    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log,
+                       checkpoints=sm.params.get("checkpoints", 0), checkpoint_path=sm.output.get("checkpoints"))
+    info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run, pmp_shadow=shadow)
     write_json(sm.output.info, info)

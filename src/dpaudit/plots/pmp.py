@@ -131,3 +131,15 @@ def plot_fig6(summary: pd.DataFrame, paths, *, delta: float) -> None:
     fig.suptitle(f"Fig 6  Gaussian mechanism (mean): ratios vs d (n = 100, C = 50, σ = 1, δ = {delta:g}); "
                  "ratio 0 at small d and ε = 1 is not drawn on the log axis", fontsize=9)
     _save(fig, paths)
+
+
+def plot_all(summary: pd.DataFrame, paths: dict) -> None:
+    """All six figures; ``paths`` maps fig1..fig6 to the files of each."""
+    delta = float(summary.loc[summary["figure_id"] == "fig4", "delta"].iloc[0])
+    for fig in ("fig1", "fig2", "fig3"):
+        plot_simple(summary, fig, paths[fig])
+    fig5 = summary[summary["figure_id"] == "fig5"]
+    plot_simple(summary, "fig5", paths["fig5"], epsilon=f"{float(fig5['fig5_epsilon'].iloc[0]):g}",
+                delta=f"{float(fig5['delta'].iloc[0]):g}")
+    plot_fig4(summary, paths["fig4"], delta=delta)
+    plot_fig6(summary, paths["fig6"], delta=float(summary.loc[summary["figure_id"] == "fig6", "delta"].iloc[0]))

@@ -209,3 +209,15 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
         ordering_ok=("ordering_ok", "all"),
     ).reset_index()
     return out
+
+
+def simulate_all(options: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(expmech rows, gauss rows, per-point summary) of Figs 1-6; ``options`` is the
+    ``simulations.pmp`` config block (trial counts, seed, sensitivity convention)."""
+    o = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k != "enabled"}}
+    expmech = simulate_expmech(o)
+    gauss = simulate_gauss(o)
+    summary = pd.concat([summarize(expmech), summarize(gauss)], ignore_index=True)
+    summary["delta"] = summary["figure_id"].map({f"fig{k}": o[f"fig{k}"].get("delta", math.nan) for k in range(1, 7)})
+    summary["fig5_epsilon"] = o["fig5"]["epsilon"]
+    return expmech, gauss, summary
