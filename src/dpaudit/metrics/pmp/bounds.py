@@ -114,14 +114,17 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
         hi = np.where(g > 0, hi, x)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = x - g / slope
-        inside = np.isfinite(step) & (step > lo) & (step < hi)
-        x = np.where(inside, step, 0.5 * (lo + hi))
-        if np.all(hi - lo <= tol * np.maximum(1.0, hi)) or np.all(np.abs(g) < 1e-13):
+        inside = np.isfinite(step) & (step >= lo) & (step <= hi)
+        new_x = np.where(inside, step, 0.5 * (lo + hi))
+        moved = np.abs(new_x - x)
+        x = new_x
+        # Newton converging from one side never shrinks the bracket, so stop on the step size too.
+        if np.all((moved <= tol * np.maximum(1.0, x)) | (hi - lo <= tol * np.maximum(1.0, hi))):
             break
-    # The last iterate may sit on either side of the root; the bracket's upper
-    # end (or a converged iterate on the feasible side) is a valid ε.
-    final = log_row_delta(x, mu_a, w_a) - log_delta
-    out[rows] = np.where(final <= 0, np.minimum(x, hi), hi)
+    # Nudge the converged root to the feasible side; fall back to the bracket's upper end.
+    nudged = x * (1.0 + 10 * tol) + tol
+    feasible = log_row_delta(nudged, mu_a, w_a) <= log_delta
+    out[rows] = np.where(feasible, np.minimum(nudged, hi), hi)
     return out
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "empirical_pmp",
     "parent_set",
     "project_rows",
+    "projection_matrix",
     "recipe_a_single_step",
     "recipe_b_trajectory",
     "replace_one_chi",
@@ -65,22 +66,41 @@ def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarra
     return g * factor[:, None], norms * factor
 
 
-def project_rows(rows: np.ndarray, dim: int, seed: int) -> np.ndarray:
-    """Seeded Gaussian random projection to ``dim`` columns (JL, E‖Ax‖² = ‖x‖²).
+def projection_matrix(n_columns: int, dim: int, seed: int) -> np.ndarray | None:
+    """Seeded Gaussian JL matrix (E‖xA‖² = ‖x‖²), or None when ``n_columns`` ≤ ``dim`` (or dim = 0)."""
+    if dim <= 0 or n_columns <= dim:
+        return None
+    return np.random.default_rng(seed).standard_normal((n_columns, dim)) / math.sqrt(dim)
 
-    Rows are returned unprojected when they already have ≤ ``dim`` columns.
-    Callers keep exact norms separately: only differences are approximated.
-    """
+
+def project_rows(rows: np.ndarray, matrix: np.ndarray | None) -> np.ndarray:
+    """Rows times the projection (unchanged without one). Callers keep exact norms
+    separately: only differences between rows are approximated."""
     rows = np.asarray(rows, dtype=np.float64)
-    if dim <= 0 or rows.shape[1] <= dim:
-        return rows
-    matrix = np.random.default_rng(seed).standard_normal((rows.shape[1], dim)) / math.sqrt(dim)
-    return rows @ matrix
+    return rows if matrix is None else rows @ matrix
+
+
+def _pair_inner_products(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray,
+                         block_rows: int = 1024) -> np.ndarray:
+    """⟨a_i, a_j⟩ for the given pairs, through blocks of the Gram matrix (memory
+    block_rows × len(a), never pairs × columns)."""
+    out = np.empty(rows_i.size)
+    order = np.argsort(rows_i, kind="stable")
+    sorted_i = rows_i[order]
+    for start in range(0, a.shape[0], block_rows):
+        stop = min(start + block_rows, a.shape[0])
+        lo, hi = np.searchsorted(sorted_i, [start, stop])
+        if lo == hi:
+            continue
+        gram = a[start:stop] @ a.T
+        pick = order[lo:hi]
+        out[pick] = gram[rows_i[pick] - start, rows_j[pick]]
+    return out
 
 
 def _squared_distances(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray) -> np.ndarray:
     sq = np.einsum("ij,ij->i", a, a)
-    return np.maximum(sq[rows_i] + sq[rows_j] - 2.0 * np.einsum("ij,ij->i", a[rows_i], a[rows_j]), 0.0)
+    return np.maximum(sq[rows_i] + sq[rows_j] - 2.0 * _pair_inner_products(a, rows_i, rows_j), 0.0)
 
 
 def recipe_a_single_step(clipped: np.ndarray, noise_multiplier: float, clip: float, delta: float) -> dict:
@@ -135,12 +155,14 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
     partners = partners + (partners >= targets)
     total = np.zeros(targets.size)
     steps_total = 0
+    # One matrix for every checkpoint: the same seeded map, drawn once.
+    matrix = projection_matrix(checkpoints[0]["clipped"].shape[1], int(projection_dim), int(seed))
     for k, ckpt in enumerate(checkpoints):
         clipped = np.asarray(ckpt["clipped"], dtype=np.float64)
         if clipped.shape[0] != n_parent:
             raise ValueError(f"checkpoint {k} has {clipped.shape[0]} rows, expected {n_parent}")
         norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
-        projected = project_rows(clipped, projection_dim, seed=int(seed) * 1000 + k) * scale
+        projected = project_rows(clipped, matrix) * scale
         dist_sq = _squared_distances(projected, targets, partners)
         inner = 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
         total += int(ckpt["steps"]) * replace_one_chi(norm_sq[targets], norm_sq[partners], inner)
@@ -168,7 +190,7 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
         "n_partners": int(partners.size // n_parent),
         "steps": steps_total,
         "checkpoints": len(checkpoints),
-        "projection_dim": int(projection_dim),
+        "projection_dim": 0 if matrix is None else int(projection_dim),
     }
 
 

@@ -42,7 +42,7 @@ OPTION_DEFAULTS = {
     "nonmember_pool": "nonmembers_and_utility",
     "checkpoints": 5,
     "partners": 256,
-    "projection_dim": 2048,
+    "projection_dim": 8192,
     "projection_seed": 0,
     "shadow_models": 0,
     "alpha": 0.05,
@@ -127,13 +127,19 @@ def gather_shadow_scores(losses: Mapping[int, pd.DataFrame], examples: pd.DataFr
     return pd.concat(frames, ignore_index=True)
 
 
-def _clipped_gradients(model, net, weights, x, y, clip):
-    from dpaudit.extract.extract import per_example_gradients
+def _clipped_gradients(model, gradient_fn, weights, x, y, clip, chunk: int = 4096):
+    """Per-example gradients of the CE loss at ``weights`` (None = the model's own), clipped to C.
+
+    ``gradient_fn`` is traced once per job: setting new weights only changes
+    variable values, so the traced function is reused for every checkpoint.
+    """
+    from dpaudit import _tf
 
     if weights is not None:
         model.set_weights(weights)
-    _, flat = per_example_gradients(net, x, y, keep=True)
-    clipped, _ = clip_rows(flat, clip)
+    parts = [gradient_fn(_tf.tf.constant(x[s:s + chunk]), _tf.tf.constant(y[s:s + chunk]))[1].numpy()
+             for s in range(0, len(x), chunk)]
+    clipped, _ = clip_rows(np.concatenate(parts), clip)
     return clipped
 
 
@@ -205,15 +211,16 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     q, steps = float(train["sampling_probability"]), int(train["steps"])
 
     from dpaudit import _tf
-    from dpaudit.extract.extract import load_model
+    from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
     from dpaudit.training.models import logits_model
 
     _tf.configure(threads, int(o["seed"]))
     model = load_model(model_path)
     net = logits_model(model)
+    gradient_fn = make_per_example_gradient_fn(net)
     per_example = pd.DataFrame({"example_id": ids, "is_member": parent["is_member"]})
 
-    final = _clipped_gradients(model, net, None, x, y, clip)
+    final = _clipped_gradients(model, gradient_fn, None, x, y, clip)
     res_a = recipe_a_single_step(final, z, clip, delta)
     rows += _rows("gauss_single_step", _summary(res_a["eps_pmp_x"], res_a, delta),
                   common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1})
@@ -225,7 +232,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         if sum(c["steps"] for c in ckpts) != steps:
             raise ValueError(f"{checkpoints_path}: checkpoints represent {sum(c['steps'] for c in ckpts)} steps, "
                              f"train.json says {steps}")
-        grads = [{"steps": c["steps"], "clipped": _clipped_gradients(model, net, c["weights"], x, y, clip)}
+        grads = [{"steps": c["steps"], "clipped": _clipped_gradients(model, gradient_fn, c["weights"], x, y, clip)}
                  for c in ckpts]
         res_b = recipe_b_trajectory(grads, sampling_rate=q, noise_multiplier=z, clip=clip, delta=delta,
                                     n_partners=int(o["partners"]), seed=int(o["seed"]),
@@ -233,7 +240,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         values = _summary(res_b["eps_pmp_x"], res_b, delta) | {
             "eps_global_add_remove": res_b["eps_global_add_remove"]}
         rows += _rows("dpsgd_clt", values, common | {
-            "n_partners": res_b["n_partners"], "projection_dim": int(o["projection_dim"]),
+            "n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
             "checkpoints": res_b["checkpoints"]})
         per_example["eps_pmp_x_dpsgd_clt"] = res_b["eps_pmp_x"]
         per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
