@@ -39,6 +39,8 @@ def test_default_config_job_counts(tmp_path):
         "extract_per_example": 24,
         "metric_mia": 24,
         "metric_epsilon_star": 24,
+        "metric_pmp": 24,
+        "pmp_report": 1,
         "privacy_card": 24,
         "budget_ledger": 1,
         "teaching_figures": 1,
@@ -90,3 +92,24 @@ def test_lite_epsilon_star_config_job_counts(tmp_path):
     counts = job_counts(result.stdout)
     # 4 baseline epochs + 2 DP ε, 2 seeds each
     assert counts["train_model"] == 12 and counts["download_dataset"] == 2
+
+
+def test_paper_pmp_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp.yaml"))
+    counts = job_counts(result.stdout)
+    # 1 baseline + 3 DP-SGD runs; 16 shadow models per DP-SGD run go through train_model
+    # and extract_per_example under their own run names, gathered once per DP-SGD run.
+    assert counts["train_model"] == 4 + 3 * 16 and counts["extract_per_example"] == 4 + 3 * 16
+    assert counts["metric_pmp"] == 4 and counts["pmp_gather_shadows"] == 3
+    assert counts["simulate_pmp"] == 1 and counts["pmp_report"] == 1
+    # shadows never reach the per-run metric families
+    assert counts["metric_mia"] == 4 and counts["privacy_card"] == 4
+    shadows = {job["run"] for job in job_wildcards(result.stdout) if "_pmpshadow~" in job.get("run", "")}
+    assert len(shadows) == 48
+
+
+def test_lite_pmp_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp_lite.yaml"))
+    counts = job_counts(result.stdout)
+    assert counts["train_model"] == 2 + 16 and counts["pmp_gather_shadows"] == 1
+    assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2

@@ -28,6 +28,7 @@ __all__ = [
     "expmech_pmp_monte_carlo",
     "global_sensitivity_ball",
     "log_probabilities",
+    "pmp_from_log_probabilities",
     "subset_masks",
     "subset_sensitivity",
 ]
@@ -85,7 +86,12 @@ def _log_ratios(logp: np.ndarray, masks: np.ndarray, *, normalise_counts: bool) 
         n_in, n_out = int(inside.sum()), int((~inside).sum())
         if n_in == 0 or n_out == 0:
             raise ValueError(f"target {i} is in all or none of the subsets; cannot form P_in/P_out")
-        r = logsumexp(logp[inside], axis=0) - logsumexp(logp[~inside], axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_in = logsumexp(logp[inside], axis=0)
+            log_out = logsumexp(logp[~inside], axis=0)
+            # An output impossible under both mixtures constrains nothing (a deterministic
+            # mechanism has many); impossible under one only gives ±inf (not PMP at any ε).
+            r = np.where(np.isneginf(log_in) & np.isneginf(log_out), 0.0, log_in - log_out)
         if normalise_counts:
             r -= math.log(n_in) - math.log(n_out)
         ratios[i] = r
@@ -103,6 +109,14 @@ def _summarise(ratios: np.ndarray) -> dict:
         "argmax_w": int(w),
         "log_ratios": ratios,
     }
+
+
+def pmp_from_log_probabilities(logp: np.ndarray, masks: np.ndarray) -> dict:
+    """Exact PMP of ANY finite-output mechanism from log P_D(w) of every n-subset row of
+    ``masks`` (all C(2n, n) of them): ε̃ = max_{x,w} |r[x, w]| (Lemma 11 with δ = 0)."""
+    if masks.shape[0] != math.comb(masks.shape[1], int(masks[0].sum())):
+        raise ValueError("masks must list every n-subset of the parent set exactly once")
+    return _summarise(_log_ratios(np.asarray(logp, dtype=np.float64), masks, normalise_counts=False))
 
 
 def expmech_pmp_exact(losses: np.ndarray, n: int, beta: float, *, masks: np.ndarray | None = None,
