@@ -96,33 +96,36 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
     if rows.size == 0:
         return out
     mu_a, w_a = mu[rows], weights[rows]
+    # Newton from ε = 0 with an open bracket [lo, hi]; hi stays inf until a step overshoots.
     lo = np.zeros(rows.size)
-    hi = np.ones(rows.size)
-    for _ in range(80):
-        above = log_row_delta(hi, mu_a, w_a) > log_delta
-        if not above.any():
-            break
-        lo = np.where(above, hi, lo)
-        hi = np.where(above, 2.0 * hi, hi)
-    else:
-        raise FloatingPointError("no finite ε bounds the profile: μ is too large")
-    x = 0.5 * (lo + hi)
+    hi = np.full(rows.size, np.inf)
+    x = np.zeros(rows.size)
+    root = np.zeros(rows.size)
+    active = np.arange(rows.size)
     for _ in range(max_iter):
-        g, slope = log_row_delta(x, mu_a, w_a, with_slope=True)
+        g, slope = log_row_delta(x[active], mu_a[active], w_a[active], with_slope=True)
         g = g - log_delta
-        lo = np.where(g > 0, x, lo)
-        hi = np.where(g > 0, hi, x)
+        above = g > 0
+        lo[active] = np.where(above, x[active], lo[active])
+        hi[active] = np.where(above, hi[active], x[active])
         with np.errstate(divide="ignore", invalid="ignore"):
-            step = x - g / slope
-        inside = np.isfinite(step) & (step >= lo) & (step <= hi)
-        new_x = np.where(inside, step, 0.5 * (lo + hi))
-        moved = np.abs(new_x - x)
-        x = new_x
+            step = x[active] - g / slope
+        lo_a, hi_a = lo[active], hi[active]
+        fallback = np.where(np.isfinite(hi_a), 0.5 * (lo_a + hi_a), 2.0 * np.maximum(lo_a, 0.5))
+        inside = np.isfinite(step) & (step >= lo_a) & (step <= hi_a)
+        new_x = np.where(inside, step, fallback)
+        if np.any(new_x > 1e6):
+            raise FloatingPointError("no finite ε bounds the profile: μ is too large")
         # Newton converging from one side never shrinks the bracket, so stop on the step size too.
-        if np.all((moved <= tol * np.maximum(1.0, x)) | (hi - lo <= tol * np.maximum(1.0, hi))):
+        done = (np.abs(new_x - x[active]) <= tol * np.maximum(1.0, new_x)) | (np.isfinite(hi_a) & (hi_a - lo_a <= tol * np.maximum(1.0, hi_a)))
+        x[active] = new_x
+        root[active[done]] = new_x[done]
+        active = active[~done]
+        if active.size == 0:
             break
+    root[active] = hi[active]
     # Nudge the converged root to the feasible side; fall back to the bracket's upper end.
-    nudged = x * (1.0 + 10 * tol) + tol
+    nudged = root * (1.0 + 10 * tol) + tol
     feasible = log_row_delta(nudged, mu_a, w_a) <= log_delta
     out[rows] = np.where(feasible, np.minimum(nudged, hi), hi)
     return out
