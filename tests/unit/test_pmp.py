@@ -347,3 +347,20 @@ def test_checkpoint_recorder_covers_every_step(tmp_path):
         assert data["start_step"].tolist() == [0, 2, 5, 7]
         assert data["steps_represented"].tolist() == [2, 3, 2, 3]
         assert [float(data[f"w{k}_0"][0]) for k in range(4)] == [0.0, 2.0, 5.0, 7.0]
+
+
+def test_shadow_training_examples_train_on_a_random_half_of_x():
+    from dpaudit.metrics.pmp.run import build_parent_set, shadow_training_examples
+
+    splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
+    examples = pd.DataFrame({"example_id": np.arange(20), "label": 0,
+                             "split": ["train"] * 8 + ["holdout"] * 5 + ["test"] * 7})
+    parent = build_parent_set(examples, splits, seed=2, pool="nonmembers_and_utility")
+    assert parent["ids"].size == 16 and not parent["members_subsampled"]
+    relabelled = shadow_training_examples(examples, splits, seed=2, pool="nonmembers_and_utility", index=1)
+    trained = relabelled.loc[relabelled["split"] == "train", "example_id"].to_numpy()
+    assert trained.size == 8 and set(trained) <= set(parent["ids"])
+    assert set(trained) == set(parent["ids"][shadow_in_mask(16, 2, 1)])
+    # non-member pool smaller than the members: X subsamples the members and says so
+    small = build_parent_set(examples, splits, seed=2, pool="nonmembers")
+    assert small["members_subsampled"] and small["ids"].size == 10
