@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.io import read_parquet, write_json, write_parquet
-from dpaudit.metrics.pmp.run import build_parent_set, shadow_in_mask
 from dpaudit.simulations import pmp as sim
+from dpaudit.training.shadows import build_parent_set, shadow_in_mask
 from tests.scripts.fake import FakeSnakemake, named, run_script
 
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}

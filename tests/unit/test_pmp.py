@@ -14,8 +14,9 @@ from scipy.special import logsumexp
 from dpaudit.dp import mechanisms
 from dpaudit.dp.hypothesis import clopper_pearson_lower, clopper_pearson_upper
 from dpaudit.metrics.pmp import bounds, dpsgd, expmech, gaussian
-from dpaudit.metrics.pmp.run import pmp_run_metrics, shadow_in_mask
+from dpaudit.metrics.pmp.run import pmp_run_metrics
 from dpaudit.simulations import pmp as sim
+from dpaudit.training.shadows import parent_set, shadow_in_mask
 
 # ------------------------------------------------------------- Gaussian profile (Lemma 10)
 
@@ -300,10 +301,10 @@ def test_baseline_run_gets_not_applicable_rows():
 
 
 def test_parent_set_is_equal_size_and_refuses_too_few_nonmembers():
-    ids, is_member = dpsgd.parent_set(np.arange(5), np.arange(100, 120), seed=0)
+    ids, is_member = parent_set(np.arange(5), np.arange(100, 120), seed=0)
     assert ids.size == 10 and is_member.sum() == 5 and set(ids[5:]) <= set(range(100, 120))
     with pytest.raises(ValueError, match="equal-size parent set"):
-        dpsgd.parent_set(np.arange(5), np.arange(100, 103), seed=0)
+        parent_set(np.arange(5), np.arange(100, 103), seed=0)
 
 
 # ------------------------------------------------------------- CHOOSE-EPS
@@ -350,7 +351,7 @@ def test_checkpoint_recorder_covers_every_step(tmp_path):
 
 
 def test_shadow_training_examples_train_on_a_random_half_of_x():
-    from dpaudit.metrics.pmp.run import build_parent_set, shadow_training_examples
+    from dpaudit.training.shadows import build_parent_set, shadow_training_examples
 
     splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
     examples = pd.DataFrame({"example_id": np.arange(20), "label": 0,

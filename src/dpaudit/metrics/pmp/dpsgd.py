@@ -28,34 +28,12 @@ from dpaudit.metrics.pmp.gaussian import gaussian_pmp
 __all__ = [
     "clip_rows",
     "empirical_pmp",
-    "parent_set",
     "project_rows",
     "projection_matrix",
     "recipe_a_single_step",
     "recipe_b_trajectory",
     "replace_one_chi",
 ]
-
-
-def parent_set(member_ids: np.ndarray, nonmember_ids: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """X = all members ∪ an equal-size uniform sample of the non-members.
-
-    Returns (example ids, is_member). An equal split keeps the ½ prior and the
-    1/(2n − 1) weight of Prop. 12; too few non-members is refused.
-    """
-    member_ids = np.asarray(member_ids, dtype=np.int64)
-    nonmember_ids = np.asarray(nonmember_ids, dtype=np.int64)
-    n = member_ids.size
-    if n < 1:
-        raise ValueError("the parent set needs at least one member")
-    if nonmember_ids.size < n:
-        raise ValueError(
-            f"the non-member split has {nonmember_ids.size} examples, fewer than the {n} members; "
-            "PMP needs an equal-size parent set (spec §3)"
-        )
-    sample = np.sort(np.random.default_rng(seed).choice(nonmember_ids, size=n, replace=False))
-    ids = np.concatenate([member_ids, sample])
-    return ids, np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
 
 
 def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:

@@ -23,18 +23,15 @@ from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delt
 from dpaudit.metrics.pmp.dpsgd import (
     clip_rows,
     empirical_pmp,
-    parent_set,
     recipe_a_single_step,
     recipe_b_trajectory,
 )
+from dpaudit.training.shadows import build_parent_set, shadow_in_mask
 
 __all__ = [
     "OPTION_DEFAULTS",
-    "build_parent_set",
     "gather_shadow_scores",
     "pmp_run_metrics",
-    "shadow_in_mask",
-    "shadow_training_examples",
 ]
 
 OPTION_DEFAULTS = {
@@ -53,61 +50,6 @@ METHOD_LABELS = {
     "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
     "empirical_lira": "empirical lower bound from shadow models (Clopper-Pearson, Bonferroni over X)",
 }
-
-
-def _pool_ids(examples: pd.DataFrame, splits: Mapping[str, str], pool: str) -> tuple[np.ndarray, np.ndarray]:
-    split = examples["split"].astype(str)
-    ids = examples["example_id"].to_numpy(np.int64)
-    members = np.sort(ids[(split == splits["members"]).to_numpy()])
-    names = {splits["nonmembers"]}
-    if pool == "nonmembers_and_utility":
-        names.add(splits["utility"])
-    elif pool != "nonmembers":
-        raise ValueError(f"metrics.pmp.nonmember_pool must be nonmembers or nonmembers_and_utility, got {pool!r}")
-    names.discard(splits["members"])
-    nonmembers = np.sort(ids[split.isin(sorted(names)).to_numpy()])
-    return members, nonmembers
-
-
-def build_parent_set(examples: pd.DataFrame, splits: Mapping[str, str], *, seed: int, pool: str,
-                     log: logging.Logger | None = None) -> dict:
-    """X = members ∪ an equal-size uniform sample of the non-member pool.
-
-    If the pool is smaller than the members, an equal-size uniform sample of the
-    members is used instead and ``members_subsampled`` records it (the other
-    members are then treated as fixed, known records; a warning says so).
-    """
-    members, pool_ids = _pool_ids(examples, splits, pool)
-    subsampled = pool_ids.size < members.size
-    if subsampled:
-        if log is not None:
-            log.warning("non-member pool (%d) is smaller than the members (%d): X uses a uniform sample of "
-                        "%d members; the others are treated as fixed known records", pool_ids.size,
-                        members.size, pool_ids.size)
-        members = np.sort(np.random.default_rng([seed, 1]).choice(members, pool_ids.size, replace=False))
-    ids, is_member = parent_set(members, pool_ids, seed)
-    return {"ids": ids, "is_member": is_member, "members_subsampled": bool(subsampled),
-            "n_members_total": int((examples["split"].astype(str) == splits["members"]).sum())}
-
-
-def shadow_in_mask(n_parent: int, seed: int, index: int) -> np.ndarray:
-    """Shadow model ``index``'s training half: a uniformly random n-subset of X's 2n positions."""
-    order = np.random.default_rng([seed, 7, index]).permutation(n_parent)
-    mask = np.zeros(n_parent, dtype=bool)
-    mask[order[: n_parent // 2]] = True
-    return mask
-
-
-def shadow_training_examples(examples: pd.DataFrame, splits: Mapping[str, str], *, seed: int, pool: str,
-                             index: int) -> pd.DataFrame:
-    """The examples frame relabelled for shadow model ``index``: its half of X is the members
-    split, every other member-split row moves to ``pmp_out`` (not trained on)."""
-    parent = build_parent_set(examples, splits, seed=seed, pool=pool)
-    chosen = parent["ids"][shadow_in_mask(parent["ids"].size, seed, index)]
-    split = examples["split"].astype(str).to_numpy(dtype=object).copy()
-    split[split == splits["members"]] = "pmp_out"
-    split[np.isin(examples["example_id"].to_numpy(np.int64), chosen)] = splits["members"]
-    return examples.assign(split=split)
 
 
 def gather_shadow_scores(losses: Mapping[int, pd.DataFrame], examples: pd.DataFrame,
