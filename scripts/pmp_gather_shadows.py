@@ -2,7 +2,7 @@
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.metrics.pmp.run import gather_shadow_scores
+from dpaudit.training.shadows import gather_shadow_scores
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

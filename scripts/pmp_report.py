@@ -2,7 +2,7 @@
 
 from dpaudit.io import atomic_path, read_parquet, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.metrics.pmp.run import pmp_report_table
+from dpaudit.metrics.pmp.report import pmp_report_table
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["build_parent_set", "parent_set", "shadow_in_mask", "shadow_training_examples"]
+__all__ = ["build_parent_set", "gather_shadow_scores", "parent_set", "shadow_in_mask", "shadow_training_examples"]
 
 
 def parent_set(member_ids: np.ndarray, nonmember_ids: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,3 +93,18 @@ def shadow_training_examples(examples: pd.DataFrame, splits: Mapping[str, str], 
     return examples.assign(split=split)
 
 
+def gather_shadow_scores(losses: Mapping[int, pd.DataFrame], examples: pd.DataFrame,
+                         splits: Mapping[str, str], *, seed: int, pool: str) -> pd.DataFrame:
+    """One long table (model_id, example_id, in_train, loss) over X for all shadow models."""
+    parent = build_parent_set(examples, splits, seed=seed, pool=pool)
+    frames = []
+    for index, outputs in sorted(losses.items()):
+        loss = outputs.set_index("example_id")["loss_ce"]
+        missing = np.setdiff1d(parent["ids"], loss.index.to_numpy())
+        if missing.size:
+            raise ValueError(f"shadow model {index} has no loss for example ids {missing[:10].tolist()}")
+        frames.append(pd.DataFrame({
+            "model_id": index, "example_id": parent["ids"],
+            "in_train": shadow_in_mask(parent["ids"].size, seed, index),
+            "loss": loss.loc[parent["ids"]].to_numpy(np.float64)}))
+    return pd.concat(frames, ignore_index=True)

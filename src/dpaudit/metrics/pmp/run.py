@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
 from dpaudit.metrics.pmp.dpsgd import (
     clip_rows,
@@ -26,11 +27,11 @@ from dpaudit.metrics.pmp.dpsgd import (
     recipe_a_single_step,
     recipe_b_trajectory,
 )
-from dpaudit.training.shadows import build_parent_set, shadow_in_mask
+from dpaudit.training.models import features, logits_model
+from dpaudit.training.shadows import build_parent_set
 
 __all__ = [
     "OPTION_DEFAULTS",
-    "gather_shadow_scores",
     "pmp_run_metrics",
 ]
 
@@ -50,23 +51,6 @@ METHOD_LABELS = {
     "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
     "empirical_lira": "empirical lower bound from shadow models (Clopper-Pearson, Bonferroni over X)",
 }
-
-
-def gather_shadow_scores(losses: Mapping[int, pd.DataFrame], examples: pd.DataFrame,
-                         splits: Mapping[str, str], *, seed: int, pool: str) -> pd.DataFrame:
-    """One long table (model_id, example_id, in_train, loss) over X for all shadow models."""
-    parent = build_parent_set(examples, splits, seed=seed, pool=pool)
-    frames = []
-    for index, outputs in sorted(losses.items()):
-        loss = outputs.set_index("example_id")["loss_ce"]
-        missing = np.setdiff1d(parent["ids"], loss.index.to_numpy())
-        if missing.size:
-            raise ValueError(f"shadow model {index} has no loss for example ids {missing[:10].tolist()}")
-        frames.append(pd.DataFrame({
-            "model_id": index, "example_id": parent["ids"],
-            "in_train": shadow_in_mask(parent["ids"].size, seed, index),
-            "loss": loss.loc[parent["ids"]].to_numpy(np.float64)}))
-    return pd.concat(frames, ignore_index=True)
 
 
 def _clipped_gradients(model, gradient_fn, weights, x, y, clip, chunk: int = 4096):
@@ -145,16 +129,12 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     ids = parent["ids"]
     common |= {"n_parent": int(ids.size), "members_subsampled": parent["members_subsampled"]}
     frame = examples.set_index("example_id").loc[ids]
-    from dpaudit.training.models import features
-
     x = features(frame.reset_index())
     y = frame["label"].to_numpy(np.int64)
     z, clip = float(train["noise_multiplier"]), float(train["clip_norm"])
     q, steps = float(train["sampling_probability"]), int(train["steps"])
 
     from dpaudit import _tf
-    from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
-    from dpaudit.training.models import logits_model
 
     _tf.configure(threads, int(o["seed"]))
     model = load_model(model_path)
@@ -222,38 +202,3 @@ def _ordering_rows(res_b, res_c, eps_accountant, common, log) -> list[dict]:
         log.warning("PMP ordering check failed (Recipe B is a heuristic, so this is a warning): %s", note)
     return _rows("dpsgd_clt", {"ordering_ok": float(not failures)}, common, "ok", note)
 
-
-REPORT_COLUMNS = {
-    ("accountant", "accountant_epsilon"): "accountant_epsilon",
-    ("gauss_single_step", "eps_pmp"): "A_eps_pmp_single_step",
-    ("gauss_single_step", "eps_global_same_method"): "A_eps_single_step",
-    ("dpsgd_clt", "eps_global_same_method"): "B_eps_clt_replace_one",
-    ("dpsgd_clt", "eps_X"): "B_eps_X",
-    ("dpsgd_clt", "eps_pmp"): "B_eps_pmp",
-    ("dpsgd_clt", "eps_pmp_q50"): "B_eps_pmp_median_x",
-    ("dpsgd_clt", "mia_bound_pmp_delta"): "B_mia_success_bound",
-    ("dpsgd_clt", "mia_bound_dp"): "B_mia_success_bound_dp",
-    ("empirical_lira", "emp_eps_lower"): "C_emp_eps_lower",
-    ("dpsgd_clt", "ordering_ok"): "ordering_ok",
-}
-
-
-def pmp_report_table(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, str]:
-    """One row per run (wide) of the headline PMP values, and its HTML for the report."""
-    long = pd.concat(frames, ignore_index=True)
-    long = long[[(m, k) in REPORT_COLUMNS for m, k in zip(long["method"], long["metric"], strict=True)]]
-    long = long.assign(column=[REPORT_COLUMNS[(m, k)] for m, k in zip(long["method"], long["metric"], strict=True)])
-    wide = long.pivot_table(index=["dataset", "run"], columns="column", values="value", aggfunc="first",
-                            dropna=False).reset_index()
-    for column in REPORT_COLUMNS.values():
-        if column not in wide.columns:
-            wide[column] = math.nan
-    status = long[long["metric"] == "eps_pmp"].groupby(["dataset", "run"])["status"].first().rename("status")
-    notes = long[long["metric"] == "ordering_ok"].set_index(["dataset", "run"])["note"].rename("ordering_note")
-    wide = wide.join(status, on=["dataset", "run"]).join(notes, on=["dataset", "run"])
-    wide = wide[["dataset", "run", "status", *REPORT_COLUMNS.values(), "ordering_note"]]
-    html = ("<p>Practical membership privacy (Lowy et al.) of every run. A = Prop. 12 for one full-batch step at "
-            "the final weights (upper bound for that step only); B = whole training, realised trajectory, CLT "
-            "(a diagnostic, not a guarantee); C = shadow-model lower bound. Non-private runs: not applicable.</p>"
-            + wide.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a"))
-    return wide, html
