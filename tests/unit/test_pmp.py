@@ -298,6 +298,14 @@ def test_baseline_run_gets_not_applicable_rows():
     assert (pmp["status"] == "not_applicable").all() and pmp["value"].isna().all()
     assert "not applicable" in pmp["note"].iloc[0]
     assert per_example.empty
+    # per-group clipping (microbatches) breaks the recipes' assumption: rows say so, no crash
+    rows, _ = pmp_run_metrics(
+        examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
+        {"mechanism": "dpsgd", "epsilon": 2.0, "delta": 1e-3, "accountant": "rdp", "microbatches": 4},
+        model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
+        log=logging.getLogger("test"))
+    assert (rows.loc[rows["method"] != "accountant", "status"] == "not_applicable").all()
+    assert rows["note"].str.contains("microbatches").any()
 
 
 def test_parent_set_is_equal_size_and_refuses_too_few_nonmembers():

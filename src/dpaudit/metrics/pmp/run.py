@@ -113,17 +113,19 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
               "parent_seed": int(o["parent_seed"]), "nonmember_pool": o["nonmember_pool"]}
     rows = [{"method": "accountant", "metric": "accountant_epsilon", "value": eps_accountant, "status": "ok",
              "label": "accountant epsilon (as trained)", "note": "", **common}]
+    reason = None
     if train.get("mechanism") != "dpsgd" or not math.isfinite(eps_accountant):
-        note = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
-                "and a finite PMP value for it would be made up")
+        reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
+                  "and a finite PMP value for it would be made up")
+    elif train.get("microbatches"):
+        reason = ("not applicable: microbatches clip group means, not examples; Recipes A and B assume "
+                  "per-example clipping")
+    if reason is not None:
         for method in ("gauss_single_step", "dpsgd_clt", "empirical_lira"):
-            rows += _rows(method, {"eps_pmp": math.nan, "mia_bound_pmp": math.nan}, common, "not_applicable", note)
-        log.info("run is not DP-SGD (mechanism=%s, epsilon=%s): PMP rows marked not applicable",
-                 train.get("mechanism"), eps_accountant)
+            rows += _rows(method, {"eps_pmp": math.nan, "mia_bound_pmp": math.nan}, common, "not_applicable", reason)
+        log.info("PMP rows marked not applicable (mechanism=%s, epsilon=%s): %s",
+                 train.get("mechanism"), eps_accountant, reason)
         return pd.DataFrame(rows), pd.DataFrame()
-    if train.get("microbatches"):
-        raise ValueError("metrics.pmp: runs with microbatches clip group means, not examples; "
-                         "Recipes A and B assume per-example clipping")
     delta = float(delta)
     parent = build_parent_set(examples, splits, seed=int(o["parent_seed"]), pool=o["nonmember_pool"], log=log)
     ids = parent["ids"]
