@@ -52,6 +52,20 @@ wildcard_constraints:
     family="|".join(FAMILIES),
 
 
+# On a cluster (profiles/slurm) these run in the Snakemake process on the submit
+# host: downloads need the network, which compute nodes often lack; aggregation,
+# the ledger and figures take seconds, less than a queue wait. A new quick rule
+# (table, figure, report) joins this list; a new expensive rule does not.
+localrules:
+    download_dataset,
+    budget_ledger,
+    teaching_figures,
+    epsilon_star_ks_fit,
+    aggregate_metrics,
+    plot_privacy_utility,
+    plot_epsilon_star_landscape,
+
+
 def run_params(wildcards):
     return RUNS[wildcards.dataset][wildcards.run]
 
