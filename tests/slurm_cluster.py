@@ -242,7 +242,7 @@ class SlurmCluster:
         for line in result.stdout.splitlines():
             parts = line.split("|", 3)
             if len(parts) == 4:
-                rows.append(dict(zip(("job_id", "state", "name", "comment"), parts)))
+                rows.append(dict(zip(("job_id", "state", "name", "comment"), parts, strict=True)))
         return rows
 
     def completed_jobs(self) -> list[dict[str, str]]:

@@ -204,3 +204,32 @@ def test_rerun_after_the_cluster_run_has_nothing_to_do(slurm_run):
     result = snakemake(slurm_run["slurm"], "-n", "--configfile", str(slurm_run["config"]),
                        env=slurm_run["env"], root=slurm_run["project"])
     assert "Nothing to be done" in result.stdout + result.stderr, result.stdout[-3000:]
+
+
+def _resources_per_rule(dry_run_stdout: str) -> dict[str, str]:
+    """The `resources:` line of the first job of each rule in a dry-run's listing."""
+    resources, rule = {}, None
+    for line in dry_run_stdout.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
+            rule = stripped.split()[1].rstrip(":")
+        elif stripped.startswith("resources:") and rule is not None:
+            resources.setdefault(rule, stripped.removeprefix("resources:").strip())
+    return resources
+
+
+def test_site_profile_adds_account_and_partition_and_keeps_rule_resources(tmp_path):
+    # No scheduler needed: the dry-run shows each job's resources as SLURM would get them.
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_CONFIG))
+    result = snakemake(tmp_path, "-n", "--workflow-profile", str(ROOT / "profiles" / "slurm"),
+                       "--profile", str(ROOT / "profiles" / "slurm" / "site-example"),
+                       "--configfile", str(config), env={"DPAUDIT_SLURM_TRAIN_GPUS": "1"})
+    resources = _resources_per_rule(result.stdout)
+    train = resources["train_model"]
+    for expected in ("slurm_account=my_account", "slurm_partition=compute", "mem_mb=4000",
+                     "runtime=240", "cpus_per_task=1", "gpu=1"):
+        assert expected in train, train
+    # A rule the project profile does not list takes the site's defaults.
+    assert "mem_mb=2000" in resources["aggregate_metrics"] and "runtime=60" in resources["aggregate_metrics"]
+    assert "gpu" not in resources["prepare_dataset"]
