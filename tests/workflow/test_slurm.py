@@ -148,6 +148,13 @@ def _minutes(limit: str) -> int:
     return (int(days) if days else 0) * 1440 + hours * 60 + minutes
 
 
+def _memory_mb(job: dict[str, str]) -> int:
+    """The memory SLURM allocated to a job, from the jobcomp record's Tres (e.g. mem=4000M)."""
+    tres = dict(item.split("=", 1) for item in job["Tres"].split(","))
+    value = tres["mem"]
+    return int(float(value[:-1]) * 1024) if value.endswith("G") else int(value.rstrip("M"))
+
+
 def test_every_remote_job_went_through_the_scheduler(slurm_run):
     jobs, plan = slurm_run["jobs"], slurm_run["plan"]
     states = [job["JobState"] for job in jobs]
@@ -171,12 +178,15 @@ def test_cancelled_training_job_was_retried_with_more_time(slurm_run):
     assert "error" not in fault and fault.get("scancel") == 0, fault
     cancelled = [job for job in jobs if job["JobState"] == "CANCELLED"]
     assert [job["JobId"] for job in cancelled] == [fault["job_id"]]
-    runtime = slurm_run["profile"]["set-resources"]["train_model"]["runtime"]
-    first, second = (eval(runtime, {"attempt": attempt}) for attempt in (1, 2))  # noqa: S307 (the profile's expression)
-    assert _minutes(cancelled[0]["TimeLimit"]) == first
-    retried = [job for job in jobs if job["JobState"] == "COMPLETED" and _minutes(job["TimeLimit"]) == second]
+    train = slurm_run["profile"]["set-resources"]["train_model"]
+    runtime, memory = ([eval(train[key], {"attempt": attempt}) for attempt in (1, 2)]  # noqa: S307 (the profile's own expression)
+                       for key in ("runtime", "mem_mb"))
+    assert _minutes(cancelled[0]["TimeLimit"]) == runtime[0]
+    assert _memory_mb(cancelled[0]) == memory[0]
+    retried = [job for job in jobs if job["JobState"] == "COMPLETED" and _minutes(job["TimeLimit"]) == runtime[1]]
     assert len(retried) == 1, [(j["JobId"], j["JobState"], j["TimeLimit"]) for j in jobs]
     assert int(retried[0]["JobId"]) > int(fault["job_id"])
+    assert _memory_mb(retried[0]) == memory[1]
     assert fault["job_id"] in slurm_run["stderr"], "Snakemake did not report the cancelled SLURM job"
 
 
