@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -62,8 +63,6 @@ def job_wildcards(output: str) -> list[dict[str, str]]:
 
 def copy_project(destination: Path) -> Path:
     """A throw-away copy of the workflow (its own src/ goes first on PYTHONPATH in tests)."""
-    import shutil
-
     destination.mkdir(parents=True)
     for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
         source = ROOT / name
