@@ -41,8 +41,10 @@ Dropout masks of the forward pass that the update uses):
   layer. Norms and update read the same pass, hence the same masks.
 * ``vectorized_optimizer`` (``VectorizedDPKeras{SGD,Adam}Optimizer``): the Jacobian
   of the per-example loss vector from ONE forward pass, so clip factors and
-  gradients share the Dropout masks. Exact but 4–6× slower than the non-private
-  step; kept as tensorflow-privacy's reference implementation (explicit choice).
+  gradients share the Dropout masks. Exact, but 4–9× the non-private epoch time
+  on an MLP 20-64-2 and 160× or more with 512 hidden units
+  (``bench/bench_training.py``); kept as tensorflow-privacy's implementation, by
+  explicit choice only.
 * ``microbatch_group_gradients`` (ours; used whenever microbatches is set): one
   forward and one backward pass give each Dense layer's input h_i and the
   gradient δ_i of Σ_j mean_{i∈b_j} loss_i at its pre-activation; a group's kernel
