@@ -158,6 +158,34 @@ def test_noiseless_masked_ghost_step_under_fixed_dropout_masks_equals_numpy(opti
     assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
 
 
+def test_noiseless_masked_ghost_step_with_its_own_sampler_equals_numpy_under_those_masks():
+    """The default path end to end: the masks the step draws itself (seeded) are the ones
+    its norms and its update use; a second sampler with the same seed replays them."""
+    _tf.configure(2, 0)
+    rate, n, seed = 0.4, 9, 21
+    x, y = _data(n=n, seed=12)
+    model = build_mlp(3, {"hidden_units": [6, 5], "dropout": rate, "n_classes": 3}, seed=8)
+    net = logits_model(model)
+    w0 = net.get_weights()
+    masks = [a.numpy() for a in dropout_mask_sampler([(rate, 6), (rate, 5)], seed)(tf.constant(n))]
+    _, norms = numpy_clipped_sum(w0, x, y, 1.0, masks)
+    ordered = np.sort(norms)
+    # C between two norms (n is odd: the median would equal one norm exactly).
+    lr, clip, expected_b = 0.3, float(0.5 * (ordered[3] + ordered[4])), 9.0
+    clipped, norms = numpy_clipped_sum(w0, x, y, clip, masks)
+    assert np.all(np.abs(norms / clip - 1.0) > 0.01) and np.any(norms > clip)
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=expected_b, implementation="masked_ghost_clipping",
+        dropout_seed=seed,
+    )
+    _, _, fraction = step(tf.constant(x), tf.constant(y))
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        # float32 training vs float64 oracle: rtol 1e-4, atol 1e-5.
+        np.testing.assert_allclose(after, before - lr * g / expected_b, rtol=1e-4, atol=1e-5)
+    assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
+
+
 def test_dropout_mask_sampler_has_inverted_dropout_law_and_is_seeded():
     _tf.configure(2, 0)
     layers = [(0.3, 50), (0.5, 40)]
