@@ -243,3 +243,10 @@ def test_site_profile_adds_account_and_partition_and_keeps_rule_resources(tmp_pa
     # A rule the project profile does not list takes the site's defaults.
     assert "mem_mb=2000" in resources["aggregate_metrics"] and "runtime=60" in resources["aggregate_metrics"]
     assert "gpu" not in resources["prepare_dataset"]
+
+
+def test_without_root_the_slurm_tests_fail_saying_how_to_run_them(monkeypatch):
+    # The fixture turns this error into pytest.fail: never a skip.
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterError, match=r"needs root.*sudo \.venv/bin/python -m pytest tests/workflow/test_slurm\.py"):
+        require_root()
