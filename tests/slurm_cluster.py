@@ -85,7 +85,8 @@ def node_line(min_memory_mb: int = 65536) -> str:
 def slurm_conf(state: Path, node: str, host: str) -> str:
     return f"""{MARKER}
 ClusterName=dpaudittest
-SlurmctldHost={host}
+# Loopback addresses: the test must not depend on the host name resolving.
+SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -121,7 +122,7 @@ JobAcctGatherType=jobacct_gather/none
 # what went through the scheduler.
 JobCompType=jobcomp/filetxt
 JobCompLoc={state}/jobcomp.txt
-{node} State=UNKNOWN
+{node} NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
