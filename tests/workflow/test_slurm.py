@@ -92,13 +92,17 @@ def slurm_run(tmp_path_factory):
         pytest.fail(f"could not start the test SLURM cluster: {error}")
     record: dict = {}
     stop = threading.Event()
+    local = None
+    local_log = base / "local_run.log"
     try:
         # The local reference run shares the machine with the SLURM run; both use 2 cores.
-        local = subprocess.Popen(
-            [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(local_dir),
-             "--workflow-profile", str(project / "profiles" / "default"), "--cores", "2",
-             "--configfile", str(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+        # Its output goes to a file: a full pipe would block it.
+        with local_log.open("w") as sink:
+            local = subprocess.Popen(
+                [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(local_dir),
+                 "--workflow-profile", str(project / "profiles" / "default"), "--cores", "2",
+                 "--configfile", str(config)],
+                stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **env})
         fault = threading.Thread(target=_cancel_first_training_job, args=(cluster, stop, record), daemon=True)
         fault.start()
         command = [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(slurm_dir),
@@ -108,18 +112,16 @@ def slurm_run(tmp_path_factory):
             result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                                     env={**os.environ, **env})
         except subprocess.TimeoutExpired as timeout:
-            local.kill()
             pytest.fail(f"SLURM run did not finish within {RUN_TIMEOUT} s\n{(timeout.stdout or b'')[-4000:]!r}\n"
                         f"{(timeout.stderr or b'')[-6000:]!r}\n{_slurm_logs(slurm_dir)}\n{cluster.logs()}")
         stop.set()
         fault.join(10)
         try:
-            local_output, _ = local.communicate(timeout=RUN_TIMEOUT)
+            local.wait(timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
-            local.kill()
             pytest.fail(f"the local reference run did not finish within {RUN_TIMEOUT} s")
         if local.returncode != 0:
-            pytest.fail(f"local reference run failed ({local.returncode}):\n{local_output[-6000:]}")
+            pytest.fail(f"local reference run failed ({local.returncode}):\n{local_log.read_text()[-6000:]}")
         if result.returncode != 0:
             pytest.fail(f"SLURM run failed ({result.returncode}): {' '.join(command)}\n"
                         f"--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n{result.stderr[-8000:]}\n"
@@ -129,6 +131,9 @@ def slurm_run(tmp_path_factory):
         diagnostics = f"{result.stderr[-8000:]}\n{cluster.logs()}"
     finally:
         stop.set()
+        if local is not None and local.poll() is None:
+            local.kill()
+            local.wait(30)
         cluster.stop()
     plan = slurm_plan(config, root=project, env=env)
     profile = yaml.safe_load((project / "profiles" / "slurm" / "config.yaml").read_text())
