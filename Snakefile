@@ -15,6 +15,7 @@ include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
+include: "rules/audit.smk"
 include: "rules/aggregate.smk"
 
 

@@ -34,7 +34,7 @@ TRAINING = {
 }
 FAMILIES = ["mia", "privacy_card"] + [
     family
-    for family in ("epsilon_star",)
+    for family in ("epsilon_star", "identifiability")
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}

@@ -39,6 +39,7 @@ def test_default_config_job_counts(tmp_path):
         "extract_per_example": 24,
         "metric_mia": 24,
         "metric_epsilon_star": 24,
+        "metric_identifiability": 24,
         "privacy_card": 24,
         "budget_ledger": 1,
         "teaching_figures": 1,

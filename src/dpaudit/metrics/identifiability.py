@@ -279,7 +279,7 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     base = {
         "accountant": train.get("accountant"),
         "accountant_epsilon": eps,
-        "metric_delta": math.nan if delta is None else float(delta),
+        "delta": math.nan if delta is None else float(delta),
         "noise_multiplier": float(train.get("noise_multiplier") or math.nan),
         "steps": int(train.get("steps") or 0),
         "sampling_probability": float(train.get("sampling_probability") or math.nan),
