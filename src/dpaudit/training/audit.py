@@ -1,0 +1,426 @@
+"""The DI adversary's audit of full-batch DP-SGD / DP-Adam (Bernau et al. 2021, Alg. 1).
+
+The adversary knows D and its neighbour D′ and sees the noisy clipped gradient sum
+released at every step. At each step this loop computes, at the current weights,
+the clipped per-example gradient sums μ_t (over D) and μ′_t (over D′), the local
+sensitivity LS_t = ‖μ_t − μ′_t‖, the noise σ_t = z·LS_t (``ls`` mode) or z·GS
+(``gs`` mode), draws ONE noise vector used for both the release r_t and the
+optimizer step (spec P7), and accumulates the adversary's log-likelihood ratio
+⟨r_t − (μ_t + μ′_t)/2, μ_t − μ′_t⟩/σ_t² in float64.
+
+Why numpy and not TensorFlow: the audited models are small MLPs (Adult 108-6-6-1,
+Purchase-100 600-128-100, digits 64-h-10) without layers that couple examples, so
+every per-example gradient is an outer product a_i δ_iᵀ. Its norm is
+‖a_i‖·‖δ_i‖ and the clipped sum is Aᵀ diag(c) Δ: two matrix products per layer,
+exact in float64, no per-example vectors, no TensorFlow start-up (seconds per job).
+With no coupling, μ′_t = μ_t − ḡ(x*) (+ ḡ(x′) when bounded) is exact, and
+d_t = ḡ(x*) − ḡ(x′) is computed directly rather than as a difference of two sums.
+Convolutional or batch-norm models (the paper's MNIST CNN) are not supported here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from dpaudit.metrics import identifiability as idf
+
+NEIGHBOURHOODS = ("bounded", "unbounded")
+MODES = ("ls", "gs")
+OPTIMIZERS = ("adam", "sgd")
+OUTPUTS = ("softmax", "sigmoid")
+# tf.compat.v1.train.AdamOptimizer defaults, the optimizer of the authors' code.
+ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON = 0.9, 0.999, 1e-8
+
+
+# ------------------------------------------------------------------ the model
+
+
+@dataclass
+class MLP:
+    """Dense ReLU network; output ``softmax`` (C units, cross-entropy) or
+    ``sigmoid`` (1 unit, binary cross-entropy: the authors' Adult model)."""
+
+    sizes: list[int]
+    output: str
+    weights: list[np.ndarray] = field(default_factory=list)
+    biases: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def glorot(cls, input_dim: int, hidden: Sequence[int], classes: int, output: str, rng) -> MLP:
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+        if output == "sigmoid" and classes != 2:
+            raise ValueError(f"a sigmoid output needs 2 classes, the data has {classes}")
+        out_units = 1 if output == "sigmoid" else classes
+        sizes = [int(input_dim), *map(int, hidden), out_units]
+        model = cls(sizes, output)
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            limit = math.sqrt(6.0 / (fan_in + fan_out))  # Keras' glorot_uniform, zero biases
+            model.weights.append(rng.uniform(-limit, limit, size=(fan_in, fan_out)))
+            model.biases.append(np.zeros(fan_out))
+        return model
+
+    @property
+    def n_params(self) -> int:
+        return sum(w.size + b.size for w, b in zip(self.weights, self.biases))
+
+    def flat(self) -> np.ndarray:
+        return np.concatenate([p.ravel() for pair in zip(self.weights, self.biases) for p in pair])
+
+    def set_flat(self, theta: np.ndarray) -> None:
+        at = 0
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            self.weights[i] = theta[at:at + w.size].reshape(w.shape)
+            at += w.size
+            self.biases[i] = theta[at:at + b.size]
+            at += b.size
+
+    def _forward(self, x):
+        activations = [x]
+        h = x
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = h @ w + b
+            if i < len(self.weights) - 1:
+                h = np.maximum(h, 0.0)
+            activations.append(h)
+        return activations
+
+    def losses(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        """Per-example loss and correctness."""
+        logits = self._forward(x)[-1]
+        if self.output == "sigmoid":
+            z = logits[:, 0]
+            # BCE = softplus(z) − y z, stable for either sign.
+            loss = np.logaddexp(0.0, z) - y * z
+            return loss, (z > 0).astype(int) == y
+        loss = special.logsumexp(logits, axis=1) - logits[np.arange(len(y)), y]
+        return loss, logits.argmax(axis=1) == y
+
+    def clipped_gradients(self, x, y, clip: float, keep: Sequence[int] = ()):
+        """Sum of per-example gradients clipped to L2 norm ``clip``, the unclipped
+        per-example norms, and the clipped gradient vectors of the rows ``keep``."""
+        activations = self._forward(x)
+        logits = activations[-1]
+        if self.output == "sigmoid":
+            delta = (special.expit(logits[:, 0]) - y)[:, None]
+        else:
+            delta = special.softmax(logits, axis=1)
+            delta[np.arange(len(y)), y] -= 1.0
+        deltas = [None] * len(self.weights)
+        for i in range(len(self.weights) - 1, -1, -1):
+            deltas[i] = delta
+            if i:
+                delta = (delta @ self.weights[i].T) * (activations[i] > 0)
+        # ‖a_i δ_iᵀ‖_F² = ‖a_i‖²‖δ_i‖², plus ‖δ_i‖² for the bias.
+        sq = np.zeros(len(x))
+        for a, d in zip(activations[:-1], deltas):
+            dd = np.einsum("ij,ij->i", d, d)
+            sq += np.einsum("ij,ij->i", a, a) * dd + dd
+        norms = np.sqrt(sq)
+        scale = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+        parts, kept = [], [[] for _ in keep]
+        for a, d in zip(activations[:-1], deltas):
+            ds = d * scale[:, None]
+            parts += [(a.T @ ds).ravel(), ds.sum(axis=0)]
+            for slot, row in enumerate(keep):
+                kept[slot] += [np.outer(a[row], ds[row]).ravel(), ds[row]]
+        return np.concatenate(parts), norms, [np.concatenate(k) for k in kept]
+
+
+# ------------------------------------------------------------- the audit loop
+
+
+@dataclass
+class AuditSetup:
+    """One audited configuration: data, neighbour, privacy and training settings."""
+
+    x: np.ndarray            # D, (n, d) float64
+    y: np.ndarray            # labels of D
+    x_alt: np.ndarray | None  # x′ (bounded) or None (unbounded)
+    y_alt: int | None
+    star: int                # row of x* in D
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classes: int
+    neighbourhood: str
+    mode: str
+    noise_multiplier: float
+    steps: int = 30
+    clip_norm: float = 3.0
+    learning_rate: float = 0.005
+    optimizer: str = "adam"
+    hidden: tuple[int, ...] = (6, 6)
+    output: str = "softmax"
+    true_dataset: str = "D"  # "D" (the authors' b = 0) or "random"
+
+    def __post_init__(self):
+        if self.neighbourhood not in NEIGHBOURHOODS:
+            raise ValueError(f"neighbourhood must be one of {NEIGHBOURHOODS}, got {self.neighbourhood!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if (self.neighbourhood == "bounded") != (self.x_alt is not None):
+            raise ValueError("a bounded neighbour needs x′ (x_alt); an unbounded one must not have it")
+        if self.true_dataset not in ("D", "random"):
+            raise ValueError(f"true_dataset must be 'D' or 'random', got {self.true_dataset!r}")
+
+    @property
+    def global_sensitivity(self) -> float:
+        return (2.0 if self.neighbourhood == "bounded" else 1.0) * self.clip_norm
+
+
+def _run_seeds(seed: int, run_id: int) -> tuple[int, int, int]:
+    init, noise, coin = np.random.SeedSequence([int(seed), int(run_id)]).generate_state(3)
+    return int(init), int(noise), int(coin)
+
+
+def audit_run(setup: AuditSetup, run_id: int, seed: int, keep_vectors: bool = False):
+    """One audited training run: (run row, step rows, vector rows)."""
+    s = setup
+    seed_init, seed_noise, seed_coin = _run_seeds(seed, run_id)
+    noise_rng = np.random.default_rng(seed_noise)
+    b_true = 0 if s.true_dataset == "D" else int(np.random.default_rng(seed_coin).integers(2))
+    model = MLP.glorot(s.x.shape[1], s.hidden, s.classes, s.output, np.random.default_rng(seed_init))
+    theta = model.flat()
+    p = theta.size
+    n = len(s.x)
+    n_true = n if (b_true == 0 or s.neighbourhood == "bounded") else n - 1
+    m1 = np.zeros(p)
+    m2 = np.zeros(p)
+    x_eval = s.x if s.x_alt is None else np.vstack([s.x, s.x_alt])
+    y_eval = s.y if s.x_alt is None else np.append(s.y, s.y_alt)
+    alt_row = n if s.x_alt is not None else None
+    keep = [s.star] if alt_row is None else [s.star, alt_row]
+    log_odds = 0.0
+    steps, vectors = [], []
+    for t in range(1, s.steps + 1):
+        model.set_flat(theta)
+        # One pass over D ∪ {x′}: per-example gradients do not interact in an MLP.
+        total, norms, kept = model.clipped_gradients(x_eval, y_eval, s.clip_norm, keep)
+        g_star = kept[0]
+        g_alt = kept[1] if alt_row is not None else np.zeros(p)
+        mu = total - g_alt  # over D
+        d = g_star - g_alt
+        mu_prime = mu - d
+        ls = float(np.linalg.norm(d))
+        scale = ls if s.mode == "ls" else s.global_sensitivity
+        sigma = s.noise_multiplier * scale
+        noise = noise_rng.standard_normal(p) * sigma
+        release = (mu if b_true == 0 else mu_prime) + noise
+        if sigma > 0:
+            llr = float(idf.log_likelihood_ratio(release, mu, mu_prime, sigma))
+            eta = float(noise @ d / (sigma * ls)) if ls > 0 else math.nan
+        else:  # x* and x′ give identical clipped gradients: nothing to tell apart
+            llr, eta = 0.0, math.nan
+        log_odds += llr
+        d_norms = norms[:n]
+        losses, correct = model.losses(s.x, s.y)
+        _, test_correct = model.losses(s.x_test, s.y_test)
+        steps.append({
+            "t": t, "ls_t": ls, "gs": s.global_sensitivity, "sigma_t": sigma,
+            "eff_mult_t": sigma / ls if ls > 0 else math.inf,
+            "llr_t": llr, "cum_llr_t": log_odds, "belief_t": float(special.expit(log_odds)),
+            "belief_unbiased_t": float(special.expit(llr)), "eta_t": eta,
+            "noise_sq_over_p": float(noise @ noise / (sigma**2 * p)) if sigma > 0 else math.nan,
+            "mu_norm": float(np.linalg.norm(mu)), "mu_prime_norm": float(np.linalg.norm(mu_prime)),
+            "grad_norm_xstar": float(norms[s.star]),
+            "grad_norm_xprime": float(norms[alt_row]) if alt_row is not None else math.nan,
+            "frac_clipped": float(np.mean(d_norms > s.clip_norm)),
+            "median_unclipped_norm": float(np.median(d_norms)),
+            "train_loss_t": float(losses.mean()), "train_acc_t": float(correct.mean()),
+            "test_acc_t": float(test_correct.mean()),
+        })
+        if keep_vectors:
+            for kind, vec in (("mu_D", mu), ("mu_Dp", mu_prime), ("release", release),
+                              ("g_xstar", g_star), ("g_xprime", g_alt), ("noise", noise)):
+                vectors.append({"t": t, "kind": kind, "values": vec.astype(np.float32)})
+        # The update uses the released gradient itself (same noise draw, spec P7).
+        grad = release / n_true
+        if s.optimizer == "adam":
+            m1 = ADAM_BETA1 * m1 + (1 - ADAM_BETA1) * grad
+            m2 = ADAM_BETA2 * m2 + (1 - ADAM_BETA2) * grad * grad
+            lr_t = s.learning_rate * math.sqrt(1 - ADAM_BETA2**t) / (1 - ADAM_BETA1**t)
+            theta = theta - lr_t * m1 / (np.sqrt(m2) + ADAM_EPSILON)
+        else:
+            theta = theta - s.learning_rate * grad
+    model.set_flat(theta)
+    member_loss, member_correct = model.losses(s.x, s.y)
+    test_loss, test_correct = model.losses(s.x_test, s.y_test)
+    mi = yeom_advantage(member_loss, test_loss[: len(member_loss)])
+    ls_all = np.array([row["ls_t"] for row in steps])
+    sig_all = np.array([row["sigma_t"] for row in steps])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_sum = float(np.sum(np.where(sig_all > 0, ls_all**2 / (2 * sig_all**2), 0.0)))
+    belief_d = float(special.expit(log_odds))
+    run = {
+        "run_id": int(run_id), "seed_init": seed_init, "seed_noise": seed_noise, "b_true": b_true,
+        "final_logodds": log_odds, "final_belief_D": belief_d,
+        "win": bool((log_odds > 0) == (b_true == 0)),
+        "M_sum": m_sum, "predicted_adv": float(idf.advantage_from_distance(math.sqrt(2 * m_sum))),
+        "train_acc": float(member_correct.mean()), "test_acc": float(test_correct.mean()), "mi_adv": mi,
+        "n": n, "n_params": p,
+    }
+    return run, steps, vectors
+
+
+def yeom_advantage(member_losses, nonmember_losses) -> float:
+    """Yeom et al.'s attack: "member" if the loss is at most the mean training loss;
+    advantage = TPR − FPR."""
+    threshold = float(np.mean(member_losses))
+    return float(np.mean(member_losses <= threshold) - np.mean(nonmember_losses <= threshold))
+
+
+def audit_block(setup: AuditSetup, run_ids: Sequence[int], seed: int, vector_runs: int = 0):
+    """Runs ``run_ids`` of one configuration: (runs, steps, vectors) frames."""
+    runs, steps, vectors = [], [], []
+    for run_id in run_ids:
+        run, run_steps, run_vectors = audit_run(setup, run_id, seed, keep_vectors=run_id < vector_runs)
+        runs.append(run)
+        steps += [{"run_id": int(run_id), **row} for row in run_steps]
+        vectors += [{"run_id": int(run_id), **row} for row in run_vectors]
+    vec_frame = pd.DataFrame(vectors, columns=["run_id", "t", "kind", "values"])
+    return pd.DataFrame(runs), pd.DataFrame(steps), vec_frame
+
+
+# -------------------------------------------------------------- neighbours (M7)
+
+
+def ssim_matrix(a_images: np.ndarray, b_images: np.ndarray, data_range: float, win_size: int = 7,
+                chunk: int = 4096) -> np.ndarray:
+    """Mean SSIM of every pair (a_i, b_j) of 2-D images, as scikit-image's
+    ``structural_similarity`` with its defaults (uniform 7×7 window, sample
+    covariance, K1 = 0.01, K2 = 0.03, border windows cropped), vectorised over
+    pairs: one matrix product per window position."""
+    a = np.asarray(a_images, dtype=np.float64)
+    b = np.asarray(b_images, dtype=np.float64)
+    h, w = a.shape[1:]
+    if min(h, w) < win_size:
+        raise ValueError(f"images of {h}x{w} are smaller than the SSIM window {win_size}")
+    npix = win_size * win_size
+    cov_norm = npix / (npix - 1.0)
+    c1 = (0.01 * data_range) ** 2
+    c2 = (0.03 * data_range) ** 2
+    # skimage crops (win_size − 1)//2 from each side of the full filtered image: the
+    # kept positions are exactly the windows that fit inside the image.
+    positions = [(i, j) for i in range(h - win_size + 1) for j in range(w - win_size + 1)]
+    out = np.zeros((len(a), len(b)))
+    for start in range(0, len(b), chunk):
+        bb = b[start:start + chunk]
+        acc = np.zeros((len(a), len(bb)))
+        for i, j in positions:
+            wa = a[:, i:i + win_size, j:j + win_size].reshape(len(a), npix)
+            wb = bb[:, i:i + win_size, j:j + win_size].reshape(len(bb), npix)
+            ux, uy = wa.mean(1), wb.mean(1)
+            vx = cov_norm * (np.mean(wa * wa, 1) - ux * ux)
+            vy = cov_norm * (np.mean(wb * wb, 1) - uy * uy)
+            vxy = cov_norm * ((wa @ wb.T) / npix - np.outer(ux, uy))
+            num = (2 * np.outer(ux, uy) + c1) * (2 * vxy + c2)
+            den = (ux[:, None] ** 2 + uy[None, :] ** 2 + c1) * (vx[:, None] + vy[None, :] + c2)
+            acc += num / den
+        out[:, start:start + chunk] = acc / len(positions)
+    return out
+
+
+DISTANCES = ("ssim", "hamming", "manhattan", "euclidean")
+
+
+def distance_matrix(a: np.ndarray, b: np.ndarray, distance: str, image_shape=None, data_range=None) -> np.ndarray:
+    from scipy.spatial.distance import cdist
+
+    if distance == "ssim":
+        if image_shape is None or data_range is None:
+            raise ValueError("the ssim distance needs image_shape and data_range")
+        shape = (-1, *image_shape)
+        return 1.0 - ssim_matrix(a.reshape(shape), b.reshape(shape), data_range)
+    if distance == "hamming":
+        # Count of differing features (= squared Euclidean on binary data).
+        return cdist(a, b, "sqeuclidean")
+    if distance == "manhattan":
+        return cdist(a, b, "cityblock")
+    if distance == "euclidean":
+        return cdist(a, b, "euclidean")
+    raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+
+
+def rank_neighbours(members: np.ndarray, pool: np.ndarray, distance: str, top: int = 10,
+                    unbounded_criterion: str = "pool_max", image_shape=None, data_range=None) -> pd.DataFrame:
+    """Dataset-sensitivity pairs (Eqs. 18, 20): the ``top`` most and least dissimilar
+    (x*, x′) pairs (bounded) and x* candidates (unbounded), as row indices.
+
+    Bounded: argmax over x ∈ D, x′ ∈ pool of d(x, x′). Unbounded: ``within_D``
+    ranks x by Σ_{y∈D} d(x, y) (the paper's Eq. 18, the authors' MNIST code);
+    ``pool_max`` by max_{x′∈pool} d(x, x′) (the authors' Purchase and Adult code).
+    """
+    cross = distance_matrix(members, pool, distance, image_shape, data_range)
+    rows = []
+    flat = cross.ravel()
+    order = np.argsort(flat, kind="stable")
+    for direction, picked in (("max", order[::-1][:top]), ("min", order[:top])):
+        for rank, index in enumerate(picked, start=1):
+            i, j = divmod(int(index), cross.shape[1])
+            rows.append({"neighbourhood": "bounded", "rank": f"{direction}{rank}", "idx_x": i,
+                         "idx_xprime": j, "score": float(flat[index]), "criterion": "pair"})
+    if unbounded_criterion == "within_D":
+        score = distance_matrix(members, members, distance, image_shape, data_range).sum(axis=1)
+    elif unbounded_criterion == "pool_max":
+        score = cross.max(axis=1)
+    else:
+        raise ValueError(f"unbounded_criterion must be 'within_D' or 'pool_max', got {unbounded_criterion!r}")
+    order = np.argsort(score, kind="stable")
+    for direction, picked in (("max", order[::-1][:top]), ("min", order[:top])):
+        for rank, i in enumerate(picked, start=1):
+            rows.append({"neighbourhood": "unbounded", "rank": f"{direction}{rank}", "idx_x": int(i),
+                         "idx_xprime": -1, "score": float(score[i]), "criterion": unbounded_criterion})
+    frame = pd.DataFrame(rows)
+    frame["distance"] = distance
+    return frame
+
+
+# ------------------------------------------------------------ configuration
+
+
+def config_name(neighbourhood: str, mode: str, rho: float, pair: str) -> str:
+    return f"{neighbourhood}-{mode}-rho{rho:g}-{pair}"
+
+
+def audit_configs(dataset_options: Mapping[str, Any], audit: Mapping[str, Any]) -> dict[str, dict]:
+    """Every configuration of one dataset: name → parameters (a parse-time lookup)."""
+    out = {}
+    for neighbourhood in audit["neighbourhoods"]:
+        for mode in audit["modes"]:
+            for rho in dataset_options["rho_beta"]:
+                for pair in audit["pairs"]:
+                    runs = int(dataset_options.get("runs_per_rho", {}).get(str(rho), audit["runs"]))
+                    out[config_name(neighbourhood, mode, rho, pair)] = {
+                        "neighbourhood": neighbourhood, "mode": mode, "rho_beta": float(rho),
+                        "pair": pair, "runs": runs,
+                    }
+    return out
+
+
+def blocks(runs: int, block_size: int) -> list[int]:
+    return list(range(math.ceil(int(runs) / int(block_size))))
+
+
+def block_run_ids(block: int, runs: int, block_size: int) -> list[int]:
+    start = int(block) * int(block_size)
+    return list(range(start, min(start + int(block_size), int(runs))))
+
+
+def describe(setup: AuditSetup, rho: float, delta: float, conversion: str) -> dict[str, Any]:
+    """The parameters every audit row carries."""
+    return {
+        "neighbourhood": setup.neighbourhood, "sens_mode": setup.mode, "rho_target": float(rho),
+        "eps_target": float(idf.epsilon_from_rho_beta(rho)), "delta": float(delta), "k": setup.steps,
+        "clip_norm": setup.clip_norm, "noise_multiplier": setup.noise_multiplier, "conversion": conversion,
+        "learning_rate": setup.learning_rate, "optimizer": setup.optimizer, "output": setup.output,
+        "hidden_units": ",".join(map(str, setup.hidden)), "true_dataset": setup.true_dataset,
+    }
