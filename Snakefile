@@ -28,4 +28,5 @@ rule all:
         simulation_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
+        audit_figures(),
     default_target: True

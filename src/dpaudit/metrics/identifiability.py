@@ -312,3 +312,88 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         else "not applicable: sampling probability < 1 (needs subsampled RDP)",
     })
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------- aggregation over R audit runs (M8, M9)
+
+CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
+LS_TOLERANCE = 1e-4  # spec P6: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
+
+
+def _clamped(value: float) -> tuple[float, bool]:
+    clamped, flag = clamp_epsilon(value)
+    return float(clamped), bool(flag)
+
+
+def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per audited configuration: empirical scores next to their bounds.
+
+    ``runs`` has one row per run (``final_logodds``, ``b_true``, ``win``, ``mi_adv``,
+    ``test_acc`` and the configuration columns of ``audit.describe``); ``steps`` one
+    row per run and step (``ls_t``, ``sigma_t``, ``eta_t``, ``gs``); both carry
+    ``CONFIG_KEYS``. The win-rate
+    interval is Clopper–Pearson at two-sided level ``alpha``; the advantage interval
+    is its image under 2p − 1.
+    """
+    from dpaudit.dp.hypothesis import clopper_pearson
+
+    missing = [c for c in CONFIG_KEYS + ["run_id"] if c not in steps]
+    if missing:
+        raise ValueError(f"audit steps lack column(s) {missing}")
+    step_groups = dict(tuple(steps.groupby(CONFIG_KEYS, sort=True)))
+    rows = []
+    for key, group in runs.groupby(CONFIG_KEYS, sort=True):
+        first = group.iloc[0]
+        delta, rho, eps_target = float(first["delta"]), float(first["rho_target"]), float(first["eps_target"])
+        z, k = float(first["noise_multiplier"]), int(first["k"])
+        r = len(group)
+        wins = int(group["win"].sum())
+        lo, hi = clopper_pearson(wins, r, alpha)
+        adv = 2.0 * wins / r - 1.0
+        logodds_true = np.where(group["b_true"].to_numpy() == 0, 1.0, -1.0) * group["final_logodds"].to_numpy()
+        belief_true = special.expit(logodds_true)
+        max_belief = float(belief_true.max())
+        merged = step_groups[key]
+        sens = merged.groupby("run_id").apply(
+            lambda s: heterogeneous_epsilon(s["sigma_t"].to_numpy() / s["ls_t"].to_numpy(), delta,
+                                            first["conversion"]) if (s["ls_t"] > 0).all() else math.inf,
+            include_groups=False)
+        eta = merged["eta_t"].dropna().to_numpy()
+        ls_excess = merged["ls_t"] - merged["gs"] - LS_TOLERANCE
+        eps_belief, belief_flag = _clamped(float(logit_safe(max_belief)))
+        eps_adv, adv_flag = _clamped(float(epsilon_from_rho_alpha(adv, delta)) if abs(adv) < 1 else math.copysign(math.inf, adv))
+        rows.append({
+            **dict(zip(CONFIG_KEYS, key)), "eps_target": eps_target, "delta": delta, "k": k,
+            "noise_multiplier": z, "conversion": first["conversion"], "runs": r, "wins": wins,
+            "win_rate": wins / r, "alpha": alpha,
+            "adv_empirical": adv, "adv_ci_low": 2 * float(lo) - 1, "adv_ci_high": 2 * float(hi) - 1,
+            "delta_prime": float(np.mean(belief_true > rho)),
+            "delta_prime_at_0.9": float(np.mean(belief_true > 0.9)),
+            "max_belief": max_belief,
+            "belief_quantile_1_minus_delta": float(special.expit(np.quantile(logodds_true, 1 - delta))),
+            "mean_belief": float(belief_true.mean()),
+            "eps_prime_sens_max": float(sens.max()), "eps_prime_sens_mean": float(sens.mean()),
+            "eps_prime_belief": eps_belief, "eps_prime_belief_clamped": belief_flag,
+            "eps_prime_adv": eps_adv, "eps_prime_adv_clamped": adv_flag,
+            "rho_beta_bound": float(rho_beta(eps_target)),
+            "rho_alpha_thm2": float(rho_alpha_thm2(eps_target, delta)),
+            "rho_alpha_rdp": float(rho_alpha_rdp(k, z)),
+            "rho_alpha_predicted": float(group["predicted_adv"].mean()),
+            "predicted_delta_prime": float(np.mean(predicted_exceedance(group["M_sum"].to_numpy(), rho))),
+            "yeom_bound": float(yeom_bound(eps_target)),
+            "mi_adv_mean": float(group["mi_adv"].mean()),
+            "test_acc_mean": float(group["test_acc"].mean()),
+            "train_acc_mean": float(group["train_acc"].mean()),
+            "eta_ks_pvalue": float(stats.kstest(eta, "norm").pvalue) if eta.size > 1 else math.nan,
+            "eta_mean": float(eta.mean()) if eta.size else math.nan,
+            "eta_std": float(eta.std(ddof=1)) if eta.size > 1 else math.nan,
+            "ls_min": float(merged["ls_t"].min()), "ls_max": float(merged["ls_t"].max()),
+            "ls_bound": float(merged["gs"].iloc[0]),
+            "ls_violations": int((ls_excess > 0).sum()), "steps_total": int(len(merged)),
+        })
+    return pd.DataFrame(rows)
+
+
+def logit_safe(rho: float) -> float:
+    """logit ρ for any ρ in (0, 1) (an ε′ from a belief below ½ is negative)."""
+    return float(np.log(rho) - np.log1p(-rho))

@@ -424,3 +424,137 @@ def describe(setup: AuditSetup, rho: float, delta: float, conversion: str) -> di
         "learning_rate": setup.learning_rate, "optimizer": setup.optimizer, "output": setup.output,
         "hidden_units": ",".join(map(str, setup.hidden)), "true_dataset": setup.true_dataset,
     }
+
+
+# -------------------------------------------------------------- data of a job
+
+
+def _examples(examples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ordered = examples.sort_values("example_id", kind="stable")
+    x = np.stack(ordered["x"].to_numpy()).astype(np.float64)
+    return (ordered["example_id"].to_numpy(np.int64), ordered["split"].astype(str).to_numpy(),
+            ordered["label"].to_numpy(np.int64), x)
+
+
+def raw_features(x: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
+    """Undo the recorded standardization (for distances on the raw scale, e.g. pixels)."""
+    std = info.get("preprocessing", {}).get("standardize")
+    if not std or std.get("columns") != "all":
+        return x
+    return x * np.asarray(std["scale"]) + np.asarray(std["mean"])
+
+
+def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """D = the first ``n`` members (by example_id), the candidate pool = non-members,
+    the test set = the utility split."""
+    ids, split, label, x = _examples(examples)
+    splits = info["splits"]
+    members = np.flatnonzero(split == splits["members"])
+    if len(members) < int(n):
+        raise ValueError(f"audit n={n} but the dataset has only {len(members)} members ({splits['members']!r})")
+    members = members[: int(n)]
+    pool = np.flatnonzero(split == splits["nonmembers"])
+    test = np.flatnonzero(split == splits["utility"])
+    return {"ids": ids, "label": label, "x": x, "members": members, "pool": pool, "test": test,
+            "classes": int(info.get("classes") or label.max() + 1)}
+
+
+def neighbour_table(examples: pd.DataFrame, info: Mapping[str, Any], options: Mapping[str, Any],
+                    top: int) -> pd.DataFrame:
+    """Ranked dataset-sensitivity pairs of one dataset, with example ids."""
+    data = audit_data(examples, info, options["n"])
+    raw = raw_features(data["x"], info)
+    distance = options["distance"]
+    image_shape = options.get("image_shape")
+    data_range = options.get("data_range")
+    if distance == "ssim":
+        raw = np.round(raw)  # pixel values were integers before standardization
+        if data_range is None:
+            data_range = float(raw.max() - raw.min())
+    frame = rank_neighbours(raw[data["members"]], raw[data["pool"]], distance, top,
+                            options.get("unbounded_criterion", "within_D" if distance == "ssim" else "pool_max"),
+                            image_shape, data_range)
+    frame["example_id_x"] = data["ids"][data["members"][frame["idx_x"]]]
+    frame["example_id_xprime"] = np.where(frame["idx_xprime"] >= 0,
+                                          data["ids"][data["pool"][frame["idx_xprime"].clip(lower=0)]], -1)
+    frame["data_range"] = np.nan if data_range is None else float(data_range)
+    frame["scale"] = "raw" if distance == "ssim" else "prepared features"
+    if distance == "ssim":
+        frame["ssim_check"] = _skimage_check(raw, data, frame, image_shape, data_range)
+    return frame
+
+
+def _skimage_check(raw, data, frame, image_shape, data_range) -> np.ndarray:
+    """Recompute the bounded pairs' 1 − SSIM with scikit-image itself (the reference
+    the vectorised ``ssim_matrix`` reproduces); NaN for unbounded rows."""
+    from skimage.metrics import structural_similarity
+
+    out = np.full(len(frame), np.nan)
+    for row, (i, j, kind) in enumerate(zip(frame["idx_x"], frame["idx_xprime"], frame["neighbourhood"])):
+        if kind == "bounded":
+            a = raw[data["members"][i]].reshape(image_shape)
+            b = raw[data["pool"][j]].reshape(image_shape)
+            out[row] = 1.0 - structural_similarity(a, b, data_range=data_range)
+    return out
+
+
+def choose_neighbour(neighbours: pd.DataFrame, neighbourhood: str, pair: str) -> tuple[int, int]:
+    """(example id of x*, example id of x′ or −1) for a ranked pair such as ``max1``."""
+    chosen = neighbours[(neighbours["neighbourhood"] == neighbourhood) & (neighbours["rank"] == pair)]
+    if len(chosen) != 1:
+        raise ValueError(f"no {neighbourhood} neighbour ranked {pair!r} in the dataset-sensitivity table "
+                         f"(ranks kept: {sorted(set(neighbours['rank']))})")
+    return int(chosen["example_id_x"].iloc[0]), int(chosen["example_id_xprime"].iloc[0])
+
+
+def audit_setup(data: Mapping[str, Any], options: Mapping[str, Any], audit: Mapping[str, Any],
+                neighbourhood: str, mode: str, rho: float, star_id: int, alt_id: int) -> AuditSetup:
+    position = {int(e): i for i, e in enumerate(data["ids"])}
+    members = data["members"]
+    star_rows = np.flatnonzero(data["ids"][members] == star_id)
+    if len(star_rows) != 1:
+        raise ValueError(f"x* (example_id {star_id}) is not among the first {len(members)} members")
+    test = data["test"]
+    x_alt = y_alt = None
+    if neighbourhood == "bounded":
+        if alt_id < 0 or alt_id not in position or position[alt_id] in set(members):
+            raise ValueError(f"x′ (example_id {alt_id}) must be a non-member of the dataset")
+        x_alt, y_alt = data["x"][position[alt_id]], int(data["label"][position[alt_id]])
+        test = test[data["ids"][test] != alt_id]  # spec P10: x′ leaves the test set
+    z = idf.noise_multiplier_for_rho_beta(rho, audit["steps"], options["delta"], audit["conversion"])
+    return AuditSetup(
+        x=data["x"][members], y=data["label"][members], x_alt=x_alt, y_alt=y_alt, star=int(star_rows[0]),
+        x_test=data["x"][test], y_test=data["label"][test], classes=data["classes"],
+        neighbourhood=neighbourhood, mode=mode, noise_multiplier=z, steps=int(audit["steps"]),
+        clip_norm=float(audit["clip_norm"]), learning_rate=float(options["learning_rate"]),
+        optimizer=audit["optimizer"], hidden=tuple(options["hidden_units"]), output=options["output"],
+        true_dataset=audit["true_dataset"],
+    )
+
+
+def run_audit_block(examples: pd.DataFrame, info: Mapping[str, Any], neighbours: pd.DataFrame,
+                    dataset: str, options: Mapping[str, Any], audit: Mapping[str, Any],
+                    config: str, params: Mapping[str, Any], block: int):
+    """Runs of one block of one configuration, every row keyed by its configuration."""
+    data = audit_data(examples, info, options["n"])
+    explicit = options.get("neighbour")
+    if params["pair"] == "explicit":
+        if not explicit:
+            raise ValueError(f"audit.datasets.{dataset}: pair 'explicit' needs a neighbour: {{x_star, x_prime}}")
+        star_id, alt_id = int(explicit["x_star"]), int(explicit.get("x_prime", -1))
+        if params["neighbourhood"] == "unbounded":
+            alt_id = -1
+    else:
+        star_id, alt_id = choose_neighbour(neighbours, params["neighbourhood"], params["pair"])
+    setup = audit_setup(data, options, audit, params["neighbourhood"], params["mode"], params["rho_beta"],
+                        star_id, alt_id)
+    run_ids = block_run_ids(block, params["runs"], audit["block_size"])
+    runs, steps, vectors = audit_block(setup, run_ids, int(audit["seed"]), int(audit["vector_runs"]))
+    keys = {"dataset": dataset, "config": config, "neighbourhood": params["neighbourhood"],
+            "sens_mode": params["mode"], "rho_target": float(params["rho_beta"]), "pair": params["pair"]}
+    described = describe(setup, params["rho_beta"], options["delta"], audit["conversion"])
+    runs = runs.assign(**{**described, **keys, "example_id_xstar": star_id, "example_id_xprime": alt_id,
+                          "block": int(block)})
+    steps = steps.assign(**keys)
+    vectors = vectors.assign(**keys)
+    return runs, steps, vectors
