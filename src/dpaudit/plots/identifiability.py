@@ -193,7 +193,7 @@ def figure_6(runs: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         top.boxplot([g["final_belief_D"].to_numpy() for _, g in groups], tick_labels=labels)
         top.axhline(target, color="black", ls="--", lw=0.8, label=f"ρ_β = {target:g}")
         top.set(title=f"{dataset}: final belief in D", ylabel="β_k(D)")
-        top.legend(fontsize=7, loc="lower right")
+        top.legend(fontsize=7, loc="lower left")
         bottom.boxplot([g["test_acc"].to_numpy() for _, g in groups], tick_labels=labels)
         bottom.set(title=f"{dataset}: test accuracy", ylabel="accuracy")
     _save(fig, png, pdf)
@@ -212,13 +212,15 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         _save(fig, png, pdf)
         return
     eps = np.sort(sub["eps_target"].unique())
+    # Bounds as curves over the whole range, so a single target still shows them.
+    grid = np.linspace(0.0, 1.15 * eps.max() + 0.1, 200)
     panels = (
         ("eps_prime_sens_max", "(a) ε′ from sensitivities (max over runs)"),
         ("eps_prime_belief", "(b) ε′ = logit(max belief)"),
         ("eps_prime_adv", "(c) ε′ from the advantage (inverse Thm. 2, clamped at 0)"),
     )
     for ax, (column, title) in zip(axes[:3], panels):
-        ax.plot(eps, eps, color="tab:green", lw=1, label="bound ε′ = ε")
+        ax.plot(grid, grid, color="tab:green", lw=1, label="bound ε′ = ε")
         for mode, g in sub.groupby("sens_mode"):
             label, colour = _label(neighbourhood, mode)
             ax.plot(g["eps_target"], g[column], "o-", color=colour, label=label)
@@ -226,11 +228,14 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
                 flagged = g[g["eps_prime_adv_clamped"]]
                 ax.plot(flagged["eps_target"], flagged[column], "x", color="black", ms=8,
                         label="clamped (advantage ≤ 0)" if mode == "ls" else None)
-        ax.set(title=title, xlabel="target ε", ylabel="ε′")
+        ax.set(title=title, xlabel="target ε", ylabel="ε′", xlim=(0, grid[-1]), ylim=(0, None))
         ax.legend(fontsize=7, loc="upper left")
     ax = axes[3]
-    ax.plot(eps, idf.rho_alpha_thm2(eps, sub["delta"].iloc[0]), color="tab:green", label="ρ_α bound (Thm. 2)")
-    ax.plot(eps, idf.yeom_bound(eps), color="tab:orange", label="Yeom min(1, e^ε − 1)")
+    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="ρ_α bound (Thm. 2)")
+    k, delta, conversion = int(sub["k"].iloc[0]), float(sub["delta"].iloc[0]), sub["conversion"].iloc[0]
+    ax.plot(grid, [_rdp_advantage(e, k, delta, conversion) for e in grid],
+            "--", color="tab:green", lw=0.8, label="ρ_α by RDP, 2Φ(√k/(2z)) − 1")
+    ax.plot(grid, idf.yeom_bound(grid), color="tab:orange", label="Yeom min(1, e^ε − 1)")
     for mode, g in sub.groupby("sens_mode"):
         label, colour = _label(neighbourhood, mode)
         ax.errorbar(g["eps_target"], g["adv_empirical"],
@@ -239,10 +244,22 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         ax.plot(g["eps_target"], g["mi_adv_mean"], "s:", color="tab:purple",
                 label="MI (Yeom threshold)" if mode == "ls" else None)
     ax.axhline(0, color="grey", lw=0.5)
-    ax.set(title="(d) advantage", xlabel="target ε", ylabel="advantage", ylim=(-0.3, 1.05))
+    ax.set(title="(d) advantage", xlabel="target ε", ylabel="advantage", ylim=(-0.3, 1.05), xlim=(0, grid[-1]))
     ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {sub['delta'].iloc[0]:g}")
     _save(fig, png, pdf)
+
+
+def _rdp_advantage(eps: float, k: int, delta: float, conversion: str) -> float:
+    """2Φ(√k/(2z)) − 1 for the z that reaches ε; NaN where no z in the authors'
+    bracket does (the legacy order grid cannot reach very small ε, spec P3)."""
+    if eps <= 0:
+        return 0.0
+    try:
+        z = idf.noise_multiplier_for_rho_beta(float(idf.rho_beta(eps)), k, delta, conversion, xtol=1e-6)
+    except ValueError:
+        return math.nan
+    return float(idf.rho_alpha_rdp(k, z))
 
 
 # -------------------------------------------------------------------- tables
