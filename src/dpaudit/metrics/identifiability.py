@@ -21,6 +21,7 @@ Every ε here carries the conversion that produced it (``CONVERSIONS``):
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
@@ -354,16 +355,17 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         belief_true = special.expit(logodds_true)
         max_belief = float(belief_true.max())
         merged = step_groups[key]
-        sens = merged.groupby("run_id").apply(
-            lambda s: heterogeneous_epsilon(s["sigma_t"].to_numpy() / s["ls_t"].to_numpy(), delta,
-                                            first["conversion"]) if (s["ls_t"] > 0).all() else math.inf,
-            include_groups=False)
+        # z′_t = σ_t/LS_t; a step with LS_t = 0 (x* and x′ give the same clipped
+        # gradient) reveals nothing and adds 0 to Σ 1/(2z′_t²).
+        ratio = np.where(merged["ls_t"] > 0, merged["ls_t"] / merged["sigma_t"].where(merged["sigma_t"] > 0, 1.0), 0.0)
+        slope = pd.Series(0.5 * ratio**2, index=merged.index).groupby(merged["run_id"]).sum()
+        sens = np.array([rdp_epsilon(m, delta, first["conversion"])["epsilon"] for m in slope.to_numpy()])
         eta = merged["eta_t"].dropna().to_numpy()
         ls_excess = merged["ls_t"] - merged["gs"] - LS_TOLERANCE
         eps_belief, belief_flag = _clamped(float(logit_safe(max_belief)))
         eps_adv, adv_flag = _clamped(float(epsilon_from_rho_alpha(adv, delta)) if abs(adv) < 1 else math.copysign(math.inf, adv))
         rows.append({
-            **dict(zip(CONFIG_KEYS, key)), "eps_target": eps_target, "delta": delta, "k": k,
+            **dict(zip(CONFIG_KEYS, key, strict=True)), "eps_target": eps_target, "delta": delta, "k": k,
             "noise_multiplier": z, "conversion": first["conversion"], "runs": r, "wins": wins,
             "win_rate": wins / r, "alpha": alpha,
             "adv_empirical": adv, "adv_ci_low": 2 * float(lo) - 1, "adv_ci_high": 2 * float(hi) - 1,

@@ -60,14 +60,14 @@ def figure_1(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
     ax_pdf.axvspan(-4, 0.5, color="tab:green", alpha=0.08, lw=0)
     ax_pdf.axvspan(0.5, 4, color="tab:purple", alpha=0.08, lw=0)
     ax_pdf.axvline(0.5, color="grey", lw=0.8)
-    for eps, style in zip(eps_values, ("-", "--")):
+    for eps, style in zip(eps_values, ("-", "--"), strict=True):
         s = _sigma(eps, delta)
         ax_pdf.plot(r, stats.norm.pdf(r, 0, s), style, color="tab:green", label=f"D, ε = {eps:g} (σ = {s:.3f})")
         ax_pdf.plot(r, stats.norm.pdf(r, 1, s), style, color="tab:purple", label=f"D′, ε = {eps:g}")
     ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {delta:g}")
     ax_pdf.legend(fontsize=7, loc="upper left")
     r = np.linspace(-10, 10, 801)
-    for eps, style in zip(eps_values, ("-", "--")):
+    for eps, style in zip(eps_values, ("-", "--"), strict=True):
         s = _sigma(eps, delta)
         log_odds = (stats.norm.logpdf(r, 0, s) - stats.norm.logpdf(r, 1, s))
         ax_belief.plot(r, idf.belief(log_odds), style, color="tab:green", label=f"β(D), ε = {eps:g}")
@@ -81,7 +81,7 @@ def figure_2(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
     """Error regions of the Bayes-optimal decision (threshold r = ½) for two ε."""
     fig = _figure(10, 3.6)
     r = np.linspace(-4, 5, 901)
-    for ax, eps, tag in zip(fig.subplots(1, 2), eps_values, ("a", "b")):
+    for ax, eps, tag in zip(fig.subplots(1, 2), eps_values, ("a", "b"), strict=True):
         s = _sigma(eps, delta)
         p0, p1 = stats.norm.pdf(r, 0, s), stats.norm.pdf(r, 1, s)
         ax.plot(r, p0, color="tab:green", label="f(D) = 0")
@@ -133,7 +133,7 @@ def figure_4(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
     datasets = sorted(steps["dataset"].unique())
     fig = _figure(4.2 * len(datasets), 3.8)
     axes = np.atleast_1d(fig.subplots(1, len(datasets), squeeze=False)[0])
-    for ax, dataset in zip(axes, datasets):
+    for ax, dataset in zip(axes, datasets, strict=True):
         sub = steps[(steps["dataset"] == dataset) & (steps["neighbourhood"] == "bounded") & (steps["sens_mode"] == "ls")]
         if sub.empty:
             _empty(ax, f"{dataset}: no bounded LS runs")
@@ -153,7 +153,7 @@ def figure_5(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
     datasets = sorted(steps["dataset"].unique())
     fig = _figure(4.2 * len(datasets), 3.8)
     axes = np.atleast_1d(fig.subplots(1, len(datasets), squeeze=False)[0])
-    for ax, dataset in zip(axes, datasets):
+    for ax, dataset in zip(axes, datasets, strict=True):
         sub = steps[(steps["dataset"] == dataset) & (steps["sens_mode"] == "ls")]
         if sub.empty:
             _empty(ax, f"{dataset}: no LS runs")
@@ -219,7 +219,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         ("eps_prime_belief", "(b) ε′ = logit(max belief)"),
         ("eps_prime_adv", "(c) ε′ from the advantage (inverse Thm. 2, clamped at 0)"),
     )
-    for ax, (column, title) in zip(axes[:3], panels):
+    for ax, (column, title) in zip(axes[:3], panels, strict=True):
         ax.plot(grid, grid, color="tab:green", lw=1, label="bound ε′ = ε")
         for mode, g in sub.groupby("sens_mode"):
             label, colour = _label(neighbourhood, mode)

@@ -61,7 +61,7 @@ class MLP:
         out_units = 1 if output == "sigmoid" else classes
         sizes = [int(input_dim), *map(int, hidden), out_units]
         model = cls(sizes, output)
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
             limit = math.sqrt(6.0 / (fan_in + fan_out))  # Keras' glorot_uniform, zero biases
             model.weights.append(rng.uniform(-limit, limit, size=(fan_in, fan_out)))
             model.biases.append(np.zeros(fan_out))
@@ -69,14 +69,14 @@ class MLP:
 
     @property
     def n_params(self) -> int:
-        return sum(w.size + b.size for w, b in zip(self.weights, self.biases))
+        return sum(w.size + b.size for w, b in zip(self.weights, self.biases, strict=True))
 
     def flat(self) -> np.ndarray:
-        return np.concatenate([p.ravel() for pair in zip(self.weights, self.biases) for p in pair])
+        return np.concatenate([p.ravel() for pair in zip(self.weights, self.biases, strict=True) for p in pair])
 
     def set_flat(self, theta: np.ndarray) -> None:
         at = 0
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             self.weights[i] = theta[at:at + w.size].reshape(w.shape)
             at += w.size
             self.biases[i] = theta[at:at + b.size]
@@ -85,7 +85,7 @@ class MLP:
     def _forward(self, x):
         activations = [x]
         h = x
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = h @ w + b
             if i < len(self.weights) - 1:
                 h = np.maximum(h, 0.0)
@@ -120,13 +120,13 @@ class MLP:
                 delta = (delta @ self.weights[i].T) * (activations[i] > 0)
         # ‖a_i δ_iᵀ‖_F² = ‖a_i‖²‖δ_i‖², plus ‖δ_i‖² for the bias.
         sq = np.zeros(len(x))
-        for a, d in zip(activations[:-1], deltas):
+        for a, d in zip(activations[:-1], deltas, strict=True):
             dd = np.einsum("ij,ij->i", d, d)
             sq += np.einsum("ij,ij->i", a, a) * dd + dd
         norms = np.sqrt(sq)
         scale = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
         parts, kept = [], [[] for _ in keep]
-        for a, d in zip(activations[:-1], deltas):
+        for a, d in zip(activations[:-1], deltas, strict=True):
             ds = d * scale[:, None]
             parts += [(a.T @ ds).ravel(), ds.sum(axis=0)]
             for slot, row in enumerate(keep):
@@ -490,7 +490,7 @@ def _skimage_check(raw, data, frame, image_shape, data_range) -> np.ndarray:
     from skimage.metrics import structural_similarity
 
     out = np.full(len(frame), np.nan)
-    for row, (i, j, kind) in enumerate(zip(frame["idx_x"], frame["idx_xprime"], frame["neighbourhood"])):
+    for row, (i, j, kind) in enumerate(zip(frame["idx_x"], frame["idx_xprime"], frame["neighbourhood"], strict=True)):
         if kind == "bounded":
             a = raw[data["members"][i]].reshape(image_shape)
             b = raw[data["pool"][j]].reshape(image_shape)
