@@ -394,6 +394,13 @@ def config_name(neighbourhood: str, mode: str, rho: float, pair: str) -> str:
 def audit_configs(dataset_options: Mapping[str, Any], audit: Mapping[str, Any]) -> dict[str, dict]:
     """Every configuration of one dataset: name → parameters (a parse-time lookup)."""
     out = {}
+    extra = audit.get("sensitivity_pairs") or {}
+    for pair in extra.get("pairs", []):
+        # Fig. 4: more dataset-sensitivity pairs, bounded LS noise at one target.
+        rho = float(extra["rho_beta"])
+        out[config_name("bounded", "ls", rho, pair)] = {
+            "neighbourhood": "bounded", "mode": "ls", "rho_beta": rho, "pair": pair, "runs": int(extra["runs"]),
+        }
     for neighbourhood in audit["neighbourhoods"]:
         for mode in audit["modes"]:
             for rho in dataset_options["rho_beta"]:
@@ -444,9 +451,10 @@ def raw_features(x: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
     return x * np.asarray(std["scale"]) + np.asarray(std["mean"])
 
 
-def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int) -> dict[str, Any]:
+def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int, test_size: int | None = None) -> dict[str, Any]:
     """D = the first ``n`` members (by example_id), the candidate pool = non-members,
-    the test set = the utility split."""
+    the test set = the first ``test_size`` rows of the utility split (all if None):
+    it is evaluated at every step of every run, so its size sets much of the cost."""
     ids, split, label, x = _examples(examples)
     splits = info["splits"]
     members = np.flatnonzero(split == splits["members"])
@@ -455,6 +463,8 @@ def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int) -> dict[
     members = members[: int(n)]
     pool = np.flatnonzero(split == splits["nonmembers"])
     test = np.flatnonzero(split == splits["utility"])
+    if test_size is not None:
+        test = test[: int(test_size)]
     return {"ids": ids, "label": label, "x": x, "members": members, "pool": pool, "test": test,
             "classes": int(info.get("classes") or label.max() + 1)}
 
@@ -536,7 +546,7 @@ def run_audit_block(examples: pd.DataFrame, info: Mapping[str, Any], neighbours:
                     dataset: str, options: Mapping[str, Any], audit: Mapping[str, Any],
                     config: str, params: Mapping[str, Any], block: int):
     """Runs of one block of one configuration, every row keyed by its configuration."""
-    data = audit_data(examples, info, options["n"])
+    data = audit_data(examples, info, options["n"], options.get("test_size"))
     explicit = options.get("neighbour")
     if params["pair"] == "explicit":
         if not explicit:
