@@ -445,40 +445,50 @@ def _examples(examples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def raw_features(x: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
     """Undo the recorded standardization (for distances on the raw scale, e.g. pixels)."""
-    std = info.get("preprocessing", {}).get("standardize")
+    preprocessing = info.get("preprocessing", {})
+    if preprocessing.get("pixel_scale"):
+        return x * float(preprocessing["pixel_scale"])
+    std = preprocessing.get("standardize")
     if not std or std.get("columns") != "all":
         return x
     return x * np.asarray(std["scale"]) + np.asarray(std["mean"])
 
 
-def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int, test_size: int | None = None) -> dict[str, Any]:
-    """D = the first ``n`` members (by example_id), the candidate pool = non-members,
-    the test set = the first ``test_size`` rows of the utility split (all if None):
-    it is evaluated at every step of every run, so its size sets much of the cost."""
+def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int, test_size: int | None = None,
+               pool: str = "nonmembers") -> dict[str, Any]:
+    """D = the first ``n`` members (by example_id); the candidate pool = the non-member
+    split (``nonmembers``) or the members after the first n (``other_members``: the
+    authors' MNIST pool, without test images, spec P10); the test set = the first
+    ``test_size`` rows of the utility split (all if None): it is evaluated at every
+    step of every run, so its size sets much of the cost."""
     ids, split, label, x = _examples(examples)
     splits = info["splits"]
     members = np.flatnonzero(split == splits["members"])
     if len(members) < int(n):
         raise ValueError(f"audit n={n} but the dataset has only {len(members)} members ({splits['members']!r})")
+    if pool == "nonmembers":
+        candidates = np.flatnonzero(split == splits["nonmembers"])
+    elif pool == "other_members":
+        candidates = members[int(n):]
+    else:
+        raise ValueError(f"audit pool must be 'nonmembers' or 'other_members', got {pool!r}")
     members = members[: int(n)]
-    pool = np.flatnonzero(split == splits["nonmembers"])
     test = np.flatnonzero(split == splits["utility"])
     if test_size is not None:
         test = test[: int(test_size)]
-    return {"ids": ids, "label": label, "x": x, "members": members, "pool": pool, "test": test,
+    return {"ids": ids, "label": label, "x": x, "members": members, "pool": candidates, "test": test,
             "classes": int(info.get("classes") or label.max() + 1)}
 
 
 def neighbour_table(examples: pd.DataFrame, info: Mapping[str, Any], options: Mapping[str, Any],
                     top: int) -> pd.DataFrame:
     """Ranked dataset-sensitivity pairs of one dataset, with example ids."""
-    data = audit_data(examples, info, options["n"])
+    data = audit_data(examples, info, options["n"], pool=options.get("pool", "nonmembers"))
     raw = raw_features(data["x"], info)
     distance = options["distance"]
-    image_shape = options.get("image_shape")
+    image_shape = options.get("image_shape") or info.get("preprocessing", {}).get("image_shape")
     data_range = options.get("data_range")
     if distance == "ssim":
-        raw = np.round(raw)  # pixel values were integers before standardization
         if data_range is None:
             data_range = float(raw.max() - raw.min())
     frame = rank_neighbours(raw[data["members"]], raw[data["pool"]], distance, top,
@@ -528,7 +538,7 @@ def audit_setup(data: Mapping[str, Any], options: Mapping[str, Any], audit: Mapp
     x_alt = y_alt = None
     if neighbourhood == "bounded":
         if alt_id < 0 or alt_id not in position or position[alt_id] in set(members):
-            raise ValueError(f"x′ (example_id {alt_id}) must be a non-member of the dataset")
+            raise ValueError(f"x′ (example_id {alt_id}) must be a record outside D")
         x_alt, y_alt = data["x"][position[alt_id]], int(data["label"][position[alt_id]])
         test = test[data["ids"][test] != alt_id]  # spec P10: x′ leaves the test set
     z = idf.noise_multiplier_for_rho_beta(rho, audit["steps"], options["delta"], audit["conversion"])
@@ -546,7 +556,7 @@ def run_audit_block(examples: pd.DataFrame, info: Mapping[str, Any], neighbours:
                     dataset: str, options: Mapping[str, Any], audit: Mapping[str, Any],
                     config: str, params: Mapping[str, Any], block: int):
     """Runs of one block of one configuration, every row keyed by its configuration."""
-    data = audit_data(examples, info, options["n"], options.get("test_size"))
+    data = audit_data(examples, info, options["n"], options.get("test_size"), options.get("pool", "nonmembers"))
     explicit = options.get("neighbour")
     if params["pair"] == "explicit":
         if not explicit:
