@@ -94,7 +94,9 @@ class MLP:
 
     def losses(self, x, y) -> tuple[np.ndarray, np.ndarray]:
         """Per-example loss and correctness."""
-        logits = self._forward(x)[-1]
+        return self.losses_from_logits(self._forward(x)[-1], y)
+
+    def losses_from_logits(self, logits, y) -> tuple[np.ndarray, np.ndarray]:
         if self.output == "sigmoid":
             z = logits[:, 0]
             # BCE = softplus(z) − y z, stable for either sign.
@@ -103,11 +105,14 @@ class MLP:
         loss = special.logsumexp(logits, axis=1) - logits[np.arange(len(y)), y]
         return loss, logits.argmax(axis=1) == y
 
-    def clipped_gradients(self, x, y, clip: float, keep: Sequence[int] = ()):
+    def clipped_gradients(self, x, y, clip: float, keep: Sequence[int] = (), logits_out: list | None = None):
         """Sum of per-example gradients clipped to L2 norm ``clip``, the unclipped
-        per-example norms, and the clipped gradient vectors of the rows ``keep``."""
+        per-example norms, and the clipped gradient vectors of the rows ``keep``
+        (the logits are appended to ``logits_out`` so callers need no second pass)."""
         activations = self._forward(x)
         logits = activations[-1]
+        if logits_out is not None:
+            logits_out.append(logits)
         if self.output == "sigmoid":
             delta = (special.expit(logits[:, 0]) - y)[:, None]
         else:
@@ -204,7 +209,8 @@ def audit_run(setup: AuditSetup, run_id: int, seed: int, keep_vectors: bool = Fa
     for t in range(1, s.steps + 1):
         model.set_flat(theta)
         # One pass over D ∪ {x′}: per-example gradients do not interact in an MLP.
-        total, norms, kept = model.clipped_gradients(x_eval, y_eval, s.clip_norm, keep)
+        logits = []
+        total, norms, kept = model.clipped_gradients(x_eval, y_eval, s.clip_norm, keep, logits)
         g_star = kept[0]
         g_alt = kept[1] if alt_row is not None else np.zeros(p)
         mu = total - g_alt  # over D
@@ -222,7 +228,7 @@ def audit_run(setup: AuditSetup, run_id: int, seed: int, keep_vectors: bool = Fa
             llr, eta = 0.0, math.nan
         log_odds += llr
         d_norms = norms[:n]
-        losses, correct = model.losses(s.x, s.y)
+        losses, correct = model.losses_from_logits(logits[0][:n], s.y)  # before this step's update
         _, test_correct = model.losses(s.x_test, s.y_test)
         steps.append({
             "t": t, "ls_t": ls, "gs": s.global_sensitivity, "sigma_t": sigma,
