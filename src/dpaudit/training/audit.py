@@ -368,8 +368,13 @@ def rank_neighbours(members: np.ndarray, pool: np.ndarray, distance: str, top: i
     cross = distance_matrix(members, pool, distance, image_shape, data_range)
     rows = []
     flat = cross.ravel()
-    order = np.argsort(flat, kind="stable")
-    for direction, picked in (("max", order[::-1][:top]), ("min", order[:top])):
+    k = min(top, flat.size)
+    # Only the ends of the ranking are kept: partial selection, not a full sort of n·|pool|.
+    highest = np.argpartition(-flat, k - 1)[:k]
+    lowest = np.argpartition(flat, k - 1)[:k]
+    highest = highest[np.lexsort((highest, -flat[highest]))]
+    lowest = lowest[np.lexsort((lowest, flat[lowest]))]
+    for direction, picked in (("max", highest), ("min", lowest)):
         for rank, index in enumerate(picked, start=1):
             i, j = divmod(int(index), cross.shape[1])
             rows.append({"neighbourhood": "bounded", "rank": f"{direction}{rank}", "idx_x": i,
