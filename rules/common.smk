@@ -132,8 +132,8 @@ def simulation_targets():
 # ---------------------------------------------------------------- audit (source 004)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
 # blocks of runs each job trains, as parse-time lookups.
-from dpaudit.training.audit import audit_configs as _audit_configs
-from dpaudit.training.audit import blocks as _audit_blocks
+from dpaudit.training.audit_grid import audit_configs as _audit_configs
+from dpaudit.training.audit_grid import blocks as _audit_blocks
 
 AUDIT = config["audit"]
 AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}

@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from dpaudit.metrics import identifiability as idf
-from dpaudit.training import audit
+from dpaudit.training import audit, audit_grid
 
 
 def _toy(rng, n=20, d=5, classes=3):
@@ -199,9 +199,9 @@ def test_setup_refuses_bad_values():
 
 
 def test_blocks_cover_every_run_once():
-    ids = [i for b in audit.blocks(103, 25) for i in audit.block_run_ids(b, 103, 25)]
+    ids = [i for b in audit_grid.blocks(103, 25) for i in audit_grid.block_run_ids(b, 103, 25)]
     assert ids == list(range(103))
-    configs = audit.audit_configs({"rho_beta": [0.75, 0.9], "runs_per_rho": {"0.9": 7}},
+    configs = audit_grid.audit_configs({"rho_beta": [0.75, 0.9], "runs_per_rho": {"0.9": 7}},
                                   {"neighbourhoods": ["bounded"], "modes": ["ls", "gs"], "pairs": ["max1"], "runs": 3})
     assert len(configs) == 4 and configs["bounded-ls-rho0.9-max1"]["runs"] == 7
     assert isinstance(pd.DataFrame(configs).T, pd.DataFrame)
