@@ -205,3 +205,34 @@ def test_blocks_cover_every_run_once():
                                   {"neighbourhoods": ["bounded"], "modes": ["ls", "gs"], "pairs": ["max1"], "runs": 3})
     assert len(configs) == 4 and configs["bounded-ls-rho0.9-max1"]["runs"] == 7
     assert isinstance(pd.DataFrame(configs).T, pd.DataFrame)
+
+
+def _frame(rng, n=60, d=6):
+    x = rng.integers(0, 2, size=(n, d)).astype(np.float32)
+    split = np.array(["train"] * 40 + ["holdout"] * 20)
+    return pd.DataFrame({"example_id": np.arange(n), "split": split, "label": rng.integers(0, 2, size=n),
+                         "x": list(x)}), {"splits": {"members": "train", "nonmembers": "holdout", "utility": "holdout"},
+                                          "classes": 2}
+
+
+def test_explicit_neighbour_and_pool_choices():
+    rng = np.random.default_rng(12)
+    examples, info = _frame(rng)
+    data = audit.audit_data(examples, info, 10, pool="other_members")
+    assert data["pool"].tolist() == list(range(10, 40))  # members after D, never test rows
+    assert audit.audit_data(examples, info, 10)["pool"].tolist() == list(range(40, 60))
+    options = {"n": 10, "delta": 0.01, "distance": "hamming", "hidden_units": [4], "output": "sigmoid",
+               "learning_rate": 0.01, "neighbour": {"x_star": 3, "x_prime": 45}}
+    shared = {"steps": 3, "clip_norm": 1.0, "optimizer": "sgd", "conversion": "legacy", "true_dataset": "D",
+              "block_size": 2, "seed": 0, "vector_runs": 0}
+    params = {"neighbourhood": "bounded", "mode": "gs", "rho_beta": 0.9, "pair": "explicit", "runs": 3}
+    runs, steps, _ = audit.run_audit_block(examples, info, pd.DataFrame(), "toy", options, shared,
+                                           "bounded-gs-rho0.9-explicit", params, block=1)
+    assert runs["run_id"].tolist() == [2] and runs["example_id_xstar"].iloc[0] == 3
+    assert runs["example_id_xprime"].iloc[0] == 45 and (steps["pair"] == "explicit").all()
+    with pytest.raises(ValueError, match="outside D"):
+        audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 3, "x_prime": 5}},
+                              shared, "bounded-gs-rho0.9-explicit", params, block=0)
+    with pytest.raises(ValueError, match="not among the first 10 members"):
+        audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 30}},
+                              shared, "bounded-gs-rho0.9-explicit", {**params, "neighbourhood": "unbounded"}, block=0)
