@@ -92,10 +92,9 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
 
     n_rows = mu.shape[0]
     out = np.zeros(n_rows)
-    rows = np.flatnonzero(log_row_delta(np.zeros(n_rows), mu, weights) > log_delta)
-    if rows.size == 0:
-        return out
-    mu_a, w_a = mu[rows], weights[rows]
+    rows = np.arange(n_rows)
+    mu_a, w_a = mu, weights
+    zero = np.zeros(n_rows, dtype=bool)  # rows already private at ε = 0 (found in the first pass)
     # Newton from ε = 0 with an open bracket [lo, hi]; hi stays inf until a step overshoots.
     lo = np.zeros(rows.size)
     hi = np.full(rows.size, np.inf)
@@ -106,6 +105,8 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
         g, slope = log_row_delta(x[active], mu_a[active], w_a[active], with_slope=True)
         g = g - log_delta
         above = g > 0
+        if active.size == n_rows and not x.any():
+            zero = ~above
         lo[active] = np.where(above, x[active], lo[active])
         hi[active] = np.where(above, hi[active], x[active])
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -126,8 +127,10 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
     root[active] = hi[active]
     # Nudge the converged root to the feasible side; fall back to the bracket's upper end.
     nudged = root * (1.0 + 10 * tol) + tol
-    feasible = log_row_delta(nudged, mu_a, w_a) <= log_delta
-    out[rows] = np.where(feasible, np.minimum(nudged, hi), hi)
+    check = np.flatnonzero(~zero)
+    if check.size:
+        feasible = log_row_delta(nudged[check], mu_a[check], w_a[check]) <= log_delta
+        out[rows[check]] = np.where(feasible, np.minimum(nudged[check], hi[check]), hi[check])
     return out
 
 
