@@ -17,8 +17,8 @@ from dpaudit.profile.model import check_regularization
 RETRAIN_STEP_TOLERANCE = 1e-14
 MAX_RETRAIN_ITERATIONS = 50
 MEMORY_BUDGET_BYTES = 2 * 1024**3  # per chunk of neighbours; stays well under 4 GB
-# Temporaries of size n × chunk alive at once in one fixed-Hessian step (scores, σ, products).
-_LIVE_ARRAYS = 4
+# n × chunk arrays alive at once in one step (the margins, overwritten by σ, plus slack for BLAS).
+_LIVE_ARRAYS = 2
 
 
 def okumura_sphere(weights: np.ndarray, added_gradient_sum: np.ndarray, removed_gradient_sum: np.ndarray, *,
@@ -76,42 +76,46 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
     (n−1)-row objective at A(x); chunks of B neighbours share one n × B matrix product
     per step. The fixed Hessian differs from each neighbour's own by O(1/n), so the
     iteration contracts by that factor per step (3–4 steps to machine precision).
+    ``weights`` must be the exact A(x): the first step uses ∇J(A(x); x) = 0, which
+    makes neighbour i's gradient at A(x) −(ΛA(x) + ∇ℓ_i)/(n−1) without an n × B pass.
     """
     lam = check_regularization(lam)
     n, d = features.shape
     rows = np.arange(n) if rows is None else np.asarray(rows)
+    signed = -labels[:, None] * features  # −t_j x_j: its product with a point is minus the margin
     s = expit(-labels * (features @ weights))
     hessian = (features.T * (s * (1 - s))) @ features / (n - 1) + lam * np.eye(d)
-    inverse = np.linalg.inv(hessian)
+    inverse_t = np.linalg.inv(hessian).T
+    own_gradients = (-labels * s)[:, None] * features
     chunk = neighbour_chunk_size(n, memory_budget_bytes)
     shifts = np.zeros((rows.size, d))
     gradient_norms = np.empty(rows.size)
     n_iter = np.zeros(rows.size, dtype=np.int64)
     for start in range(0, rows.size, chunk):
         batch = rows[start:start + chunk]
-        own_x, own_t = features[batch], labels[batch]
-        delta = np.zeros((batch.size, d))
-        for iteration in range(1, MAX_RETRAIN_ITERATIONS + 1):
-            gradient = _neighbour_gradients(features, labels, weights, delta, own_x, own_t, lam)
-            step = gradient @ inverse.T
+        gradient = -(lam * weights[None, :] + own_gradients[batch]) / (n - 1)
+        delta = -gradient @ inverse_t
+        for iteration in range(2, MAX_RETRAIN_ITERATIONS + 1):
+            gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam)
+            step = gradient @ inverse_t
             delta -= step
             if np.linalg.norm(step, axis=1).max() < tol:
                 break
         else:
             raise RuntimeError(f"exact retraining of rows {batch[0]}..{batch[-1]} did not reach ‖step‖ < {tol}")
         shifts[start:start + batch.size] = delta
-        gradient_norms[start:start + batch.size] = np.linalg.norm(
-            _neighbour_gradients(features, labels, weights, delta, own_x, own_t, lam), axis=1)
+        # Gradient at the iterate before the last (sub-tolerance) step: saves one n × B pass.
+        gradient_norms[start:start + batch.size] = np.linalg.norm(gradient, axis=1)
         n_iter[start:start + batch.size] = iteration
     return ExactNeighbours(shifts=shifts, gradient_norms=gradient_norms, n_iter=n_iter, chunk_size=chunk)
 
 
-def _neighbour_gradients(features, labels, weights, delta, own_x, own_t, lam):
-    """∇J(A(x)+D_b; x without row b) for a chunk: full-data sum minus the row's own term."""
-    n = features.shape[0]
-    points = weights[None, :] + delta  # (B, d)
-    coefficients = -labels[:, None] * expit(-labels[:, None] * (features @ points.T))  # (n, B)
-    full = (features.T @ coefficients).T  # (B, d)
+def _neighbour_gradients(signed, points, own_x, own_t, lam):
+    """∇J(P_b; x without row b) for a chunk of points P (B × d): full-data sum minus the row's own term."""
+    n = signed.shape[0]
+    weights = signed @ points.T  # −margins, (n, B)
+    expit(weights, out=weights)  # σ(−m) = s
+    full = (signed.T @ weights).T
     own = (-own_t * expit(-own_t * np.einsum("bd,bd->b", own_x, points)))[:, None] * own_x
     return (full - own) / (n - 1) + lam * points
 
