@@ -103,7 +103,7 @@ def fit(features: np.ndarray, labels: np.ndarray, lam: float = 1.0) -> BaseModel
     n, d = features.shape
     weights = np.zeros(d)
     step_norm = np.inf
-    for iteration in range(1, MAX_NEWTON_ITERATIONS + 1):
+    for iteration in range(1, MAX_NEWTON_ITERATIONS + 1):  # noqa: B007 (read after the loop)
         ex = per_example(features, labels, weights)
         gradient = ex.gradients.mean(axis=0) + lam * weights
         hessian = (features.T * ex.hessian_weights) @ features / n + lam * np.eye(d)

@@ -95,7 +95,7 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
         batch = rows[start:start + chunk]
         gradient = -(lam * weights[None, :] + own_gradients[batch]) / (n - 1)
         delta = -gradient @ inverse_t
-        for iteration in range(2, MAX_RETRAIN_ITERATIONS + 1):
+        for iteration in range(2, MAX_RETRAIN_ITERATIONS + 1):  # noqa: B007 (read after the loop)
             gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam)
             step = gradient @ inverse_t
             delta -= step
