@@ -127,3 +127,39 @@ def simulation_targets():
         ks_fit_runs()
         targets.append("results/figures/epsilon_star_fig6.png")
     return targets
+
+
+# ---------------------------------------------------------------------------
+# Privacy profile (LeBlond et al. 2023): per numeric view, no trained run.
+PROFILE = config["profile"]
+PROFILE_VIEWS = sorted(PROFILE["views"]) if PROFILE["enabled"] else []
+
+
+def profile_view_spec(wildcards):
+    return PROFILE["views"][wildcards.view]
+
+
+def profile_raw_inputs(wildcards):
+    source = PROFILE["views"][wildcards.view]["source"]
+    if source == "adult":
+        return {"raw": ancient("resources/raw/profile/adult/adult.data")}
+    return {}
+
+
+def profile_download_sources(wildcards):
+    return known_sources(wildcards.source, wildcards.filename)
+
+
+def profile_metric_files():
+    return [f"results/metrics/profile/{view}.parquet" for view in PROFILE_VIEWS]
+
+
+def profile_targets():
+    if not PROFILE["enabled"]:
+        return []
+    unknown = sorted(set(PROFILE["samples"]["views"]) - set(PROFILE_VIEWS))
+    if unknown:
+        raise WorkflowError(f"config.profile.samples.views: {unknown} are not among profile.views {PROFILE_VIEWS}")
+    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE_VIEWS for k in range(2, 8)]
+    samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
+    return figures + samples

@@ -113,6 +113,7 @@ def figure_single_model(worst: pd.DataFrame, single: pd.DataFrame):
         ax.set_title(f"M {'= A(x)' if name == 'centre' else 'off centre'}, ε = {rows['eps'].iloc[0]:g}")
         ax.set_xlabel("w₀ − A(x)₀")
         ax.set_ylabel("w₁ − A(x)₁")
+        ax.ticklabel_format(style="sci", scilimits=(-2, 2))
         ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     return fig
@@ -194,9 +195,9 @@ def figure_per_neighbour(per_neighbour: pd.DataFrame, thresholds: dict, d: int):
     return fig
 
 
-def write_profile_figures(outputs: dict, *, samples, worst, exact, single, typical, per_neighbour, thresholds,
-                          d: int) -> None:
-    """Write fig1…fig8 (PNG + PDF paths in ``outputs``: {"fig1": (png, pdf), ...})."""
+def write_profile_figures(outputs: dict, *, samples=None, worst=None, exact=None, single=None, typical=None,
+                          per_neighbour=None, thresholds=None, d: int = 2) -> None:
+    """Write the figures named in ``outputs`` ({"fig1": (png, pdf), ...}) from the artifacts they need."""
     builders = {
         "fig1": lambda: figure_samples(samples, "objective_perturbation",
                                        "Objective perturbation (diffprivlib 0.6.3 algorithm): M ~ A(x) and M ~ A(y_i)"),
@@ -210,6 +211,6 @@ def write_profile_figures(outputs: dict, *, samples, worst, exact, single, typic
                                        "Output perturbation with A_wc neighbours: M ~ A(x) and M ~ A(y_i)"),
     }
     with plt.rc_context(_RC):
-        for name, build in builders.items():
-            png, pdf = outputs[name]
+        for name, (png, pdf) in outputs.items():
+            build = builders[name]
             save_figure(build(), Path(png), Path(pdf))

@@ -94,3 +94,15 @@ def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | 
 
 
 VIEW_LOADERS = {"adult": adult_view, "breast_cancer": breast_cancer_view}
+
+
+def load_view(spec: dict, raw_path: str | Path | None = None) -> ProfileView:
+    """The view a config entry (``profile.views.<name>``) describes; Adult reads ``raw_path``."""
+    options = {"first_rows": spec.get("first_rows"), "scale_on_subset": spec.get("scale_on_subset", True)}
+    if spec["source"] == "adult":
+        if raw_path is None:
+            raise ValueError("an adult view needs the raw adult.data file")
+        return adult_view(raw_path, spec["columns"], **options)
+    if spec["source"] not in VIEW_LOADERS:
+        raise ValueError(f"profile view source {spec['source']!r} is not one of {sorted(VIEW_LOADERS)}")
+    return VIEW_LOADERS[spec["source"]](spec["columns"], **options)

@@ -159,3 +159,7 @@ def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float
                             "eps_grid_min": float(result.epsilon.min()), "eps_grid_max": float(result.epsilon.max())})
     return {"typical": typical, "per_neighbour": per_neighbour, "metrics": metrics,
             "thresholds": {**summary, "definitions": definitions}}
+
+
+def base_weights(record: dict) -> np.ndarray:
+    return np.array([record[f"w_{k}"] for k in range(int(record["d"]))])
