@@ -160,6 +160,8 @@ def profile_targets():
     unknown = sorted(set(PROFILE["samples"]["views"]) - set(PROFILE_VIEWS))
     if unknown:
         raise WorkflowError(f"config.profile.samples.views: {unknown} are not among profile.views {PROFILE_VIEWS}")
-    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE_VIEWS for k in range(2, 8)]
+    flat = [view for view in PROFILE_VIEWS if PROFILE["views"][view]["figures"]]
+    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in flat for k in range(2, 8)]
+    exact = [f"results/profile/{view}/exact.parquet" for view in PROFILE_VIEWS]
     samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
-    return figures + samples
+    return figures + samples + exact

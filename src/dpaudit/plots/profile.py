@@ -36,9 +36,10 @@ def _sample_grid(samples: pd.DataFrame, mechanism: str, title: str):
         ids = neighbours["neighbor_row_id"].to_numpy()
         order = {row: k for k, row in enumerate(np.unique(ids))}
         w = _matrix(neighbours, "w")
-        ax.scatter(w[:, 0], w[:, 1], s=7, c=[cmap(order[r] % 20) for r in ids], alpha=0.6, linewidths=0)
+        ax.scatter(w[:, 0], w[:, 1], s=7, c=[cmap(order[r] % 20) for r in ids], alpha=0.6, linewidths=0,
+                   label="mechanism on neighbours y_i")
         base = _matrix(at[at["source"] == "base"], "w")
-        ax.scatter(base[:, 0], base[:, 1], marker="x", c="black", s=18, label="samples of A(x)+noise")
+        ax.scatter(base[:, 0], base[:, 1], marker="x", c="black", s=18, label="mechanism on x")
         ax.set_title(f"log10 ε = {np.log10(eps):.2g}")
         ax.set_xlabel("w₀")
         ax.set_ylabel("w₁")
@@ -70,7 +71,7 @@ def figure_exact_vs_worst_case(worst: pd.DataFrame, exact: pd.DataFrame):
 
 def figure_spheres(worst: pd.DataFrame, exact: pd.DataFrame):
     wc, ex = _matrix(worst, "Delta"), _matrix(exact, "DeltaExact")
-    picks = {"largest ‖A_wc − A(y)‖": int(np.argmax(np.linalg.norm(wc - ex, axis=1))),
+    picks = {"largest ‖A_wc − A(y)‖/‖A(y) − A(x)‖": int(np.argmax(exact["rel_dev"].to_numpy())),
              "y_max (largest δ)": int(np.argmax(worst["delta_norm"].to_numpy()))}
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.3))
     for ax, (name, i) in zip(axes, picks.items(), strict=True):
