@@ -274,3 +274,26 @@ def test_bad_input_is_refused_with_row_ids_or_key():
     raw = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, 2.0]])
     with pytest.raises(ValueError, match=r"constant feature column\(s\) \[1\]"):
         make_view(raw, np.array([1, -1, 1]), ("a", "b"), first_rows=None, scale_on_subset=True, metadata={})
+
+
+def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_rows(tmp_path):
+    import pandas as pd
+
+    from dpaudit.aggregate import collect_metrics
+    from dpaudit.io import write_parquet
+
+    runs = pd.DataFrame({"dataset": ["d"], "run": ["r"], "mechanism": ["baseline"]})
+    per_run = tmp_path / "a.parquet"
+    write_parquet(per_run, pd.DataFrame({"dataset": ["d"], "run": ["r"], "family": ["mia"], "metric": ["auc"],
+                                         "value": [0.5]}))
+    view = tmp_path / "b.parquet"
+    write_parquet(view, pd.DataFrame({"dataset": ["v"], "run": [None], "family": ["profile"], "metric": ["eps_low"],
+                                      "value": [3.0]}))
+    table = collect_metrics([per_run, view], runs)
+    assert table.set_index("family").loc["mia", "mechanism"] == "baseline"
+    assert pd.isna(table.set_index("family").loc["profile", "run"])
+    orphan = tmp_path / "c.parquet"
+    write_parquet(orphan, pd.DataFrame({"dataset": ["d"], "run": [None], "family": ["mia"], "metric": ["auc"],
+                                        "value": [0.5]}))
+    with pytest.raises(ValueError, match="missing 'run' key"):
+        collect_metrics([per_run, orphan], runs)
