@@ -89,7 +89,7 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
         raise ValueError(f"metric files lack key column(s) {missing}")
     dataset_level = long["family"].isin(DATASET_LEVEL_FAMILIES).to_numpy()
     for column in KEY_COLUMNS:
-        absent = long[column].isna().to_numpy()
+        absent = long[column].isna().to_numpy(copy=True)
         if column == "run":
             if (dataset_level & ~absent).any():
                 raise ValueError(f"dataset-level families {sorted(DATASET_LEVEL_FAMILIES)} must not carry a run")
