@@ -15,8 +15,8 @@ from scipy.special import gammaln, roots_legendre
 
 from dpaudit.profile.mechanisms import output_perturbation_beta, unit_directions
 
-# Chunk of noise draws whose K_chunk × n loss matrix is sorted at once (~256 MB at n = 32,561).
-SORT_CHUNK_ELEMENTS = 2**25
+# Chunk of noise draws whose K_chunk × n loss matrix is sorted at once (64 MB; larger chunks ran slower).
+SORT_CHUNK_ELEMENTS = 2**23
 TAU_LOW = 0.05
 TAU_HIGH = 0.95
 # t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (spec §3.11, independently recomputed
