@@ -16,6 +16,7 @@ include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
 include: "rules/profile.smk"
+include: "rules/audit.smk"
 include: "rules/aggregate.smk"
 
 
@@ -29,4 +30,5 @@ rule all:
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
         profile_targets(),
+        audit_figures(),
     default_target: True
