@@ -15,6 +15,7 @@ include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
+include: "rules/profile.smk"
 include: "rules/audit.smk"
 include: "rules/pmp.smk"
 include: "rules/aggregate.smk"
@@ -30,5 +31,6 @@ rule all:
         pmp_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
+        profile_targets(),
         audit_figures(),
     default_target: True

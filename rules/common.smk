@@ -145,6 +145,42 @@ def simulation_targets():
     return targets
 
 
+# ---------------------------------------------------------------------------
+# Privacy profile (LeBlond et al. 2023): per numeric view, no trained run.
+PROFILE = config["profile"]
+PROFILE_VIEWS = sorted(PROFILE["views"]) if PROFILE["enabled"] else []
+
+
+def profile_view_spec(wildcards):
+    return PROFILE["views"][wildcards.view]
+
+
+def profile_raw_inputs(wildcards):
+    source = PROFILE["views"][wildcards.view]["source"]
+    if source == "adult":
+        return {"raw": ancient("resources/raw/profile/adult/adult.data")}
+    return {}
+
+
+def profile_download_sources(wildcards):
+    return known_sources(wildcards.source, wildcards.filename)
+
+
+def profile_metric_files():
+    return [f"results/metrics/profile/{view}.parquet" for view in PROFILE_VIEWS]
+
+
+def profile_targets():
+    if not PROFILE["enabled"]:
+        return []
+    unknown = sorted(set(PROFILE["samples"]["views"]) - set(PROFILE_VIEWS))
+    if unknown:
+        raise WorkflowError(f"config.profile.samples.views: {unknown} are not among profile.views {PROFILE_VIEWS}")
+    flat = [view for view in PROFILE_VIEWS if PROFILE["views"][view]["figures"]]
+    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in flat for k in range(2, 8)]
+    exact = [f"results/profile/{view}/exact.parquet" for view in PROFILE_VIEWS]
+    samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
+    return figures + samples + exact
 # ---------------------------------------------------------------- audit (source 004)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
 # blocks of runs each job trains, as parse-time lookups.

@@ -52,8 +52,27 @@ def test_default_config_job_counts(tmp_path):
         "aggregate_metrics": 1,
         "plot_privacy_utility": 1,
         "plot_epsilon_star_landscape": 3,
+        # Privacy profile: 2 breast_cancer views, Figs 1/8 on the 100-row one.
+        "profile_base": 2,
+        "profile_exact": 2,
+        "profile_single": 2,
+        "profile_typical": 2,
+        "plot_profile": 2,
+        "profile_samples": 1,
+        "plot_profile_samples": 1,
         "all": 1,
     }
+
+
+def test_paper_privacy_profile_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "privacy_profile.yaml"))
+    counts = job_counts(result.stdout)
+    # Views adult_2f, adult_6f (no figures), adult_2f_first100 (Figs 1/8); one shared adult.data download.
+    profile = {rule: n for rule, n in counts.items() if "profile" in rule}
+    assert profile == {"download_profile_data": 1, "profile_base": 3, "profile_exact": 3, "profile_typical": 3,
+                       "profile_single": 2, "plot_profile": 2, "profile_samples": 1, "plot_profile_samples": 1}
+    views = {job["view"] for job in job_wildcards(result.stdout) if "view" in job}
+    assert views == {"adult_2f", "adult_6f", "adult_2f_first100"}
 
 
 def test_adult_config_replaces_default_datasets(tmp_path):
