@@ -64,6 +64,11 @@ localrules:
     aggregate_metrics,
     plot_privacy_utility,
     plot_epsilon_star_landscape,
+    download_profile_data,
+    pmp_report,
+    plot_identifiability,
+    plot_profile,
+    plot_profile_samples,
     pmp_gather_shadows,
     pmp_report,
 
