@@ -11,6 +11,7 @@ submissions a real scheduler received for the tiny workflow.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -49,21 +50,28 @@ class SlurmPlan:
                 f"(groups: {groups or 'none'}; single: {singles or 'none'}) dag_seconds={self.seconds:.1f}")
 
 
-def local_rules(configfile: Path, root: Path = ROOT, env: dict | None = None) -> set[str]:
-    """Rules that run in the Snakemake process: `localrules` and target-only rules (no script)."""
+def rule_names(configfile: Path, root: Path = ROOT, env: dict | None = None) -> tuple[set[str], set[str]]:
+    """(every rule, the rules that run in the Snakemake process: `localrules` and target-only rules)."""
     code = (
-        "import sys, tempfile\n"
+        "import json, sys, tempfile\n"
         "from pathlib import Path\n"
         "from snakemake.api import SnakemakeApi\n"
         "from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings\n"
         "with tempfile.TemporaryDirectory() as tmp, SnakemakeApi(OutputSettings()) as api:\n"
         "    workflow = api.workflow(ResourceSettings(), ConfigSettings(configfiles=[Path(sys.argv[1])],\n"
         "        replace_workflow_config=True), snakefile=Path(sys.argv[2]), workdir=Path(tmp))._workflow\n"
-        "    print(' '.join(r.name for r in workflow.rules if r.name in workflow._localrules or r.norun))\n"
+        "    print(json.dumps([[r.name for r in workflow.rules],\n"
+        "                      [r.name for r in workflow.rules if r.name in workflow._localrules or r.norun]]))\n"
     )
     result = subprocess.run([sys.executable, "-c", code, str(configfile), str(root / "Snakefile")],
                             capture_output=True, text=True, check=True, env={**os.environ, **(env or {})})
-    return set(result.stdout.split())
+    every, local = json.loads(result.stdout.strip().splitlines()[-1])
+    return set(every), set(local)
+
+
+def local_rules(configfile: Path, root: Path = ROOT, env: dict | None = None) -> set[str]:
+    """Rules that run in the Snakemake process: `localrules` and target-only rules (no script)."""
+    return rule_names(configfile, root, env)[1]
 
 
 def parse_dry_run(stdout: str, local: set[str], seconds: float = 0.0) -> SlurmPlan:

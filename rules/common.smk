@@ -70,7 +70,6 @@ localrules:
     plot_profile,
     plot_profile_samples,
     pmp_gather_shadows,
-    pmp_report,
 
 
 def run_params(wildcards):

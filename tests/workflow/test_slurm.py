@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.bench_slurm import slurm_plan
+from bench.bench_slurm import rule_names, slurm_plan
 from dpaudit.io import read_parquet
 from tests.e2e.test_tiny_run import TINY_CONFIG
 from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
@@ -164,9 +164,13 @@ def test_every_remote_job_went_through_the_scheduler(slurm_run):
     jobs, plan = slurm_run["jobs"], slurm_run["plan"]
     states = [job["JobState"] for job in jobs]
     # The dry-run's plan (bench_slurm, the scale figures' method) names the submissions:
-    # prepare_dataset, two train_model and one per_run group holding both runs' extraction
-    # and metrics; plus the one resubmission of the cancelled training job.
-    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": 2}, plan.describe()
+    # prepare_dataset, one train_model per run and per PMP shadow model of the DP-SGD run,
+    # metric_pmp per run (outside the group: it waits for the shadow models) and one
+    # per_run group holding the extractions and the other metrics; plus the one
+    # resubmission of the cancelled training job.
+    runs, shadows = 2, TINY_CONFIG["metrics"]["pmp"]["shadow_models"]
+    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": runs + shadows,
+                                       "metric_pmp": runs}, plan.describe()
     assert plan.group_submissions == {"per_run": 1}, plan.describe()
     assert states.count("COMPLETED") == plan.submissions, (states, slurm_run["diagnostics"])
     assert states.count("CANCELLED") == 1, (states, slurm_run["diagnostics"])
@@ -255,3 +259,15 @@ def test_without_root_the_slurm_tests_fail_saying_how_to_run_them(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ClusterError, match=r"needs root.*sudo \.venv/bin/python -m pytest tests/workflow/test_slurm\.py"):
         require_root()
+
+
+def test_every_cluster_rule_has_resources_in_the_slurm_profile():
+    # A rule missing from set-resources gets no time limit and memory guessed from its
+    # input size on a real cluster (profiles/slurm/config.yaml); every rule that is
+    # submitted under the paper configs (all families on) needs an entry.
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    every, local = rule_names(ROOT / "config" / "paper" / "epsilon_star.yaml")
+    missing = sorted(every - local - set(profile["set-resources"]))
+    assert not missing, f"rules submitted to SLURM without set-resources: {missing}"
+    assert not set(profile["set-resources"]) - every, "set-resources names a rule that does not exist"
+
