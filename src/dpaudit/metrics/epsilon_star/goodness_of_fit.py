@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -9,6 +10,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import stats
+
+logger = logging.getLogger(__name__)
 
 
 def gmm_ks_goodness_of_fit(
@@ -101,6 +104,9 @@ def normal_fit_check(
     used = min(int(n_samples), x.size // 2)
     if used < 5:
         raise ValueError(f"{x.size} values are too few for a KS goodness-of-fit check")
+    if used < int(n_samples):
+        logger.warning("KS check: %d values cannot hold out n_samples=%d and still fit; %d held out",
+                       x.size, int(n_samples), used)
     table = gmm_ks_goodness_of_fit(
         x, n_components=[1], n_samples=[used], n_repeats=n_repeats, seed=seed
     )
