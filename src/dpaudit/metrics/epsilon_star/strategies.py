@@ -110,6 +110,6 @@ def strategy_epsilon_bar(models: pd.DataFrame, by: Sequence[str], *, n_grid: int
             row |= {"eps_bar": bound.eps_bar, "eps_bar_log_mean_exp": bound.log_mean_exp_eps_star,
                     "eps_bar_n_grid": bound.n_grid}
         rows.append(row)
-    out = pd.DataFrame(rows)
-    return out.astype({"eps_bar": "float64", "eps_bar_log_mean_exp": "float64", "eps_bar_n_grid": "int64",
+    out = pd.DataFrame(rows, columns=[*by, "eps_bar", "eps_bar_log_mean_exp", "eps_bar_n_grid", "eps_bar_delta"])
+    return out.astype({**{c: models[c].dtype for c in by}, "eps_bar": "float64", "eps_bar_log_mean_exp": "float64", "eps_bar_n_grid": "int64",
                        "eps_bar_delta": "float64"})
