@@ -84,7 +84,8 @@ def test_landscape_strategies_carry_epsilon_bar_and_flags(metrics_table, tmp_pat
         files.append(tmp_path / f"m{i}.parquet")
         write_parquet(files[-1], frame)
     table = collect_metrics(files, runs)
-    strategies = landscape_for_dataset(table, "toy", {}, tmp_path / "l.png", tmp_path / "l.pdf")
+    strategies, diagnostics, html = landscape_for_dataset(table, "toy", {}, tmp_path / "l.png", tmp_path / "l.pdf")
+    assert len(diagnostics) == 8 and html.count("<tr>") == 9 and "—" in html  # the separated run: undefined
     assert (tmp_path / "l.png").stat().st_size > 0 and (tmp_path / "l.pdf").read_bytes()[:4] == b"%PDF"
     dp = strategies.set_index("mechanism").loc["dpsgd"]
     # the separated seed has no ε* (NaN, flagged) and is left out of the strategy mean

@@ -13,6 +13,7 @@ have no ε* at all (no threshold kept; those are not plotted).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -208,8 +209,48 @@ def plot_landscape(summary: pd.DataFrame, strategies: pd.DataFrame, dataset: str
     save_figure(fig, png, pdf)
 
 
-def landscape_for_dataset(table: pd.DataFrame, dataset: str, dataset_info: dict, png, pdf) -> pd.DataFrame:
-    """Build the strategy table of one dataset from the metrics table and draw its landscape."""
+def _cell(value) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        return "∞" if value == math.inf else f"{value:.3f}"
+    return str(value)
+
+
+def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str) -> str:
+    """One row per model: both ε* estimates with bootstrap interval, ceiling and flags (logit loss)."""
+    frame = runs[["dataset", "run", "mechanism", "target_epsilon", "seed"]].merge(
+        diagnostics, on=["dataset", "run"], how="inner").sort_values(["mechanism", "target_epsilon", "seed"])
+    columns = {"mechanism": "mechanism", "target_epsilon": "target ε", "seed": "seed"}
+    for estimator in ("parametric", "empirical"):
+        columns |= {f"{estimator}_value": f"{estimator} ε* (nats)", f"{estimator}_interval": "bootstrap interval",
+                    f"{estimator}_ceiling": "ceiling", f"{estimator}_at_ceiling": "at ceiling",
+                    f"{estimator}_on_boundary": "on filter boundary", f"{estimator}_n_kept": "thresholds kept"}
+        frame[f"{estimator}_interval"] = [f"[{_cell(lo)}, {_cell(hi)}]" for lo, hi in
+                                          zip(frame.get(f"{estimator}_boot_low", np.nan),
+                                              frame.get(f"{estimator}_boot_high", np.nan), strict=False)]
+    columns["parametric_normal_rejected"] = "Normal fit rejected (KS)"
+    shown = frame[[c for c in columns if c in frame]].copy()
+    body = ["<tr>" + "".join(f"<th>{columns[c]}</th>" for c in shown.columns) + "</tr>"]
+    for row in shown.itertuples(index=False):
+        cells = ["non-DP" if c == "target_epsilon" and pd.isna(v) else _cell(v) for c, v in zip(shown.columns, row,
+                                                                                                 strict=True)]
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ε* per model</title><style>"
+        "table{border-collapse:collapse;font:13px sans-serif}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
+        "text-align:left}</style></head><body>"
+        f"<p>{dataset}: Epsilon* (Negoescu et al. 2023) per model on the logit loss. A value on its ceiling is the "
+        "largest the sample sizes and filter allow; on the filter boundary it is set by the filter (δ or 0.001), not "
+        "by the data; — means undefined (no threshold kept).</p><table>" + "".join(body) + "</table></body></html>\n"
+    )
+
+
+def landscape_for_dataset(table: pd.DataFrame, dataset: str, dataset_info: dict, png,
+                          pdf) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Draw one dataset's landscape; return its strategy table, per-run diagnostics and their HTML table."""
     from dpaudit.aggregate import summary_from_table
 
     table = table[table["dataset"] == dataset]
@@ -225,4 +266,4 @@ def landscape_for_dataset(table: pd.DataFrame, dataset: str, dataset_info: dict,
     note = f"\n{dataset_info['version_note']}" if dataset_info.get("version_note") else ""
     plot_landscape(summary[~missing], strategies, dataset, png, pdf, utility_label=label, note=note,
                    footnote=_footnote(diagnostics, int(missing.sum())))
-    return strategies
+    return strategies, diagnostics, diagnostics_html(diagnostics, summary, dataset)
