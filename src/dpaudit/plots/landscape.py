@@ -41,7 +41,7 @@ def run_diagnostics(table: pd.DataFrame) -> pd.DataFrame:
     for column, value in HEADLINE.items():
         chosen &= (table[column] == value).fillna(False).to_numpy(dtype=bool)
     rows = table.loc[chosen]
-    keep = ["value", "ceiling", "boot_low", "boot_high", "n_kept", *FLAG_COLUMNS]
+    keep = ["value", "ceiling", "boot_low", "boot_high", "n_kept", "argmax_count", *FLAG_COLUMNS]
     keep = [c for c in keep if c in rows.columns]
     par = rows[rows["estimator"] == "parametric"].set_index(["dataset", "run"])
     emp = rows[rows["estimator"] == "empirical"].set_index(["dataset", "run"])
@@ -227,7 +227,8 @@ def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str
     for estimator in ("parametric", "empirical"):
         columns |= {f"{estimator}_value": f"{estimator} ε* (nats)", f"{estimator}_interval": "bootstrap interval",
                     f"{estimator}_ceiling": "ceiling", f"{estimator}_at_ceiling": "at ceiling",
-                    f"{estimator}_on_boundary": "on filter boundary", f"{estimator}_n_kept": "thresholds kept"}
+                    f"{estimator}_on_boundary": "on filter boundary", f"{estimator}_n_kept": "thresholds kept",
+                    f"{estimator}_argmax_count": "examples behind the ratio"}
         frame[f"{estimator}_interval"] = [f"[{_cell(lo)}, {_cell(hi)}]" for lo, hi in
                                           zip(frame.get(f"{estimator}_boot_low", np.nan),
                                               frame.get(f"{estimator}_boot_high", np.nan), strict=False)]
@@ -235,8 +236,8 @@ def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str
     shown = frame[[c for c in columns if c in frame]].copy()
     body = ["<tr>" + "".join(f"<th>{columns[c]}</th>" for c in shown.columns) + "</tr>"]
     for row in shown.itertuples(index=False):
-        cells = ["non-DP" if c == "target_epsilon" and pd.isna(v) else _cell(v) for c, v in zip(shown.columns, row,
-                                                                                                 strict=True)]
+        cells = [("non-DP" if pd.isna(v) else f"{float(v):g}") if c == "target_epsilon" else _cell(v)
+                 for c, v in zip(shown.columns, row, strict=True)]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ε* per model</title><style>"
@@ -244,7 +245,9 @@ def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str
         "text-align:left}</style></head><body>"
         f"<p>{dataset}: Epsilon* (Negoescu et al. 2023) per model on the logit loss. A value on its ceiling is the "
         "largest the sample sizes and filter allow; on the filter boundary it is set by the filter (δ or 0.001), not "
-        "by the data; — means undefined (no threshold kept).</p><table>" + "".join(body) + "</table></body></html>\n"
+        "by the data; — means undefined (no threshold kept). “Examples behind the ratio”: members or non-members in "
+        "the denominator rate at the maximising threshold (the expected count under the fit for the parametric "
+        "estimator); below a few, the value rests on single examples.</p><table>" + "".join(body) + "</table></body></html>\n"
     )
 
 
