@@ -1,5 +1,5 @@
 # dpaudit: download → prepare → train → extract → metrics → aggregate → report.
-# Layout and contracts: DESIGN.md (shared) and README.md.
+# Layout, data contracts and where a new metric family goes: docs/architecture.md.
 from snakemake.utils import min_version
 
 min_version("9.0")

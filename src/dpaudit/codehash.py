@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -34,10 +33,8 @@ def module_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
     for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
         if candidate.is_file():
             return candidate
-    if root == PACKAGE_ROOT:
-        spec = importlib.util.find_spec(module)
-        if spec is not None and spec.origin is not None:
-            return Path(spec.origin)
+    # No importlib fallback: find_spec("a.b.c") imports a.b, which could start
+    # TensorFlow at parse time.
     raise ModuleNotFoundError(f"no source file for {module!r} under {root}")
 
 
@@ -92,8 +89,14 @@ def imported_modules(source: str, importer: str | None = None, root: Path = PACK
     return {module for module in found if is_module(module, root)}
 
 
-def module_closure(roots: Iterable[str], root: Path = PACKAGE_ROOT) -> set[str]:
-    """Every dpaudit module that importing ``roots`` executes (with parent packages)."""
+def module_closure(roots: Iterable[str], root: Path = PACKAGE_ROOT,
+                   cache: dict[str, set[str]] | None = None) -> set[str]:
+    """Every dpaudit module that importing ``roots`` executes (with parent packages).
+
+    ``cache`` maps a module to its direct imports; pass one dict to share parsing
+    across calls that see the same sources.
+    """
+    cache = {} if cache is None else cache
     seen: set[str] = set()
     stack = list(roots)
     while stack:
@@ -102,14 +105,17 @@ def module_closure(roots: Iterable[str], root: Path = PACKAGE_ROOT) -> set[str]:
             continue
         seen.add(module)
         stack.extend(parent for parent in _parents(module) if parent not in seen)
-        source = module_path(module, root).read_text()
-        stack.extend(imported_modules(source, importer=module, root=root) - seen)
+        if module not in cache:
+            source = module_path(module, root).read_text()
+            cache[module] = imported_modules(source, importer=module, root=root)
+        stack.extend(cache[module] - seen)
     return seen
 
 
-def script_modules(script: str | Path, root: Path = PACKAGE_ROOT) -> set[str]:
+def script_modules(script: str | Path, root: Path = PACKAGE_ROOT,
+                   cache: dict[str, set[str]] | None = None) -> set[str]:
     """dpaudit modules an adapter script reaches, directly or through other modules."""
-    return module_closure(imported_modules(Path(script).read_text(), root=root), root)
+    return module_closure(imported_modules(Path(script).read_text(), root=root), root, cache)
 
 
 def code_hash(modules: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
@@ -134,12 +140,13 @@ class ScriptCodeHashes:
         self.root = Path(root)
         self.unhashed = frozenset(unhashed)
         self._cache: dict[str, str] = {}
+        self._imports: dict[str, set[str]] = {}
 
     def modules(self, rule: str) -> set[str]:
         script = self.scripts_dir / f"{rule}.py"
         if not script.is_file():
             raise KeyError(f"no adapter script {script} for rule {rule!r}")
-        return script_modules(script, self.root)
+        return script_modules(script, self.root, self._imports)
 
     def __getitem__(self, rule: str) -> str:
         if rule in self.unhashed:

@@ -93,11 +93,13 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
                            env=tiny_run["env"], root=tiny_run["project"])
     finally:
         module.write_text(original)
-    # metric_mia's code changed; privacy_card reads its output and hashes the same module;
-    # everything downstream of the metrics table follows. Training, extraction, ε* do not rerun.
+    # metric_mia's code changed; privacy_card reads its output and reaches the same module;
+    # budget_ledger's adapter reaches it too (dpaudit.report.cards imports metrics.mia), which
+    # the hand-kept module list of earlier versions missed; everything downstream of the
+    # metrics table follows. Training, extraction, ε* do not rerun.
     assert job_counts(result.stdout) == {
-        "metric_mia": 2, "privacy_card": 2, "aggregate_metrics": 1, "plot_privacy_utility": 1,
-        "plot_epsilon_star_landscape": 1, "all": 1,
+        "metric_mia": 2, "privacy_card": 2, "budget_ledger": 1, "aggregate_metrics": 1,
+        "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "all": 1,
     }
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
                           env=tiny_run["env"], root=tiny_run["project"])

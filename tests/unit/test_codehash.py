@@ -149,3 +149,18 @@ def test_a_new_import_is_followed_without_any_list(tmp_path):
     assert "dpaudit.brand_new" in derived.modules("metric_mia")
     (package / "brand_new.py").write_text("X = 2\n")
     assert ScriptCodeHashes(SCRIPTS, root=package)["metric_mia"] != hashes_before
+
+
+def test_deriving_every_hash_imports_nothing():
+    # Parse time must not start TensorFlow (DESIGN.md §2): the derivation reads
+    # sources only. Oracle: sys.modules of a fresh interpreter afterwards.
+    program = (
+        "import sys, json\n"
+        "from dpaudit.codehash import ScriptCodeHashes\n"
+        f"h = ScriptCodeHashes({str(SCRIPTS)!r}, unhashed=['download_dataset'])\n"
+        f"[h[r] for r in {HASHED_SCRIPTS!r}]\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('dpaudit', 'tensorflow', 'keras')))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["dpaudit", "dpaudit.codehash"]

@@ -52,7 +52,7 @@ def test_measurements_and_compliant_roc():
     assert row["attack_tpr_at_fpr_0_01"] == pytest.approx(0.012)
     # Trapezoid AUC of the hand-made ROC, computed here.
     assert row["attack_auc"] == pytest.approx(np.trapezoid(TPR_OK, FPR), rel=1e-12)
-    assert 0 <= row["eps_lower_bound"] <= 1.0
+    assert 0 <= row["dp_region_eps_lower_bound"] <= 1.0
     assert row["lower_bound_exceeds_epsilon"] is False
     assert row["generalization_gap"] == 0.03 and row["utility"] == 0.84
     assert "Warning" not in card.markdown
@@ -72,7 +72,7 @@ def test_violating_roc_is_flagged_in_row_and_text():
 
 def test_passed_lower_bound_is_used_and_flagged():
     card = privacy_card("r", 2.0, 1e-5, eps_lower_bound=3.1)
-    assert card.row["eps_lower_bound"] == 3.1
+    assert card.row["dp_region_eps_lower_bound"] == 3.1
     assert card.row["lower_bound_exceeds_epsilon"] is True
 
 

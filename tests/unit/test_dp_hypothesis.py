@@ -155,3 +155,62 @@ def test_e17_epsilon_rules_of_thumb():
     assert any("1/n" in m for m in H.epsilon_warnings(1e-4, n=1000))
     with pytest.raises(ValueError):
         H.epsilon_warnings(0.0)
+
+
+# --------------------------------------------------------------------------
+# One home for the shared statistics (issue 7 §1): the card's DP-region ε lower
+# bound and the mia family's certified bound are different statistics (Bonferroni
+# over all ROC points vs a threshold chosen on a held-out half), built from the
+# same Clopper–Pearson and ε-from-rates functions.
+
+
+def test_mia_card_and_checker_use_the_shared_functions():
+    from dpaudit.dp import checker
+    from dpaudit.metrics import mia
+
+    for name in ("clopper_pearson_lower", "clopper_pearson_upper", "epsilon_from_rate_bounds",
+                 "epsilon_terms_from_counts", "epsilon_from_counts"):
+        assert getattr(mia, name) is getattr(H, name), f"mia.{name} is a copy"
+    for name in ("clopper_pearson_lower", "clopper_pearson_upper", "epsilon_from_rate_bounds"):
+        assert getattr(checker, name) is getattr(H, name), f"checker.{name} is a copy"
+    # the private copies that existed before the consolidation are gone
+    assert not hasattr(mia, "_epsilon_terms") and not hasattr(mia, "_log_ratio")
+    assert not hasattr(checker, "_cp_lower") and not hasattr(checker, "_cp_upper")
+
+
+def test_card_bound_equals_the_certified_formula_at_the_card_level():
+    # Oracle: the card's bound (two-sided CP at α/2 per rate, i.e. one-sided α/4,
+    # no correction) equals the maximum over ROC points of the certified
+    # epsilon_from_counts at one-sided level α/4. Tolerance: float round-off only
+    # (TNR_lo = 1 − FPR_hi is computed two ways), rel 1e-9.
+    from dpaudit.metrics import mia
+
+    rng = np.random.default_rng(7)
+    members, nonmembers = rng.normal(0.0, 1.0, 400), rng.normal(1.5, 1.0, 300)
+    roc = mia.roc_curve(members, nonmembers)
+    alpha = 0.05
+    card = H.empirical_epsilon_lb(roc.tpr[1:], roc.fpr[1:], roc.n_members, roc.n_nonmembers,
+                                  delta=1e-5, alpha=alpha, correction="none")
+    certified = H.epsilon_from_counts(roc.tp[1:], roc.fp[1:], roc.n_members, roc.n_nonmembers,
+                                      delta=1e-5, alpha=alpha / 4).max()
+    assert card > 0.5
+    assert card == pytest.approx(certified, rel=1e-9)
+
+
+def test_one_sided_bounds_match_scipy_beta_ppf():
+    # Oracle: scipy.stats.beta.ppf (the textbook Clopper–Pearson form), rel 1e-10.
+    k = np.arange(0, 31)
+    lo = H.clopper_pearson_lower(k, 30, 0.025)
+    hi = H.clopper_pearson_upper(k, 30, 0.025)
+    with np.errstate(all="ignore"):
+        lo_ref = np.where(k > 0, stats.beta.ppf(0.025, k, 30 - k + 1), 0.0)
+        hi_ref = np.where(k < 30, stats.beta.ppf(0.975, k + 1, 30 - k), 1.0)
+    np.testing.assert_allclose(lo, lo_ref, rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(hi, hi_ref, rtol=1e-10)
+    two_lo, two_hi = H.clopper_pearson(k, 30, 0.05)
+    np.testing.assert_array_equal(two_lo, lo)
+    np.testing.assert_array_equal(two_hi, hi)
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        H.clopper_pearson_lower(31, 30, 0.05)
+    with pytest.raises(ValueError, match="alpha"):
+        H.clopper_pearson_upper(3, 30, 0.7)

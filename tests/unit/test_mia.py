@@ -17,6 +17,7 @@ import pytest
 from scipy.stats import binom
 
 from dpaudit import io
+from dpaudit.dp import hypothesis
 from dpaudit.metrics import mia
 
 # ----------------------------------------------------------------- oracles
@@ -198,8 +199,8 @@ CP_CASES = [(k, n) for n in (1, 2, 7, 50, 1000) for k in sorted({0, 1, n // 3, n
 def test_clopper_pearson_tails_equal_alpha(k, n, alpha):
     # Oracle: definition through binomial tails, P(X ≥ k | p_lo) = α and
     # P(X ≤ k | p_hi) = α; relative tolerance 1e-7 on the tail probability.
-    lo = mia.clopper_pearson_lower(k, n, alpha)
-    hi = mia.clopper_pearson_upper(k, n, alpha)
+    lo = hypothesis.clopper_pearson_lower(k, n, alpha)
+    hi = hypothesis.clopper_pearson_upper(k, n, alpha)
     assert isinstance(lo, float) and isinstance(hi, float)
     assert 0.0 <= lo <= k / n <= hi <= 1.0
     if k == 0:
@@ -219,15 +220,15 @@ def test_clopper_pearson_tails_equal_alpha(k, n, alpha):
 def test_clopper_pearson_vectorized_and_validated():
     k = np.array([0, 3, 10])
     np.testing.assert_allclose(
-        mia.clopper_pearson_lower(k, 10, 0.05), _cp_lower_oracle(k, 10, 0.05), rtol=1e-9
+        hypothesis.clopper_pearson_lower(k, 10, 0.05), _cp_lower_oracle(k, 10, 0.05), rtol=1e-9
     )
     np.testing.assert_allclose(
-        mia.clopper_pearson_upper(k, 10, 0.05), _cp_upper_oracle(k, 10, 0.05), rtol=1e-9
+        hypothesis.clopper_pearson_upper(k, 10, 0.05), _cp_upper_oracle(k, 10, 0.05), rtol=1e-9
     )
     with pytest.raises(ValueError, match="0 <= k <= n"):
-        mia.clopper_pearson_lower(11, 10, 0.05)
+        hypothesis.clopper_pearson_lower(11, 10, 0.05)
     with pytest.raises(ValueError, match="alpha"):
-        mia.clopper_pearson_upper(1, 10, 0.7)
+        hypothesis.clopper_pearson_upper(1, 10, 0.7)
 
 
 # ------------------------------------------------------------- ε bounds
@@ -239,26 +240,26 @@ def test_epsilon_from_counts_hand_computed():
     # FPR_hi = FNR_hi = 1 − 0.05^(1/10) = 0.2588655508930523,
     # δ = 0:   ε = ln(0.74113445 / 0.25886555) = 1.0518748...
     # δ = 0.1: ε = ln(0.64113445 / 0.25886555) = 0.9069...
-    assert mia.epsilon_from_counts(10, 0, 10, 10, delta=0.0, alpha=0.05) == pytest.approx(
+    assert hypothesis.epsilon_from_counts(10, 0, 10, 10, delta=0.0, alpha=0.05) == pytest.approx(
         math.log(0.7411344491069477 / 0.2588655508930523), rel=1e-12
     )
-    assert mia.epsilon_from_counts(10, 0, 10, 10, delta=0.0, alpha=0.05) == pytest.approx(
+    assert hypothesis.epsilon_from_counts(10, 0, 10, 10, delta=0.0, alpha=0.05) == pytest.approx(
         1.05187, abs=1e-5
     )
-    assert mia.epsilon_from_counts(10, 0, 10, 10, delta=0.1, alpha=0.05) == pytest.approx(
+    assert hypothesis.epsilon_from_counts(10, 0, 10, 10, delta=0.1, alpha=0.05) == pytest.approx(
         math.log(0.6411344491069477 / 0.2588655508930523), rel=1e-12
     )
     # A threshold with no evidence: TP = FP = 5 of 10 gives negative terms, floored to 0.
-    assert mia.epsilon_from_counts(5, 5, 10, 10, delta=0.0, alpha=0.05) == 0.0
+    assert hypothesis.epsilon_from_counts(5, 5, 10, 10, delta=0.0, alpha=0.05) == 0.0
     # δ ≥ TPR_lo and δ ≥ TNR_lo: both numerators non-positive, both terms ignored.
-    assert mia.epsilon_from_counts(10, 0, 10, 10, delta=0.75, alpha=0.05) == 0.0
+    assert hypothesis.epsilon_from_counts(10, 0, 10, 10, delta=0.75, alpha=0.05) == 0.0
 
 
 def test_epsilon_from_counts_matches_tail_oracle_off_the_edges():
     # Oracle: CP bounds from binomial-tail bisection. Relative tolerance 1e-9.
     tp = np.array([8, 30, 1, 45, 0])
     fp = np.array([1, 12, 0, 44, 0])
-    got = mia.epsilon_from_counts(tp, fp, 50, 60, delta=1e-3, alpha=0.05)
+    got = hypothesis.epsilon_from_counts(tp, fp, 50, 60, delta=1e-3, alpha=0.05)
     want = np.maximum(_eps_oracle(tp, fp, 50, 60, 1e-3, 0.05), 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert got[0] > 0.0  # 8/50 members vs 1/60 non-members is real evidence
@@ -338,7 +339,7 @@ def test_pruned_search_equals_exhaustive_search(n_m, n_n, shift, alpha, block, m
     members = rng.normal(0.0, 1.0, n_m)
     nonmembers = rng.normal(shift, 1.0, n_n)
     roc = mia.roc_curve(members, nonmembers)
-    exact = mia._epsilon_terms(roc.tp, roc.fp, n_m, n_n, 1e-5, alpha)
+    exact = hypothesis.epsilon_terms_from_counts(roc.tp, roc.fp, n_m, n_n, 1e-5, alpha)
     caps = mia._epsilon_term_caps(roc.tp, roc.fp, n_m, n_n, 1e-5, alpha)
     assert np.all(caps >= exact)
     index, value = mia._best_threshold(roc, 1e-5, alpha)
@@ -358,7 +359,7 @@ def test_pruned_search_survives_loose_caps(shift, slack, monkeypatch):
     rng = np.random.default_rng(int(shift * 10))
     members, nonmembers = rng.normal(0.0, 1.0, 1500), rng.normal(shift, 1.0, 1200)
     roc = mia.roc_curve(members, nonmembers)
-    exact_terms = mia._epsilon_terms
+    exact_terms = hypothesis.epsilon_terms_from_counts
     slack_rng = np.random.default_rng(99)
 
     def loose_caps(tp, fp, n_m, n_n, delta, alpha):

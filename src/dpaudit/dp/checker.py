@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from dpaudit.dp.hypothesis import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rate_bounds,
+)
 
 __all__ = [
     "DPCheckResult",
@@ -110,14 +115,6 @@ class DPCheckResult:
     events: pd.DataFrame = field(repr=False)
 
 
-def _cp_lower(k, n, a):
-    return np.where(k > 0, stats.beta.ppf(a, k, n - k + 1.0), 0.0)
-
-
-def _cp_upper(k, n, a):
-    return np.where(k < n, stats.beta.ppf(1.0 - a, k + 1.0, n - k), 1.0)
-
-
 def _sample(mechanism, data, n, rng):
     out = np.asarray(mechanism(data, n, rng))
     if out.shape[0] != n or out.ndim != 1:
@@ -190,11 +187,12 @@ def empirical_dp_check(mechanism, x, x_prime, eps: float, delta: float = 0.0,
     e_eps = math.exp(eps)
     rows = []
     for direction, cp, cq in (("x vs x'", cx, cy), ("x' vs x", cy, cx)):
-        p_lo = _cp_lower(cp, n, a)
-        q_hi = _cp_upper(cq, n, a)
+        p_lo = np.asarray(clopper_pearson_lower(cp, n, a))
+        q_hi = np.asarray(clopper_pearson_upper(cq, n, a))
         excess = p_lo - (e_eps * q_hi + delta)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eps_lb = np.log(np.clip(p_lo - delta, 0.0, None)) - np.log(q_hi)
+        # One event per row: only its own DP inequality applies (the complement
+        # is a separate event), so the second term gets no evidence.
+        eps_lb = epsilon_from_rate_bounds(p_lo, q_hi, np.zeros_like(p_lo), np.ones_like(q_hi), delta)
         rows.append(pd.DataFrame({
             "event": names, "direction": direction, "p_hat": cp / n, "q_hat": cq / n,
             "p_lower": p_lo, "q_upper": q_hi, "excess": excess, "eps_lb": eps_lb,

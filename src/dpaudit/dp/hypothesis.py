@@ -18,8 +18,13 @@ from scipy import special
 
 __all__ = [
     "clopper_pearson",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
     "dp_tradeoff_curve",
     "empirical_epsilon_lb",
+    "epsilon_from_counts",
+    "epsilon_from_rate_bounds",
+    "epsilon_terms_from_counts",
     "epsilon_warnings",
     "max_advantage",
     "max_attack_accuracy",
@@ -99,18 +104,121 @@ def max_attack_accuracy(eps, delta=0.0):
     return float(out) if out.ndim == 0 else out
 
 
+# ------------------------------------------------------------ Clopper–Pearson
+# The one home of the project's binomial intervals and of ε from attack rates:
+# the MIA family, the privacy cards and every later family import these.
+
+
+def check_one_sided_alpha(alpha: float) -> float:
+    alpha = float(alpha)
+    # One-sided bounds at α ≥ ½ would no longer bracket the point estimate,
+    # which the MIA threshold search relies on.
+    if not 0.0 < alpha <= 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5], got {alpha}")
+    return alpha
+
+
+def _count_arrays(k, n) -> tuple[np.ndarray, np.ndarray]:
+    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
+    if np.any(n_arr < 1) or np.any(k_arr < 0) or np.any(k_arr > n_arr):
+        raise ValueError("Clopper-Pearson needs integer counts with 0 <= k <= n and n >= 1")
+    return k_arr, n_arr
+
+
+def clopper_pearson_lower(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided lower Clopper–Pearson bound p_lo with P(X ≥ k | p_lo) = α.
+
+    X ~ Binomial(n, p); p_lo = 0 when k = 0. Vectorized over k and n.
+    """
+    alpha = check_one_sided_alpha(alpha)
+    k_arr, n_arr = _count_arrays(k, n)
+    # betaincinv is beta.ppf without scipy.stats' argument-checking overhead
+    # (several times faster); the edge k = 0 is set explicitly.
+    safe_k = np.where(k_arr > 0, k_arr, 1.0)
+    lo = np.where(k_arr > 0, special.betaincinv(safe_k, n_arr - k_arr + 1.0, alpha), 0.0)
+    return float(lo) if lo.ndim == 0 else lo
+
+
+def clopper_pearson_upper(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided upper Clopper–Pearson bound p_hi with P(X ≤ k | p_hi) = α.
+
+    X ~ Binomial(n, p); p_hi = 1 when k = n. Vectorized over k and n.
+    """
+    alpha = check_one_sided_alpha(alpha)
+    k_arr, n_arr = _count_arrays(k, n)
+    safe_rest = np.where(k_arr < n_arr, n_arr - k_arr, 1.0)
+    hi = np.where(k_arr < n_arr, special.betaincinv(k_arr + 1.0, safe_rest, 1.0 - alpha), 1.0)
+    return float(hi) if hi.ndim == 0 else hi
+
+
 def clopper_pearson(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """Exact two-sided (1 − α) binomial interval for k successes out of n (vectorised)."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    # betaincinv is beta.ppf without scipy.stats' argument-checking overhead (~10x
-    # faster on short arrays); the edge cases k = 0 and k = n are set explicitly.
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha / 2.0),
-                      0.0)
-        hi = np.where(k < n, special.betaincinv(k + 1.0, np.maximum(n - k, 1e-300),
-                                                1.0 - alpha / 2.0), 1.0)
+    """Exact two-sided (1 − α) binomial interval for k successes out of n (vectorised):
+    the one-sided bounds at α/2 each."""
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    lo = np.asarray(clopper_pearson_lower(k, n, alpha / 2.0))
+    hi = np.asarray(clopper_pearson_upper(k, n, alpha / 2.0))
     return lo, hi
+
+
+def _log_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """ln(num/den), −inf where the numerator is ≤ 0 (that term carries no evidence)."""
+    numerator = np.asarray(numerator, np.float64)
+    denominator = np.broadcast_to(np.asarray(denominator, np.float64), numerator.shape)
+    out = np.full(numerator.shape, -np.inf)
+    ok = numerator > 0
+    out[ok] = np.log(numerator[ok] / denominator[ok])
+    return out
+
+
+def epsilon_from_rate_bounds(tpr_lo, fpr_hi, tnr_lo, fnr_hi, delta: float) -> np.ndarray:
+    """Per point, the larger of the two (ε, δ)-DP inequalities solved for ε:
+    max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)), unfloored (−inf where
+    neither numerator is positive). With valid confidence bounds on the rates this
+    is a lower bound on ε (Kairouz et al. 2015; Jagielski et al. 2020)."""
+    return np.maximum(_log_ratio(np.asarray(tpr_lo) - delta, fpr_hi),
+                      _log_ratio(np.asarray(tnr_lo) - delta, fnr_hi))
+
+
+def epsilon_terms_from_counts(tp, fp, n_members: int, n_nonmembers: int, delta: float,
+                              alpha: float) -> np.ndarray:
+    """``epsilon_from_rate_bounds`` with one-sided Clopper–Pearson bounds at level α
+    from confusion counts (unfloored, one value per threshold)."""
+    tp = np.atleast_1d(np.asarray(tp, np.int64))
+    fp = np.atleast_1d(np.asarray(fp, np.int64))
+    # TNR/FNR bounds computed directly rather than as 1 − bound, to keep
+    # precision when a rate is close to 1.
+    return epsilon_from_rate_bounds(
+        clopper_pearson_lower(tp, n_members, alpha), clopper_pearson_upper(fp, n_nonmembers, alpha),
+        clopper_pearson_lower(n_nonmembers - fp, n_nonmembers, alpha),
+        clopper_pearson_upper(n_members - tp, n_members, alpha), delta,
+    )
+
+
+def check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta}")
+    return delta
+
+
+def epsilon_from_counts(
+    tp, fp, n_members: int, n_nonmembers: int, *, delta: float, alpha: float = 0.05
+) -> np.ndarray | float:
+    """Certified ε lower bound at thresholds fixed in advance, from their confusion counts.
+
+    ε_lb = max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)), floored at 0,
+    with one-sided Clopper–Pearson bounds at level α; a term whose numerator is
+    ≤ 0 is ignored. TNR_lo = 1 − FPR_hi and FNR_hi = 1 − TPR_lo, so only two
+    bounds are random: the result is a valid lower bound on ε with probability
+    ≥ 1 − 2α for a threshold fixed before seeing these counts.
+    """
+    alpha = check_one_sided_alpha(alpha)
+    check_delta(delta)
+    scalar = np.ndim(tp) == 0 and np.ndim(fp) == 0
+    eps = np.maximum(epsilon_terms_from_counts(tp, fp, int(n_members), int(n_nonmembers), delta, alpha), 0.0)
+    return float(eps[0]) if scalar else eps
 
 
 def _counts(rate, n):
@@ -127,12 +235,11 @@ def _alpha_per_point(alpha, m, correction):
 
 
 def _eps_lb_from_bounds(tpr_lo, fpr_hi, delta):
-    fnr_hi = 1.0 - tpr_lo
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e1 = np.log(np.clip(tpr_lo - delta, 0.0, None)) - np.log(fpr_hi)
-        e2 = np.log(np.clip(1.0 - delta - fpr_hi, 0.0, None)) - np.log(fnr_hi)
-    best = np.nanmax(np.concatenate([e1, e2, [0.0]]))
-    return float(max(best, 0.0))
+    """Floored maximum over points; the complementary rates follow from the two bounds."""
+    tpr_lo = np.asarray(tpr_lo, np.float64)
+    fpr_hi = np.asarray(fpr_hi, np.float64)
+    terms = epsilon_from_rate_bounds(tpr_lo, fpr_hi, 1.0 - fpr_hi, 1.0 - tpr_lo, delta)
+    return float(max(terms.max(initial=0.0), 0.0))
 
 
 def empirical_epsilon_lb(tpr, fpr, n_members: int, n_nonmembers: int, delta: float = 0.0,

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta
+
+from dpaudit.dp.hypothesis import (
+    check_delta,
+    check_one_sided_alpha,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_counts,
+    epsilon_from_rate_bounds,
+    epsilon_terms_from_counts,
+)
 
 __all__ = [
     "CI_METHODS",
@@ -40,9 +49,6 @@ __all__ = [
     "OperatingPoint",
     "RocCurve",
     "accuracy",
-    "clopper_pearson_lower",
-    "clopper_pearson_upper",
-    "epsilon_from_counts",
     "epsilon_lower_bound",
     "max_advantage",
     "mia_metrics",
@@ -242,73 +248,10 @@ def tpr_at_fpr(
     return result
 
 
-# ------------------------------------------------------------ Clopper–Pearson
-
-
-def _check_alpha(alpha: float) -> float:
-    alpha = float(alpha)
-    # One-sided bounds at α ≥ ½ would no longer bracket the point estimate,
-    # which the threshold search below relies on.
-    if not 0.0 < alpha <= 0.5:
-        raise ValueError(f"alpha must lie in (0, 0.5], got {alpha}")
-    return alpha
-
-
-def _check_counts(k: np.ndarray, n: np.ndarray) -> None:
-    if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
-        raise ValueError("Clopper-Pearson needs integer counts with 0 <= k <= n and n >= 1")
-
-
-def clopper_pearson_lower(k, n, alpha: float) -> np.ndarray | float:
-    """One-sided lower Clopper–Pearson bound p_lo with P(X ≥ k | p_lo) = α.
-
-    X ~ Binomial(n, p). p_lo = 0 when k = 0. Vectorized over k and n.
-    """
-    alpha = _check_alpha(alpha)
-    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
-    _check_counts(k_arr, n_arr)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = beta.ppf(alpha, k_arr, n_arr - k_arr + 1.0)
-    lo = np.where(k_arr == 0, 0.0, lo)
-    return float(lo) if lo.ndim == 0 else lo
-
-
-def clopper_pearson_upper(k, n, alpha: float) -> np.ndarray | float:
-    """One-sided upper Clopper–Pearson bound p_hi with P(X ≤ k | p_hi) = α.
-
-    X ~ Binomial(n, p). p_hi = 1 when k = n. Vectorized over k and n.
-    """
-    alpha = _check_alpha(alpha)
-    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
-    _check_counts(k_arr, n_arr)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        hi = beta.ppf(1.0 - alpha, k_arr + 1.0, n_arr - k_arr)
-    hi = np.where(k_arr == n_arr, 1.0, hi)
-    return float(hi) if hi.ndim == 0 else hi
-
-
 # ------------------------------------------------------------------ ε bounds
-
-
-def _log_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """ln(num/den), −inf where the numerator is ≤ 0 (that term carries no evidence)."""
-    out = np.full(np.shape(numerator), -np.inf)
-    ok = numerator > 0
-    out[ok] = np.log(numerator[ok] / denominator[ok])
-    return out
-
-
-def _epsilon_terms(tp, fp, n_m: int, n_n: int, delta: float, alpha: float) -> np.ndarray:
-    """Unfloored max of the two DP-inequality terms with CP bounds (−inf if none applies)."""
-    tp = np.atleast_1d(np.asarray(tp, np.int64))
-    fp = np.atleast_1d(np.asarray(fp, np.int64))
-    tpr_lo = clopper_pearson_lower(tp, n_m, alpha)
-    fpr_hi = clopper_pearson_upper(fp, n_n, alpha)
-    # TNR/FNR bounds computed directly rather than as 1 − bound, to keep
-    # precision when a rate is close to 1.
-    tnr_lo = clopper_pearson_lower(n_n - fp, n_n, alpha)
-    fnr_hi = clopper_pearson_upper(n_m - tp, n_m, alpha)
-    return np.maximum(_log_ratio(tpr_lo - delta, fpr_hi), _log_ratio(tnr_lo - delta, fnr_hi))
+# Clopper–Pearson bounds and ε from rates live in dpaudit.dp.hypothesis (shared
+# with the privacy cards and every other family); this module adds the threshold
+# search of the loss-threshold attack.
 
 
 def _cp_grid(n: int) -> np.ndarray:
@@ -328,7 +271,7 @@ def _cp_grid(n: int) -> np.ndarray:
 
 
 def _epsilon_term_caps(tp, fp, n_m: int, n_n: int, delta: float, alpha: float) -> np.ndarray:
-    """Cheap upper bounds on ``_epsilon_terms``, used to skip hopeless thresholds.
+    """Cheap upper bounds on ``epsilon_terms_from_counts``, used to skip hopeless thresholds.
 
     Both CP bounds increase with k, so evaluating them exactly at the nearest
     tabulated count on the favourable side (above k for a lower bound, below k
@@ -350,33 +293,8 @@ def _epsilon_term_caps(tp, fp, n_m: int, n_n: int, delta: float, alpha: float) -
     fnr_hi = hi_m[np.searchsorted(grid_m, n_m - tp, side="right") - 1]
     tnr_lo = lo_n[np.searchsorted(grid_n, n_n - fp, side="left")]
     fpr_hi = hi_n[np.searchsorted(grid_n, fp, side="right") - 1]
-    caps = np.maximum(_log_ratio(tpr_lo - delta, fpr_hi), _log_ratio(tnr_lo - delta, fnr_hi))
+    caps = epsilon_from_rate_bounds(tpr_lo, fpr_hi, tnr_lo, fnr_hi, delta)
     return caps + 1e-9
-
-
-def epsilon_from_counts(
-    tp, fp, n_members: int, n_nonmembers: int, *, delta: float, alpha: float = 0.05
-) -> np.ndarray | float:
-    """ε lower bound at fixed thresholds from their confusion counts.
-
-    ε_lb = max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)), floored at 0,
-    with one-sided Clopper–Pearson bounds at level α; a term whose numerator is
-    ≤ 0 is ignored. TNR_lo = 1 − FPR_hi and FNR_hi = 1 − TPR_lo, so only two
-    bounds are random: the result is a valid lower bound on ε with probability
-    ≥ 1 − 2α for a threshold fixed before seeing these counts.
-    """
-    alpha = _check_alpha(alpha)
-    _check_delta(delta)
-    scalar = np.ndim(tp) == 0 and np.ndim(fp) == 0
-    eps = np.maximum(_epsilon_terms(tp, fp, int(n_members), int(n_nonmembers), delta, alpha), 0.0)
-    return float(eps[0]) if scalar else eps
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must lie in [0, 1), got {delta}")
-    return delta
 
 
 def _best_threshold(roc: RocCurve, delta: float, alpha: float) -> tuple[int, float]:
@@ -416,7 +334,7 @@ def _best_threshold(roc: RocCurve, delta: float, alpha: float) -> tuple[int, flo
         if start > 0 and (head_cap < best_value or head_cap <= 0.0):
             break
         block = corners[order[start : start + chunk]]
-        values = _epsilon_terms(tp[block], fp[block], roc.n_members, roc.n_nonmembers, delta, alpha)
+        values = epsilon_terms_from_counts(tp[block], fp[block], roc.n_members, roc.n_nonmembers, delta, alpha)
         top = values.max()
         if top > best_value or (top == best_value and block[values == top].min() < best_index):
             best_value = float(top)
@@ -483,8 +401,8 @@ def epsilon_lower_bound(
     Input order does not matter for Bonferroni; for the split, permute inputs
     consistently (e.g. sort by example id) to reproduce a result.
     """
-    delta = _check_delta(delta)
-    alpha = _check_alpha(alpha)
+    delta = check_delta(delta)
+    alpha = check_one_sided_alpha(alpha)
     members = _as_losses(member_losses, "member_losses")
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
 
@@ -625,8 +543,8 @@ def mia_metrics(
         raise ValueError(f"outputs is missing column(s) {missing}")
     if ci_method not in CI_METHODS:
         raise ValueError(f"ci_method must be one of {CI_METHODS}, got {ci_method!r}")
-    delta = _check_delta(delta)
-    alpha = _check_alpha(alpha)
+    delta = check_delta(delta)
+    alpha = check_one_sided_alpha(alpha)
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon < 0:
         raise ValueError(

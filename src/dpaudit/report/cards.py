@@ -22,7 +22,7 @@ from dpaudit.metrics.mia import roc_curve
 CARD_METRICS = (
     "exp_epsilon", "max_attack_accuracy", "max_advantage", "tpr_bound_at_fpr_0_001",
     "tpr_bound_at_fpr_0_01", "attack_tpr_at_fpr_0_001", "attack_tpr_at_fpr_0_01", "attack_auc",
-    "eps_lower_bound", "roc_violations",
+    "dp_region_eps_lower_bound", "roc_violations",
 )
 
 
@@ -69,8 +69,8 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
     if fail_on_violation and (row["roc_inside_dp_region"] is False or row["lower_bound_exceeds_epsilon"]):
         raise DPRegionViolation(
             f"{row['dataset']}/{row['run']}: the measured attack ROC leaves the DP region of "
-            f"ε={row['epsilon']}, δ={row['delta']} ({row['roc_violations']} point(s); empirical ε lower "
-            f"bound {row['eps_lower_bound']:.4g}). Check sampling, neighbouring relation and accountant."
+            f"ε={row['epsilon']}, δ={row['delta']} ({row['roc_violations']} point(s); DP-region test ε lower "
+            f"bound {row['dp_region_eps_lower_bound']:.4g}). Check sampling, neighbouring relation and accountant."
         )
     figure = Path(figure_path).read_bytes()
     data_uri = "data:image/png;base64," + base64.b64encode(figure).decode()
