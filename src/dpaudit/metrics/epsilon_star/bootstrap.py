@@ -79,13 +79,12 @@ def _counts(indices: np.ndarray, n: int) -> np.ndarray:
 
 
 def _empirical_block(
-    idx_tr: np.ndarray, idx_pop: np.ndarray, order: np.ndarray, ends: np.ndarray,
+    idx_tr: np.ndarray, idx_pop: np.ndarray, rank: np.ndarray, ends: np.ndarray,
     n_tr: int, n_pop: int, delta: float, bound: float,
 ) -> np.ndarray:
-    weights = np.concatenate([_counts(idx_tr, n_tr), _counts(idx_pop, n_pop)], axis=1)[:, order]
-    is_member = order < n_tr
-    c_tr = np.cumsum(np.where(is_member, weights, 0), axis=1)[:, ends]
-    c_pop = np.cumsum(np.where(is_member, 0, weights), axis=1)[:, ends]
+    # resample counts laid out directly in the pooled sort order (rank = position of each example)
+    c_tr = np.cumsum(_counts(rank[:n_tr][idx_tr], rank.size), axis=1)[:, ends]
+    c_pop = np.cumsum(_counts(rank[n_tr:][idx_pop], rank.size), axis=1)[:, ends]
     fpr, tnr = c_pop / n_pop, (n_pop - c_pop) / n_pop
     tpr, fnr = c_tr / n_tr, (n_tr - c_tr) / n_tr
     keep = (fpr > bound) & (fnr > bound) & (tnr > bound) & (tpr > bound)
@@ -179,6 +178,8 @@ def bootstrap_epsilon_star(
         order = np.argsort(pooled, kind="stable")
         ordered = pooled[order]
         ends = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
+        rank = np.empty(pooled.size, dtype=np.int64)
+        rank[order] = np.arange(pooled.size)
     per_block = max(1, BLOCK_ELEMENTS // (n_tr + n_pop))
     replicates = np.empty(int(resamples))
     for start in range(0, int(resamples), per_block):
@@ -187,7 +188,7 @@ def bootstrap_epsilon_star(
         idx_tr = np.stack([d[0] for d in drawn])
         idx_pop = np.stack([d[1] for d in drawn])
         if estimator == "empirical":
-            block = _empirical_block(idx_tr, idx_pop, order, ends, n_tr, n_pop, delta, empirical_filter)
+            block = _empirical_block(idx_tr, idx_pop, rank, ends, n_tr, n_pop, delta, empirical_filter)
         else:
             block = _parametric_block(tr, pop, idx_tr, idx_pop, delta, grid_size, alpha)
         replicates[ks.start : ks.stop] = block
