@@ -3,7 +3,9 @@
 Each (loss variant, estimator) gives an ``eps_star`` row and the four term rows
 m1..m4. The ``eps_star`` row also carries what a reader needs to trust the
 value: the estimator's ceiling for these sample sizes and filter and whether
-the value sits on it, whether no threshold was kept (then the value is NaN),
+the value sits on it (perfectly separated losses count as on it: they are
+beyond it, yet keep no threshold), whether no threshold was kept (then the
+value is NaN),
 whether the losses separate perfectly, how many examples the winning ratio
 rests on, an optional bootstrap interval and, for the parametric estimator,
 whether the KS check rejects its Normal fit (rows ``normal_fit_pvalue``).
@@ -95,13 +97,20 @@ def _flags(
         ceiling = parametric_ceiling(res.delta, res.filter_lo)
         tolerance = PARAMETRIC_CEILING_TOLERANCE
     defined = bool(np.isfinite(res.eps_star))
+    separated = bool(tr.max() < pop.min() or pop.max() < tr.min())
+    if defined:
+        at_ceiling = bool(res.eps_star >= ceiling - tolerance)
+    else:
+        # Perfectly separated losses are beyond the ceiling: moving one example of each set
+        # across the gap would already give it. Otherwise (e.g. identical losses) unknown.
+        at_ceiling = True if separated else None
     # examples behind the winning ratio's denominator (expected count for the parametric fit)
     set_size = tr.size if res.term in ("m2", "m4") else pop.size
     return {
         "ceiling": ceiling,
-        "at_ceiling": bool(res.eps_star >= ceiling - tolerance) if defined else None,
+        "at_ceiling": at_ceiling,
         "none_kept": res.n_kept == 0,
-        "separated": bool(tr.max() < pop.min() or pop.max() < tr.min()),
+        "separated": separated,
         "argmax_count": res.argmax_denominator * set_size if defined else float("nan"),
     }
 
