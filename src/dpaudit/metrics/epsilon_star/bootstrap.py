@@ -107,22 +107,33 @@ def normal_epsilon_star_values(
     """
     mu_tr, sd_tr, mu_pop, sd_pop = (np.atleast_1d(np.asarray(a, np.float64)) for a in (mu_tr, sd_tr, mu_pop, sd_pop))
     q, q_c, z = quantile_levels(int(grid_size))
+    # On a set's own quantile grid its two rates are the exact levels (q, q_c): their
+    # filter is the same index range on both grids; only the other set's rates vary.
+    own = (q > delta) & (q_c > delta)
+    q, q_c, z = q[own], q_c[own], z[own]
     out = np.full(mu_tr.shape, np.nan)
     for i in range(mu_tr.size):  # over replicates, never over examples
         if not (sd_tr[i] > 0 and sd_pop[i] > 0):
             continue
-        x_pop = (mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i]
-        x_tr = (mu_pop[i] + sd_pop[i] * z - mu_tr[i]) / sd_tr[i]
-        small_pop = special.ndtr(-np.abs(x_pop))  # the tail on the non-positive side: exact
-        small_tr = special.ndtr(-np.abs(x_tr))
-        fpr_m = np.where(x_pop >= 0, small_pop, 1.0 - small_pop)
-        tnr_m = np.where(x_pop >= 0, 1.0 - small_pop, small_pop)
-        fnr_p = np.where(x_tr <= 0, small_tr, 1.0 - small_tr)
-        tpr_p = np.where(x_tr <= 0, 1.0 - small_tr, small_tr)
-        fpr, tnr = np.concatenate([fpr_m, q_c]), np.concatenate([tnr_m, q])
-        fnr, tpr = np.concatenate([q, fnr_p]), np.concatenate([q_c, tpr_p])
-        keep = (fpr > delta) & (fnr > delta) & (tnr > delta) & (tpr > delta)
-        out[i] = _eq7_max(delta, fpr, fnr, tnr, tpr, keep)
+        best = -np.inf
+        # member grid: FNR = q, TPR = q_c; non-member grid: TNR = q, FPR = q_c
+        for x, rate_lo, rate_hi in (
+            ((mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i], q, q_c),
+            ((mu_tr[i] - mu_pop[i] - sd_pop[i] * z) / sd_tr[i], q_c, q),
+        ):
+            # other set's tail beyond the threshold and its complement, each from the
+            # non-positive side of one ndtr call (exact there)
+            small = special.ndtr(-np.abs(x))
+            tail = np.where(x >= 0, small, 1.0 - small)
+            body = np.where(x >= 0, 1.0 - small, small)
+            keep = (tail > delta) & (body > delta)
+            if keep.any():
+                t, b, lo, hi = tail[keep], body[keep], rate_lo[keep], rate_hi[keep]
+                # member grid: t, b, lo, hi = FPR, TNR, FNR, TPR, so the four ratios are m1, m2, m3, m4;
+                # non-member grid (x mirrored): t, b, lo, hi = FNR, TPR, FPR, TNR, giving m2, m1, m4, m3
+                best = max(best, float(np.max(np.maximum(np.maximum((hi - delta) / t, (b - delta) / lo),
+                                                         np.maximum((lo - delta) / b, (t - delta) / hi)))))
+        out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
     return out
 
 
