@@ -84,7 +84,6 @@ _METRIC_COLUMNS: dict[str, str] = {
     "gof_alpha": "float64",
     "gof_seed": "Int64",
 }
-_STR_COLUMNS = [k for k, v in _METRIC_COLUMNS.items() if v == "str"]
 
 
 def _flags(
