@@ -225,3 +225,25 @@ def test_strategy_epsilon_bar_equals_the_direct_bound():
         assert out.loc[strategy, "eps_bar"] <= out.loc[strategy, "eps_bar_log_mean_exp"] + 1e-12
     models.loc[0, "sd_tr"] = np.nan
     assert math.isnan(strategy_epsilon_bar(models, ["strategy"]).set_index("strategy").loc["a", "eps_bar"])
+
+
+def test_one_component_fit_equals_sklearns_gaussian_mixture():
+    # Oracle: sklearn's GaussianMixture(1) replayed on the same random stream as the library.
+    from scipy import stats as st
+    from sklearn.mixture import GaussianMixture
+
+    from dpaudit.metrics.epsilon_star import gmm_ks_goodness_of_fit
+
+    x = np.random.default_rng(2).gamma(2.0, 1.0, 700)
+    table = gmm_ks_goodness_of_fit(x, n_components=[1], n_samples=[100, 300], n_repeats=3, seed=5)
+    expected = []
+    for rep in range(3):
+        rng = np.random.default_rng([5, rep])
+        perm = rng.permutation(x.size)
+        held, fit_set = x[perm[:300]], x[perm[300:]].reshape(-1, 1)
+        gmm = GaussianMixture(n_components=1, random_state=int(rng.integers(2**31))).fit(fit_set)
+        mean, sd = gmm.means_.ravel(), np.sqrt(gmm.covariances_.ravel())
+        for ns in (100, 300):
+            comp = rng.choice(1, size=ns, p=[1.0])
+            expected.append(st.ks_2samp(held[:ns], rng.normal(mean[comp], sd[comp])).pvalue)
+    np.testing.assert_allclose(table["p_value"].to_numpy(), expected, rtol=1e-9)
