@@ -159,8 +159,8 @@ def plot_landscape(summary: pd.DataFrame, strategies: pd.DataFrame, dataset: str
                    footnote: str = "") -> None:
     models = summary[summary["dataset"] == dataset]
     table = strategies[strategies["dataset"] == dataset].reset_index(drop=True)
-    fig = plt.figure(figsize=(8.5, 7.2))
-    grid = fig.add_gridspec(2, 2, width_ratios=(4, 1), height_ratios=(1, 4), wspace=0.05, hspace=0.05)
+    fig = plt.figure(figsize=(9.0, 7.2))
+    grid = fig.add_gridspec(2, 2, width_ratios=(3.4, 1.3), height_ratios=(1.1, 4), wspace=0.05, hspace=0.05)
     ax = fig.add_subplot(grid[1, 0])
     top = fig.add_subplot(grid[0, 0], sharex=ax)
     right = fig.add_subplot(grid[1, 1], sharey=ax)
@@ -199,7 +199,11 @@ def plot_landscape(summary: pd.DataFrame, strategies: pd.DataFrame, dataset: str
     ax.set_xlabel("ε* (nats; parametric, logit loss; mean over seeds, bars min–max)")
     ax.set_ylabel(f"{utility_label} (mean over seeds)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right", framealpha=0.8)
+    # the legend goes in the empty corner cell, never over data
+    corner = fig.add_subplot(grid[0, 1])
+    corner.axis("off")
+    handles, labels = ax.get_legend_handles_labels()
+    corner.legend(handles, labels, fontsize=7, loc="center", frameon=False)
     top.axis("off")
     right.axis("off")
     top.set_title(f"{dataset}: privacy–utility landscape (Negoescu et al.){note}", fontsize=10)
