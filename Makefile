@@ -7,7 +7,7 @@ STAMP := $(VENV)/.dpaudit-installed
 CONFIG ?= config/config.yaml
 SNAKEMAKE_ARGS ?=
 
-.PHONY: all setup run dry-run test lint bench clean-results
+.PHONY: all setup run dry-run unlock test lint bench clean-results
 
 all: run
 
@@ -25,6 +25,11 @@ run: $(STAMP)
 
 dry-run: $(STAMP)
 	$(BIN)/snakemake -n --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
+
+# After a killed run (kill -9, power loss) Snakemake's lock stays in .snakemake/locks
+# and the next run refuses to start; this removes it (same config as `make run`).
+unlock: $(STAMP)
+	$(BIN)/snakemake --unlock --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -9,6 +9,7 @@ with job_logging(sm) as log:
     dataset = read_json(sm.input.info)
     params = {**sm.params.training, **sm.params.run, "delta": dataset["delta"]["resolved"]}
     examples = read_parquet(sm.input.examples)
-    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log)
+    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log,
+                       run=sm.wildcards.run)
     info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_json(sm.output.info, info)

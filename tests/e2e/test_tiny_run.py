@@ -6,14 +6,13 @@ it shows which jobs the code hashes in ``params:`` rerun.
 
 import base64
 import re
-import shutil
 
 import numpy as np
 import pytest
 import yaml
 
 from dpaudit.io import read_parquet
-from tests.workflow.helpers import ROOT, job_counts, snakemake
+from tests.workflow.helpers import copy_project, job_counts, snakemake
 
 TINY_CONFIG = {
     "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
@@ -29,14 +28,7 @@ TINY_CONFIG = {
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("e2e")
-    project = base / "project"
-    project.mkdir()
-    for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, project / name)
+    project = copy_project(base / "project")
     workdir = base / "work"
     workdir.mkdir()
     config = base / "tiny.yaml"

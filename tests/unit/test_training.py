@@ -2,6 +2,8 @@
 
 Microbatch oracle: TF Privacy's num_microbatches rule written out in numpy
 (np.array_split into k groups, mean gradient per group, clip each to C, sum, ÷ k).
+Dropout oracle: the same backpropagation with fixed per-example masks multiplied
+after each hidden activation (inverted Dropout: 0 or 1/(1 − rate)).
 """
 
 import json
@@ -16,10 +18,11 @@ from scipy import stats
 from dpaudit import _tf
 from dpaudit.io import read_json, write_json
 from dpaudit.training.models import build_mlp, logits_model
+from dpaudit.training.steps import dropout_mask_sampler
 from dpaudit.training.train import build_train_step, normalize_params, train_model
 
 tf = _tf.tf
-IMPLEMENTATIONS = ["fast_gradient_clipping", "vectorized_optimizer"]
+IMPLEMENTATIONS = ["fast_gradient_clipping", "masked_ghost_clipping", "vectorized_optimizer"]
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 
 
@@ -28,19 +31,23 @@ def _softmax(z):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def numpy_per_example_grads(weights, x, y):
+def numpy_per_example_grads(weights, x, y, masks=None):
     """Analytic per-example CE gradients of a ReLU MLP (or linear softmax) in float64.
 
-    weights = [W1, b1, ..., W_L, b_L] as returned by Keras get_weights().
+    weights = [W1, b1, ..., W_L, b_L] as returned by Keras get_weights(); masks =
+    one [n, units] Dropout mask per hidden layer (multiplied after the ReLU), or None.
     Returns a list (per parameter array) of arrays with a leading example axis.
     """
     w = [np.asarray(a, np.float64) for a in weights]
     x = np.asarray(x, np.float64)
+    n_hidden = len(w) // 2 - 1
+    masks = [np.ones((len(x), w[2 * i].shape[1])) for i in range(n_hidden)] if masks is None else masks
+    masks = [np.asarray(m, np.float64) for m in masks]
     acts, pre = [x], []
     for i in range(0, len(w) - 2, 2):
         a = acts[-1] @ w[i] + w[i + 1]
         pre.append(a)
-        acts.append(np.maximum(a, 0.0))
+        acts.append(np.maximum(a, 0.0) * masks[i // 2])
     z = acts[-1] @ w[-2] + w[-1]
     delta = _softmax(z)
     delta[np.arange(len(y)), y] -= 1.0  # dCE/dz = p − onehot(y)
@@ -49,12 +56,12 @@ def numpy_per_example_grads(weights, x, y):
         grads[2 * layer] = acts[layer][:, :, None] * delta[:, None, :]
         grads[2 * layer + 1] = delta.copy()
         if layer > 0:
-            delta = (delta @ w[2 * layer].T) * (pre[layer - 1] > 0)
+            delta = (delta @ w[2 * layer].T) * masks[layer - 1] * (pre[layer - 1] > 0)
     return grads
 
 
-def numpy_clipped_sum(weights, x, y, clip):
-    grads = numpy_per_example_grads(weights, x, y)
+def numpy_clipped_sum(weights, x, y, clip, masks=None):
+    grads = numpy_per_example_grads(weights, x, y, masks)
     norms = np.sqrt(sum(np.sum(g.reshape(len(x), -1) ** 2, axis=1) for g in grads))
     factor = np.minimum(1.0, clip / norms)
     return [np.tensordot(factor, g, axes=1) for g in grads], norms
@@ -104,6 +111,125 @@ def test_noiseless_dp_step_equals_numpy_clipped_sum_over_expected_batch(implemen
     # No norm lies within 1% of C (checked above), so float32 vs float64 cannot flip a
     # count; the fraction itself is a float32 ratio (rel 1e-6).
     assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_noiseless_masked_ghost_step_under_fixed_dropout_masks_equals_numpy(optimizer):
+    """σ = 0, fixed masks: θ' = θ − lr·Σ_i clip_C(g_i)/B with every g_i taken under its own mask.
+
+    The masks enter both the norms and the update; the oracle is float64 backprop
+    with the same masks (numpy_per_example_grads), independent of TensorFlow.
+    """
+    _tf.configure(2, 0)
+    rate, n = 0.5, 8
+    x, y = _data(n=n, seed=11)
+    model = build_mlp(3, {"hidden_units": [6, 5], "dropout": rate, "n_classes": 3}, seed=7)
+    net = logits_model(model)
+    w0 = net.get_weights()
+    rng = np.random.default_rng(4)
+    masks = [(rng.random((n, units)) >= rate).astype(np.float32) / (1 - rate) for units in (6, 5)]
+    masks[0][0] = 0.0  # example 0 loses every unit of layer 1: only biases after it move
+    clipped, norms = numpy_clipped_sum(w0, x, y, 1.0, masks)
+    lr, clip, expected_b = 0.3, float(np.median(norms)), 10.0  # |b| = 8 ≠ B = 10
+    clipped, norms = numpy_clipped_sum(w0, x, y, clip, masks)
+    assert np.any(norms > clip * 1.01) and np.any(norms < clip * 0.99)
+    unmasked, _ = numpy_clipped_sum(w0, x, y, clip)
+    # The masks change the answer, so a step that ignored them would fail below.
+    assert max(np.max(np.abs(a - b)) for a, b in zip(clipped, unmasked, strict=True)) > 1e-2
+    fixed = [tf.constant(m) for m in masks]
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer=optimizer, learning_rate=lr, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=expected_b, implementation="masked_ghost_clipping",
+        dropout_masks=lambda m: fixed,
+    )
+    _, _, fraction = step(tf.constant(x), tf.constant(y))
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        mean_gradient = g / expected_b
+        if optimizer == "sgd":
+            expected = before - lr * mean_gradient
+        else:
+            # Adam's first step (Kingma & Ba 2015 with Keras' un-corrected ε = 1e-7,
+            # β2 = 0.999): θ − lr·ĝ/(|ĝ| + ε/√(1 − β2)).
+            expected = before - lr * mean_gradient / (np.abs(mean_gradient) + 1e-7 / math.sqrt(1 - 0.999))
+        # float32 training vs float64 oracle: rtol 1e-4, atol 1e-5 (Adam: only entries
+        # with |ĝ| ≫ ε̂ are sign-stable, so compare those).
+        keep = np.abs(mean_gradient) > 1e-4 if optimizer == "adam" else np.ones_like(before, bool)
+        np.testing.assert_allclose(after[keep], expected[keep], rtol=1e-4, atol=1e-5)
+    assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
+
+
+def test_noiseless_masked_ghost_step_with_its_own_sampler_equals_numpy_under_those_masks():
+    """The default path end to end: the masks the step draws itself (seeded) are the ones
+    its norms and its update use; a second sampler with the same seed replays them."""
+    _tf.configure(2, 0)
+    rate, n, seed = 0.4, 9, 21
+    x, y = _data(n=n, seed=12)
+    model = build_mlp(3, {"hidden_units": [6, 5], "dropout": rate, "n_classes": 3}, seed=8)
+    net = logits_model(model)
+    w0 = net.get_weights()
+    masks = [a.numpy() for a in dropout_mask_sampler([(rate, 6), (rate, 5)], seed)(tf.constant(n))]
+    _, norms = numpy_clipped_sum(w0, x, y, 1.0, masks)
+    ordered = np.sort(norms)
+    # C between two norms (n is odd: the median would equal one norm exactly).
+    lr, clip, expected_b = 0.3, float(0.5 * (ordered[3] + ordered[4])), 9.0
+    clipped, norms = numpy_clipped_sum(w0, x, y, clip, masks)
+    assert np.all(np.abs(norms / clip - 1.0) > 0.01) and np.any(norms > clip)
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=expected_b, implementation="masked_ghost_clipping",
+        dropout_seed=seed,
+    )
+    _, _, fraction = step(tf.constant(x), tf.constant(y))
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        # float32 training vs float64 oracle: rtol 1e-4, atol 1e-5.
+        np.testing.assert_allclose(after, before - lr * g / expected_b, rtol=1e-4, atol=1e-5)
+    assert float(fraction) == pytest.approx(np.mean(norms > clip), rel=1e-6)
+
+
+def test_dropout_mask_sampler_has_inverted_dropout_law_and_is_seeded():
+    _tf.configure(2, 0)
+    layers = [(0.3, 50), (0.5, 40)]
+    m = 400
+    masks = [a.numpy() for a in dropout_mask_sampler(layers, seed=5)(tf.constant(m))]
+    again = [a.numpy() for a in dropout_mask_sampler(layers, seed=5)(tf.constant(m))]
+    other = [a.numpy() for a in dropout_mask_sampler(layers, seed=6)(tf.constant(m))]
+    for (rate, width), mask, same, different in zip(layers, masks, again, other, strict=True):
+        assert mask.shape == (m, width)
+        np.testing.assert_array_equal(mask, same)
+        assert not np.array_equal(mask, different)
+        values = np.unique(mask)
+        np.testing.assert_allclose(values, [0.0, 1.0 / (1.0 - rate)], rtol=1e-6)
+        kept = int(np.count_nonzero(mask))
+        # Keep count ~ Binomial(m·width, 1 − rate): two-sided test at α = 1e-3 (seeded).
+        assert stats.binomtest(kept, mask.size, 1.0 - rate).pvalue > 1e-3
+    # Successive draws (successive steps) give new masks.
+    sample = dropout_mask_sampler(layers, seed=5)
+    first, second = sample(tf.constant(m))[0].numpy(), sample(tf.constant(m))[0].numpy()
+    assert not np.array_equal(first, second)
+
+
+def test_dropout_dpsgd_trains_with_masked_ghost_clipping(tmp_path):
+    info = train_model(_frame(), SPLITS, _dp_params(epochs=1, dropout=0.3), tmp_path / "m.keras",
+                       threads=2, log=LOG)
+    assert info["dp_implementation"] == "masked_ghost_clipping"
+    assert info["optimizer_class"] == "tf_keras.SGD"
+    assert info["seeds"]["dropout_masks"] == [3, 2]
+    assert 0.0 <= info["clipped_fraction"] <= 1.0
+    with pytest.raises(ValueError, match="not exact with Dropout"):
+        train_model(_frame(), SPLITS, _dp_params(dropout=0.3, dp_implementation="fast_gradient_clipping"),
+                    "unused.keras", threads=2, log=LOG)
+
+
+def test_batch_size_above_member_count_is_refused_with_key_run_and_count(tmp_path):
+    df = _frame()  # 120 members
+    with pytest.raises(ValueError, match=r"batch_size=121 of run 'batch_size~121' exceeds the 120 examples"):
+        train_model(df, SPLITS, _dp_params(batch_size=121), tmp_path / "m.keras", threads=2, log=LOG,
+                    run="batch_size~121")
+    assert not (tmp_path / "m.keras").exists()
+    # B = n is allowed (q = 1) and recorded as given.
+    info = train_model(df, SPLITS, {"mechanism": "baseline", "epochs": 1, "batch_size": 120, "hidden_units": []},
+                       tmp_path / "full.keras", threads=2, log=LOG, run="batch_size~120")
+    assert info["batch_size"] == 120 and info["sampling_probability"] == 1.0
 
 
 # (m, k): uneven groups 3/2/2; the batch-mean (k = 1, seed002 §9.9); k divides m

@@ -1,0 +1,417 @@
+"""One DP-SGD (or non-private) update step of a Keras MLP: the four gradient paths.
+
+DP-SGD update (Abadi et al. 2016; seed001 §4), per step with batch b ⊆ members:
+
+    θ ← opt( (Σ_{i∈b} clip_C(g_i) + N(0, σ²C²I)) / B ),   B = q·n the EXPECTED batch size
+
+Dividing by the fixed B (not the random |b|) keeps the noise scale data-independent,
+which is what the Poisson-subsampled Gaussian accountant analyses.
+
+Microbatches (``microbatches = k``; TF Privacy's ``num_microbatches``, seed002 §4 and
+§9.9): b is cut into k contiguous groups b_1..b_k and the MEAN gradient of each group
+is clipped:
+
+    θ ← opt( (Σ_j clip_C(mean_{i∈b_j} g_i) + N(0, σ²C²I)) / k )
+
+k = 1 clips the batch-mean gradient. The divisor k is TF Privacy's and, like B,
+does not depend on the data. Group sizes follow ``np.array_split``: the first
+|b| mod k groups get one example more, so a Poisson batch of any size m ≥ 1 is
+split as evenly as possible. A batch with m < k examples has k − m EMPTY groups;
+an empty group contributes a zero gradient (not clipped, not counted in the
+clipped fraction) and the divisor stays k. With ``sampling: shuffle`` the last
+|b| mod k examples of each batch are dropped (seed002 §9.9), so k divides the
+batch and the groups are exactly TF Privacy's ``reshape(loss, [k, -1])`` rows.
+
+Gradient implementations, all exact (g_i is example i's gradient under the
+Dropout masks of the forward pass that the update uses):
+
+* ``fast_gradient_clipping`` (tensorflow-privacy ``clip_grads.compute_gradient_norms``
+  + ``compute_clip_weights`` + ``gradient_clipping_utils.add_aggregate_noise``):
+  per-example gradient norms of Dense layers from one extra backward pass (ghost
+  norms). Used when the model has no Dropout: its norm pass runs the layers in
+  inference mode and a second forward pass draws new Dropout masks, so with
+  Dropout the norms would not belong to the gradients being clipped.
+* ``masked_ghost_clipping`` (ours; used when dropout > 0): the step draws every
+  example's Dropout masks explicitly (``dropout_mask_sampler``), runs ONE
+  training-mode forward pass under them, and one backward pass gives each Dense
+  layer's input h_i and the gradient δ_i of Σ_i loss_i at its pre-activation.
+  Examples do not interact, so example i's kernel gradient is h_i δ_iᵀ, with
+  squared norm ‖h_i‖²‖δ_i‖² (ghost norm; bias: ‖δ_i‖²), and the clipped sum is
+  Σ_i w_i h_i δ_iᵀ = hᵀ diag(w) δ with w_i = min(1, C/‖g_i‖): one matmul per
+  layer. Norms and update read the same pass, hence the same masks.
+* ``vectorized_optimizer`` (``VectorizedDPKeras{SGD,Adam}Optimizer``): the Jacobian
+  of the per-example loss vector from ONE forward pass, so clip factors and
+  gradients share the Dropout masks. Exact, but 4–9× the non-private epoch time
+  on an MLP 20-64-2 and 160× or more with 512 hidden units
+  (``bench/bench_training.py``); kept as tensorflow-privacy's implementation, by
+  explicit choice only.
+* ``microbatch_group_gradients`` (ours; used whenever microbatches is set): one
+  forward and one backward pass give each Dense layer's input h_i and the
+  gradient δ_i of Σ_j mean_{i∈b_j} loss_i at its pre-activation; a group's kernel
+  gradient is Σ_{i∈b_j} h_i δ_iᵀ, one batched matmul over the k groups. Dropout
+  masks are shared because there is a single forward pass.
+
+Every step also reports the fraction of clipping units (examples, or non-empty
+groups) whose gradient norm exceeded C (seed001 §4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+DP_IMPLEMENTATIONS = (
+    "auto",
+    "fast_gradient_clipping",
+    "masked_ghost_clipping",
+    "vectorized_optimizer",
+    "microbatch_group_gradients",
+)
+
+
+def optimizer_class_name(opt) -> str:
+    """The optimizer's class as recorded in train.json (DP classes by their tensorflow-privacy name)."""
+    from dpaudit import _tf
+
+    # tensorflow-privacy's factory names every DP class "DPOptimizerClass".
+    for name in ("VectorizedDPKerasSGDOptimizer", "VectorizedDPKerasAdamOptimizer"):
+        if isinstance(opt, getattr(_tf, name)):
+            return name
+    return f"{type(opt).__module__.split('.')[0]}.{type(opt).__name__}"
+
+
+def _dense_chain(net, keras) -> list:
+    """The Dense/Dropout layers of a ``build_mlp`` logits view, in call order."""
+    chain = []
+    for layer in net.layers:
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        if not isinstance(layer, (keras.layers.Dense, keras.layers.Dropout)):
+            raise ValueError(
+                f"per-example/group gradients support Dense and Dropout layers only, got {layer.name!r}"
+            )
+        chain.append(layer)
+    owned = {v.ref() for layer in chain for v in layer.trainable_variables}
+    if any(v.ref() not in owned for v in net.trainable_variables):
+        raise ValueError("every trainable variable must belong to a Dense layer of the chain")
+    return chain
+
+
+def dropout_layers(chain, keras) -> list[tuple[float, int]]:
+    """(rate, width) of every Dropout layer of a ``_dense_chain``, in call order."""
+    found = []
+    width = None
+    for layer in chain:
+        if isinstance(layer, keras.layers.Dropout):
+            if layer.noise_shape is not None:
+                raise ValueError(f"Dropout {layer.name!r} has a noise_shape; only per-unit masks are supported")
+            if width is None:
+                width = int(layer.input_shape[-1])
+            found.append((float(layer.rate), width))
+        else:
+            width = int(layer.units)
+    return found
+
+
+def dropout_mask_sampler(rates_and_widths: list[tuple[float, int]], seed: int):
+    """``sample(m)``: one Dropout mask per example and Dropout layer, from a seeded generator.
+
+    Same law as Keras' inverted Dropout: each unit is kept with probability 1 − rate
+    and then scaled by 1/(1 − rate), independently per example and unit.
+    """
+    from dpaudit import _tf
+
+    tf = _tf.tf
+    generator = tf.random.Generator.from_seed(int(seed))
+
+    def sample(m):
+        return [
+            tf.cast(generator.uniform(tf.stack([m, width])) >= rate, tf.float32) / (1.0 - rate)
+            for rate, width in rates_and_widths
+        ]
+
+    return sample
+
+
+def _tapped_forward(chain, x, tf, masks=None):
+    """Training-mode logits plus (input, pre-activation, layer) of every Dense layer.
+
+    Dense is computed by hand (same ops as ``Dense.call`` on 2-D input) so the
+    pre-activation is a tensor on the caller's tape: its gradient δ_i together with
+    the layer input h_i gives per-example or per-group kernel gradients without a
+    Jacobian. ``masks`` (one [m, width] tensor per Dropout layer) replaces the
+    layers' own random draws.
+    """
+    taps = []
+    h = x
+    remaining = None if masks is None else list(masks)
+    for layer in chain:
+        if hasattr(layer, "kernel"):
+            z = tf.matmul(h, layer.kernel)
+            if layer.use_bias:
+                z = tf.nn.bias_add(z, layer.bias)
+            taps.append((h, z, layer))
+            h = layer.activation(z)
+        elif remaining is None:
+            h = layer(h, training=True)
+        else:
+            h = h * remaining.pop(0)
+    if remaining:
+        raise ValueError(f"{len(remaining)} Dropout masks left over: more masks than Dropout layers")
+    return h, taps
+
+
+def _ghost_squared_norms(taps, deltas, tf):
+    """‖g_i‖² summed over Dense layers: ‖h_i‖²‖δ_i‖² per kernel plus ‖δ_i‖² per bias.
+
+    δ_i = ∂(Σ_j loss_j)/∂z_i is example i's own δ because examples do not interact,
+    and its kernel gradient h_i δ_iᵀ is a rank-1 matrix with that squared norm.
+    """
+    sq = 0.0
+    for (h, _, layer), delta in zip(taps, deltas, strict=True):
+        dd = tf.reduce_sum(tf.square(delta), axis=1)
+        sq += tf.reduce_sum(tf.square(h), axis=1) * dd
+        if layer.use_bias:
+            sq += dd
+    return sq
+
+
+def build_train_step(
+    net,
+    *,
+    mechanism: str,
+    optimizer: str,
+    learning_rate: float,
+    momentum: float = 0.0,
+    clip_norm: float | None = None,
+    noise_multiplier: float = 0.0,
+    expected_batch_size: float | None = None,
+    implementation: str = "fast_gradient_clipping",
+    microbatches: int | None = None,
+    dropout_seed: int = 0,
+    dropout_masks: Callable | None = None,
+):
+    """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
+
+    ``step(x, y)`` applies one update and returns (summed CE, #correct, clipped
+    fraction) of the batch (training-mode logits); the clipped fraction is the share
+    of examples (or of non-empty microbatch groups) whose gradient norm exceeded C,
+    NaN for the baseline. ``noise_step()`` is the DP update of an empty Poisson
+    batch: noise only, N(0, σ²C²)/B (or /k with microbatches). For the baseline it
+    is None. ``implementation="microbatch_group_gradients"`` needs ``microbatches``.
+
+    ``masked_ghost_clipping`` draws its Dropout masks with
+    ``dropout_mask_sampler(..., dropout_seed)``; ``dropout_masks`` (a function of the
+    batch size returning one [m, width] mask per Dropout layer) replaces that
+    sampler, e.g. to fix the masks in a test.
+    """
+    from dpaudit import _tf
+
+    tf, keras = _tf.tf, _tf.keras
+    d = int(net.input_shape[-1])
+    signature = [tf.TensorSpec([None, d], tf.float32), tf.TensorSpec([None], tf.int64)]
+    variables = net.trainable_variables
+
+    def plain_optimizer():
+        if optimizer == "sgd":
+            return keras.optimizers.legacy.SGD(learning_rate=learning_rate, momentum=momentum)
+        return keras.optimizers.legacy.Adam(learning_rate=learning_rate)
+
+    def batch_stats(y, logits):
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1), y), tf.float32))
+        return losses, correct
+
+    if mechanism == "baseline":
+        opt = plain_optimizer()
+
+        @tf.function(input_signature=signature, autograph=False)
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                losses, correct = batch_stats(y, net(x, training=True))
+                loss = tf.reduce_mean(losses)
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+            return tf.reduce_sum(losses), correct, tf.constant(math.nan)
+
+        return step, None, opt
+
+    if mechanism != "dpsgd":
+        raise ValueError(f"unknown mechanism {mechanism!r}")
+    clip = float(clip_norm)
+    sigma = float(noise_multiplier)
+    if (implementation == "microbatch_group_gradients") != (microbatches is not None):
+        raise ValueError("microbatches go with implementation microbatch_group_gradients only")
+    # TF Privacy divides by the number of microbatches; per-example DP-SGD by B.
+    divisor = float(microbatches) if microbatches is not None else float(expected_batch_size)
+
+    def fraction_above_clip(norms):
+        return tf.reduce_mean(tf.cast(norms > clip, tf.float32))
+
+    if implementation == "fast_gradient_clipping":
+        opt = plain_optimizer()
+        # The fast path reads the per-example loss from net.loss; "sum" reduction so
+        # the clipped gradient is Σ_i clip_C(g_i), divided by B below.
+        net.compile(
+            optimizer=opt,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"),
+        )
+        registry = _tf.tfp_layer_registry.make_default_layer_registry()
+        base_apply = opt.apply_gradients
+
+        @tf.function(input_signature=signature, autograph=False)
+        def step(x, y):
+            # clip_grads.compute_clipped_gradients_and_outputs, unrolled so the
+            # per-example norms are available for the clipped fraction.
+            norms = _tf.clip_grads.compute_gradient_norms(
+                net, registry, x, y, trainable_vars=variables
+            )
+            weights = _tf.clip_grads.compute_clip_weights(clip, norms)
+            with tf.GradientTape() as tape:
+                logits = net(x, training=True)
+                clipped_loss = net.loss(y, logits, weights)
+            clipped = tape.gradient(
+                clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+            )
+            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
+                clipped, tf.shape(y)[0], clip, sigma, loss_reduction="sum"
+            )
+            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
+            losses, correct = batch_stats(y, logits)
+            return tf.reduce_sum(losses), correct, fraction_above_clip(norms)
+
+    elif implementation == "masked_ghost_clipping":
+        opt = plain_optimizer()
+        base_apply = opt.apply_gradients
+        chain = _dense_chain(net, keras)
+        sample_masks = dropout_masks or dropout_mask_sampler(dropout_layers(chain, keras), dropout_seed)
+
+        @tf.function(input_signature=signature, autograph=False)
+        def step(x, y):
+            masks = sample_masks(tf.shape(x)[0])
+            with tf.GradientTape() as tape:
+                logits, taps = _tapped_forward(chain, x, tf, masks)
+                losses, correct = batch_stats(y, logits)
+                summed = tf.reduce_sum(losses)
+            deltas = tape.gradient(summed, [z for _, z, _ in taps])
+            norms = tf.sqrt(_ghost_squared_norms(taps, deltas, tf))
+            # C / max(C, ‖g_i‖) = min(1, C/‖g_i‖), and 1 for a zero gradient.
+            factors = clip / tf.maximum(clip, norms)
+            clipped = {}
+            for (h, _, layer), delta in zip(taps, deltas, strict=True):
+                # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
+                weighted = delta * factors[:, None]
+                clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
+                if layer.use_bias:
+                    clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
+            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
+                [clipped[v.ref()] for v in variables], tf.shape(y)[0], clip, sigma, loss_reduction="sum"
+            )
+            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
+            return summed, correct, fraction_above_clip(norms)
+
+    elif implementation == "vectorized_optimizer":
+        cls = (
+            _tf.VectorizedDPKerasSGDOptimizer
+            if optimizer == "sgd"
+            else _tf.VectorizedDPKerasAdamOptimizer
+        )
+        kwargs = {"momentum": momentum} if optimizer == "sgd" else {}
+        opt = cls(
+            l2_norm_clip=clip,
+            noise_multiplier=sigma,
+            num_microbatches=None,
+            learning_rate=learning_rate,
+            **kwargs,
+        )
+        # The DP class refuses apply_gradients before its own gradient call; the
+        # noise-only update of an empty batch goes to the parent Keras optimizer.
+        base_apply = super(cls, opt).apply_gradients
+        chain = _dense_chain(net, keras)
+
+        @tf.function(input_signature=signature, autograph=False)
+        def step(x, y):
+            # Persistent: the optimizer's Jacobian and the norm pass read one
+            # forward pass, so both see the same Dropout masks.
+            with tf.GradientTape(persistent=True) as tape:
+                logits, taps = _tapped_forward(chain, x, tf)
+                losses, correct = batch_stats(y, logits)
+                summed = tf.reduce_sum(losses)
+            grads_and_vars = opt._compute_gradients(losses, variables, tape=tape)
+            deltas = tape.gradient(summed, [z for _, z, _ in taps])
+            del tape
+            sq = _ghost_squared_norms(taps, deltas, tf)
+            # The optimizer returns (Σ clip_C(g_i) + N(0, σ²C²)) / |b|; rescaling by
+            # |b|/B gives the same sum divided by the expected batch size B.
+            scale = tf.cast(tf.shape(y)[0], tf.float32) / divisor
+            opt.apply_gradients([(g * scale, v) for g, v in grads_and_vars])
+            return summed, correct, fraction_above_clip(tf.sqrt(sq))
+
+    elif implementation == "microbatch_group_gradients":
+        k = int(microbatches)
+        if k < 1:
+            raise ValueError(f"microbatches must be >= 1, got {k}")
+        opt = plain_optimizer()
+        base_apply = opt.apply_gradients
+        chain = _dense_chain(net, keras)
+
+        @tf.function(input_signature=signature, autograph=False)
+        def step(x, y):
+            m = tf.shape(y)[0]
+            # np.array_split sizes: the first m mod k groups hold one example more.
+            sizes = m // k + tf.cast(tf.range(k) < m % k, tf.int32)
+            starts = tf.cumsum(sizes, exclusive=True)
+            group = tf.repeat(tf.range(k), sizes)
+            weight = 1.0 / tf.cast(tf.gather(sizes, group), tf.float32)
+            with tf.GradientTape() as tape:
+                logits, taps = _tapped_forward(chain, x, tf)
+                losses, correct = batch_stats(y, logits)
+                # Σ_j mean_{i∈b_j} loss_i: its δ at each pre-activation carries the
+                # 1/|b_j| of the group mean.
+                group_mean_sum = tf.reduce_sum(losses * weight)
+            deltas = tape.gradient(group_mean_sum, [z for _, z, _ in taps])
+            # Groups laid out as a [k, width] grid of example positions (padded by
+            # masking), so the group gradients are one batched matmul per layer.
+            width = (m + k - 1) // k
+            slot = tf.range(width)
+            valid = slot[None, :] < sizes[:, None]
+            pos = tf.minimum(starts[:, None] + slot[None, :], m - 1)
+            mask = tf.cast(valid, tf.float32)[:, :, None]
+            sq = tf.zeros([k])
+            group_grads = {}
+            for (h, _, layer), delta in zip(taps, deltas, strict=True):
+                dg = tf.gather(delta, pos) * mask
+                gk = tf.matmul(tf.gather(h, pos), dg, transpose_a=True)
+                sq += tf.reduce_sum(tf.square(gk), axis=[1, 2])
+                group_grads[layer.kernel.ref()] = gk
+                if layer.use_bias:
+                    gb = tf.reduce_sum(dg, axis=1)
+                    sq += tf.reduce_sum(tf.square(gb), axis=1)
+                    group_grads[layer.bias.ref()] = gb
+            norms = tf.sqrt(sq)
+            # C / max(C, ‖g‖) = min(1, C/‖g‖), and 1 for an empty group's zero gradient.
+            factors = clip / tf.maximum(clip, norms)
+            clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
+            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
+                clipped, k, clip, sigma, loss_reduction="sum"
+            )
+            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
+            nonempty = sizes > 0
+            n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > clip, nonempty), tf.float32))
+            fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
+            return tf.reduce_sum(losses), correct, fraction
+
+    else:
+        raise ValueError(f"unknown DP implementation {implementation!r}")
+
+    @tf.function(input_signature=[], autograph=False)
+    def noise_step():
+        zeros = [tf.zeros_like(v) for v in variables]
+        noised = _tf.gradient_clipping_utils.add_aggregate_noise(
+            zeros, 1, clip, sigma, loss_reduction="sum"
+        )
+        base_apply(zip([g / divisor for g in noised], variables, strict=True))
+        return tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)
+
+    return step, noise_step, opt
+
+
