@@ -2,8 +2,9 @@
 
 Targets (issue): parametric eps* on 10^6 + 10^6 losses with the 2x10^6-point grid
 <= 1 s; empirical eps* on 10^6 + 10^6 losses <= 2 s. Also timed: the mechanism-level
-bound, the long-format table of one model (2 loss variants x 2 estimators) and the
-full Figs 4-5 simulation (d in 0..3, n in 10^3..10^5, 10 repeats).
+bound, the long-format table of one model (2 loss variants x 2 estimators), the
+bootstrap interval (B replicates; per-replicate cost, both estimators), the ceiling,
+the per-model Normal-fit check and the full Figs 4-5 simulation.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from collections.abc import Callable
 import numpy as np
 
 from dpaudit.metrics.epsilon_star import (
+    bootstrap_epsilon_star,
+    empirical_ceiling,
     empirical_epsilon_star,
     epsilon_star_metrics,
     mechanism_epsilon_bar,
+    normal_fit_check,
     normal_rates,
     parametric_epsilon_star,
 )
@@ -75,6 +79,21 @@ def main() -> None:
     print(
         f"epsilon_star_metrics 2 variants x 2 estimators n={n}+{n} best={best:.3f}s median={med:.3f}s"
     )
+
+    best, med, ceiling = timed(lambda: empirical_ceiling(n, n, delta))
+    print(f"empirical_ceiling n_tr={n} n_pop={n} best={best:.4f}s ceiling={ceiling:.4f}")
+
+    for size, resamples in ((10**4, 200), (10**6, 10)):
+        tr, pop = members[:size], nonmembers[:size]
+        for estimator in ("empirical", "parametric"):
+            best, med, boot = timed(
+                lambda e=estimator, t=tr, p=pop, r=resamples: bootstrap_epsilon_star(
+                    t, p, delta, estimator=e, resamples=r), repeats=2)
+            print(f"bootstrap {estimator} n={size}+{size} B={resamples} grid={boot.grid_size} best={best:.2f}s "
+                  f"per replicate={best / resamples * 1e3:.1f} ms interval=[{boot.low:.3f}, {boot.high:.3f}]")
+
+    best, med, check = timed(lambda: normal_fit_check(members[:10**4]), repeats=2)
+    print(f"normal_fit_check n=10^4 n_samples=100 repeats=10 best={best:.2f}s p={check.p_value:.3g}")
 
     start = time.perf_counter()
     frame = simulate_gamma()

@@ -50,6 +50,13 @@ rule plot_epsilon_star_landscape:
         ),
         pdf="results/figures/epsilon_star_landscape_{dataset}.pdf",
         strategies="results/tables/epsilon_star_strategies_{dataset}.parquet",
+        runs="results/tables/epsilon_star_runs_{dataset}.parquet",
+        runs_html=report(
+            "results/tables/epsilon_star_runs_{dataset}.html",
+            caption="../workflow/report/epsilon_star_runs.rst",
+            category="Epsilon*",
+            labels={"dataset": "{dataset}", "figure": "per-model table"},
+        ),
     params:
         code=CODE["plot_epsilon_star_landscape"],
     log:

@@ -1,4 +1,4 @@
-"""Snakemake adapter: Epsilon* (source 002) of one run, with its utility."""
+"""Snakemake adapter: Epsilon* (source 002) of one run, with its flags, interval and utility."""
 
 from dpaudit.aggregate import with_keys
 from dpaudit.io import read_json, read_parquet, write_parquet
@@ -7,21 +7,19 @@ from dpaudit.metrics.epsilon_star import epsilon_star_run_metrics
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    dataset = read_json(sm.input.info)
-    train = read_json(sm.input.train)
-    options = sm.params.options
+    dataset, train, options = read_json(sm.input.info), read_json(sm.input.train), sm.params.options
     metrics = epsilon_star_run_metrics(
         read_parquet(sm.input.outputs),
-        members_split=dataset["splits"]["members"],
-        nonmembers_split=dataset["splits"]["nonmembers"],
-        utility_split=dataset["splits"]["utility"],
-        classes=int(dataset["classes"]),
-        delta=float(train["delta"]),
-        grid_size=options["grid_size"],
-        alpha=options["alpha"],
-        empirical_filter=options["empirical_filter"],
+        members_split=dataset["splits"]["members"], nonmembers_split=dataset["splits"]["nonmembers"],
+        utility_split=dataset["splits"]["utility"], classes=int(dataset["classes"]), delta=float(train["delta"]),
+        grid_size=options["grid_size"], alpha=options["alpha"], empirical_filter=options["empirical_filter"],
+        bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,
+        goodness_of_fit=options["goodness_of_fit"] if options["goodness_of_fit"]["enabled"] else None,
     )
     metrics = with_keys(metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="epsilon_star")
     write_parquet(sm.output[0], metrics)
-    headline = metrics[(metrics["metric"] == "eps_star") & (metrics["estimator"] == "parametric")]
-    log.info("parametric ε*: %s", dict(zip(headline["loss"], headline["value"].round(4), strict=True)))
+    eps = metrics[metrics["metric"] == "eps_star"]
+    for row in eps.itertuples():
+        log.info("%s %s ε* = %.4f [%.4f, %.4f] ceiling %.4f at_ceiling=%s on_boundary=%s n_kept=%d normal_rejected=%s",
+                 row.loss, row.estimator, row.value, row.boot_low, row.boot_high, row.ceiling, row.at_ceiling,
+                 row.on_boundary, row.n_kept, row.normal_rejected)

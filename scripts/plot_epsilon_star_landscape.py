@@ -1,12 +1,15 @@
-"""Snakemake adapter: the ε* privacy–utility landscape of one dataset (source 002 Figs 1–2)."""
+"""Snakemake adapter: the ε* privacy–utility landscape of one dataset (source 002 Figs 1–2) and its run table."""
 
-from dpaudit.io import read_json, read_parquet, write_parquet
+from dpaudit.io import atomic_path, read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.plots.landscape import landscape_for_dataset
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    strategies = landscape_for_dataset(read_parquet(sm.input.table), sm.wildcards.dataset,
-                                       read_json(sm.input.info), sm.output.png, sm.output.pdf)
+    strategies, diagnostics, html = landscape_for_dataset(
+        read_parquet(sm.input.table), sm.wildcards.dataset, read_json(sm.input.info), sm.output.png, sm.output.pdf)
     write_parquet(sm.output.strategies, strategies)
+    write_parquet(sm.output.runs, diagnostics)
+    with atomic_path(sm.output.runs_html, suffix=".html") as tmp:
+        tmp.write_text(html, encoding="utf-8")
     log.info("%d strategies, %d on the Pareto frontier", len(strategies), int(strategies["on_pareto"].sum()))

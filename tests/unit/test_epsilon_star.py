@@ -24,6 +24,7 @@ from dpaudit.metrics.epsilon_star import (
     log_mean_exp,
     mechanism_epsilon_bar,
     normal_epsilon_star,
+    parametric_ceiling,
     parametric_epsilon_star,
     transform_losses,
 )
@@ -140,11 +141,11 @@ def test_empirical_hard_cap():
 
 def test_empirical_fully_separated_keeps_nothing():
     # Consequence of the literal filter (spec §2.5 step 3): when no threshold has both
-    # FPR and FNR above 0.001 nothing is kept and eps* falls back to the floor 0;
-    # n_kept == 0 is what flags it downstream.
+    # FPR and FNR above 0.001 nothing is kept. eps* is then undefined (NaN), never the
+    # floor 0: separated losses are the least private case, not the most private one.
     res = empirical_epsilon_star(np.arange(1000.0), np.arange(1000.0) + 5000, 1e-5)
     assert res.n_kept == 0
-    assert res.eps_star == 0.0
+    assert math.isnan(res.eps_star) and res.term is None
     assert res.term is None
     assert np.isnan(res.m).all()
 
@@ -160,9 +161,13 @@ def test_parametric_hard_cap(delta):
     values = []
     for gap in np.linspace(0.0, 2 * z - 0.01, 25):
         res = normal_epsilon_star(NormalFit(gap, 1.0, 0.0, 1.0), delta, grid_size=100_000)
+        if res.n_kept == 0:  # the window fell between grid points: undefined, never 0
+            assert math.isnan(res.eps_star)
+            continue
         assert res.eps_star < cap
         values.append(res.eps_star)
     assert max(values) > cap - 0.3
+    assert parametric_ceiling(delta) == pytest.approx(cap, rel=1e-15)
 
 
 # --- the four terms ------------------------------------------------------

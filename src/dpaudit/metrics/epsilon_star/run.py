@@ -1,0 +1,306 @@
+"""Per-model long-format Epsilon* rows (Negoescu et al.), as the workflow's metric rule writes them.
+
+Each (loss variant, estimator) gives an ``eps_star`` row and the four term rows
+m1..m4. The ``eps_star`` row also carries what a reader needs to trust the
+value: the estimator's ceiling for these sample sizes and filter and whether
+the value sits on it (perfectly separated losses count as on it: they are
+beyond it, yet keep no threshold), whether no threshold was kept (then the
+value is NaN),
+whether the losses separate perfectly, how many examples the winning ratio
+rests on, an optional bootstrap interval and, for the parametric estimator,
+whether the KS check rejects its Normal fit (rows ``normal_fit_pvalue``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from dpaudit.metrics.epsilon_star.bootstrap import bootstrap_epsilon_star
+from dpaudit.metrics.epsilon_star.estimators import (
+    EMPIRICAL_FILTER,
+    GRID_SIZE,
+    TERMS,
+    EpsilonStarResult,
+    NormalFit,
+    empirical_ceiling,
+    empirical_epsilon_star,
+    parametric_ceiling,
+    parametric_epsilon_star,
+    transform_losses,
+)
+from dpaudit.metrics.epsilon_star.goodness_of_fit import normal_fit_check
+
+# The parametric supremum is approached, never attained, on the quantile grid;
+# within this many nats of it the value is flagged as sitting on the ceiling.
+PARAMETRIC_CEILING_TOLERANCE = 0.01
+
+_METRIC_COLUMNS: dict[str, str] = {
+    "metric": "str",
+    "value": "float64",
+    "loss": "str",
+    "estimator": "str",
+    "term": "str",
+    "argmax_fpr": "float64",
+    "argmax_fnr": "float64",
+    "on_boundary": "boolean",
+    "mu_tr": "float64",
+    "sd_tr": "float64",
+    "mu_pop": "float64",
+    "sd_pop": "float64",
+    "lo": "float64",
+    "hi": "float64",
+    "alpha": "float64",
+    "delta": "float64",
+    "filter_lo": "float64",
+    "filter_hi": "float64",
+    "n_tr": "int64",
+    "n_pop": "int64",
+    "grid_size": "int64",
+    "n_kept": "int64",
+    # eps_star rows only (NA on the others)
+    "ceiling": "float64",
+    "at_ceiling": "boolean",
+    "none_kept": "boolean",
+    "separated": "boolean",
+    "argmax_count": "float64",
+    "boot_low": "float64",
+    "boot_high": "float64",
+    "boot_se": "float64",
+    "boot_level": "float64",
+    "boot_resamples": "Int64",
+    "boot_seed": "Int64",
+    "boot_grid_size": "Int64",
+    "boot_undefined": "Int64",
+    # parametric eps_star rows (either set) and normal_fit_pvalue rows (one set)
+    "normal_rejected": "boolean",
+    "gof_set": "str",
+    "gof_ks_stat": "float64",
+    "gof_n_samples": "Int64",
+    "gof_repeats": "Int64",
+    "gof_alpha": "float64",
+    "gof_seed": "Int64",
+}
+
+
+def _flags(
+    res: EpsilonStarResult, estimator: str, tr: np.ndarray, pop: np.ndarray, empirical_filter: float
+) -> dict:
+    if estimator == "empirical":
+        ceiling = empirical_ceiling(tr.size, pop.size, res.delta, empirical_filter)
+        tolerance = 1e-12  # a lattice value: equal up to rounding
+    else:
+        ceiling = parametric_ceiling(res.delta, res.filter_lo)
+        tolerance = PARAMETRIC_CEILING_TOLERANCE
+    defined = bool(np.isfinite(res.eps_star))
+    separated = bool(tr.max() < pop.min() or pop.max() < tr.min())
+    if defined:
+        at_ceiling = bool(res.eps_star >= ceiling - tolerance)
+    else:
+        # Perfectly separated losses are beyond the ceiling: moving one example of each set
+        # across the gap would already give it. Otherwise (e.g. identical losses) unknown.
+        at_ceiling = True if separated else None
+    # examples behind the winning ratio's denominator (expected count for the parametric fit)
+    set_size = tr.size if res.term in ("m2", "m4") else pop.size
+    return {
+        "ceiling": ceiling,
+        "at_ceiling": at_ceiling,
+        "none_kept": res.n_kept == 0,
+        "separated": separated,
+        "argmax_count": res.argmax_denominator * set_size if defined else float("nan"),
+    }
+
+
+def _result_rows(
+    res: EpsilonStarResult, loss: str, estimator: str, n_tr: int, n_pop: int, eps_extra: dict
+) -> list[dict]:
+    nan = float("nan")
+    fit = res.fit or NormalFit(nan, nan, nan, nan)
+    params = {
+        "loss": loss,
+        "estimator": estimator,
+        "term": res.term,
+        "argmax_fpr": res.argmax_fpr,
+        "argmax_fnr": res.argmax_fnr,
+        "on_boundary": res.on_boundary,
+        "mu_tr": fit.mu_tr,
+        "sd_tr": fit.sd_tr,
+        "mu_pop": fit.mu_pop,
+        "sd_pop": fit.sd_pop,
+        "lo": fit.lo,
+        "hi": fit.hi,
+        "alpha": fit.alpha,
+        "delta": res.delta,
+        "filter_lo": res.filter_lo,
+        "filter_hi": res.filter_hi,
+        "n_tr": n_tr,
+        "n_pop": n_pop,
+        "grid_size": res.grid_size,
+        "n_kept": res.n_kept,
+    }
+    rows = [{"metric": "eps_star", "value": res.eps_star, **params, **eps_extra}]
+    rows += [{"metric": name, "value": value, **params} for name, value in zip(TERMS, res.m, strict=True)]
+    return rows
+
+
+def _bootstrap_columns(tr, pop, delta, estimator, options, grid_size, alpha, empirical_filter) -> dict:
+    boot = bootstrap_epsilon_star(
+        tr, pop, delta, estimator=estimator, resamples=int(options["resamples"]),
+        level=float(options.get("level", 0.95)), seed=int(options.get("seed", 0)),
+        grid_size=int(options.get("grid_size", grid_size)), alpha=alpha, empirical_filter=empirical_filter,
+    )
+    return {
+        "boot_low": boot.low, "boot_high": boot.high, "boot_se": boot.se, "boot_level": boot.level,
+        "boot_resamples": boot.resamples, "boot_seed": boot.seed, "boot_grid_size": boot.grid_size,
+        "boot_undefined": boot.undefined,
+    }
+
+
+def _goodness_of_fit_rows(tr, pop, loss, delta, alpha, options) -> tuple[list[dict], bool]:
+    phi_tr, phi_pop, _, _ = transform_losses(tr, pop, alpha)
+    rows, rejected = [], False
+    for name, phi in (("members", phi_tr), ("nonmembers", phi_pop)):
+        check = normal_fit_check(
+            phi, n_samples=int(options.get("n_samples", 100)), n_repeats=int(options.get("repeats", 10)),
+            alpha=float(options.get("alpha", 0.05)), seed=int(options.get("seed", 0)),
+        )
+        rejected |= check.rejected
+        rows.append({
+            "metric": "normal_fit_pvalue", "value": check.p_value, "loss": loss, "estimator": "parametric",
+            "alpha": alpha, "delta": delta, "n_tr": tr.size, "n_pop": pop.size,
+            "normal_rejected": check.rejected, "gof_set": name, "gof_ks_stat": check.ks_stat,
+            "gof_n_samples": check.n_samples, "gof_repeats": check.n_repeats, "gof_alpha": check.alpha,
+            "gof_seed": check.seed,
+        })
+    return rows, rejected
+
+
+def epsilon_star_metrics(
+    member_losses_by_variant: Mapping[str, ArrayLike],
+    nonmember_losses_by_variant: Mapping[str, ArrayLike],
+    delta: float,
+    *,
+    grid_size: int = GRID_SIZE,
+    alpha: float = 1.0,
+    empirical_filter: float = EMPIRICAL_FILTER,
+    estimators: Sequence[str] = ("empirical", "parametric"),
+    bootstrap: Mapping | None = None,
+    goodness_of_fit: Mapping | None = None,
+) -> pd.DataFrame:
+    """Long-format eps* table of one model: one row per (loss, estimator, metric).
+
+    Metrics are eps_star and m1..m4 (each term's maximum over kept thresholds,
+    not floored; NaN when no threshold survives the filter). Every row carries
+    the parameters of its computation; fit columns (mu/sd, lo, hi, alpha) are
+    NaN for the empirical estimator. ``eps_star`` rows add the ceiling and the
+    flags (module docstring). ``bootstrap`` (keys resamples, level, seed,
+    grid_size) adds the interval columns; ``goodness_of_fit`` (keys n_samples,
+    repeats, alpha, seed) adds ``normal_fit_pvalue`` rows per set and the
+    ``normal_rejected`` flag of the parametric rows. Column dtypes are fixed
+    (see ``_METRIC_COLUMNS``) so frames of many runs concatenate cleanly.
+    """
+    if set(member_losses_by_variant) != set(nonmember_losses_by_variant):
+        raise ValueError("member and non-member loss variants differ")
+    unknown = set(estimators) - {"empirical", "parametric"}
+    if unknown:
+        raise ValueError(f"unknown estimators {sorted(unknown)}")
+    rows: list[dict] = []
+    for loss in member_losses_by_variant:
+        tr = np.asarray(member_losses_by_variant[loss], dtype=np.float64).ravel()
+        pop = np.asarray(nonmember_losses_by_variant[loss], dtype=np.float64).ravel()
+        for estimator in estimators:
+            if estimator == "empirical":
+                res = empirical_epsilon_star(tr, pop, delta, filter_bound=empirical_filter)
+            else:
+                res = parametric_epsilon_star(tr, pop, delta, grid_size=grid_size, alpha=alpha)
+            extra = _flags(res, estimator, tr, pop, empirical_filter)
+            if bootstrap:
+                extra |= _bootstrap_columns(tr, pop, delta, estimator, bootstrap, grid_size, alpha,
+                                            empirical_filter)
+            if estimator == "parametric" and goodness_of_fit:
+                gof_rows, extra["normal_rejected"] = _goodness_of_fit_rows(
+                    tr, pop, str(loss), delta, alpha, goodness_of_fit)
+            else:
+                gof_rows = []
+            rows.extend(_result_rows(res, str(loss), estimator, tr.size, pop.size, extra))
+            rows.extend(gof_rows)
+    frame = pd.DataFrame(rows, columns=list(_METRIC_COLUMNS))
+    return frame.astype(_nullable(frame))
+
+
+def _nullable(frame: pd.DataFrame) -> dict[str, str]:
+    """Column dtypes, counts nullable where some row (a goodness-of-fit row) lacks them."""
+    dtypes = dict(_METRIC_COLUMNS)
+    for column, dtype in _METRIC_COLUMNS.items():
+        if dtype == "int64" and frame[column].isna().any():
+            dtypes[column] = "Int64"
+    return dtypes
+
+
+# ---------------------------------------------------------------------------
+# one trained model, as the workflow's metric rule computes it
+# ---------------------------------------------------------------------------
+
+LOSS_VARIANTS = {"logit": "loss_logit", "ce": "loss_ce"}
+
+
+def epsilon_star_run_metrics(
+    outputs: pd.DataFrame,
+    *,
+    members_split: str,
+    nonmembers_split: str,
+    utility_split: str,
+    classes: int,
+    delta: float,
+    grid_size: int = GRID_SIZE,
+    alpha: float = 1.0,
+    empirical_filter: float = EMPIRICAL_FILTER,
+    bootstrap: Mapping | None = None,
+    goodness_of_fit: Mapping | None = None,
+) -> pd.DataFrame:
+    """ε* of one model on both loss variants and both estimators, plus its utility row.
+
+    Members are the training split, the population sample is the non-member split
+    (seed002 §3: all of them, unbalanced). δ is the run's δ (the one DP training used).
+    ``bootstrap`` and ``goodness_of_fit`` as in ``epsilon_star_metrics``.
+    """
+    from dpaudit.metrics.utility import utility
+
+    for column in ("split", *LOSS_VARIANTS.values()):
+        if column not in outputs.columns:
+            raise ValueError(f"outputs lack column {column!r}")
+    members = outputs[outputs["split"] == members_split]
+    nonmembers = outputs[outputs["split"] == nonmembers_split]
+    if members.empty or nonmembers.empty:
+        raise ValueError(
+            f"need members ({members_split!r}: {len(members)}) and non-members "
+            f"({nonmembers_split!r}: {len(nonmembers)})"
+        )
+    for column in LOSS_VARIANTS.values():
+        bad = ~np.isfinite(outputs[column].to_numpy(dtype=np.float64))
+        if bad.any():
+            ids = outputs.loc[bad, "example_id"].head(20).tolist()
+            raise ValueError(f"non-finite {column} for example_id(s) {ids}")
+    frame = epsilon_star_metrics(
+        {name: members[col].to_numpy(np.float64) for name, col in LOSS_VARIANTS.items()},
+        {name: nonmembers[col].to_numpy(np.float64) for name, col in LOSS_VARIANTS.items()},
+        delta,
+        grid_size=grid_size,
+        alpha=alpha,
+        empirical_filter=empirical_filter,
+        bootstrap=bootstrap,
+        goodness_of_fit=goodness_of_fit,
+    )
+    measured = utility(outputs, utility_split=utility_split, classes=classes)
+    # The utility row has no grid or kept-point counts: counts become nullable here
+    # (NA = not applicable), the same for every run, so run frames still concatenate.
+    dtypes = {k: ("Int64" if v in ("int64", "Int64") else v) for k, v in _METRIC_COLUMNS.items()}
+    utility_row = pd.DataFrame([{"metric": "utility", "value": measured["utility"], "delta": delta,
+                                 "n_pop": measured["n_utility"]}])
+    frame = pd.concat([frame.astype(dtypes), utility_row.astype({k: dtypes[k] for k in utility_row})],
+                      ignore_index=True)
+    frame["utility_kind"] = pd.array([None] * (len(frame) - 1) + [measured["utility_kind"]], dtype="string")
+    return frame.astype(dtypes)
