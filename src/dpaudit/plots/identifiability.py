@@ -44,6 +44,18 @@ def _save(fig: Figure, png, pdf) -> None:
             fig.savefig(tmp)
 
 
+def _number(value: float) -> str:
+    """A number as a reader writes it: powers of ten with superscripts (10⁻⁶, not 1e-06)."""
+    if value > 0:
+        exponent = math.log10(value)
+        if abs(exponent) >= 3 and exponent == round(exponent):
+            return "10" + str(int(exponent)).translate(_SUPERSCRIPTS)
+    return f"{value:g}"
+
+
+_SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def _sigma(eps: float, delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta)) / eps
 
@@ -64,7 +76,7 @@ def figure_1(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
         s = _sigma(eps, delta)
         ax_pdf.plot(r, stats.norm.pdf(r, 0, s), style, color="tab:green", label=f"D, ε = {eps:g} (σ = {s:.3f})")
         ax_pdf.plot(r, stats.norm.pdf(r, 1, s), style, color="tab:purple", label=f"D′, ε = {eps:g}")
-    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {delta:g}")
+    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {_number(delta)}")
     ax_pdf.legend(fontsize=7, loc="upper left")
     r = np.linspace(-10, 10, 801)
     for eps, style in zip(eps_values, ("-", "--"), strict=True):
@@ -91,7 +103,7 @@ def figure_2(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
         ax.axvline(0.5, color="grey", lw=0.8)
         success = stats.norm.cdf(1 / (2 * s))
         ax.set(xlabel="released value r", ylabel="density",
-               title=f"({tag}) ε = {eps:g}: success {success:.3f}, ρ_α = {2 * success - 1:.3f}")
+               title=f"({tag}) ε = {eps:g}: success {success:.3f}, $\\rho_\\alpha$ = {2 * success - 1:.3f}")
         ax.legend(fontsize=7, loc="upper right")
     _save(fig, png, pdf)
 
@@ -102,14 +114,14 @@ def figure_3(png, pdf) -> None:
     ax_b, ax_a = fig.subplots(1, 2)
     eps = np.logspace(-3, 1, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 0.0):
-        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {delta:g}")
-    ax_b.set(xscale="log", xlabel="ε", ylabel="ρ_β + δ(1 − ρ_β)", title="(a) maximum posterior belief", ylim=(0.45, 1.02))
+        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {_number(delta)}")
+    ax_b.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\beta$ + δ(1 − $\\rho_\\beta$)", title="(a) maximum posterior belief", ylim=(0.45, 1.02))
     ax_b.legend(fontsize=7, loc="upper left")
     eps = np.logspace(-3, 2, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 1e-20):
-        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {delta:g}")
-    ax_a.plot(eps, idf.yeom_bound(eps), ":", color="black", label="Yeom min(1, e^ε − 1)")
-    ax_a.set(xscale="log", xlabel="ε", ylabel="ρ_α", title="(b) expected advantage (Theorem 2)", ylim=(-0.02, 1.02))
+        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {_number(delta)}")
+    ax_a.plot(eps, idf.yeom_bound(eps), ":", color="black", label=r"Yeom $\min(1,\, e^{\varepsilon} - 1)$")
+    ax_a.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\alpha$", title="(b) expected advantage (Theorem 2)", ylim=(-0.02, 1.02))
     ax_a.legend(fontsize=7, loc="upper left")
     _save(fig, png, pdf)
 
@@ -143,7 +155,7 @@ def figure_4(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         pairs = sorted(sub["pair"].unique(), key=lambda p: (not p.startswith("max"), p))
         ax.boxplot([sub.loc[sub["pair"] == p, "ls_t"].to_numpy() for p in pairs], tick_labels=pairs)
         ax.axhline(2 * sub["gs"].iloc[0] / 2, color="grey", ls=":", lw=0.8, label="GS = 2C")
-        ax.set(title=f"{dataset} (ρ_β = {target:g})", xlabel="dataset-sensitivity pair", ylabel="local sensitivity LS_t")
+        ax.set(title=f"{dataset} ($\\rho_\\beta$ = {target:g})", xlabel="dataset-sensitivity pair", ylabel="local sensitivity $LS_t$")
         ax.legend(fontsize=7, loc="lower right")
     _save(fig, png, pdf)
 
@@ -169,7 +181,7 @@ def figure_5(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         ax.axhline(2 * clip, color="grey", ls="-.", lw=0.8)
         ax.text(0.01, clip, " C (U)", va="bottom", fontsize=7, transform=ax.get_yaxis_transform())
         ax.text(0.01, 2 * clip, " 2C (B)", va="bottom", fontsize=7, transform=ax.get_yaxis_transform())
-        ax.set(title=f"{dataset} (ρ_β = {target:g})", xlabel="quantile F", ylabel="LS_t", ylim=(0, 2 * clip * 1.08))
+        ax.set(title=f"{dataset} ($\\rho_\\beta$ = {target:g})", xlabel="quantile F", ylabel="$LS_t$", ylim=(0, 2 * clip * 1.08))
         ax.legend(fontsize=7, loc="lower right")
     _save(fig, png, pdf)
 
@@ -187,11 +199,11 @@ def figure_6(runs: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         labels = [_label(*key)[0] for key, _ in groups]
         top, bottom = axes[0, col], axes[1, col]
         if not groups:
-            _empty(top, f"{dataset}: no runs at ρ_β = {rho:g}")
+            _empty(top, f"{dataset}: no runs at $\\rho_\\beta$ = {rho:g}")
             _empty(bottom, "")
             continue
         top.boxplot([g["final_belief_D"].to_numpy() for _, g in groups], tick_labels=labels)
-        top.axhline(target, color="black", ls="--", lw=0.8, label=f"ρ_β = {target:g}")
+        top.axhline(target, color="black", ls="--", lw=0.8, label=f"$\\rho_\\beta$ = {target:g}")
         top.set(title=f"{dataset}: final belief in D", ylabel="β_k(D)")
         top.legend(fontsize=7, loc="lower left")
         bottom.boxplot([g["test_acc"].to_numpy() for _, g in groups], tick_labels=labels)
@@ -231,11 +243,11 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         ax.set(title=title, xlabel="target ε", ylabel="ε′", xlim=(0, grid[-1]), ylim=(0, None))
         ax.legend(fontsize=7, loc="upper left")
     ax = axes[3]
-    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="ρ_α bound (Thm. 2)")
+    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="$\\rho_\\alpha$ bound (Thm. 2)")
     k, delta, conversion = int(sub["k"].iloc[0]), float(sub["delta"].iloc[0]), sub["conversion"].iloc[0]
     ax.plot(grid, [_rdp_advantage(e, k, delta, conversion) for e in grid],
-            "--", color="tab:green", lw=0.8, label="ρ_α by RDP, 2Φ(√k/(2z)) − 1")
-    ax.plot(grid, idf.yeom_bound(grid), color="tab:orange", label="Yeom min(1, e^ε − 1)")
+            "--", color="tab:green", lw=0.8, label="$\\rho_\\alpha$ by RDP, 2Φ(√k/(2z)) − 1")
+    ax.plot(grid, idf.yeom_bound(grid), color="tab:orange", label=r"Yeom $\min(1,\, e^{\varepsilon} - 1)$")
     for mode, g in sub.groupby("sens_mode"):
         label, colour = _label(neighbourhood, mode)
         ax.errorbar(g["eps_target"], g["adv_empirical"],
@@ -246,7 +258,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
     ax.axhline(0, color="grey", lw=0.5)
     ax.set(title="(d) advantage", xlabel="target ε", ylabel="advantage", ylim=(-0.3, 1.05), xlim=(0, grid[-1]))
     ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {sub['delta'].iloc[0]:g}")
+    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {_number(float(sub['delta'].iloc[0]))}")
     _save(fig, png, pdf)
 
 
@@ -308,7 +320,7 @@ def tables_html(parameters: pd.DataFrame, success: pd.DataFrame, summary: pd.Dat
         "<style>table{border-collapse:collapse;font:12px sans-serif}td,th{padding:2px 6px;"
         "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
         "<h3>Experiment parameters (Bernau et al. 2021)</h3>" + fmt(parameters)
-        + "<h3>Empirical success at the table's ρ_β</h3>" + fmt(success) + warning
+        + "<h3>Empirical success at the table's ρ<sub>β</sub></h3>" + fmt(success) + warning
         + "<h3>All configurations</h3>" + fmt(summary) + "</body></html>\n"
     )
 
