@@ -20,6 +20,7 @@ from scipy import stats
 
 from dpaudit.io import atomic_path, write_bytes
 from dpaudit.metrics import identifiability as idf
+from dpaudit.plots.text import number
 
 CONFIG_STYLE = {  # (neighbourhood, mode) → label, colour
     ("bounded", "ls"): ("LS-B", "tab:red"),
@@ -44,18 +45,6 @@ def _save(fig: Figure, png, pdf) -> None:
             fig.savefig(tmp)
 
 
-def _number(value: float) -> str:
-    """A number as a reader writes it: powers of ten with superscripts (10⁻⁶, not 1e-06)."""
-    if value > 0:
-        exponent = math.log10(value)
-        if abs(exponent) >= 3 and exponent == round(exponent):
-            return "10" + str(int(exponent)).translate(_SUPERSCRIPTS)
-    return f"{value:g}"
-
-
-_SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
 def _sigma(eps: float, delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta)) / eps
 
@@ -76,7 +65,7 @@ def figure_1(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
         s = _sigma(eps, delta)
         ax_pdf.plot(r, stats.norm.pdf(r, 0, s), style, color="tab:green", label=f"D, ε = {eps:g} (σ = {s:.3f})")
         ax_pdf.plot(r, stats.norm.pdf(r, 1, s), style, color="tab:purple", label=f"D′, ε = {eps:g}")
-    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {_number(delta)}")
+    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {number(delta)}")
     ax_pdf.legend(fontsize=7, loc="upper left")
     r = np.linspace(-10, 10, 801)
     for eps, style in zip(eps_values, ("-", "--"), strict=True):
@@ -114,12 +103,12 @@ def figure_3(png, pdf) -> None:
     ax_b, ax_a = fig.subplots(1, 2)
     eps = np.logspace(-3, 1, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 0.0):
-        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {_number(delta)}")
+        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {number(delta)}")
     ax_b.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\beta$ + δ(1 − $\\rho_\\beta$)", title="(a) maximum posterior belief", ylim=(0.45, 1.02))
     ax_b.legend(fontsize=7, loc="upper left")
     eps = np.logspace(-3, 2, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 1e-20):
-        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {_number(delta)}")
+        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {number(delta)}")
     ax_a.plot(eps, idf.yeom_bound(eps), ":", color="black", label=r"Yeom $\min(1,\, e^{\varepsilon} - 1)$")
     ax_a.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\alpha$", title="(b) expected advantage (Theorem 2)", ylim=(-0.02, 1.02))
     ax_a.legend(fontsize=7, loc="upper left")
@@ -258,7 +247,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
     ax.axhline(0, color="grey", lw=0.5)
     ax.set(title="(d) advantage", xlabel="target ε", ylabel="advantage", ylim=(-0.3, 1.05), xlim=(0, grid[-1]))
     ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {_number(float(sub['delta'].iloc[0]))}")
+    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {number(float(sub['delta'].iloc[0]))}")
     _save(fig, png, pdf)
 
 

@@ -1,0 +1,26 @@
+"""Figure text: powers of ten as superscripts (issue 8: no literal 10^6 / 1e-06 in figures)."""
+
+from dpaudit.plots.text import number, scientific
+
+
+def test_powers_of_ten_get_superscripts_and_other_numbers_stay_plain():
+    # expected strings written by hand: 10⁻⁵ is "1" "0" U+207B U+2075
+    assert number(1e-5) == "10\u207b\u2075"
+    assert number(1e-20) == "10⁻²⁰"
+    assert number(1e6) == "10⁶"
+    assert number(0.001) == "10⁻³"
+    # not powers of ten, or too short to gain from a superscript: unchanged :g
+    assert number(0.01) == "0.01"
+    assert number(2e-5) == "2e-05"
+    assert number(0.00094) == "0.00094"
+    assert number(0.0) == "0"
+    assert number(float("inf")) == "inf"
+
+
+def test_scientific_notation_with_a_superscript_exponent():
+    # expected strings by hand from the mantissa/exponent split of each value
+    assert scientific(2e-5) == "2.00 × 10⁻⁵"
+    assert scientific(9.87e-4) == "9.87 × 10⁻⁴"
+    assert scientific(123456, digits=2) == "1.2 × 10⁵"
+    assert scientific(-0.5) == "-5.00 × 10⁻¹"
+    assert scientific(0.0) == "0"
