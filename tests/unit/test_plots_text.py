@@ -24,3 +24,22 @@ def test_scientific_notation_with_a_superscript_exponent():
     assert scientific(123456, digits=2) == "1.2 × 10⁵"
     assert scientific(-0.5) == "-5.00 × 10⁻¹"
     assert scientific(0.0) == "0"
+
+
+def test_identifiability_tables_print_infinity_and_missing_like_the_other_report_tables():
+    import math
+
+    import pandas as pd
+
+    from dpaudit.plots.identifiability import tables_html
+
+    parameters = pd.DataFrame({"dataset": ["d", None], "epsilon": [math.inf, float("nan")], "k": [0.123456, 2.0]})
+    success = pd.DataFrame({"config": ["c"], "advantage": [-math.inf]})
+    summary = pd.DataFrame({"dataset": ["d"], "config": ["c"], "ls_max": [1.0], "ls_bound": [2.0],
+                            "ls_violations": [0], "eta_ks_pvalue": [0.5]})
+    page = tables_html(parameters, success, summary)
+    assert "<td>∞</td>" in page and "<td>−∞</td>" in page
+    assert "<td>—</td>" in page  # NaN number and None text alike
+    assert "<td>0.1235</td>" in page
+    for raw in ("inf<", "nan<", "NaN", "&lt;NA&gt;", "None"):
+        assert raw not in page, raw

@@ -292,12 +292,24 @@ def success_table(summary: pd.DataFrame, rho: float = 0.9) -> pd.DataFrame:
     return sub[columns].sort_values(["dataset", "neighbourhood", "sens_mode", "pair"])
 
 
+MISSING = "—"  # as in the runs table and the budget ledger
+
+
+def _cell(value) -> str:
+    """4 significant digits; ∞ and "—" (missing) printed as every report table prints them."""
+    if pd.isna(value):
+        return MISSING
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value:.4g}"
+
+
 def tables_html(parameters: pd.DataFrame, success: pd.DataFrame, summary: pd.DataFrame) -> str:
     def fmt(frame):
         shown = frame.copy()
         for column in shown.select_dtypes("number").columns:
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-        return shown.to_html(index=False, border=0)
+            shown[column] = shown[column].map(_cell)
+        return shown.to_html(index=False, border=0, na_rep=MISSING)
 
     health = summary[(summary["ls_violations"] > 0) | (summary["eta_ks_pvalue"] < 0.01)]
     warning = ("<p><b>Health check failures</b> (LS above its global bound, or η_t not N(0, 1) at KS p &lt; 0.01):</p>"
