@@ -43,3 +43,20 @@ def test_identifiability_tables_print_infinity_and_missing_like_the_other_report
     assert "<td>0.1235</td>" in page
     for raw in ("inf<", "nan<", "NaN", "&lt;NA&gt;", "None"):
         assert raw not in page, raw
+
+
+def test_privacy_utility_axis_break_marks_infinity_and_leaves_no_scale_right_of_it():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from dpaudit.plots.privacy_utility import _axis_break
+
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    ax.set_xlim(0.1, 3000.0)
+    _axis_break(ax, 300.0)
+    breaks = [text for text in ax.texts if text.get_text() == "//"]
+    assert len(breaks) == 2 and {text.get_position()[0] for text in breaks} == {300.0}
+    minor = np.asarray(ax.xaxis.get_minor_locator()())
+    assert minor.size > 0 and (minor < 300.0).all()
+    plt.close(fig)
