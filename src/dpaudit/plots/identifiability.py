@@ -20,6 +20,7 @@ from scipy import stats
 
 from dpaudit.io import atomic_path, write_bytes
 from dpaudit.metrics import identifiability as idf
+from dpaudit.plots.text import number
 
 CONFIG_STYLE = {  # (neighbourhood, mode) → label, colour
     ("bounded", "ls"): ("LS-B", "tab:red"),
@@ -64,7 +65,7 @@ def figure_1(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
         s = _sigma(eps, delta)
         ax_pdf.plot(r, stats.norm.pdf(r, 0, s), style, color="tab:green", label=f"D, ε = {eps:g} (σ = {s:.3f})")
         ax_pdf.plot(r, stats.norm.pdf(r, 1, s), style, color="tab:purple", label=f"D′, ε = {eps:g}")
-    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {delta:g}")
+    ax_pdf.set(xlabel="released value r", ylabel="density", title=f"(a) Gaussian mechanism, Δf = 1, δ = {number(delta)}")
     ax_pdf.legend(fontsize=7, loc="upper left")
     r = np.linspace(-10, 10, 801)
     for eps, style in zip(eps_values, ("-", "--"), strict=True):
@@ -91,7 +92,7 @@ def figure_2(png, pdf, delta: float = 1e-6, eps_values=(6.0, 3.0)) -> None:
         ax.axvline(0.5, color="grey", lw=0.8)
         success = stats.norm.cdf(1 / (2 * s))
         ax.set(xlabel="released value r", ylabel="density",
-               title=f"({tag}) ε = {eps:g}: success {success:.3f}, ρ_α = {2 * success - 1:.3f}")
+               title=f"({tag}) ε = {eps:g}: success {success:.3f}, $\\rho_\\alpha$ = {2 * success - 1:.3f}")
         ax.legend(fontsize=7, loc="upper right")
     _save(fig, png, pdf)
 
@@ -102,14 +103,14 @@ def figure_3(png, pdf) -> None:
     ax_b, ax_a = fig.subplots(1, 2)
     eps = np.logspace(-3, 1, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 0.0):
-        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {delta:g}")
-    ax_b.set(xscale="log", xlabel="ε", ylabel="ρ_β + δ(1 − ρ_β)", title="(a) maximum posterior belief", ylim=(0.45, 1.02))
+        ax_b.plot(eps, idf.rho_beta_expected(eps, delta), label=f"δ = {number(delta)}")
+    ax_b.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\beta$ + δ(1 − $\\rho_\\beta$)", title="(a) maximum posterior belief", ylim=(0.45, 1.02))
     ax_b.legend(fontsize=7, loc="upper left")
     eps = np.logspace(-3, 2, 400)
     for delta in (1e-1, 1e-2, 1e-4, 1e-6, 1e-10, 1e-20):
-        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {delta:g}")
-    ax_a.plot(eps, idf.yeom_bound(eps), ":", color="black", label="Yeom min(1, e^ε − 1)")
-    ax_a.set(xscale="log", xlabel="ε", ylabel="ρ_α", title="(b) expected advantage (Theorem 2)", ylim=(-0.02, 1.02))
+        ax_a.plot(eps, idf.rho_alpha_thm2(eps, delta), label=f"δ = {number(delta)}")
+    ax_a.plot(eps, idf.yeom_bound(eps), ":", color="black", label=r"Yeom $\min(1,\, e^{\varepsilon} - 1)$")
+    ax_a.set(xscale="log", xlabel="ε", ylabel="$\\rho_\\alpha$", title="(b) expected advantage (Theorem 2)", ylim=(-0.02, 1.02))
     ax_a.legend(fontsize=7, loc="upper left")
     _save(fig, png, pdf)
 
@@ -143,7 +144,7 @@ def figure_4(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         pairs = sorted(sub["pair"].unique(), key=lambda p: (not p.startswith("max"), p))
         ax.boxplot([sub.loc[sub["pair"] == p, "ls_t"].to_numpy() for p in pairs], tick_labels=pairs)
         ax.axhline(2 * sub["gs"].iloc[0] / 2, color="grey", ls=":", lw=0.8, label="GS = 2C")
-        ax.set(title=f"{dataset} (ρ_β = {target:g})", xlabel="dataset-sensitivity pair", ylabel="local sensitivity LS_t")
+        ax.set(title=f"{dataset} ($\\rho_\\beta$ = {target:g})", xlabel="dataset-sensitivity pair", ylabel="local sensitivity $LS_t$")
         ax.legend(fontsize=7, loc="lower right")
     _save(fig, png, pdf)
 
@@ -169,7 +170,7 @@ def figure_5(steps: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         ax.axhline(2 * clip, color="grey", ls="-.", lw=0.8)
         ax.text(0.01, clip, " C (U)", va="bottom", fontsize=7, transform=ax.get_yaxis_transform())
         ax.text(0.01, 2 * clip, " 2C (B)", va="bottom", fontsize=7, transform=ax.get_yaxis_transform())
-        ax.set(title=f"{dataset} (ρ_β = {target:g})", xlabel="quantile F", ylabel="LS_t", ylim=(0, 2 * clip * 1.08))
+        ax.set(title=f"{dataset} ($\\rho_\\beta$ = {target:g})", xlabel="quantile F", ylabel="$LS_t$", ylim=(0, 2 * clip * 1.08))
         ax.legend(fontsize=7, loc="lower right")
     _save(fig, png, pdf)
 
@@ -187,11 +188,11 @@ def figure_6(runs: pd.DataFrame, png, pdf, rho: float = 0.9) -> None:
         labels = [_label(*key)[0] for key, _ in groups]
         top, bottom = axes[0, col], axes[1, col]
         if not groups:
-            _empty(top, f"{dataset}: no runs at ρ_β = {rho:g}")
+            _empty(top, f"{dataset}: no runs at $\\rho_\\beta$ = {rho:g}")
             _empty(bottom, "")
             continue
         top.boxplot([g["final_belief_D"].to_numpy() for _, g in groups], tick_labels=labels)
-        top.axhline(target, color="black", ls="--", lw=0.8, label=f"ρ_β = {target:g}")
+        top.axhline(target, color="black", ls="--", lw=0.8, label=f"$\\rho_\\beta$ = {target:g}")
         top.set(title=f"{dataset}: final belief in D", ylabel="β_k(D)")
         top.legend(fontsize=7, loc="lower left")
         bottom.boxplot([g["test_acc"].to_numpy() for _, g in groups], tick_labels=labels)
@@ -231,11 +232,11 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         ax.set(title=title, xlabel="target ε", ylabel="ε′", xlim=(0, grid[-1]), ylim=(0, None))
         ax.legend(fontsize=7, loc="upper left")
     ax = axes[3]
-    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="ρ_α bound (Thm. 2)")
+    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="$\\rho_\\alpha$ bound (Thm. 2)")
     k, delta, conversion = int(sub["k"].iloc[0]), float(sub["delta"].iloc[0]), sub["conversion"].iloc[0]
     ax.plot(grid, [_rdp_advantage(e, k, delta, conversion) for e in grid],
-            "--", color="tab:green", lw=0.8, label="ρ_α by RDP, 2Φ(√k/(2z)) − 1")
-    ax.plot(grid, idf.yeom_bound(grid), color="tab:orange", label="Yeom min(1, e^ε − 1)")
+            "--", color="tab:green", lw=0.8, label="$\\rho_\\alpha$ by RDP, 2Φ(√k/(2z)) − 1")
+    ax.plot(grid, idf.yeom_bound(grid), color="tab:orange", label=r"Yeom $\min(1,\, e^{\varepsilon} - 1)$")
     for mode, g in sub.groupby("sens_mode"):
         label, colour = _label(neighbourhood, mode)
         ax.errorbar(g["eps_target"], g["adv_empirical"],
@@ -246,7 +247,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
     ax.axhline(0, color="grey", lw=0.5)
     ax.set(title="(d) advantage", xlabel="target ε", ylabel="advantage", ylim=(-0.3, 1.05), xlim=(0, grid[-1]))
     ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {sub['delta'].iloc[0]:g}")
+    fig.suptitle(f"{dataset}: DI audit, {neighbourhood} neighbours, δ = {number(float(sub['delta'].iloc[0]))}")
     _save(fig, png, pdf)
 
 
@@ -291,12 +292,24 @@ def success_table(summary: pd.DataFrame, rho: float = 0.9) -> pd.DataFrame:
     return sub[columns].sort_values(["dataset", "neighbourhood", "sens_mode", "pair"])
 
 
+MISSING = "—"  # as in the runs table and the budget ledger
+
+
+def _cell(value) -> str:
+    """4 significant digits; ∞ and "—" (missing) printed as every report table prints them."""
+    if pd.isna(value):
+        return MISSING
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value:.4g}"
+
+
 def tables_html(parameters: pd.DataFrame, success: pd.DataFrame, summary: pd.DataFrame) -> str:
     def fmt(frame):
         shown = frame.copy()
         for column in shown.select_dtypes("number").columns:
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-        return shown.to_html(index=False, border=0)
+            shown[column] = shown[column].map(_cell)
+        return shown.to_html(index=False, border=0, na_rep=MISSING)
 
     health = summary[(summary["ls_violations"] > 0) | (summary["eta_ks_pvalue"] < 0.01)]
     warning = ("<p><b>Health check failures</b> (LS above its global bound, or η_t not N(0, 1) at KS p &lt; 0.01):</p>"
@@ -308,7 +321,7 @@ def tables_html(parameters: pd.DataFrame, success: pd.DataFrame, summary: pd.Dat
         "<style>table{border-collapse:collapse;font:12px sans-serif}td,th{padding:2px 6px;"
         "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
         "<h3>Experiment parameters (Bernau et al. 2021)</h3>" + fmt(parameters)
-        + "<h3>Empirical success at the table's ρ_β</h3>" + fmt(success) + warning
+        + "<h3>Empirical success at the table's ρ<sub>β</sub></h3>" + fmt(success) + warning
         + "<h3>All configurations</h3>" + fmt(summary) + "</body></html>\n"
     )
 

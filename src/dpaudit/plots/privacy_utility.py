@@ -46,6 +46,7 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
         ticks = [t for t in top.get_xticks() if 0 < t < infinity_at / 3] + [infinity_at]
         top.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["∞"])
         top.set_xlim(min(x_eps.min() / 2, ticks[0]), infinity_at * 2)
+        _axis_break(top, math.sqrt(ticks[-2] * infinity_at) if len(ticks) > 1 else infinity_at / 3)
         top.set_title(dataset)
         top.set_xlabel("accountant ε (log scale; ∞ = no DP)")
         bottom.set_xlabel("membership-inference AUC (loss threshold)")
@@ -57,6 +58,20 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
     fig.suptitle("Privacy–utility: one point per trained model")
     fig.tight_layout()
     save_figure(fig, png, pdf)
+
+
+def _axis_break(ax, x: float) -> None:
+    """Mark the x-axis as broken at ``x``: right of it sits ∞, which no finite distance reaches."""
+    from matplotlib.ticker import FixedLocator, LogLocator
+
+    low, high = ax.get_xlim()
+    minor = LogLocator(subs=np.arange(2, 10)).tick_values(low, high)
+    ax.xaxis.set_minor_locator(FixedLocator(minor[(minor >= low) & (minor < x)]))  # no scale right of it
+    transform = ax.get_xaxis_transform()  # x in data units, y in axes units
+    ax.axvline(x, color="0.5", lw=0.8, ls=(0, (1, 2)))
+    for y in (0.0, 1.0):
+        ax.text(x, y, "//", transform=transform, ha="center", va="center", fontsize=11,
+                fontweight="bold", color="0.3", backgroundcolor="white", clip_on=False)
 
 
 def save_figure(fig, png: str | Path, pdf: str | Path | None = None) -> None:

@@ -30,6 +30,7 @@ from dpaudit.dp.mechanisms import (
     laplace_scale,
 )
 from dpaudit.io import atomic_path
+from dpaudit.plots.text import number, scientific
 
 __all__ = [
     "draw_dp_region",
@@ -93,7 +94,7 @@ def figure_laplace_vs_gaussian(path, eps: float = 1.0, delta: float = 1e-5,
         ax.plot(z, stats.laplace.pdf(z, scale=b), color="tab:blue",
                 label=f"Laplace, b = {b:.3g} ({eps:g}-DP)")
         ax.plot(z, stats.norm.pdf(z, scale=sigma), color="tab:red",
-                label=f"Gaussian, σ = {sigma:.3g} (({eps:g}, {delta:g})-DP)")
+                label=f"Gaussian, σ = {sigma:.3g} (({eps:g}, {number(delta)})-DP)")
         ax.set_xlabel("noise z")
         ax.set_ylabel("density" + (" (log)" if log else ""))
         if log:
@@ -166,8 +167,8 @@ def figure_composition(path, eps: float = 0.1, delta_prime: float = 1e-6, k_max:
                     for kk in k])
     fig, (ax1, ax2) = _new_figure(10, 4, ncols=2)
     ax1.plot(k, basic, label="basic kε")
-    ax1.plot(k, adv, label=f"advanced (δ′ = {delta_prime:g})")
-    ax1.plot(k, rdp, label=f"RDP (δ = {delta_prime:g})")
+    ax1.plot(k, adv, label=f"advanced (δ′ = {number(delta_prime)})")
+    ax1.plot(k, rdp, label=f"RDP (δ = {number(delta_prime)})")
     ax1.set_xscale("log")
     ax1.set_yscale("log")
     ax1.set_xlabel("number of queries k")
@@ -182,9 +183,9 @@ def figure_composition(path, eps: float = 0.1, delta_prime: float = 1e-6, k_max:
     names = list(budgets)
     ax2.bar(names, [budgets[n] for n in names], color=["tab:blue", "tab:orange", "tab:green"])
     for i, n in enumerate(names):
-        ax2.annotate(f"{budgets[n]:.2e}", (i, budgets[n]), ha="center", va="bottom", fontsize=8)
+        ax2.annotate(scientific(budgets[n]), (i, budgets[n]), ha="center", va="bottom", fontsize=8)
     ax2.set_ylabel("per-query ε")
-    ax2.set_title(f"budget per query: ε_g = {eps_global:g}, k = {k_budget:,}")
+    ax2.set_title(f"budget per query: global ε = {eps_global:g}, k = {k_budget:,}")
     return _save(fig, path)
 
 
@@ -248,7 +249,7 @@ def _finish_roc_axes(ax, log, delta, fpr, tpr, roc_label, fpr_min=1e-5):
         ax.set_ylim(0, 1)
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    ax.set_title(f"DP region in ROC space (δ = {delta:g})")
+    ax.set_title(f"DP region in ROC space (δ = {number(delta)})")
     ax.legend(fontsize=7, loc="lower right")
 
 
