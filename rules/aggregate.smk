@@ -55,3 +55,23 @@ rule plot_epsilon_star_landscape:
         "logs/plot_epsilon_star_landscape/{dataset}.log",
     script:
         "../scripts/plot_epsilon_star_landscape.py"
+
+
+rule plot_audit:
+    input:
+        table="results/tables/metrics.parquet",
+    output:
+        png=report(
+            "results/figures/audit_{dataset}.png",
+            caption="../workflow/report/audit.rst",
+            category="Audit: promised vs measured ε",
+            labels={"dataset": "{dataset}", "figure": "audit"},
+        ),
+        pdf="results/figures/audit_{dataset}.pdf",
+        data="results/figures/audit_{dataset}.parquet",
+    params:
+        code=CODE["plot_audit"],
+    log:
+        "logs/plot_audit/{dataset}.log",
+    script:
+        "../scripts/plot_audit.py"
