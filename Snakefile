@@ -27,5 +27,5 @@ rule all:
         simulation_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
-        expand("results/figures/audit_{dataset}.png", dataset=DATASETS),
+        report_figures(),
     default_target: True

@@ -75,3 +75,30 @@ rule plot_audit:
         "logs/plot_audit/{dataset}.log",
     script:
         "../scripts/plot_audit.py"
+
+
+rule plot_model_figures:
+    input:
+        table="results/tables/metrics.parquet",
+        outputs=dataset_runs("results/per_example/{dataset}/{run}/outputs.parquet"),
+        train=dataset_runs("results/models/{dataset}/{run}/train.json"),
+        info="results/data/{dataset}/dataset.json",
+    output:
+        **{
+            name: report(
+                f"results/figures/{name}_{{dataset}}.png",
+                caption=f"../workflow/report/{name}.rst",
+                category="Attacks and training",
+                subcategory="{dataset}",
+                labels={"dataset": "{dataset}", "figure": label},
+            )
+            for name, label in MODEL_FIGURES.items()
+        },
+        **{f"{name}_pdf": f"results/figures/{name}_{{dataset}}.pdf" for name in MODEL_FIGURES},
+    params:
+        loss=config["metrics"]["mia"]["loss"],
+        code=CODE["plot_model_figures"],
+    log:
+        "logs/plot_model_figures/{dataset}.log",
+    script:
+        "../scripts/plot_model_figures.py"

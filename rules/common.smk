@@ -127,3 +127,30 @@ def simulation_targets():
         ks_fit_runs()
         targets.append("results/figures/epsilon_star_fig6.png")
     return targets
+
+
+# ---- per-dataset report figures (issue 8): audit figure, figures over all models of a dataset
+MODEL_FIGURES = {
+    "roc": "attack ROCs (log–log)",
+    "tpr_at_low_fpr": "TPR at FPR 1e-3 and 1e-2",
+    "loss_histograms": "member vs non-member losses",
+    "training_curves": "training curves",
+    "utility": "utility across seeds",
+}
+
+
+def dataset_runs(pattern):
+    """Input function: ``pattern`` expanded over every run of the job's dataset."""
+
+    def files(wildcards):
+        return [pattern.format(dataset=wildcards.dataset, run=run) for run in RUNS[wildcards.dataset]]
+
+    return files
+
+
+def report_figures():
+    return [
+        f"results/figures/{name}_{dataset}.png"
+        for name in ["audit", *MODEL_FIGURES]
+        for dataset in DATASETS
+    ]
