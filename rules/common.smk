@@ -154,3 +154,12 @@ def report_figures():
         for name in ["audit", *MODEL_FIGURES]
         for dataset in DATASETS
     ]
+
+# Teaching figures of the DP lecture: output name -> what the report calls it.
+TEACHING_FIGURES = {
+    "f1": "Laplace vs Gaussian noise",
+    "f2": "Laplace error vs count",
+    "f3": "composition of many queries",
+    "f4": "exponential mechanism",
+    "f5": "DP region in ROC space",
+}

@@ -1,0 +1,40 @@
+"""The tiny end-to-end run, shared by every e2e module (one real run per test session)."""
+
+import shutil
+
+import pytest
+import yaml
+
+from tests.workflow.helpers import ROOT, snakemake
+
+TINY_CONFIG = {
+    "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
+    "training": {"hidden_units": [8]},
+    "grid": [
+        {"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]},
+        {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2],
+         "batch_size": [32], "seed": [0]},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("e2e")
+    project = base / "project"
+    project.mkdir()
+    for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, project / name)
+    workdir = base / "work"
+    workdir.mkdir()
+    config = base / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_CONFIG))
+    env = {"PYTHONPATH": str(project / "src")}
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(config),
+                       "--report", str(workdir / "results" / "report.html"), "--report-after-run",
+                       env=env, root=project)
+    return {"project": project, "workdir": workdir, "config": config, "env": env, "log": result}
