@@ -22,7 +22,7 @@ OPEN_RESULT = "app.setView({{content: 'html', contentPath: results[{key}].data_u
 
 def _declared_categories(project) -> set[str]:
     text = "".join(path.read_text() for path in (project / "rules").glob("*.smk"))
-    return set(re.findall(r'category="([^"]+)"', text))
+    return set(re.findall(r'(?<!sub)category="([^"]+)"', text))
 
 
 def _open_in_iframe(browser, key: str, what: str) -> str:
