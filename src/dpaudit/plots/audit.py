@@ -132,9 +132,8 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
         draw(ax, x, private, True)
         grid = np.linspace(0.0, y_top, 400)
         ax.plot(grid, grid, color="0.3", ls="--", lw=1, label="y = x (measured = promised)", zorder=1)
-        ax.fill_between(grid, grid, y_top, color="tab:red", alpha=0.06, zorder=0)
-        ax.text(0.05, y_top / 1.4, "certified bound here would\ncontradict the accountant",
-                fontsize=8, color="tab:red", va="top")
+        ax.fill_between(grid, grid, y_top, color="tab:red", alpha=0.06, zorder=0,
+                        label="a certified bound here would contradict the accountant")
         for target, rows in private.groupby("target_epsilon"):
             at = float(rows["accountant_epsilon"].median())
             ax.axvline(at, color="0.85", lw=0.8, zorder=0)
@@ -165,7 +164,13 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     ax_inf.plot([0, 0], [0, 1], transform=ax_inf.transAxes, **mark)
     for axis in (ax, ax_inf):
         axis.grid(alpha=0.3, which="major")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.88), framealpha=0.85)
+    ticks = [t for t in (0, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256) if t <= y_top]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_locator(plt.NullLocator())
+    if len(private):
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     alpha = audit["alpha"].dropna()
     level = f"{1 - 2 * float(alpha.iloc[0]):.0%}" if len(alpha) else "?"
     ax.set_title(f"{dataset}: promised vs measured privacy (lower bound holds w.p. ≥ {level})", fontsize=10)
