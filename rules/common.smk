@@ -163,3 +163,28 @@ TEACHING_FIGURES = {
     "f4": "exponential mechanism",
     "f5": "DP region in ROC space",
 }
+
+
+MECHANISM_NAMES = {
+    "baseline": "baseline",
+    "dpsgd": "DP-SGD",
+    "output_perturbation": "output perturbation",
+    "objective_perturbation": "objective perturbation",
+}
+
+
+def card_labels(wildcards):
+    """Short report labels of a privacy card (mechanism, target ε, seed).
+
+    The report sorts labels as text, so numbers are padded with figure spaces
+    (U+2007, digit-wide and sorted before digits) to list ε = 4 before ε = 16.
+    """
+    params = RUNS[wildcards.dataset][wildcards.run]
+    target = params.get("target_epsilon")
+    has_target = target is not None and target == target
+    seed = params.get("seed")
+    return {
+        "mechanism": MECHANISM_NAMES.get(params["mechanism"], params["mechanism"]),
+        "target ε": f"{target:g}".rjust(6, "\u2007") if has_target else "∞ (no DP)",
+        "seed": "—" if seed is None else str(seed).rjust(4, "\u2007"),
+    }

@@ -13,7 +13,7 @@ rule privacy_card:
             caption="../workflow/report/privacy_card.rst",
             category="Privacy cards",
             subcategory="{dataset}",
-            labels={"dataset": "{dataset}", "run": "{run}"},
+            labels=card_labels,
         ),
         figure="results/cards/{dataset}/{run}.png",
         metrics="results/metrics/privacy_card/{dataset}/{run}.parquet",

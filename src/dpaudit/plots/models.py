@@ -172,6 +172,7 @@ def plot_training_curves(runs: pd.DataFrame, history: pd.DataFrame, dataset: str
                 ax.plot(rows["epoch"], rows[column], color=colours[rows["target"].iloc[0]], lw=1.2, alpha=0.85,
                         marker=".")
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[2].set_ylim(-0.02, 1.02)
