@@ -25,8 +25,8 @@ def _declared_categories(project) -> set[str]:
     return set(re.findall(r'(?<!sub)category="([^"]+)"', text))
 
 
-def _open_in_iframe(browser, key: str, what: str) -> str:
-    """Open one report result as its view button does; return the iframe's visible text."""
+def _open_in_iframe(browser, key: str, what: str) -> tuple[str, int]:
+    """Open one report result as its view button does; return the iframe's visible text and context."""
     before = set(browser.frame_contexts().values())
     browser.evaluate(OPEN_RESULT.format(key=json.dumps(key)))
     browser.wait_for("document.querySelector('iframe') !== null", f"the {what} iframe")
@@ -38,15 +38,15 @@ def _open_in_iframe(browser, key: str, what: str) -> str:
             except RuntimeError:
                 continue  # a context that has gone away
             if text:
-                return text
+                return text, context
         browser.send("Runtime.evaluate", {"expression": "1"})  # pump pending events
-        return ""
+        return "", None
 
     deadline = time.monotonic() + browser.timeout
     while time.monotonic() < deadline:
-        text = iframe_text()
+        text, context = iframe_text()
         if text:
-            return text
+            return text, context
         time.sleep(0.3)
     raise AssertionError(f"the {what} iframe showed no text")
 
@@ -76,13 +76,20 @@ def test_report_in_headless_chromium(tiny_run, tmp_path):
 
         keys = browser.evaluate("Object.keys(results)")
         card = next(k for k in keys if "/cards/" in k or k.startswith("results/cards/"))
-        card_text = _open_in_iframe(browser, card, "privacy card")
+        card_text, _ = _open_in_iframe(browser, card, "privacy card")
         assert "ε" in card_text and "δ" in card_text, card_text[:500]
         browser.screenshot(shots / "03_card.png")
 
         table = next(k for k in keys if k.endswith("runs.html"))
-        table_text = _open_in_iframe(browser, table, "runs table")
+        table_text, context = _open_in_iframe(browser, table, "runs table")
         assert "synthetic" in table_text, table_text[:500]
+        # itables turned it into a DataTable; clicking a header sorts it
+        browser.wait_for("document.querySelector('table.dataTable thead th') !== null",
+                         "the runs table to become interactive", context)
+        browser.evaluate("document.querySelector('table.dataTable thead th').click(); true", context)
+        browser.wait_for("document.querySelector('table.dataTable thead th').getAttribute('aria-sort') !== null",
+                         "the runs table to sort by its first column", context)
+        assert "<NA>" not in table_text and "Glossary" in table_text
         browser.screenshot(shots / "04_runs_table.png")
 
         assert browser.errors == [], "console errors in the report:\n" + "\n".join(browser.errors)
