@@ -45,6 +45,8 @@ def test_default_config_job_counts(tmp_path):
         "aggregate_metrics": 1,
         "plot_privacy_utility": 1,
         "plot_epsilon_star_landscape": 3,
+        "plot_audit": 3,
+        "plot_model_figures": 3,
         "all": 1,
     }
 
