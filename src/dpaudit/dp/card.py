@@ -144,8 +144,12 @@ class CardFigureRenderer:
         # Short on purpose: glyph rendering is a visible share of the per-card cost,
         # and the card's own heading names the run.
         eps_text = "∞" if math.isinf(eps) else f"{eps:.3g}"
-        self.title.set_text(f"ε = {eps_text}, δ = {delta:.2g}" if title is None
-                            else f"{title}: ε = {eps_text}")
+        if title is not None:
+            self.title.set_text(f"{title}: ε = {eps_text}")
+        elif math.isinf(eps):  # no guarantee, so no δ: the whole square is allowed
+            self.title.set_text("ε = ∞ (no DP): every ROC is allowed")
+        else:
+            self.title.set_text(f"ε = {eps_text}, δ = {delta:.2g}")
         self.canvas.restore_region(self.background)
         for artist in (self.region, self.bound, self.roc):
             self.ax.draw_artist(artist)
