@@ -70,9 +70,11 @@ def test_report_in_headless_chromium(tiny_run, tmp_path):
             assert category in sidebar, f"category {category!r} not shown in the report's menu"
 
         assert browser.evaluate(CLICK_BY_TEXT.format(text=json.dumps("Privacy cards")))
-        browser.wait_for("document.querySelector('#app').innerText.includes('synthetic')",
-                         "the Privacy cards category to list its dataset")
+        browser.wait_for("document.querySelector('#app').innerText.includes('DP-SGD')",
+                         "the Privacy cards category to list its cards by short label")
         browser.screenshot(shots / "02_privacy_cards.png")
+        listed = browser.evaluate("document.querySelector('#app').innerText")
+        assert "mechanism~" not in listed, "cards are listed under raw run strings, not short labels"
 
         keys = browser.evaluate("Object.keys(results)")
         card = next(k for k in keys if "/cards/" in k or k.startswith("results/cards/"))
