@@ -174,17 +174,18 @@ MECHANISM_NAMES = {
 
 
 def card_labels(wildcards):
-    """Short report labels of a privacy card (mechanism, target ε, seed).
+    """Short report label of a privacy card: mechanism, target ε, seed.
 
+    One label, not three: the report turns a second label with two values into a
+    toggle and crashes when the grid does not cross them (a baseline has no ε).
     The report sorts labels as text, so numbers are padded with figure spaces
-    (U+2007, digit-wide and sorted before digits) to list ε = 4 before ε = 16.
+    (U+2007, digit-wide, sorted before digits): ε = 4 comes before ε = 16.
     """
     params = RUNS[wildcards.dataset][wildcards.run]
     target = params.get("target_epsilon")
     has_target = target is not None and target == target
     seed = params.get("seed")
-    return {
-        "mechanism": MECHANISM_NAMES.get(params["mechanism"], params["mechanism"]),
-        "target ε": f"{target:g}".rjust(6, "\u2007") if has_target else "∞ (no DP)",
-        "seed": "—" if seed is None else str(seed).rjust(4, "\u2007"),
-    }
+    mechanism = MECHANISM_NAMES.get(params["mechanism"], params["mechanism"])
+    epsilon = f"ε = {f'{target:g}'.rjust(4, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
+    seed_text = "" if seed is None else f" · seed {str(seed).rjust(3, chr(0x2007))}"
+    return {"model": f"{mechanism} · {epsilon}{seed_text}"}
