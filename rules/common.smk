@@ -186,6 +186,6 @@ def card_labels(wildcards):
     has_target = target is not None and target == target
     seed = params.get("seed")
     mechanism = MECHANISM_NAMES.get(params["mechanism"], params["mechanism"])
-    epsilon = f"ε = {f'{target:g}'.rjust(4, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
-    seed_text = "" if seed is None else f" · seed {str(seed).rjust(3, chr(0x2007))}"
+    epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
+    seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
     return {"model": f"{mechanism} · {epsilon}{seed_text}"}

@@ -39,7 +39,7 @@ def _page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>body{{font:14px sans-serif;max-width:60em;margin:0.8em}}"
-        "img{{width:100%;max-width:660px;height:auto;display:block;margin:0.5em 0}}"
+        "img{width:100%;max-width:660px;height:auto;display:block;margin:0.5em 0}h3{overflow-wrap:anywhere}"
         "table{border-collapse:collapse;margin:0.5em 0}th{text-align:left;font-weight:normal;"
         "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}</style></head><body>"
         f"{body}</body></html>\n"
