@@ -15,6 +15,7 @@ include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
+include: "rules/audit.smk"
 include: "rules/aggregate.smk"
 
 
@@ -28,4 +29,5 @@ rule all:
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
         report_figures(),
+        audit_figures(),
     default_target: True

@@ -34,7 +34,7 @@ TRAINING = {
 }
 FAMILIES = ["mia", "privacy_card"] + [
     family
-    for family in ("epsilon_star",)
+    for family in ("epsilon_star", "identifiability")
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
@@ -50,6 +50,20 @@ wildcard_constraints:
     run=r"[A-Za-z0-9.+\-~_]+",
     filename=r"[A-Za-z0-9._\-]+",
     family="|".join(FAMILIES),
+
+
+# On a cluster (profiles/slurm) these run in the Snakemake process on the submit
+# host: downloads need the network, which compute nodes often lack; aggregation,
+# the ledger and figures take seconds, less than a queue wait. A new quick rule
+# (table, figure, report) joins this list; a new expensive rule does not.
+localrules:
+    download_dataset,
+    budget_ledger,
+    teaching_figures,
+    epsilon_star_ks_fit,
+    aggregate_metrics,
+    plot_privacy_utility,
+    plot_epsilon_star_landscape,
 
 
 def run_params(wildcards):
@@ -127,6 +141,50 @@ def simulation_targets():
         ks_fit_runs()
         targets.append("results/figures/epsilon_star_fig6.png")
     return targets
+
+
+# ---------------------------------------------------------------- audit (source 004)
+# The identifiability audit (Bernau et al. 2021): configurations per dataset and the
+# blocks of runs each job trains, as parse-time lookups.
+from dpaudit.training.audit_grid import audit_configs as _audit_configs
+from dpaudit.training.audit_grid import blocks as _audit_blocks
+
+AUDIT = config["audit"]
+AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}
+AUDIT_DATASETS = sorted(AUDIT["datasets"]) if AUDIT["enabled"] else []
+_unprepared = sorted(set(AUDIT_DATASETS) - set(DATASETS))
+if _unprepared:
+    raise WorkflowError(
+        f"config.audit.datasets: {_unprepared} must also be listed under config.datasets (they are prepared there)"
+    )
+AUDIT_CONFIGS = {
+    dataset: _audit_configs(AUDIT["datasets"][dataset], AUDIT) for dataset in AUDIT_DATASETS
+}
+
+
+def audit_block_files(kind):
+    return [
+        f"results/audit/{dataset}/{name}/block{block}_{kind}.parquet"
+        for dataset in AUDIT_DATASETS
+        for name, params in AUDIT_CONFIGS[dataset].items()
+        for block in _audit_blocks(params["runs"], AUDIT["block_size"])
+    ]
+
+
+def audit_options(wildcards):
+    return AUDIT["datasets"][wildcards.dataset]
+
+
+def audit_config_params(wildcards):
+    return AUDIT_CONFIGS[wildcards.dataset][wildcards.audit_config]
+
+
+def audit_figures():
+    if not AUDIT_DATASETS:
+        return []
+    return [f"results/figures/identifiability_fig{i}.png" for i in range(1, 7)] + [
+        f"results/figures/identifiability_audit_{dataset}.png" for dataset in AUDIT_DATASETS
+    ] + ["results/tables/identifiability_tables.html"]
 
 
 # ---- per-dataset report figures (issue 8): audit figure, figures over all models of a dataset

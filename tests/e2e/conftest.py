@@ -1,11 +1,9 @@
 """The tiny end-to-end run, shared by every e2e module (one real run per test session)."""
 
-import shutil
-
 import pytest
 import yaml
 
-from tests.workflow.helpers import ROOT, snakemake
+from tests.workflow.helpers import copy_project, snakemake
 
 TINY_CONFIG = {
     "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
@@ -21,14 +19,7 @@ TINY_CONFIG = {
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("e2e")
-    project = base / "project"
-    project.mkdir()
-    for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, project / name)
+    project = copy_project(base / "project")
     workdir = base / "work"
     workdir.mkdir()
     config = base / "tiny.yaml"

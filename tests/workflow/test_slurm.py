@@ -1,0 +1,257 @@
+"""The tiny end-to-end workflow on a real single-node SLURM cluster (issue 12).
+
+One module fixture starts SLURM (tests/slurm_cluster.py), runs the tiny workflow
+of tests/e2e/test_tiny_run.py in a throw-away copy of the project with
+profiles/slurm while the same workflow runs locally, and cancels one training job
+with `scancel` once SLURM reports it RUNNING (the fault case). The tests then read
+what the scheduler recorded and compare the two runs' outputs.
+
+Needs root (CI runs the suite as root): without it every test here fails with the
+command to run it; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench.bench_slurm import slurm_plan
+from dpaudit.io import read_parquet
+from tests.e2e.test_tiny_run import TINY_CONFIG
+from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
+from tests.workflow.helpers import ROOT, SNAKEMAKE, copy_project, snakemake
+
+RUN_TIMEOUT = 900  # seconds for the whole SLURM run; a hung scheduler fails the test
+FAULT_TIMEOUT = 300  # seconds to see a training job RUNNING before giving up on the fault case
+# What a site profile would hold (profiles/slurm/site-example), set for this cluster:
+# Debian's SLURM 22.05 needs no account and squeue for status polling (DESIGN.md §9);
+# a 2 s first status check keeps the tiny run short.
+TEST_SITE_PROFILE = {
+    "slurm-no-account": True,
+    "slurm-status-command": "squeue",
+    "slurm-init-seconds-before-status-checks": 2,
+    "slurm-keep-successful-logs": True,
+    "default-resources": {"slurm_partition": "debug", "mem_mb": 1000, "runtime": 10},
+}
+
+
+def _cancel_first_training_job(cluster: SlurmCluster, stop: threading.Event, record: dict) -> None:
+    deadline = time.monotonic() + FAULT_TIMEOUT
+    while not stop.is_set() and time.monotonic() < deadline:
+        for job in cluster.queue():
+            if job["comment"].startswith("rule_train_model") and job["state"] == "RUNNING":
+                # Let the job step start training so the kill lands mid-job.
+                time.sleep(3)
+                result = subprocess.run(["scancel", job["job_id"]], capture_output=True, text=True,
+                                        timeout=30)
+                record.update(job_id=job["job_id"], comment=job["comment"],
+                              scancel=result.returncode, stderr=result.stderr)
+                return
+        time.sleep(0.5)
+    record["error"] = f"no train_model job seen RUNNING within {FAULT_TIMEOUT} s"
+
+
+def _slurm_logs(workdir: Path, tail: int = 3000) -> str:
+    parts = []
+    for path in sorted((workdir / ".snakemake" / "slurm_logs").rglob("*.log")):
+        parts.append(f"--- {path.relative_to(workdir)} ---\n{path.read_text(errors='replace')[-tail:]}")
+    return "\n".join(parts[-8:])
+
+
+@pytest.fixture(scope="module")
+def slurm_run(tmp_path_factory):
+    try:
+        require_root()
+    except ClusterError as error:
+        pytest.fail(str(error))
+    started = time.monotonic()
+    base = tmp_path_factory.mktemp("slurm")
+    project = copy_project(base / "project")
+    config = base / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_CONFIG))
+    site = base / "site"
+    site.mkdir()
+    (site / "config.yaml").write_text(yaml.safe_dump(TEST_SITE_PROFILE))
+    env = {"PYTHONPATH": str(project / "src")}
+    local_dir, slurm_dir = base / "local", base / "slurm"
+    local_dir.mkdir()
+    slurm_dir.mkdir()
+
+    cluster = SlurmCluster(base / "cluster")
+    try:
+        cluster.start()
+    except ClusterError as error:
+        cluster.stop()
+        pytest.fail(f"could not start the test SLURM cluster: {error}")
+    record: dict = {}
+    stop = threading.Event()
+    local = None
+    local_log = base / "local_run.log"
+    try:
+        # The local reference run shares the machine with the SLURM run; both use 2 cores.
+        # Its output goes to a file: a full pipe would block it.
+        with local_log.open("w") as sink:
+            local = subprocess.Popen(
+                [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(local_dir),
+                 "--workflow-profile", str(project / "profiles" / "default"), "--cores", "2",
+                 "--configfile", str(config)],
+                stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **env})
+        fault = threading.Thread(target=_cancel_first_training_job, args=(cluster, stop, record), daemon=True)
+        fault.start()
+        command = [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(slurm_dir),
+                   "--workflow-profile", str(project / "profiles" / "slurm"), "--profile", str(site),
+                   "--configfile", str(config)]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                                    env={**os.environ, **env})
+        except subprocess.TimeoutExpired as timeout:
+            pytest.fail(f"SLURM run did not finish within {RUN_TIMEOUT} s\n{(timeout.stdout or b'')[-4000:]!r}\n"
+                        f"{(timeout.stderr or b'')[-6000:]!r}\n{_slurm_logs(slurm_dir)}\n{cluster.logs()}")
+        stop.set()
+        fault.join(10)
+        try:
+            local.wait(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the local reference run did not finish within {RUN_TIMEOUT} s")
+        if local.returncode != 0:
+            pytest.fail(f"local reference run failed ({local.returncode}):\n{local_log.read_text()[-6000:]}")
+        if result.returncode != 0:
+            pytest.fail(f"SLURM run failed ({result.returncode}): {' '.join(command)}\n"
+                        f"--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n{result.stderr[-8000:]}\n"
+                        f"{_slurm_logs(slurm_dir)}\n{cluster.logs()}")
+        completed = cluster.completed_jobs()
+        controller_log = (cluster.state / "slurmctld.log").read_text(errors="replace")
+        diagnostics = f"{result.stderr[-8000:]}\n{cluster.logs()}"
+    finally:
+        stop.set()
+        if local is not None and local.poll() is None:
+            local.kill()
+            local.wait(30)
+        cluster.stop()
+    plan = slurm_plan(config, root=project, env=env)
+    profile = yaml.safe_load((project / "profiles" / "slurm" / "config.yaml").read_text())
+    print(f"SLURM test wall time: {time.monotonic() - started:.0f} s; setup: {cluster.setup_notes}")
+    return {"local": local_dir, "slurm": slurm_dir, "fault": record, "jobs": completed,
+            "controller_log": controller_log, "plan": plan, "profile": profile,
+            "stderr": result.stderr, "diagnostics": diagnostics, "config": config, "env": env,
+            "project": project}
+
+
+def _minutes(limit: str) -> int:
+    """A time limit as the jobcomp file records it: minutes, or [D-]HH:MM:SS."""
+    if limit.isdigit():
+        return int(limit)
+    days, _, clock = limit.rpartition("-")
+    hours, minutes, _seconds = (int(x) for x in clock.split(":"))
+    return (int(days) if days else 0) * 1440 + hours * 60 + minutes
+
+
+def _memory_mb(job: dict[str, str]) -> int:
+    """The memory SLURM allocated to a job, from the jobcomp record's Tres (e.g. mem=4000M)."""
+    tres = dict(item.split("=", 1) for item in job["Tres"].split(","))
+    value = tres["mem"]
+    return int(float(value[:-1]) * 1024) if value.endswith("G") else int(value.rstrip("M"))
+
+
+def test_every_remote_job_went_through_the_scheduler(slurm_run):
+    jobs, plan = slurm_run["jobs"], slurm_run["plan"]
+    states = [job["JobState"] for job in jobs]
+    # The dry-run's plan (bench_slurm, the scale figures' method) names the submissions:
+    # prepare_dataset, two train_model and one per_run group holding both runs' extraction
+    # and metrics; plus the one resubmission of the cancelled training job.
+    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": 2}, plan.describe()
+    assert plan.group_submissions == {"per_run": 1}, plan.describe()
+    assert states.count("COMPLETED") == plan.submissions, (states, slurm_run["diagnostics"])
+    assert states.count("CANCELLED") == 1, (states, slurm_run["diagnostics"])
+    assert len(jobs) == plan.submissions + 1
+    allocations = slurm_run["controller_log"].count("sched: Allocate JobId=")
+    assert allocations == len(jobs), slurm_run["controller_log"][-3000:]
+    # Every SLURM job ran under this run's name (the plugin's run id) from the run's directory.
+    assert len({job["Name"] for job in jobs}) == 1
+    assert {job["WorkDir"] for job in jobs} == {str(slurm_run["slurm"])}
+
+
+def test_cancelled_training_job_was_retried_with_more_time(slurm_run):
+    fault, jobs = slurm_run["fault"], slurm_run["jobs"]
+    assert "error" not in fault and fault.get("scancel") == 0, fault
+    cancelled = [job for job in jobs if job["JobState"] == "CANCELLED"]
+    assert [job["JobId"] for job in cancelled] == [fault["job_id"]]
+    train = slurm_run["profile"]["set-resources"]["train_model"]
+    runtime, memory = ([eval(train[key], {"attempt": attempt}) for attempt in (1, 2)]  # noqa: S307 (the profile's own expression)
+                       for key in ("runtime", "mem_mb"))
+    assert _minutes(cancelled[0]["TimeLimit"]) == runtime[0]
+    assert _memory_mb(cancelled[0]) == memory[0]
+    retried = [job for job in jobs if job["JobState"] == "COMPLETED" and _minutes(job["TimeLimit"]) == runtime[1]]
+    assert len(retried) == 1, [(j["JobId"], j["JobState"], j["TimeLimit"]) for j in jobs]
+    assert int(retried[0]["JobId"]) > int(fault["job_id"])
+    assert _memory_mb(retried[0]) == memory[1]
+    assert fault["job_id"] in slurm_run["stderr"], "Snakemake did not report the cancelled SLURM job"
+
+
+def _parquet_files(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in (root / "results").rglob("*.parquet"))
+
+
+def test_outputs_equal_the_local_run(slurm_run):
+    local, slurm = slurm_run["local"], slurm_run["slurm"]
+    files = _parquet_files(local)
+    assert files == _parquet_files(slurm)
+    assert any("per_example" in str(f) for f in files) and Path("results/tables/metrics.parquet") in files
+    for name in files:
+        # Training is seeded with deterministic TF ops and one thread (dpaudit._tf), so a job
+        # computes the same bits in a SLURM job step as in a local process: compared exactly.
+        pd.testing.assert_frame_equal(read_parquet(slurm / name), read_parquet(local / name),
+                                      check_exact=True, obj=str(name))
+    for figure in ("privacy_utility.png", "epsilon_star_landscape_synthetic.png", "teaching_f5.png"):
+        assert (slurm / "results" / "figures" / figure).stat().st_size > 0
+
+
+def test_rerun_after_the_cluster_run_has_nothing_to_do(slurm_run):
+    # Nothing lost or half-written: the same workflow, run again locally, finds every
+    # output of the SLURM run (with its retried job) up to date.
+    result = snakemake(slurm_run["slurm"], "-n", "--configfile", str(slurm_run["config"]),
+                       env=slurm_run["env"], root=slurm_run["project"])
+    assert "Nothing to be done" in result.stdout + result.stderr, result.stdout[-3000:]
+
+
+def _resources_per_rule(dry_run_stdout: str) -> dict[str, str]:
+    """The `resources:` line of the first job of each rule in a dry-run's listing."""
+    resources, rule = {}, None
+    for line in dry_run_stdout.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
+            rule = stripped.split()[1].rstrip(":")
+        elif stripped.startswith("resources:") and rule is not None:
+            resources.setdefault(rule, stripped.removeprefix("resources:").strip())
+    return resources
+
+
+def test_site_profile_adds_account_and_partition_and_keeps_rule_resources(tmp_path):
+    # No scheduler needed: the dry-run shows each job's resources as SLURM would get them.
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_CONFIG))
+    result = snakemake(tmp_path, "-n", "--workflow-profile", str(ROOT / "profiles" / "slurm"),
+                       "--profile", str(ROOT / "profiles" / "slurm" / "site-example"),
+                       "--configfile", str(config), env={"DPAUDIT_SLURM_TRAIN_GPUS": "1"})
+    resources = _resources_per_rule(result.stdout)
+    train = resources["train_model"]
+    for expected in ("slurm_account=my_account", "slurm_partition=compute", "mem_mb=4000",
+                     "runtime=240", "cpus_per_task=1", "gpu=1"):
+        assert expected in train, train
+    # A rule the project profile does not list takes the site's defaults.
+    assert "mem_mb=2000" in resources["aggregate_metrics"] and "runtime=60" in resources["aggregate_metrics"]
+    assert "gpu" not in resources["prepare_dataset"]
+
+
+def test_without_root_the_slurm_tests_fail_saying_how_to_run_them(monkeypatch):
+    # The fixture turns this error into pytest.fail: never a skip.
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterError, match=r"needs root.*sudo \.venv/bin/python -m pytest tests/workflow/test_slurm\.py"):
+        require_root()
