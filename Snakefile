@@ -15,7 +15,9 @@ include: "rules/extract.smk"
 include: "rules/metrics.smk"
 include: "rules/simulate.smk"
 include: "rules/privacy.smk"
+include: "rules/profile.smk"
 include: "rules/audit.smk"
+include: "rules/pmp.smk"
 include: "rules/aggregate.smk"
 
 
@@ -26,8 +28,10 @@ rule all:
         "results/figures/privacy_utility.png",
         landscape_figures(),
         simulation_targets(),
+        pmp_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
         report_figures(),
+        profile_targets(),
         audit_figures(),
     default_target: True

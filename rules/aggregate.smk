@@ -1,6 +1,7 @@
 rule aggregate_metrics:
     input:
         metrics=metric_files(),
+        dataset_metrics=profile_metric_files(),
         train=all_runs("results/models/{dataset}/{run}/train.json"),
     output:
         table="results/tables/metrics.parquet",

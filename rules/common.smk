@@ -34,7 +34,7 @@ TRAINING = {
 }
 FAMILIES = ["mia", "privacy_card"] + [
     family
-    for family in ("epsilon_star", "identifiability")
+    for family in ("epsilon_star", "identifiability", "pmp")
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
@@ -64,10 +64,12 @@ localrules:
     aggregate_metrics,
     plot_privacy_utility,
     plot_epsilon_star_landscape,
+    pmp_gather_shadows,
+    pmp_report,
 
 
 def run_params(wildcards):
-    return RUNS[wildcards.dataset][wildcards.run]
+    return RUNS[wildcards.dataset].get(wildcards.run) or pmp_shadow_run(wildcards)["params"]
 
 
 def training_params(wildcards):
@@ -143,6 +145,42 @@ def simulation_targets():
     return targets
 
 
+# ---------------------------------------------------------------------------
+# Privacy profile (LeBlond et al. 2023): per numeric view, no trained run.
+PROFILE = config["profile"]
+PROFILE_VIEWS = sorted(PROFILE["views"]) if PROFILE["enabled"] else []
+
+
+def profile_view_spec(wildcards):
+    return PROFILE["views"][wildcards.view]
+
+
+def profile_raw_inputs(wildcards):
+    source = PROFILE["views"][wildcards.view]["source"]
+    if source == "adult":
+        return {"raw": ancient("resources/raw/profile/adult/adult.data")}
+    return {}
+
+
+def profile_download_sources(wildcards):
+    return known_sources(wildcards.source, wildcards.filename)
+
+
+def profile_metric_files():
+    return [f"results/metrics/profile/{view}.parquet" for view in PROFILE_VIEWS]
+
+
+def profile_targets():
+    if not PROFILE["enabled"]:
+        return []
+    unknown = sorted(set(PROFILE["samples"]["views"]) - set(PROFILE_VIEWS))
+    if unknown:
+        raise WorkflowError(f"config.profile.samples.views: {unknown} are not among profile.views {PROFILE_VIEWS}")
+    flat = [view for view in PROFILE_VIEWS if PROFILE["views"][view]["figures"]]
+    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in flat for k in range(2, 8)]
+    exact = [f"results/profile/{view}/exact.parquet" for view in PROFILE_VIEWS]
+    samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
+    return figures + samples + exact
 # ---------------------------------------------------------------- audit (source 004)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
 # blocks of runs each job trains, as parse-time lookups.
@@ -185,6 +223,85 @@ def audit_figures():
     return [f"results/figures/identifiability_fig{i}.png" for i in range(1, 7)] + [
         f"results/figures/identifiability_audit_{dataset}.png" for dataset in AUDIT_DATASETS
     ] + ["results/tables/identifiability_tables.html"]
+
+
+# ---------------------------------------------------------------- pmp (source 003)
+# Recipe C shadow models are extra runs of train_model/extract_per_example named
+# <run>_pmpshadow~<r>; they live in their own lookup so aggregation never sees them.
+PMP = config["metrics"]["pmp"]
+PMP_SHADOWS = {
+    dataset: {
+        f"{run}_pmpshadow~{index}": {"params": params, "target": run, "index": index}
+        for run, params in RUNS[dataset].items()
+        if params["mechanism"] == "dpsgd"
+        for index in range(PMP["shadow_models"] if PMP["enabled"] else 0)
+    }
+    for dataset in DATASETS
+}
+
+
+def pmp_shadow_run(wildcards):
+    try:
+        return PMP_SHADOWS[wildcards.dataset][wildcards.run]
+    except KeyError:
+        raise WorkflowError(f"run {wildcards.run!r} is neither in the {wildcards.dataset} grid nor a PMP shadow model") from None
+
+
+def pmp_train_outputs():
+    """train_model writes weight checkpoints only when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": "results/models/{dataset}/{run}/checkpoints.npz"}
+
+
+def pmp_train_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
+
+
+def pmp_shadow_training(wildcards):
+    """Which random half of X a shadow model trains on; None for an ordinary run."""
+    shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
+    if shadow is None:
+        return None
+    return {"index": shadow["index"], "seed": PMP["parent_seed"], "pool": PMP["nonmember_pool"]}
+
+
+def pmp_shadow_loss_files(wildcards):
+    return {
+        name: f"results/per_example/{wildcards.dataset}/{name}/outputs.parquet"
+        for name, shadow in PMP_SHADOWS[wildcards.dataset].items()
+        if shadow["target"] == wildcards.run
+    }
+
+
+def pmp_shadow_indices(wildcards):
+    return {name: PMP_SHADOWS[wildcards.dataset][name]["index"] for name in pmp_shadow_loss_files(wildcards)}
+
+
+def pmp_metric_files():
+    return [f"results/metrics/pmp/{dataset}/{run}.parquet" for dataset in DATASETS for run in RUNS[dataset]]
+
+
+def pmp_metric_inputs(wildcards):
+    inputs = {
+        "examples": f"results/data/{wildcards.dataset}/examples.parquet",
+        "info": f"results/data/{wildcards.dataset}/dataset.json",
+        "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
+        "model": f"results/models/{wildcards.dataset}/{wildcards.run}/model.keras",
+        "checkpoints": f"results/models/{wildcards.dataset}/{wildcards.run}/checkpoints.npz",
+    }
+    if pmp_shadow_loss_files(wildcards):
+        inputs["shadows"] = f"results/pmp/{wildcards.dataset}/{wildcards.run}/shadow_scores.parquet"
+    return inputs
+
+
+def pmp_targets():
+    targets = ["results/tables/pmp_runs.html"] if PMP["enabled"] else []
+    if config["simulations"]["pmp"]["enabled"]:
+        targets += [f"results/figures/pmp_fig{k}.png" for k in range(1, 7)]
+    return targets
 
 
 # ---- per-dataset report figures (issue 8): audit figure, figures over all models of a dataset

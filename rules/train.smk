@@ -5,9 +5,11 @@ rule train_model:
     output:
         model="results/models/{dataset}/{run}/model.keras",
         info="results/models/{dataset}/{run}/train.json",
+        **pmp_train_outputs(),
     params:
         run=run_params,
         training=training_params,
+        **pmp_train_params(),
         code=CODE["train_model"],
     threads: 1
     resources:

@@ -13,6 +13,8 @@ from dpaudit.config import GRID_COLUMNS
 from dpaudit.io import read_json, read_parquet
 
 KEY_COLUMNS = ["dataset", "run", "family", "metric"]
+# Families measured once per dataset view rather than per trained run (no run key).
+DATASET_LEVEL_FAMILIES = frozenset({"profile"})
 TRAIN_COLUMNS = {
     "accountant_epsilon": "epsilon",
     "accountant_delta": "delta",
@@ -73,7 +75,11 @@ def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[t
 
 
 def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> pd.DataFrame:
-    """Concatenate long metric files and join each row with its run's grid values."""
+    """Concatenate long metric files and join each row with its run's grid values.
+
+    Rows of dataset-level families (``DATASET_LEVEL_FAMILIES``, e.g. the privacy profile of a
+    numeric view) have no run: they keep an empty run key and empty grid columns.
+    """
     if not metric_files:
         raise ValueError("no metric files to aggregate (empty grid?)")
     frames = [read_parquet(path) for path in metric_files]
@@ -81,8 +87,14 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
     missing = [c for c in KEY_COLUMNS if c not in long.columns]
     if missing:
         raise ValueError(f"metric files lack key column(s) {missing}")
+    dataset_level = long["family"].isin(DATASET_LEVEL_FAMILIES).to_numpy()
     for column in KEY_COLUMNS:
-        if long[column].isna().any():
+        absent = long[column].isna().to_numpy(copy=True)
+        if column == "run":
+            if (dataset_level & ~absent).any():
+                raise ValueError(f"dataset-level families {sorted(DATASET_LEVEL_FAMILIES)} must not carry a run")
+            absent &= ~dataset_level
+        if absent.any():
             raise ValueError(f"metric rows with a missing {column!r} key")
     long = long.astype({c: "string" for c in KEY_COLUMNS})
     # A metric's own parameter may share a name with a run column (the attack's
@@ -90,7 +102,7 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
     clashes = (set(long.columns) & set(runs.columns)) - {"dataset", "run"}
     long = long.rename(columns={c: f"metric_{c}" for c in clashes})
     table = long.merge(runs, on=["dataset", "run"], how="left", validate="many_to_one")
-    unknown = table["mechanism"].isna()
+    unknown = table["mechanism"].isna().to_numpy() & ~dataset_level
     if unknown.any():
         bad = table.loc[unknown, ["dataset", "run"]].drop_duplicates().to_records(index=False)
         raise ValueError(f"metric rows for runs not in the grid: {list(bad)}")
@@ -182,5 +194,6 @@ def load_train_infos(paths: Sequence[str | Path]) -> dict[tuple[str, str], dict]
 
 def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
     """The per-run summary rebuilt from the metrics table alone (what the figure reads)."""
-    runs = table[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
+    per_run = table[table["run"].notna()]
+    runs = per_run[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
     return summary_frame(table, runs)

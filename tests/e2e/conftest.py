@@ -13,6 +13,8 @@ TINY_CONFIG = {
         {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2],
          "batch_size": [32], "seed": [0]},
     ],
+    # practical membership privacy with 4 shadow models (Recipe C) through train_model
+    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32}},
 }
 
 

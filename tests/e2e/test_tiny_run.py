@@ -82,3 +82,19 @@ def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
     assert len(cards) == 2 and all("data:image/png;base64," in c.read_text() for c in cards)
     ledger = (tiny_run["workdir"] / "results" / "tables" / "budget_ledger.html").read_text()
     assert "release_all_epsilon" in ledger
+
+
+def test_pmp_rows_for_every_run_with_shadow_models(tiny_run):
+    # Lowy et al. (source 003): the DP-SGD run gets Recipes A, B and C; the baseline is not applicable.
+    table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
+    pmp = table[table["family"] == "pmp"]
+    assert set(pmp["run"]) == set(table["run"]) and not pmp["run"].str.contains("pmpshadow").any()
+    dp = pmp[pmp["mechanism"] == "dpsgd"].set_index(["method", "metric"])["value"]
+    for method in ("gauss_single_step", "dpsgd_clt"):
+        assert 0 <= dp[(method, "eps_pmp")] <= dp[(method, "eps_global_same_method")]
+    assert dp[("empirical_lira", "emp_eps_lower")] >= 0  # 4 shadow models: computed (weak) bound
+    base = pmp[(pmp["mechanism"] == "baseline") & (pmp["method"] != "accountant")]
+    assert (base["status"] == "not_applicable").all() and base["value"].isna().all()
+    scores = read_parquet(next((tiny_run["workdir"] / "results" / "pmp").rglob("shadow_scores.parquet")))
+    assert scores["model_id"].nunique() == 4
+    assert (tiny_run["workdir"] / "results" / "tables" / "pmp_runs.html").stat().st_size > 0

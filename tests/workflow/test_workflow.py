@@ -40,6 +40,8 @@ def test_default_config_job_counts(tmp_path):
         "metric_mia": 24,
         "metric_epsilon_star": 24,
         "metric_identifiability": 24,
+        "metric_pmp": 24,
+        "pmp_report": 1,
         "privacy_card": 24,
         "audit_neighbours": 1,
         "audit_block": 2,  # digits: bounded × {LS, GS} × ρ_β 0.9, 40 runs in one block each
@@ -52,8 +54,27 @@ def test_default_config_job_counts(tmp_path):
         "plot_epsilon_star_landscape": 3,
         "plot_audit": 3,
         "plot_model_figures": 3,
+        # Privacy profile: 2 breast_cancer views, Figs 1/8 on the 100-row one.
+        "profile_base": 2,
+        "profile_exact": 2,
+        "profile_single": 2,
+        "profile_typical": 2,
+        "plot_profile": 2,
+        "profile_samples": 1,
+        "plot_profile_samples": 1,
         "all": 1,
     }
+
+
+def test_paper_privacy_profile_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "privacy_profile.yaml"))
+    counts = job_counts(result.stdout)
+    # Views adult_2f, adult_6f (no figures), adult_2f_first100 (Figs 1/8); one shared adult.data download.
+    profile = {rule: n for rule, n in counts.items() if "profile" in rule}
+    assert profile == {"download_profile_data": 1, "profile_base": 3, "profile_exact": 3, "profile_typical": 3,
+                       "profile_single": 2, "plot_profile": 2, "profile_samples": 1, "plot_profile_samples": 1}
+    views = {job["view"] for job in job_wildcards(result.stdout) if "view" in job}
+    assert views == {"adult_2f", "adult_6f", "adult_2f_first100"}
 
 
 def test_adult_config_replaces_default_datasets(tmp_path):
@@ -118,3 +139,24 @@ def test_lite_identifiability_config_job_counts(tmp_path):
     # Adult and digits × bounded × {LS, GS} × ρ_β {0.75, 0.9} × 100 runs in blocks of 50.
     assert counts["audit_block"] == 2 * 2 * 2 * 2
     assert counts["audit_neighbours"] == 2 and counts["download_dataset"] == 2
+
+
+def test_paper_pmp_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp.yaml"))
+    counts = job_counts(result.stdout)
+    # 1 baseline + 3 DP-SGD runs; 16 shadow models per DP-SGD run go through train_model
+    # and extract_per_example under their own run names, gathered once per DP-SGD run.
+    assert counts["train_model"] == 4 + 3 * 16 and counts["extract_per_example"] == 4 + 3 * 16
+    assert counts["metric_pmp"] == 4 and counts["pmp_gather_shadows"] == 3
+    assert counts["simulate_pmp"] == 1 and counts["pmp_report"] == 1
+    # shadows never reach the per-run metric families
+    assert counts["metric_mia"] == 4 and counts["privacy_card"] == 4
+    shadows = {job["run"] for job in job_wildcards(result.stdout) if "_pmpshadow~" in job.get("run", "")}
+    assert len(shadows) == 48
+
+
+def test_lite_pmp_config_job_counts(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp_lite.yaml"))
+    counts = job_counts(result.stdout)
+    assert counts["train_model"] == 2 + 16 and counts["pmp_gather_shadows"] == 1
+    assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2

@@ -114,19 +114,30 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
     """log δ(ε) of the Gaussian mechanism, exact (Balle & Wang 2018, Thm 8).
 
     δ(ε) = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ); evaluated with log Φ so that
-    tiny δ (and large ε) do not underflow or cancel.
+    tiny δ (and large ε) do not underflow or cancel. ``eps`` and ``sensitivity``
+    broadcast against each other (the PMP bounds of source 003 evaluate one ε
+    against a matrix of pairwise distances); Δ = 0 gives δ = 0 (log δ = −inf).
     """
     eps = np.asarray(eps, dtype=np.float64)
-    r = float(sensitivity) / float(sigma)
-    a = special.log_ndtr(r / 2.0 - eps / r)
-    b = eps + special.log_ndtr(-r / 2.0 - eps / r)
+    r = np.asarray(sensitivity, dtype=np.float64) / float(sigma)
+    if np.any(r < 0) or np.any(np.isnan(r)):
+        raise ValueError("sensitivity must be >= 0 (and sigma > 0)")
+    positive = r > 0
+    safe_r = np.where(positive, r, 1.0)
+    a = special.log_ndtr(safe_r / 2.0 - eps / safe_r)
+    b = eps + special.log_ndtr(-safe_r / 2.0 - eps / safe_r)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = a + np.log1p(-np.exp(np.minimum(b - a, 0.0)))
-    return np.where(b < a, out, -np.inf)
+    return np.where(positive & (b < a), out, -np.inf)
 
 
-def gaussian_delta(sigma: float, eps, sensitivity: float = 1.0):
-    """Exact δ(ε) of the Gaussian mechanism N(0, σ²) on a query of L2 sensitivity Δ."""
+def gaussian_delta(sigma: float, eps, sensitivity=1.0):
+    """Exact δ(ε) of the Gaussian mechanism N(0, σ²) on a query of L2 sensitivity Δ.
+
+    Vectorised over ``eps`` and ``sensitivity`` (broadcast). With σ = 1 and
+    ``sensitivity = μ`` this is the privacy profile δ_G(ε; μ) of Lemma 10 in
+    Lowy et al. (source 003).
+    """
     out = np.exp(_gaussian_log_delta(eps, sigma, sensitivity))
     return float(out) if out.ndim == 0 else out
 

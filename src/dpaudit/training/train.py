@@ -176,10 +176,16 @@ def train_model(
     threads: int,
     log: logging.Logger,
     run: str | None = None,
+    checkpoints: int = 0,
+    checkpoint_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
 
     ``run`` (the run's name in the grid) only labels error messages.
+    ``checkpoints = K > 0`` also saves the weights at K evenly spaced step
+    indices (the first is the initialisation) to ``checkpoint_path`` (.npz, see
+    ``_CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
+    recomputes per-example clipped gradients at each of them.
     """
     wall0 = time.perf_counter()
     p = normalize_params(params)
@@ -281,12 +287,15 @@ def train_model(
     empty_batches = 0
     dropped = 0
     all_fractions: list[float] = []
+    recorder = _CheckpointRecorder(checkpoints, steps, model) if checkpoints else None
     train0 = time.perf_counter()
     for epoch in range(1, p["epochs"] + 1):
         t0 = time.perf_counter()
         loss_sum = correct = seen = 0.0
         fractions: list[float] = []
         for _ in range(spe):
+            if recorder is not None:
+                recorder.before_step()
             idx = next(batches)
             if drop_remainder and len(idx) % k:
                 dropped += len(idx) % k
@@ -327,6 +336,10 @@ def train_model(
             seconds,
         )
     train_seconds = time.perf_counter() - train0
+    if recorder is not None:
+        if checkpoint_path is None:
+            raise ValueError("checkpoints > 0 needs a checkpoint_path")
+        recorder.save(checkpoint_path)
 
     # Saved without the optimizer: a model saved with a DP optimizer does not load
     # without custom objects (DESIGN §9). Only the logits view was compiled, never
@@ -389,3 +402,33 @@ def train_model(
         "versions": _tf.versions(),
     }
     return info
+
+
+class _CheckpointRecorder:
+    """Weights at K evenly spaced step indices t_0 = 0 < t_1 < ... (before that step runs).
+
+    Checkpoint k stands for the T_k = t_{k+1} − t_k steps that follow it. The
+    .npz holds ``start_step`` and ``steps_represented`` (int64, length K) and
+    ``w{k}_{j}`` (the j-th weight array of ``model.get_weights()`` at checkpoint k).
+    """
+
+    def __init__(self, count: int, total_steps: int, model):
+        count = int(count)
+        if count < 1:
+            raise ValueError(f"checkpoints must be >= 1, got {count}")
+        self.starts = np.unique(np.linspace(0, total_steps, count, endpoint=False).astype(np.int64))
+        self.total_steps = int(total_steps)
+        self.model = model
+        self.step = 0
+        self.weights: list[list[np.ndarray]] = []
+
+    def before_step(self) -> None:
+        if len(self.weights) < self.starts.size and self.step == self.starts[len(self.weights)]:
+            self.weights.append([w.copy() for w in self.model.get_weights()])
+        self.step += 1
+
+    def save(self, path: str | Path) -> None:
+        arrays = {f"w{k}_{j}": w for k, ws in enumerate(self.weights) for j, w in enumerate(ws)}
+        ends = np.r_[self.starts[1:], self.total_steps]
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, start_step=self.starts, steps_represented=ends - self.starts, **arrays)

@@ -1,0 +1,21 @@
+"""Snakemake adapter: practical membership privacy (Lowy et al., source 003) of one run."""
+
+from dpaudit.aggregate import with_keys
+from dpaudit.io import read_json, read_parquet, write_parquet
+from dpaudit.logs import job_logging
+from dpaudit.metrics.pmp.run import pmp_run_metrics
+
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    dataset = read_json(sm.input.info)
+    shadows = read_parquet(sm.input.shadows) if "shadows" in sm.input.keys() else None
+    rows, per_example = pmp_run_metrics(
+        read_parquet(sm.input.examples), dataset["splits"], read_json(sm.input.train),
+        model_path=sm.input.model, checkpoints_path=sm.input.checkpoints, options=sm.params.options,
+        shadow_scores=shadows, threads=sm.threads, log=log,
+    )
+    keys = {"dataset": sm.wildcards.dataset, "run": sm.wildcards.run, "family": "pmp"}
+    write_parquet(sm.output.metrics, with_keys(rows, **keys))
+    write_parquet(sm.output.per_example, per_example.assign(dataset=keys["dataset"], run=keys["run"]))
+    headline = rows[rows["metric"].isin(["eps_pmp", "emp_eps_lower"])]
+    log.info("PMP: %s", dict(zip(headline["method"], headline["value"].round(4), strict=True)))

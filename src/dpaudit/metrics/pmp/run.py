@@ -1,0 +1,206 @@
+"""The ``pmp`` rows of one trained run (Lowy et al. source 003; spec §3 and §7).
+
+Builds the parent set X (members ∪ an equal-size non-member sample), computes
+Recipe A (Prop. 12 for one full-batch step at the final weights: a per-step
+diagnostic, an upper bound for that single release only), Recipe B (the whole
+training transcript from per-checkpoint clipped gradients, CLT: a heuristic,
+not a guarantee) and, when shadow models exist, Recipe C (empirical
+per-example ε̂ lower bounds). Non-private runs (ε = ∞) get rows saying the
+PMP bounds do not apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
+from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
+from dpaudit.metrics.pmp.dpsgd import (
+    clip_rows,
+    empirical_pmp,
+    recipe_a_single_step,
+    recipe_b_trajectory,
+)
+from dpaudit.training.models import features, logits_model
+from dpaudit.training.shadows import build_parent_set
+
+__all__ = [
+    "OPTION_DEFAULTS",
+    "pmp_run_metrics",
+]
+
+OPTION_DEFAULTS = {
+    "parent_seed": 0,
+    "nonmember_pool": "nonmembers_and_utility",
+    "checkpoints": 5,
+    "partners": 256,
+    "projection_dim": 8192,
+    "projection_seed": 0,
+    "shadow_models": 0,
+    "alpha": 0.05,
+    "seed": 0,
+}
+METHOD_LABELS = {
+    "gauss_single_step": "upper bound for one full-batch step at the final weights (per-step diagnostic)",
+    "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
+    "empirical_lira": "empirical lower bound from shadow models (Clopper-Pearson, Bonferroni over X)",
+}
+
+
+def _clipped_gradients(model, gradient_fn, weights, x, y, clip, chunk: int = 4096):
+    """Per-example gradients of the CE loss at ``weights`` (None = the model's own), clipped to C.
+
+    ``gradient_fn`` is traced once per job: setting new weights only changes
+    variable values, so the traced function is reused for every checkpoint.
+    """
+    from dpaudit import _tf
+
+    if weights is not None:
+        model.set_weights(weights)
+    parts = [gradient_fn(_tf.tf.constant(x[s:s + chunk]), _tf.tf.constant(y[s:s + chunk]))[1].numpy()
+             for s in range(0, len(x), chunk)]
+    clipped, _ = clip_rows(np.concatenate(parts), clip)
+    return clipped
+
+
+def _load_checkpoints(path) -> list[dict]:
+    with np.load(path) as data:
+        starts = data["start_step"]
+        steps = data["steps_represented"]
+        out = []
+        for k in range(starts.size):
+            keys = sorted((key for key in data.files if key.startswith(f"w{k}_")),
+                          key=lambda key: int(key.split("_")[1]))
+            out.append({"start_step": int(starts[k]), "steps": int(steps[k]),
+                        "weights": [data[key] for key in keys]})
+    return out
+
+
+def _rows(method: str, values: Mapping[str, float], common: Mapping, status: str = "ok", note: str = "") -> list[dict]:
+    return [{"method": method, "metric": name, "value": float(value), "status": status,
+             "label": METHOD_LABELS.get(method, method), "note": note, **common}
+            for name, value in values.items()]
+
+
+def _summary(eps_pmp_x: np.ndarray, res: Mapping, delta: float) -> dict:
+    eps_pmp = float(res["eps_pmp"])
+    return {
+        "eps_global_same_method": res["eps_global"], "eps_X": res["eps_X"], "eps_pmp": eps_pmp,
+        "eps_pmp_q50": float(np.quantile(eps_pmp_x, 0.5)), "eps_pmp_q99": float(np.quantile(eps_pmp_x, 0.99)),
+        "ratio": eps_pmp / res["eps_global"] if res["eps_global"] > 0 else math.nan,
+        "ratio_X": eps_pmp / res["eps_X"] if res["eps_X"] > 0 else math.nan,
+        "mia_bound_dp": mia_success_bound_delta(res["eps_global"], delta),
+        "mia_bound_pmp": mia_success_bound(eps_pmp), "mia_bound_pmp_delta": mia_success_bound_delta(eps_pmp, delta),
+        "mip_eta": mip_eta(eps_pmp),
+    }
+
+
+def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Mapping, *,
+                    model_path: str | Path, checkpoints_path: str | Path | None, options: Mapping,
+                    shadow_scores: pd.DataFrame | None, threads: int,
+                    log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(long ``pmp`` rows, per-example frame) of one run; see the module docstring."""
+    o = {**OPTION_DEFAULTS, **options}
+    eps_accountant = float(train["epsilon"])
+    delta = train.get("delta")
+    common = {"delta": math.nan if delta is None else float(delta), "accountant": train.get("accountant") or "none",
+              "parent_seed": int(o["parent_seed"]), "nonmember_pool": o["nonmember_pool"]}
+    rows = [{"method": "accountant", "metric": "accountant_epsilon", "value": eps_accountant, "status": "ok",
+             "label": "accountant epsilon (as trained)", "note": "", **common}]
+    reason = None
+    if train.get("mechanism") != "dpsgd" or not math.isfinite(eps_accountant):
+        reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
+                  "and a finite PMP value for it would be made up")
+    elif train.get("microbatches"):
+        reason = ("not applicable: microbatches clip group means, not examples; Recipes A and B assume "
+                  "per-example clipping")
+    if reason is not None:
+        for method in ("gauss_single_step", "dpsgd_clt", "empirical_lira"):
+            rows += _rows(method, {"eps_pmp": math.nan, "mia_bound_pmp": math.nan}, common, "not_applicable", reason)
+        log.info("PMP rows marked not applicable (mechanism=%s, epsilon=%s): %s",
+                 train.get("mechanism"), eps_accountant, reason)
+        return pd.DataFrame(rows), pd.DataFrame()
+    delta = float(delta)
+    parent = build_parent_set(examples, splits, seed=int(o["parent_seed"]), pool=o["nonmember_pool"], log=log)
+    ids = parent["ids"]
+    common |= {"n_parent": int(ids.size), "members_subsampled": parent["members_subsampled"]}
+    frame = examples.set_index("example_id").loc[ids]
+    x = features(frame.reset_index())
+    y = frame["label"].to_numpy(np.int64)
+    z, clip = float(train["noise_multiplier"]), float(train["clip_norm"])
+    q, steps = float(train["sampling_probability"]), int(train["steps"])
+
+    from dpaudit import _tf
+
+    _tf.configure(threads, int(o["seed"]))
+    model = load_model(model_path)
+    net = logits_model(model)
+    gradient_fn = make_per_example_gradient_fn(net)
+    per_example = pd.DataFrame({"example_id": ids, "is_member": parent["is_member"]})
+
+    final = _clipped_gradients(model, gradient_fn, None, x, y, clip)
+    res_a = recipe_a_single_step(final, z, clip, delta)
+    rows += _rows("gauss_single_step", _summary(res_a["eps_pmp_x"], res_a, delta),
+                  common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1})
+    per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
+
+    res_b = None
+    if checkpoints_path is not None:
+        ckpts = _load_checkpoints(checkpoints_path)
+        if sum(c["steps"] for c in ckpts) != steps:
+            raise ValueError(f"{checkpoints_path}: checkpoints represent {sum(c['steps'] for c in ckpts)} steps, "
+                             f"train.json says {steps}")
+        grads = [{"steps": c["steps"], "clipped": _clipped_gradients(model, gradient_fn, c["weights"], x, y, clip)}
+                 for c in ckpts]
+        res_b = recipe_b_trajectory(grads, sampling_rate=q, noise_multiplier=z, clip=clip, delta=delta,
+                                    n_partners=int(o["partners"]), seed=int(o["seed"]),
+                                    projection_dim=int(o["projection_dim"]))
+        values = _summary(res_b["eps_pmp_x"], res_b, delta) | {
+            "eps_global_add_remove": res_b["eps_global_add_remove"]}
+        rows += _rows("dpsgd_clt", values, common | {
+            "n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
+            "checkpoints": res_b["checkpoints"]})
+        per_example["eps_pmp_x_dpsgd_clt"] = res_b["eps_pmp_x"]
+        per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
+        per_example["mu_max_dpsgd_clt"] = res_b["mu_max_x"]
+    else:
+        rows += _rows("dpsgd_clt", {"eps_pmp": math.nan}, common, "not_computed", "no checkpoints")
+
+    res_c = None
+    if shadow_scores is not None and not shadow_scores.empty:
+        wide = shadow_scores.pivot(index="model_id", columns="example_id", values="loss")[ids]
+        inside = shadow_scores.pivot(index="model_id", columns="example_id", values="in_train")[ids]
+        res_c = empirical_pmp(-wide.to_numpy(np.float64), inside.to_numpy(bool), delta=delta,
+                              alpha=float(o["alpha"]), seed=int(o["seed"]))
+        rows += _rows("empirical_lira", {"emp_eps_lower": res_c["emp_eps_lower"], "emp_eps_q50": res_c["emp_eps_q50"],
+                                         "emp_eps_q99": res_c["emp_eps_q99"]},
+                      common | {"n_shadow_models": res_c["n_models"], "alpha": res_c["alpha"]})
+        per_example["emp_eps_lower_x"] = res_c["emp_eps_lower_x"]
+    else:
+        rows += _rows("empirical_lira", {"emp_eps_lower": math.nan}, common, "not_computed",
+                      "metrics.pmp.shadow_models = 0")
+
+    rows += _ordering_rows(res_b, res_c, eps_accountant, common, log)
+    return pd.DataFrame(rows), per_example
+
+
+def _ordering_rows(res_b, res_c, eps_accountant, common, log) -> list[dict]:
+    """Spec §3: ε̂ ≲ ε̃ (B) ≤ ε(X) (B) ≤ ε (B, same method); a failure is flagged and logged, never dropped."""
+    if res_b is None:
+        return []
+    chain = [("eps_pmp", res_b["eps_pmp"]), ("eps_X", res_b["eps_X"]), ("eps_global_same_method", res_b["eps_global"])]
+    if res_c is not None:
+        chain.insert(0, ("emp_eps_lower", res_c["emp_eps_lower"]))
+    failures = [f"{a}={va:.4g} > {b}={vb:.4g}" for (a, va), (b, vb) in zip(chain, chain[1:], strict=False)
+                if va > vb * (1 + 1e-9) + 1e-12]
+    note = "; ".join(failures) if failures else "ordering holds"
+    if failures:
+        log.warning("PMP ordering check failed (Recipe B is a heuristic, so this is a warning): %s", note)
+    return _rows("dpsgd_clt", {"ordering_ok": float(not failures)}, common, "ok", note)
+

@@ -1,0 +1,108 @@
+"""Numeric views for the privacy-profile family (LeBlond et al. 2023, §5).
+
+A view keeps every raw row (Adult's '?' rows included, so row ids match the
+paper's 1-based indices), standardizes each chosen column (ddof = 0) and divides
+every row by the largest row norm, so that max‖x‖ = 1 and the sensitivity 2/(nΛ) holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dpaudit.profile.model import check_view
+
+ADULT_TWO_FEATURES = (0, 4)  # age, education-num: the paper's "first and fifth columns"
+ADULT_SIX_FEATURES = (0, 2, 4, 10, 11, 12)  # the six continuous columns (spec §5; the paper names none)
+ADULT_COLUMN_NAMES = ("age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+                      "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+                      "hours_per_week", "native_country", "income")
+BREAST_CANCER_TWO_FEATURES = (0, 1)
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    features: np.ndarray  # (n, d), rows in the unit ball
+    labels: np.ndarray  # (n,), ±1
+    row_ids: np.ndarray  # 1-based row numbers in the source file
+    feature_names: tuple[str, ...]
+    metadata: dict = field(default_factory=dict)
+
+
+def scale_rows(raw: np.ndarray, fit_rows: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """Standardize columns, then divide by the largest row norm; statistics from ``fit_rows`` (default all)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    fitted = raw if fit_rows is None else raw[fit_rows]
+    means = fitted.mean(axis=0)
+    stds = fitted.std(axis=0)
+    if (stds == 0).any():
+        raise ValueError(f"constant feature column(s) {np.flatnonzero(stds == 0).tolist()} cannot be standardized")
+    z = (raw - means) / stds
+    norms = np.linalg.norm((fitted - means) / stds, axis=1)
+    max_norm = float(norms.max())
+    return z / max_norm, {"means": means.tolist(), "stds": stds.tolist(), "max_row_norm": max_norm,
+                          "max_norm_row_index": int(np.argmax(norms)), "std_ddof": 0}
+
+
+def make_view(raw: np.ndarray, labels: np.ndarray, names: tuple[str, ...], *, first_rows: int | None,
+              scale_on_subset: bool, metadata: dict) -> ProfileView:
+    n_total = raw.shape[0]
+    keep = np.arange(n_total if first_rows is None else min(int(first_rows), n_total))
+    if first_rows is not None and int(first_rows) < 2:
+        raise ValueError(f"first_rows must be at least 2, got {first_rows}")
+    fit_rows = keep if scale_on_subset else None
+    scaled, scaling = scale_rows(raw, fit_rows)
+    features, labels_pm = check_view(scaled[keep], np.asarray(labels)[keep], row_ids=keep + 1)
+    return ProfileView(features=features, labels=labels_pm, row_ids=keep + 1, feature_names=names,
+                       metadata={**metadata, **scaling, "first_rows": first_rows,
+                                 "scale_fitted_on": "subset" if scale_on_subset else "full", "n": int(keep.size)})
+
+
+def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int | None = None,
+               scale_on_subset: bool = True) -> ProfileView:
+    """Numeric Adult view from the raw ``adult.data``: t = +1 for income ">50K", −1 otherwise."""
+    from dpaudit.data.datasets import _read_adult
+    from dpaudit.data.download import sha256_file
+
+    frame, _ = _read_adult(path)
+    columns = tuple(int(c) for c in columns)
+    names = tuple(ADULT_COLUMN_NAMES[c] for c in columns)
+    raw = frame[list(names)].astype(np.float64).to_numpy()
+    income = frame["income"].str.rstrip(".")
+    unknown = sorted(set(income) - {">50K", "<=50K"})
+    if unknown:
+        raise ValueError(f"{path}: unexpected income values {unknown}")
+    labels = np.where(income == ">50K", 1, -1)
+    meta = {"source": "adult.data", "sha256": sha256_file(path), "columns": list(columns)}
+    return make_view(raw, labels, names, first_rows=first_rows, scale_on_subset=scale_on_subset, metadata=meta)
+
+
+def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | None = None,
+                       scale_on_subset: bool = True) -> ProfileView:
+    """Offline view (scikit-learn's copy of WDBC): t = +1 for benign (target 1), −1 for malignant."""
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer()
+    columns = tuple(int(c) for c in columns)
+    names = tuple(str(bunch.feature_names[c]) for c in columns)
+    labels = np.where(bunch.target == 1, 1, -1)
+    meta = {"source": "sklearn.datasets.load_breast_cancer", "columns": list(columns)}
+    return make_view(bunch.data[:, columns], labels, names, first_rows=first_rows,
+                     scale_on_subset=scale_on_subset, metadata=meta)
+
+
+VIEW_LOADERS = {"adult": adult_view, "breast_cancer": breast_cancer_view}
+
+
+def load_view(spec: dict, raw_path: str | Path | None = None) -> ProfileView:
+    """The view a config entry (``profile.views.<name>``) describes; Adult reads ``raw_path``."""
+    options = {"first_rows": spec.get("first_rows"), "scale_on_subset": spec.get("scale_on_subset", True)}
+    if spec["source"] == "adult":
+        if raw_path is None:
+            raise ValueError("an adult view needs the raw adult.data file")
+        return adult_view(raw_path, spec["columns"], **options)
+    if spec["source"] not in VIEW_LOADERS:
+        raise ValueError(f"profile view source {spec['source']!r} is not one of {sorted(VIEW_LOADERS)}")
+    return VIEW_LOADERS[spec["source"]](spec["columns"], **options)

@@ -1,0 +1,243 @@
+"""Coverage, privacy loss and privacy profiles under L2-Laplace output noise.
+
+LeBlond et al. 2023: the coverage of neighbour y at output M is the density of
+𝒜(y) at M; the privacy loss l(x, y, M) = −log[C(y, M)/C(x, M)] = β(‖A(y) − M‖ − ‖A(x) − M‖).
+Every function works on the shifts Δ_i = A(y_i) − A(x) and the offsets u = M − A(x).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import gammaln, roots_legendre
+
+from dpaudit.profile.mechanisms import output_perturbation_beta, unit_directions
+
+# Chunk of noise draws whose K_chunk × n loss matrix is sorted at once (64 MB; larger chunks ran slower).
+SORT_CHUNK_ELEMENTS = 2**23
+TAU_LOW = 0.05
+TAU_HIGH = 0.95
+# t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (spec §3.11, independently recomputed
+# by ``transition_t``): d -> τ -> t.
+REFERENCE_TRANSITION_T = {2: {0.05: 3.24, 0.5: 10.0, 0.95: 109.0}, 6: {0.05: 2.80, 0.5: 14.6, 0.95: 179.0}}
+
+
+def log_kappa(d: int) -> float:
+    """log κ_d, κ_d = Γ(d/2)/(2π^{d/2}Γ(d)): the L2-Laplace density is κ_d β^d exp(−β‖b‖)."""
+    return float(gammaln(d / 2) - np.log(2) - (d / 2) * np.log(np.pi) - gammaln(d))
+
+
+def log_coverage(points: np.ndarray, centre: np.ndarray, beta: float) -> np.ndarray:
+    """Analytic coverage (c → 0): log density of 𝒜 = centre + L2-Laplace(β) at each point."""
+    points = np.atleast_2d(points)
+    d = points.shape[1]
+    return log_kappa(d) + d * np.log(beta) - beta * np.linalg.norm(points - centre[None, :], axis=1)
+
+
+def empirical_coverage(samples: np.ndarray, point: np.ndarray, cutoff: float) -> float:
+    """Ĉ(y, M): the fraction of samples of 𝒜(y) within distance c of M (LeBlond et al. Eq. 5)."""
+    if not cutoff > 0:
+        raise ValueError(f"coverage cutoff c must be positive, got {cutoff!r}")
+    return float(np.mean(np.linalg.norm(samples - point[None, :], axis=1) < cutoff))
+
+
+def distance_difference(offsets: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    """‖Δ_i − u‖ − ‖u‖ for each offset u (K × d) and shift Δ_i (n × d), in cancellation-free form.
+
+    (‖Δ‖² − 2⟨u, Δ⟩)/(‖u − Δ‖ + ‖u‖); returns K × n (or n for a single offset).
+    """
+    single = np.ndim(offsets) == 1
+    offsets = np.atleast_2d(offsets)
+    shift_sq = np.einsum("nd,nd->n", shifts, shifts)
+    inner = offsets @ shifts.T
+    offset_norm = np.linalg.norm(offsets, axis=1)[:, None]
+    gap = np.sqrt(np.maximum(offset_norm**2 - 2 * inner + shift_sq[None, :], 0.0))
+    denominator = gap + offset_norm
+    numerator = shift_sq[None, :] - 2 * inner
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(denominator > 0, numerator / denominator, 0.0)
+    return out[0] if single else out
+
+
+def privacy_loss(offsets: np.ndarray, shifts: np.ndarray, beta: float) -> np.ndarray:
+    """l(x, y_i, M) = β(‖A(y_i) − M‖ − ‖A(x) − M‖), positive when M is nearer A(x)."""
+    return beta * distance_difference(offsets, shifts)
+
+
+@dataclass(frozen=True)
+class SingleProfile:
+    abs_loss: np.ndarray  # ascending |l|
+    row_index: np.ndarray  # 0-based row of each rank (stable order among ties)
+    loss: np.ndarray  # signed l per row, in row order
+
+
+def single_profile(offset: np.ndarray, shifts: np.ndarray, beta: float) -> SingleProfile:
+    loss = privacy_loss(offset, shifts, beta)
+    order = np.argsort(np.abs(loss), kind="stable")
+    return SingleProfile(abs_loss=np.abs(loss)[order], row_index=order, loss=loss)
+
+
+@dataclass(frozen=True)
+class TypicalProfiles:
+    epsilon: np.ndarray
+    beta: np.ndarray
+    draws: int
+    seed: int
+    mean_abs_loss: np.ndarray  # (n_ε, n): sort-then-average, per rank
+    se_abs_loss: np.ndarray  # standard error per rank
+    mean_loss: np.ndarray  # (n_ε, n): per neighbour, KL(𝒜(x) ‖ 𝒜(y_i))
+    mean_abs_loss_per_row: np.ndarray  # (n_ε, n): per neighbour E|l|
+    var_loss: np.ndarray  # (n_ε, n): per neighbour variance of l
+
+    @property
+    def average_then_sort(self) -> np.ndarray:
+        """The other order of operations (per-neighbour mean |l|, then sorted): not the paper's profile."""
+        return np.sort(self.mean_abs_loss_per_row, axis=1)
+
+
+def typical_profiles(shifts: np.ndarray, epsilons: np.ndarray, *, n: int, lam: float, draws: int, seed: int,
+                     sort_chunk_elements: int = SORT_CHUNK_ELEMENTS) -> TypicalProfiles:
+    """P̄(k; ε): mean over M ~ 𝒜(x) of the k-th smallest |l|, for every ε of the grid.
+
+    Common random numbers across ε: one set of directions û and unit-rate radii ρ₁ ~ Gamma(d, 1),
+    b = (ρ₁/β)û at every β (exactly the L2-Laplace law). Only running sums per rank and per
+    neighbour are kept; the K × n loss matrix exists one chunk of draws at a time.
+    """
+    epsilons = np.asarray(epsilons, dtype=np.float64)
+    betas = np.atleast_1d(output_perturbation_beta(n, lam, epsilons))
+    count, d = shifts.shape
+    rng = np.random.default_rng(seed)
+    directions = unit_directions(rng, draws, d)
+    unit_radii = rng.gamma(shape=d, scale=1.0, size=draws)
+    chunk = max(1, min(draws, sort_chunk_elements // max(count, 1)))
+    shape = (epsilons.size, count)
+    rank_sum, rank_sq = np.zeros(shape), np.zeros(shape)
+    row_sum, row_abs, row_sq = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for e, beta in enumerate(betas):
+        for start in range(0, draws, chunk):
+            offsets = (unit_radii[start:start + chunk] / beta)[:, None] * directions[start:start + chunk]
+            loss = privacy_loss(offsets, shifts, beta)
+            row_sum[e] += loss.sum(axis=0)
+            row_sq[e] += np.einsum("kn,kn->n", loss, loss)
+            magnitude = np.abs(loss, out=loss)
+            row_abs[e] += magnitude.sum(axis=0)
+            magnitude.sort(axis=1)
+            rank_sum[e] += magnitude.sum(axis=0)
+            rank_sq[e] += np.einsum("kn,kn->n", magnitude, magnitude)
+    mean_rank = rank_sum / draws
+    variance_rank = np.maximum(rank_sq / draws - mean_rank**2, 0.0) * draws / max(draws - 1, 1)
+    mean_row = row_sum / draws
+    return TypicalProfiles(
+        epsilon=epsilons, beta=betas, draws=draws, seed=seed, mean_abs_loss=mean_rank,
+        se_abs_loss=np.sqrt(variance_rank / draws), mean_loss=mean_row, mean_abs_loss_per_row=row_abs / draws,
+        var_loss=np.maximum(row_sq / draws - mean_row**2, 0.0) * draws / max(draws - 1, 1),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Universal per-neighbour curves: E l = G_d(βδ), E|l| = H_d(βδ) (L2-Laplace noise)
+
+
+def _quadrature_nodes(order: int, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    x, w = roots_legendre(order)
+    return 0.5 * (high - low) * x + 0.5 * (high + low), 0.5 * (high - low) * w
+
+
+def universal_curves(t: np.ndarray, d: int, order: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """G_d(t) = E[‖g − tû‖ − ‖g‖] and H_d(t) = E|‖g − tû‖ − ‖g‖|, g ~ L2-Laplace(β = 1), by quadrature.
+
+    Radius ρ ~ Gamma(d, 1), polar angle θ with density ∝ sin^{d−2}θ. The ρ integral is split where
+    the integrand's sign changes (ρ cosθ = t/2), so Gauss–Legendre sees smooth pieces.
+    """
+    t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    theta, theta_w = _quadrature_nodes(order, 0.0, np.pi)
+    theta_w = theta_w * np.sin(theta) ** (d - 2)
+    theta_w /= theta_w.sum()
+    cos = np.cos(theta)
+    g_out, h_out = np.empty(t.size), np.empty(t.size)
+    unit_x, unit_w = roots_legendre(order)
+    for k, tk in enumerate(t):
+        upper = tk + d + 80.0
+        split = np.where(cos > 0, np.minimum(tk / (2 * np.maximum(cos, 1e-300)), upper), upper)
+        g_total = np.zeros_like(theta)
+        h_total = np.zeros_like(theta)
+        for low, high in ((np.zeros_like(split), split), (split, np.full_like(split, upper))):
+            half = 0.5 * (high - low)[:, None]
+            rho = half * unit_x[None, :] + (0.5 * (high + low))[:, None]
+            weight = half * unit_w[None, :] * np.exp((d - 1) * np.log(np.maximum(rho, 1e-300)) - rho - gammaln(d))
+            diff = np.sqrt(rho**2 + tk**2 - 2 * rho * tk * cos[:, None]) - rho
+            g_total += (weight * diff).sum(axis=1)
+            h_total += (weight * np.abs(diff)).sum(axis=1)
+        g_out[k] = theta_w @ g_total
+        h_out[k] = theta_w @ h_total
+    return g_out, h_out
+
+
+def small_t_slope(d: int) -> float:
+    """c_d = lim H_d(t)/t at t → 0 = E|⟨û, e⟩| = Γ(d/2)/(√π Γ((d+1)/2))."""
+    return float(np.exp(gammaln(d / 2) - 0.5 * np.log(np.pi) - gammaln((d + 1) / 2)))
+
+
+def transition_t(d: int, tau: float) -> float:
+    """t at which the per-neighbour progress (H_d(t)/t − c_d)/(1 − c_d) first reaches τ after its dip."""
+    c_d = small_t_slope(d)
+
+    def progress(t):
+        return (universal_curves(t, d)[1][0] / t - c_d) / (1 - c_d) - tau
+
+    grid = np.geomspace(0.05, 5e3, 60)
+    values = np.array([progress(t) for t in grid])
+    dip = int(np.argmin(values))
+    above = np.nonzero(values[dip:] >= 0)[0]
+    if above.size == 0:
+        raise ValueError(f"progress never reaches τ = {tau} for d = {d}")
+    k = dip + int(above[0])
+    return float(brentq(progress, grid[k - 1], grid[k], xtol=1e-6))
+
+
+def predicted_epsilon(t: float, *, n: int, lam: float, delta: float) -> float:
+    """ε(τ) = 2 t_d(τ)/(nΛδ): the β at which β δ reaches t, as ε."""
+    return 2.0 * t / (n * lam * delta)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    eps_low: float
+    eps_high: float
+    rank_floor: int
+    tau_low: float
+    tau_high: float
+    progress: np.ndarray  # τ_k(ε), (n_ε, n)
+
+
+def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorted_delta: np.ndarray, *,
+                      tau_low: float = TAU_LOW, tau_high: float = TAU_HIGH, low_grid_points: int = 3) -> Thresholds:
+    """ε_low / ε_high of the typical profile (LeBlond et al. 2023 give none; spec §3.11 definitions).
+
+    τ_k(ε) = (P̄(k)/β − P_low(k))/(P_high(k) − P_low(k)), P_low = mean of the three smallest ε,
+    P_high = sorted δ. ε_low: largest grid ε whose max τ_k over ranks k ≥ n/10 is ≤ τ_low, with every
+    smaller ε also below; ε_high: smallest ε with τ ≥ τ_high at the top rank. NaN when the grid misses it.
+    """
+    epsilons = np.asarray(epsilons, dtype=np.float64)
+    order = np.argsort(epsilons)
+    if not np.array_equal(order, np.arange(epsilons.size)):
+        raise ValueError("the ε grid must be increasing")
+    if epsilons.size < low_grid_points + 1:
+        raise ValueError(f"need more than {low_grid_points} ε values to define the low plateau")
+    low = profile_over_beta[:low_grid_points].mean(axis=0)
+    span = sorted_delta - low
+    count = sorted_delta.size
+    rank_floor = count // 10
+    usable = np.arange(count) >= rank_floor
+    usable &= np.abs(span) > 1e-9 * np.abs(sorted_delta).max()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        progress = (profile_over_beta - low[None, :]) / span[None, :]
+    below = progress[:, usable].max(axis=1) <= tau_low
+    leading = np.cumprod(below).astype(bool)
+    eps_low = float(epsilons[leading][-1]) if leading.any() else np.nan
+    top = progress[:, -1] >= tau_high
+    eps_high = float(epsilons[top][0]) if top.any() else np.nan
+    return Thresholds(eps_low=eps_low, eps_high=eps_high, rank_floor=rank_floor, tau_low=tau_low,
+                      tau_high=tau_high, progress=progress)

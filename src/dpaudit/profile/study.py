@@ -1,0 +1,165 @@
+"""Artifacts of the privacy-profile study (LeBlond et al. 2023, spec §8), one function per workflow step.
+
+Every frame carries its row ids (1-based rows of the source file) and the parameters its
+numbers depend on (ε, β, seed, Λ, draws), so the Parquet files stand on their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.profile import mechanisms, model, neighbours, profiles
+from dpaudit.profile.data import ProfileView
+
+
+def _columns(prefix: str, values: np.ndarray) -> dict:
+    return {f"{prefix}_{k}": values[:, k] for k in range(values.shape[1])}
+
+
+def base_artifacts(view: ProfileView, lam: float) -> dict:
+    """Base model A(x), per-example arrays and worst-case neighbour shifts Δ_i (Okumura sphere)."""
+    base = model.fit(view.features, view.labels, lam)
+    ex = model.per_example(view.features, view.labels, base.weights)
+    centres, radii = neighbours.removal_spheres(base.weights, ex.gradients, lam)
+    shifts, delta = neighbours.worst_case_shifts(base.weights, ex.gradients, lam)
+    ids = view.row_ids
+    data = pd.DataFrame({"row_id": ids, **_columns("x", view.features), "t": view.labels.astype(np.int8),
+                         "x_norm": np.linalg.norm(view.features, axis=1)})
+    per_example = pd.DataFrame({"row_id": ids, "t": view.labels.astype(np.int8), "margin": ex.margins,
+                                "loss": ex.losses, "s": ex.weights, "hess_w": ex.hessian_weights,
+                                **_columns("grad", ex.gradients), "lam": lam})
+    ranks = np.empty(ids.size, dtype=np.int64)
+    ranks[np.argsort(delta, kind="stable")] = np.arange(ids.size)
+    worst = pd.DataFrame({"row_id": ids, **_columns("Delta", shifts), "delta_norm": delta, **_columns("R", centres),
+                          "r": radii, "rank_by_delta": ranks, "lam": lam})
+    record = {**base.record(), "feature_names": list(view.feature_names), "view": view.metadata,
+              "y_max_row_id": int(ids[np.argmax(delta)]), "delta_max": float(delta.max())}
+    return {"data": data, "per_example": per_example, "worst_case": worst, "base": record}
+
+
+def shifts_of(worst: pd.DataFrame) -> np.ndarray:
+    return worst[[c for c in worst.columns if c.startswith("Delta_")]].to_numpy()
+
+
+def exact_artifact(view: ProfileView, weights: np.ndarray, worst: pd.DataFrame, lam: float) -> pd.DataFrame:
+    exact = neighbours.retrain_removed(view.features, view.labels, weights, lam)
+    return pd.DataFrame({"row_id": view.row_ids, **_columns("DeltaExact", exact.shifts),
+                         "delta_exact": np.linalg.norm(exact.shifts, axis=1),
+                         "rel_dev": neighbours.relative_deviation(shifts_of(worst), exact.shifts),
+                         "final_grad_norm": exact.gradient_norms, "n_iter": exact.n_iter, "lam": lam})
+
+
+def sample_artifact(view: ProfileView, weights: np.ndarray, worst: pd.DataFrame, *, lam: float,
+                    log10_epsilons, samples: int, neighbour_count: int, seed: int) -> pd.DataFrame:
+    """Figs. 1/8: samples of 𝒜(x) and of 𝒜(y_i) for the first neighbour_count rows, both mechanisms.
+
+    Objective perturbation retrains on y_i (diffprivlib 0.6.3 algorithm, C = 1/(nΛ) with the base n);
+    output perturbation centres y_i's noise on A_wc(y_i) with the base β = nΛε/2.
+    """
+    n, d = view.features.shape
+    shifts = shifts_of(worst)
+    chosen = np.arange(min(neighbour_count, n))
+    c_value = 1.0 / (n * lam)
+    rows = []
+    for e_index, log_eps in enumerate(log10_epsilons):
+        eps = float(10.0**log_eps)
+        beta = mechanisms.output_perturbation_beta(n, lam, eps)
+        for source_index, row in enumerate([-1, *chosen.tolist()]):
+            keep = np.arange(n) != row
+            job_seed = [seed, e_index, source_index]
+            rng = np.random.default_rng(job_seed)
+            centre = weights if row < 0 else weights + shifts[row]
+            noise = mechanisms.l2_laplace_noise(rng, samples, d, beta)
+            for k in range(samples):
+                rows.append(("output_perturbation", eps, beta, row, k, noise[k], centre + noise[k], job_seed, {}))
+            rng = np.random.default_rng([*job_seed, 1])
+            for k in range(samples):
+                w, info = mechanisms.objective_perturbation(view.features[keep], view.labels[keep], eps, c_value, rng)
+                rows.append(("objective_perturbation", eps, np.nan, row, k, None, w, [*job_seed, 1], info))
+    frame = pd.DataFrame({
+        "mechanism": [r[0] for r in rows], "eps": [r[1] for r in rows], "beta": [r[2] for r in rows],
+        "source": ["base" if r[3] < 0 else "neighbor" for r in rows],
+        "neighbor_row_id": [int(view.row_ids[r[3]]) if r[3] >= 0 else 0 for r in rows],
+        "sample_idx": [r[4] for r in rows], "seed": [str(r[7]) for r in rows],
+        "noise_norm": [float(np.linalg.norm(r[5])) if r[5] is not None else r[8]["noise_norm"] for r in rows],
+        "eps_prime": [r[8].get("epsilon_prime", np.nan) for r in rows],
+        "Delta_reg": [r[8].get("extra_regularizer", np.nan) for r in rows],
+        "C": [r[8].get("C", np.nan) for r in rows],
+        "algorithm": [r[8].get("algorithm", "chaudhuri2011-alg1-l2-laplace") for r in rows],
+    })
+    weights_matrix = np.array([r[6] for r in rows])
+    return frame.assign(**_columns("w", weights_matrix), lam=lam)
+
+
+def single_model_artifact(worst: pd.DataFrame, *, n: int, lam: float, log10_epsilon: float,
+                          seed: int) -> tuple[pd.DataFrame, dict]:
+    """Fig. 4: M = A(x) and M = A(x) + 3δ_max(1, 1, …)/√d (recorded as offsets u = M − A(x))."""
+    shifts = shifts_of(worst)
+    d = shifts.shape[1]
+    eps = float(10.0**log10_epsilon)
+    beta = mechanisms.output_perturbation_beta(n, lam, eps)
+    delta_max = float(worst["delta_norm"].max())
+    offsets = {"centre": np.zeros(d), "off_centre": 3 * delta_max * np.ones(d) / np.sqrt(d)}
+    frames = []
+    for name, offset in offsets.items():
+        single = profiles.single_profile(offset, shifts, beta)
+        rank = np.empty(shifts.shape[0], dtype=np.int64)
+        rank[single.row_index] = np.arange(shifts.shape[0])
+        frames.append(pd.DataFrame({"M_id": name, "eps": eps, "beta": beta, "lam": lam, "seed": seed,
+                                    **{f"u_{k}": offset[k] for k in range(d)}, "row_id": worst["row_id"].to_numpy(),
+                                    "l": single.loss, "abs_l": np.abs(single.loss), "rank": rank}))
+    return pd.concat(frames, ignore_index=True), {k: v.tolist() for k, v in offsets.items()}
+
+
+def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float, log10_epsilons,
+                      draws: int, seed: int, tracked_rows: int = 8) -> dict:
+    """Figs. 5–7: typical profiles, per-neighbour means, thresholds and the metric rows."""
+    shifts = shifts_of(worst)
+    d = shifts.shape[1]
+    row_ids = worst["row_id"].to_numpy()
+    delta = worst["delta_norm"].to_numpy()
+    epsilons = 10.0 ** np.asarray(log10_epsilons, dtype=np.float64)
+    result = profiles.typical_profiles(shifts, epsilons, n=n, lam=lam, draws=draws, seed=seed)
+    sorted_delta = np.sort(delta)
+    count = delta.size
+    beta = result.beta[:, None]
+    common = {"K": draws, "seed": seed, "lam": lam}
+    typical = pd.DataFrame({
+        "eps": np.repeat(result.epsilon, count), "beta": np.repeat(result.beta, count),
+        "rank": np.tile(np.arange(count), result.epsilon.size),
+        "mean_abs_l": result.mean_abs_loss.ravel(), "mean_abs_l_over_beta": (result.mean_abs_loss / beta).ravel(),
+        "se_abs_l": result.se_abs_loss.ravel(), "sorted_delta": np.tile(sorted_delta, result.epsilon.size),
+        "avg_then_sort_over_beta": (result.average_then_sort / beta).ravel(), **common})
+    order = np.argsort(delta, kind="stable")
+    picks = np.unique(np.concatenate([order[np.linspace(0, count - 1, tracked_rows).astype(int)], [order[-1]]]))
+    per_neighbour = pd.DataFrame({
+        "eps": np.repeat(result.epsilon, picks.size), "beta": np.repeat(result.beta, picks.size),
+        "row_id": np.tile(row_ids[picks], result.epsilon.size), "delta": np.tile(delta[picks], result.epsilon.size),
+        "mean_l": result.mean_loss[:, picks].ravel(), "mean_abs_l": result.mean_abs_loss_per_row[:, picks].ravel(),
+        "var_l": result.var_loss[:, picks].ravel(), **common})
+    per_neighbour = per_neighbour.assign(beta_delta=per_neighbour["beta"] * per_neighbour["delta"],
+                                         mean_l_over_beta=per_neighbour["mean_l"] / per_neighbour["beta"],
+                                         mean_abs_l_over_beta=per_neighbour["mean_abs_l"] / per_neighbour["beta"])
+    thresholds = profiles.regime_thresholds(result.epsilon, result.mean_abs_loss / beta, sorted_delta)
+    t_low = profiles.transition_t(d, profiles.TAU_LOW)
+    delta_max = float(sorted_delta[-1])
+    predicted = profiles.predicted_epsilon(t_low, n=n, lam=lam, delta=delta_max)
+    summary = {
+        "eps_low": thresholds.eps_low, "eps_high": thresholds.eps_high, "eps_predicted": predicted,
+        "beta_star": float(mechanisms.output_perturbation_beta(n, lam, predicted)), "delta_max": delta_max,
+        "y_max_row_id": int(row_ids[np.argmax(delta)]),
+    }
+    definitions = {"tau_low": thresholds.tau_low, "tau_high": thresholds.tau_high, "rank_floor": thresholds.rank_floor,
+                   "low_plateau": "mean of the 3 smallest ε", "high_plateau": "sorted δ",
+                   "c_d": profiles.small_t_slope(d), "t_d_tau_low": t_low, "n": n, "d": d, **common}
+    metrics = pd.DataFrame({"dataset": view_name, "run": pd.NA, "family": "profile", "metric": list(summary),
+                            "value": [float(v) for v in summary.values()], "n": n, "d": d, "tau_low": thresholds.tau_low,
+                            "tau_high": thresholds.tau_high, "draws": draws, "profile_seed": seed, "lam": lam,
+                            "eps_grid_min": float(result.epsilon.min()), "eps_grid_max": float(result.epsilon.max())})
+    return {"typical": typical, "per_neighbour": per_neighbour, "metrics": metrics,
+            "thresholds": {**summary, "definitions": definitions}}
+
+
+def base_weights(record: dict) -> np.ndarray:
+    return np.array([record[f"w_{k}"] for k in range(int(record["d"]))])

@@ -1,0 +1,101 @@
+"""PMP adapters (Lowy et al., source 003) with a fake ``snakemake`` object."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.io import read_parquet, write_json, write_parquet
+from dpaudit.simulations import pmp as sim
+from dpaudit.training.shadows import build_parent_set, shadow_in_mask
+from tests.scripts.fake import FakeSnakemake, named, run_script
+
+SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
+
+
+def _examples(n_train=6, n_holdout=4, n_test=3):
+    splits = ["train"] * n_train + ["holdout"] * n_holdout + ["test"] * n_test
+    return pd.DataFrame({"example_id": np.arange(len(splits), dtype=np.int64) + 100, "split": splits,
+                         "label": np.arange(len(splits)) % 2})
+
+
+def test_simulate_pmp_writes_tables_and_six_figures(tmp_path):
+    # tiny grids (library options; the config only sets trial counts) to keep the test fast
+    options = {"trials_expmech": 2, "trials_gauss": 2, "seed": 1, "gauss_sens_convention": "replace_2C_over_n",
+               "fig1": {**sim.DEFAULTS["fig1"], "data_std": [0.1, 1]},
+               "fig2": {**sim.DEFAULTS["fig2"], "clip_C": [5, 50]},
+               "fig3": {**sim.DEFAULTS["fig3"], "d": [1, 5]},
+               "fig4": {**sim.DEFAULTS["fig4"], "x_values": [1, 10], "n": 20},
+               "fig5": {**sim.DEFAULTS["fig5"], "clip_C": [10, 100], "n": 20},
+               "fig6": {**sim.DEFAULTS["fig6"], "d": [2, 20], "n": 20}}
+    figs = {f"fig{k}": tmp_path / f"pmp_fig{k}.png" for k in range(1, 7)}
+    fake = FakeSnakemake(
+        "simulate_pmp",
+        output=named(expmech=tmp_path / "e.parquet", gauss=tmp_path / "g.parquet", summary=tmp_path / "s.parquet",
+                     **figs, pdfs=None),
+        params={"options": options},
+        log=[tmp_path / "sim.log"],
+    )
+    # pdfs is a list output in the rule; the fake holds it as a nested list
+    fake.output.pdfs = [tmp_path / f"pmp_fig{k}.pdf" for k in range(1, 7)]
+    run_script("simulate_pmp", fake)
+    summary = read_parquet(tmp_path / "s.parquet")
+    assert set(summary["figure_id"]) == {f"fig{k}" for k in range(1, 7)}
+    assert all(path.stat().st_size > 0 for path in figs.values())
+    assert all((tmp_path / f"pmp_fig{k}.pdf").stat().st_size > 0 for k in range(1, 7))
+    assert read_parquet(tmp_path / "e.parquet")["ordering_ok"].all()
+
+
+def test_metric_pmp_baseline_rows_and_report(tmp_path):
+    write_parquet(tmp_path / "examples.parquet", _examples())
+    write_json(tmp_path / "dataset.json", {"splits": SPLITS})
+    write_json(tmp_path / "train.json", {"mechanism": "baseline", "epsilon": math.inf, "delta": None,
+                                         "accountant": None})
+    fake = FakeSnakemake(
+        "metric_pmp",
+        input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
+               "train": tmp_path / "train.json", "model": tmp_path / "absent.keras",
+               "checkpoints": tmp_path / "absent.npz"},
+        output={"metrics": tmp_path / "m.parquet", "per_example": tmp_path / "pe.parquet"},
+        params={"options": {}},
+        wildcards={"dataset": "toy", "run": "mechanism~baseline"},
+        log=[tmp_path / "pmp.log"],
+    )
+    run_script("metric_pmp", fake)
+    rows = read_parquet(tmp_path / "m.parquet")
+    assert set(rows["family"]) == {"pmp"} and set(rows["dataset"]) == {"toy"}
+    assert (rows.loc[rows["method"] != "accountant", "status"] == "not_applicable").all()
+    report = FakeSnakemake("pmp_report", input={"metrics": [tmp_path / "m.parquet"]},
+                           output={"table": tmp_path / "r.parquet", "html": tmp_path / "r.html"},
+                           log=[tmp_path / "r.log"])
+    run_script("pmp_report", report)
+    table = read_parquet(tmp_path / "r.parquet")
+    assert table["status"].tolist() == ["not_applicable"] and "n/a" in (tmp_path / "r.html").read_text()
+
+
+def test_pmp_gather_shadows_one_table(tmp_path):
+    examples = _examples()
+    write_parquet(tmp_path / "examples.parquet", examples)
+    write_json(tmp_path / "dataset.json", {"splits": SPLITS})
+    inputs = {}
+    for r in range(3):
+        path = tmp_path / f"shadow{r}.parquet"
+        write_parquet(path, pd.DataFrame({"example_id": examples["example_id"], "loss_ce": np.arange(13.0) + r}))
+        inputs[f"run_pmpshadow~{r}"] = path
+    fake = FakeSnakemake(
+        "pmp_gather_shadows",
+        input={**inputs, "examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json"},
+        output=named([tmp_path / "scores.parquet"]),
+        params={"options": {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"},
+                "shadows": {name: r for r, name in enumerate(inputs)}},
+        wildcards={"dataset": "toy", "run": "run"},
+        log=[tmp_path / "g.log"],
+    )
+    run_script("pmp_gather_shadows", fake)
+    table = read_parquet(tmp_path / "scores.parquet")
+    parent = build_parent_set(examples, SPLITS, seed=0, pool="nonmembers_and_utility")
+    assert len(table) == 3 * parent["ids"].size == 3 * 12
+    for r in range(3):
+        rows = table[table["model_id"] == r]
+        assert rows["in_train"].tolist() == shadow_in_mask(12, 0, r).tolist()
+        assert rows["in_train"].sum() == 6

@@ -1,0 +1,73 @@
+"""Privacy-profile adapters (LeBlond et al. 2023) on the offline breast_cancer 2-feature view, end to end."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.io import read_json, read_parquet
+from tests.scripts.fake import FakeSnakemake, named, run_script
+from tests.scripts.test_adapters import RUNS, metric_files  # noqa: F401  (fixture)
+
+VIEW = {"source": "breast_cancer", "columns": [0, 1], "first_rows": 60, "scale_on_subset": True, "figures": True}
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("profile")
+    base = {"data": out / "data.parquet", "per_example": out / "per_example.parquet",
+            "worst_case": out / "worst_case.parquet", "base": out / "base.json"}
+    run_script("profile_base", FakeSnakemake("profile_base", output=base, params={"view": VIEW, "lam": 1.0},
+                                             log=[out / "base.log"]))
+    shared = {"base": base["base"], "worst_case": base["worst_case"]}
+    run_script("profile_exact", FakeSnakemake("profile_exact", input=shared, output=named([out / "exact.parquet"]),
+                                              params={"view": VIEW, "lam": 1.0}, log=[out / "exact.log"]))
+    run_script("profile_single", FakeSnakemake(
+        "profile_single", input=shared, output=named([out / "single.parquet"]),
+        params={"lam": 1.0, "log10_epsilon": 2.0, "seed": 0}, log=[out / "single.log"]))
+    typical = {"typical": out / "typical.parquet", "per_neighbour": out / "per_neighbour.parquet",
+               "thresholds": out / "thresholds.json", "metrics": out / "metrics.parquet"}
+    run_script("profile_typical", FakeSnakemake(
+        "profile_typical", input=shared, output=typical, wildcards={"view": "bc_toy"},
+        params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 1, 2, 3, 4, 6], "draws": 50, "seed": 3},
+        log=[out / "typical.log"]))
+    return out
+
+
+def test_profile_chain_writes_keyed_artifacts(profile_dir):
+    base = read_json(profile_dir / "base.json")
+    worst = read_parquet(profile_dir / "worst_case.parquet")
+    assert base["n"] == 60 and base["lam"] == 1.0 and worst["row_id"].tolist() == list(range(1, 61))
+    exact = read_parquet(profile_dir / "exact.parquet")
+    # A_wc vs exact retraining: relative deviation of order ‖(1/n)Σ s(1−s)xxᵀ‖/Λ ≤ 1/4 (spec §3.3).
+    assert 0 < exact["rel_dev"].max() < 0.25
+    typical = read_parquet(profile_dir / "typical.parquet")
+    assert {"eps", "beta", "K", "seed", "lam", "rank", "mean_abs_l_over_beta", "sorted_delta"} <= set(typical.columns)
+    np.testing.assert_allclose(typical["beta"], 60 * 1.0 * typical["eps"] / 2)  # β = nΛε/2
+    thresholds = read_json(profile_dir / "thresholds.json")
+    assert thresholds["y_max_row_id"] == int(worst.loc[worst["delta_norm"].idxmax(), "row_id"])
+    # Predictor ε* = 2 t_2(0.05)/(nΛδ_max), t_2(0.05) = 3.24 (spec §3.11).
+    assert thresholds["eps_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
+    single = read_parquet(profile_dir / "single.parquet")
+    centre = single[single["M_id"] == "centre"].set_index("row_id")
+    np.testing.assert_allclose(centre.loc[worst["row_id"], "abs_l"], centre["beta"].iloc[0] * worst["delta_norm"],
+                               rtol=1e-12)  # M = A(x): |l_i| = βδ_i
+
+
+def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, metric_files):  # noqa: F811
+    paths, trains = metric_files
+    fake = FakeSnakemake(
+        "aggregate_metrics",
+        input={"metrics": [str(p) for p in paths], "dataset_metrics": [str(profile_dir / "metrics.parquet")],
+               "train": [str(p) for p in trains]},
+        output={"table": tmp_path / "metrics.parquet", "runs": tmp_path / "runs.html"},
+        params={"runs": RUNS}, log=[tmp_path / "aggregate.log"],
+    )
+    run_script("aggregate_metrics", fake)
+    table = read_parquet(tmp_path / "metrics.parquet")
+    profile = table[table["family"] == "profile"]
+    assert set(profile["metric"]) == {"eps_low", "eps_high", "eps_predicted", "beta_star", "delta_max", "y_max_row_id"}
+    assert profile["run"].isna().all() and set(profile["dataset"]) == {"bc_toy"}
+    per_run = table[table["family"] != "profile"]
+    assert per_run["run"].notna().all() and per_run["mechanism"].notna().all()
+    assert per_run.drop_duplicates("run").set_index("mechanism").loc["baseline", "accountant_epsilon"] == math.inf

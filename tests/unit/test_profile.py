@@ -1,0 +1,299 @@
+"""Privacy-profile family (LeBlond et al. 2023): every quantity against an independent oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.linear_model import LogisticRegression
+
+from dpaudit.profile import mechanisms, model, neighbours, profiles
+from dpaudit.profile.data import make_view
+
+
+def _toy(n=80, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)) + 0.3
+    x /= np.linalg.norm(x, axis=1).max()
+    t = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    return x, t
+
+
+def _sklearn_weights(x, t, lam):
+    # sklearn minimizes C Σ loss + ½‖w‖²; dividing by nC gives the mean form with Λ = 1/(nC).
+    clf = LogisticRegression(C=1.0 / (x.shape[0] * lam), fit_intercept=False, solver="newton-cholesky",
+                             tol=1e-14, max_iter=1000)
+    return clf.fit(x, t).coef_[0]
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.05])
+def test_base_model_matches_sklearn(lam):
+    x, t = _toy(d=3)
+    base = model.fit(x, t, lam)
+    # Oracle: scikit-learn's Newton–Cholesky solver; both reach ~1e-15, 1e-10 leaves room for its tolerance.
+    np.testing.assert_allclose(base.weights, _sklearn_weights(x, t, lam), rtol=0, atol=1e-10)
+    assert base.gradient_norm < 1e-13 and base.last_step_norm < model.STEP_TOLERANCE
+
+
+def test_per_example_arrays_match_finite_differences():
+    x, t = _toy(d=2)
+    w = np.array([0.3, -0.2])
+    ex = model.per_example(x, t, w)
+    eps = 1e-6
+    for k in range(2):
+        e = np.zeros(2)
+        e[k] = eps
+        numeric = (model.per_example(x, t, w + e).losses - model.per_example(x, t, w - e).losses) / (2 * eps)
+        np.testing.assert_allclose(ex.gradients[:, k], numeric, atol=1e-9)  # central difference error O(eps²)
+    np.testing.assert_allclose(ex.losses, np.log1p(np.exp(-t * (x @ w))), rtol=1e-14)
+
+
+def test_exact_retraining_matches_sklearn_per_neighbour():
+    x, t = _toy(n=40, d=3, seed=3)
+    lam = 1.0
+    base = model.fit(x, t, lam)
+    exact = neighbours.retrain_removed(x, t, base.weights, lam, memory_budget_bytes=40 * 8 * 2 * 7)
+    assert exact.chunk_size == 7  # several chunks exercised
+    for i in range(x.shape[0]):
+        keep = np.arange(x.shape[0]) != i
+        oracle = _sklearn_weights(x[keep], t[keep], lam)  # C = 1/((n−1)Λ) for the n−1 rows
+        np.testing.assert_allclose(base.weights + exact.shifts[i], oracle, rtol=0, atol=1e-10)
+    assert exact.gradient_norms.max() < 1e-13
+
+
+def test_okumura_sphere_geometry():
+    x, t = _toy(n=60, d=3, seed=1)
+    lam = 0.7
+    base = model.fit(x, t, lam)
+    w = base.weights
+    grads = model.per_example(x, t, w).gradients
+    centres, radii = neighbours.removal_spheres(w, grads, lam)
+    # LeBlond et al. Eqs. 19–21: r_i = ‖R_i − A(x)‖ exactly, so A(x) is on every sphere.
+    np.testing.assert_allclose(np.linalg.norm(centres - w, axis=1), radii, rtol=1e-12)
+    # The general add/remove form (Eqs. 13–18) with one removed row is the single-removal form.
+    for i in (0, 17):
+        centre, radius = neighbours.okumura_sphere(w, np.zeros(3), grads[i], n_original=60, n_added=0,
+                                                   n_removed=1, lam=lam)
+        np.testing.assert_allclose(centre, centres[i], rtol=1e-13)
+        assert radius == pytest.approx(radii[i], rel=1e-13)
+    # Guarantee ‖A(y) − R‖ ≤ r, with exact retraining as the oracle, for removals and for an addition.
+    exact = neighbours.retrain_removed(x, t, w, lam)
+    assert (np.linalg.norm(w + exact.shifts - centres, axis=1) <= radii * (1 + 1e-9)).all()
+    new_x, new_t = np.array([0.1, -0.5, 0.4]), 1.0
+    added = model.fit(np.vstack([x, new_x]), np.append(t, new_t), lam).weights
+    new_grad = model.per_example(new_x[None, :], np.array([new_t]), w).gradients[0]
+    centre, radius = neighbours.okumura_sphere(w, new_grad, np.zeros(3), n_original=60, n_added=1,
+                                               n_removed=0, lam=lam)
+    assert np.linalg.norm(added - centre) <= radius
+    assert np.linalg.norm(w - centre) == pytest.approx(radius, rel=1e-12)
+    # A_wc is the antipode of A(x): 2R_i − A(x) = A(x) + Δ_i, δ_i = 2r_i.
+    shifts, delta = neighbours.worst_case_shifts(w, grads, lam)
+    np.testing.assert_allclose(w + shifts, 2 * centres - w, rtol=1e-12, atol=1e-16)
+    np.testing.assert_allclose(delta, 2 * radii, rtol=1e-12)
+
+
+def test_privacy_loss_stable_form_and_single_profile():
+    rng = np.random.default_rng(5)
+    shifts = rng.normal(size=(50, 2)) * 1e-3
+    shifts[10] = shifts[3]  # a tie: the stable sort keeps row order
+    offset = np.array([2e-3, -1e-3])
+    beta = 123.0
+    # Oracle: the plain difference of norms (no cancellation at this scale: values ~1e-3, errors ~1e-19).
+    direct = beta * (np.linalg.norm(shifts - offset, axis=1) - np.linalg.norm(offset))
+    got = profiles.privacy_loss(offset, shifts, beta)
+    np.testing.assert_allclose(got, direct, rtol=1e-10, atol=1e-15)
+    # At M = A(x) the loss is β δ_i (Fig. 4a).
+    np.testing.assert_allclose(profiles.privacy_loss(np.zeros(2), shifts, beta),
+                               beta * np.linalg.norm(shifts, axis=1), rtol=1e-14)
+    # Log coverage ratio (Eq. 6) against the closed-form L2-Laplace densities.
+    m = offset
+    ratio = profiles.log_coverage(m, np.zeros(2), beta) - profiles.log_coverage(m, shifts[0], beta)
+    assert ratio[0] == pytest.approx(got[0], rel=1e-9)
+    single = profiles.single_profile(offset, shifts, beta)
+    assert np.all(np.diff(single.abs_loss) >= 0)
+    np.testing.assert_allclose(np.abs(direct)[single.row_index], single.abs_loss, rtol=1e-10)
+    pos = {row: k for k, row in enumerate(single.row_index)}
+    assert pos[3] < pos[10]
+
+
+def test_coverage_density_is_normalized_and_self_coverage_closed_form():
+    from scipy import integrate
+
+    beta = 3.0
+    # ∫ κ_2 β² e^{−βρ} 2πρ dρ = 1 over the plane (radial integral).
+    total, _ = integrate.quad(lambda r: np.exp(profiles.log_kappa(2)) * beta**2 * np.exp(-beta * r) * 2 * np.pi * r,
+                              0, np.inf)
+    assert total == pytest.approx(1.0, rel=1e-10)
+    # E_{M~𝒜(x)} C(x, M) = κ_d β^d 2^{−d} (spec §3.6), Monte Carlo with 2e5 draws: 5 SE tolerance.
+    rng = np.random.default_rng(11)
+    for d in (2, 6):
+        samples = mechanisms.l2_laplace_noise(rng, 200_000, d, beta)
+        values = np.exp(profiles.log_coverage(samples, np.zeros(d), beta))
+        expected = np.exp(profiles.log_kappa(d)) * beta**d * 2.0**-d
+        assert abs(values.mean() - expected) < 5 * values.std() / np.sqrt(values.size)
+    # Empirical coverage with a small cutoff approaches density × ball area (d = 2).
+    samples = mechanisms.output_perturbation(np.zeros(2), beta, 400_000, rng)
+    point, cutoff = np.array([0.2, 0.1]), 0.05
+    p = np.exp(profiles.log_coverage(point, np.zeros(2), beta))[0] * np.pi * cutoff**2
+    assert abs(profiles.empirical_coverage(samples, point, cutoff) - p) < 5 * np.sqrt(p / samples.shape[0]) + 0.01 * p
+
+
+@pytest.mark.parametrize("d", [2, 6])
+def test_noise_sampler_radius_and_direction(d):
+    rng = np.random.default_rng(2024 + d)
+    beta, count = 50.0, 100_000
+    noise = mechanisms.l2_laplace_noise(rng, count, d, beta)
+    radii = np.linalg.norm(noise, axis=1)
+    # E‖b‖ = d/β, sd √d/β: 5 SE.
+    assert abs(radii.mean() - d / beta) < 5 * np.sqrt(d) / beta / np.sqrt(count)
+    # Radius law Gamma(d, 1/β): KS at α = 1e-3 (fixed seed).
+    assert stats.kstest(radii, stats.gamma(d, scale=1 / beta).cdf).pvalue > 1e-3
+    directions = noise / radii[:, None]
+    # Uniform direction: mean 0 (per-coordinate sd 1/√d) and second moment I/d; Rayleigh-type power:
+    # a mean-direction shift of 0.02 would be 6 SE at this count.
+    assert np.abs(directions.mean(axis=0)).max() < 4 / np.sqrt(d * count)
+    np.testing.assert_allclose(directions.T @ directions / count, np.eye(d) / d, atol=0.01)
+    if d == 2:
+        angle = np.arctan2(directions[:, 1], directions[:, 0])
+        assert stats.kstest(angle, stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > 1e-3
+
+
+def test_output_perturbation_beta():
+    assert mechanisms.output_perturbation_beta(32_561, 1.0, 1.0) == pytest.approx(16_280.5)
+    with pytest.raises(ValueError, match="lam"):
+        mechanisms.output_perturbation_beta(10, 0.0, 1.0)
+
+
+def test_objective_perturbation_parameters_and_noise():
+    # diffprivlib 0.6.3 (spec §4.2) with C = 0.01 (n = 100, Λ = 1), R = 1: α = 100,
+    # ε′ = ε − 2 ln(1 + 0.25/50) > 0 for ε = 1, so no extra regularizer.
+    p = mechanisms.objective_perturbation_parameters(1.0, 0.01)
+    assert p["epsilon_prime"] == pytest.approx(1 - 2 * np.log(1.005), rel=1e-12)
+    assert p["extra_regularizer"] == 0.0
+    # With C = 100 (α = 0.01): ε′ = 0.1 − 2 ln(51) < 0 → Δ = 0.25/(e^{0.025} − 1) − 0.005, ε′ = 0.05.
+    p = mechanisms.objective_perturbation_parameters(0.1, 100.0)
+    assert p["epsilon_prime"] == pytest.approx(0.05)
+    assert p["extra_regularizer"] == pytest.approx(0.25 / np.expm1(0.025) - 0.005, rel=1e-12)
+    x, t = _toy(n=100, d=2)
+    rng = np.random.default_rng(0)
+    draws = [mechanisms.objective_perturbation(x, t, 1.0, 0.01, rng) for _ in range(300)]
+    norms = np.array([info["noise_norm"] for _, info in draws])
+    scale = 2 / (1 - 2 * np.log(1.005))
+    assert abs(norms.mean() - 2 * scale) < 5 * np.sqrt(2) * scale / np.sqrt(norms.size)  # Gamma(2, scale)
+    # ε → ∞ removes the noise: the result is the sum-form minimizer, i.e. sklearn with the same C.
+    w, info = mechanisms.objective_perturbation(x, t, 1e9, 0.01, rng)
+    assert info["algorithm"].startswith("diffprivlib-0.6.3")
+    np.testing.assert_allclose(w, _sklearn_weights(x, t, 1.0), atol=1e-4)  # L-BFGS pgtol 1e-4
+
+
+@pytest.mark.parametrize("d", [2, 6])
+def test_universal_curves_against_monte_carlo(d):
+    rng = np.random.default_rng(7 + d)
+    count = 400_000
+    g = mechanisms.l2_laplace_noise(rng, count, d, 1.0)
+    ts = np.array([0.3, 2.0, 8.0, 40.0])
+    g_quad, h_quad = profiles.universal_curves(ts, d)
+    unit = np.zeros(d)
+    unit[0] = 1.0
+    for k, tk in enumerate(ts):
+        diff = np.linalg.norm(g - tk * unit, axis=1) - np.linalg.norm(g, axis=1)
+        se = diff.std() / np.sqrt(count)
+        assert abs(diff.mean() - g_quad[k]) < 5 * se, (d, tk)
+        assert abs(np.abs(diff).mean() - h_quad[k]) < 5 * np.abs(diff).std() / np.sqrt(count), (d, tk)
+    # Limits from spec §3.10: G ≈ t²/(2d), H/t → c_d at small t; both ≈ t − d at large t.
+    g_small, h_small = profiles.universal_curves([1e-3], d)
+    assert g_small[0] == pytest.approx(1e-6 / (2 * d), rel=1e-2)
+    assert h_small[0] / 1e-3 == pytest.approx({2: 2 / np.pi, 6: 0.3395}[d], rel=1e-3)
+    g_big, h_big = profiles.universal_curves([2000.0], d)
+    assert g_big[0] == pytest.approx(2000 - d, rel=1e-4) and h_big[0] == pytest.approx(2000 - d, rel=1e-4)
+
+
+def test_transition_constants_match_spec():
+    # Spec §3.11 quotes t_2(τ) = 3.24, 10.0, 109 for τ = 0.05, 0.5, 0.95 (3 significant digits).
+    for tau, reference in profiles.REFERENCE_TRANSITION_T[2].items():
+        assert profiles.transition_t(2, tau) == pytest.approx(reference, rel=6e-3)
+    assert profiles.transition_t(6, 0.05) == pytest.approx(2.80, rel=6e-3)
+    assert profiles.small_t_slope(2) == pytest.approx(2 / np.pi, rel=1e-14)
+
+
+def test_typical_profile_equals_brute_force_and_plateaus():
+    rng = np.random.default_rng(3)
+    n, d, lam = 300, 2, 1.0
+    shifts = rng.normal(size=(n, d)) * rng.uniform(0.2, 1.0, size=(n, 1)) * 1e-3
+    eps = np.array([1e-3, 1e-2, 1.0, 1e10])
+    res = profiles.typical_profiles(shifts, eps, n=n, lam=lam, draws=500, seed=9, sort_chunk_elements=n * 64)
+    # Oracle: the full K × n matrix per ε, built with the documented common random numbers.
+    crn = np.random.default_rng(9)
+    directions = mechanisms.unit_directions(crn, 500, d)
+    radii = crn.gamma(d, 1.0, 500)
+    for e, beta in enumerate(res.beta):
+        u = (radii / beta)[:, None] * directions
+        full = beta * (np.linalg.norm(u[:, None, :] - shifts[None], axis=2) - np.linalg.norm(u, axis=1)[:, None])
+        np.testing.assert_allclose(res.mean_abs_loss[e], np.sort(np.abs(full), axis=1).mean(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(res.mean_loss[e], full.mean(axis=0), rtol=1e-8, atol=1e-12 * beta)
+        np.testing.assert_allclose(res.mean_abs_loss_per_row[e], np.abs(full).mean(axis=0), rtol=1e-9)
+    delta = np.linalg.norm(shifts, axis=1)
+    # β → ∞: P̄(k)/β → sorted δ (noise ‖b‖ ≈ 2/β ≈ 1e−12 against δ ≥ 5e−5).
+    np.testing.assert_allclose(res.mean_abs_loss[-1] / res.beta[-1], np.sort(delta), rtol=1e-5)
+    # β → 0: per-neighbour mean |l|/β → c_2 δ_i = (2/π) δ_i; MC error of E|⟨û, Δ⟩| with K = 500 is ~3 %.
+    low = res.mean_abs_loss_per_row[0] / res.beta[0]
+    ratio = low / delta
+    assert abs(ratio.mean() - 2 / np.pi) < 0.01
+    np.testing.assert_array_less(np.abs(res.average_then_sort[0] - np.sort(res.mean_abs_loss_per_row[0])), 1e-300 + 1e-15)
+
+
+def test_regime_thresholds_on_a_known_transition():
+    eps = np.logspace(-2, 4, 25)
+    sorted_delta = np.linspace(1.0, 2.0, 100)
+    low = 0.6 * sorted_delta
+    # Progress is a step in log ε: 0 below ε = 1, 0.5 at 10, 1 from 100 on.
+    progress = np.clip(np.log10(eps), 0, 2)[:, None] / 2 * np.ones(100)
+    curve = low + progress * (sorted_delta - low)
+    th = profiles.regime_thresholds(eps, curve, sorted_delta)
+    assert th.eps_low == pytest.approx(1.0)  # last grid ε with progress ≤ 0.05 (next is 10^0.25 → 0.125)
+    assert th.eps_high == pytest.approx(100.0)  # first with progress ≥ 0.95 (10^1.75 → 0.875)
+    assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
+
+
+def test_bad_input_is_refused_with_row_ids_or_key():
+    x, t = _toy(n=10)
+    zero = x.copy()
+    zero[[3, 7]] = 0.0
+    with pytest.raises(ValueError, match=r"zero-norm.*\[4, 8\]"):
+        model.fit(zero, t)
+    labels = t.copy()
+    labels[5] = 0
+    with pytest.raises(ValueError, match=r"−1 or \+1.*\[6\]"):
+        model.fit(x, labels)
+    with pytest.raises(ValueError, match="lam must be a finite positive"):
+        model.fit(x, t, lam=0.0)
+    with pytest.raises(ValueError, match="lam"):
+        neighbours.worst_case_shifts(np.zeros(2), np.zeros((10, 2)), -1.0)
+    with pytest.raises(ValueError, match=r"unit ball.*\[1\]"):
+        model.fit(x * np.where(np.arange(10) == 0, 2.0 / np.linalg.norm(x[0]), 1.0)[:, None], t)
+    raw = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, 2.0]])
+    with pytest.raises(ValueError, match=r"constant feature column\(s\) \[1\]"):
+        make_view(raw, np.array([1, -1, 1]), ("a", "b"), first_rows=None, scale_on_subset=True, metadata={})
+
+
+def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_rows(tmp_path):
+    import pandas as pd
+
+    from dpaudit.aggregate import collect_metrics
+    from dpaudit.io import write_parquet
+
+    runs = pd.DataFrame({"dataset": ["d"], "run": ["r"], "mechanism": ["baseline"]})
+    per_run = tmp_path / "a.parquet"
+    write_parquet(per_run, pd.DataFrame({"dataset": ["d"], "run": ["r"], "family": ["mia"], "metric": ["auc"],
+                                         "value": [0.5]}))
+    view = tmp_path / "b.parquet"
+    write_parquet(view, pd.DataFrame({"dataset": ["v"], "run": [None], "family": ["profile"], "metric": ["eps_low"],
+                                      "value": [3.0]}))
+    table = collect_metrics([per_run, view], runs)
+    assert table.set_index("family").loc["mia", "mechanism"] == "baseline"
+    assert pd.isna(table.set_index("family").loc["profile", "run"])
+    orphan = tmp_path / "c.parquet"
+    write_parquet(orphan, pd.DataFrame({"dataset": ["d"], "run": [None], "family": ["mia"], "metric": ["auc"],
+                                        "value": [0.5]}))
+    with pytest.raises(ValueError, match="missing 'run' key"):
+        collect_metrics([per_run, orphan], runs)
