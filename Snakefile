@@ -31,6 +31,7 @@ rule all:
         pmp_targets(),
         "results/tables/budget_ledger.html",
         "results/figures/teaching_f5.png",
+        report_figures(),
         profile_targets(),
         audit_figures(),
     default_target: True

@@ -63,3 +63,50 @@ rule plot_epsilon_star_landscape:
         "logs/plot_epsilon_star_landscape/{dataset}.log",
     script:
         "../scripts/plot_epsilon_star_landscape.py"
+
+
+rule plot_audit:
+    input:
+        table="results/tables/metrics.parquet",
+    output:
+        png=report(
+            "results/figures/audit_{dataset}.png",
+            caption="../workflow/report/audit.rst",
+            category="Audit: promised vs measured ε",
+            labels={"dataset": "{dataset}", "figure": "audit"},
+        ),
+        pdf="results/figures/audit_{dataset}.pdf",
+        data="results/figures/audit_{dataset}.parquet",
+    params:
+        code=CODE["plot_audit"],
+    log:
+        "logs/plot_audit/{dataset}.log",
+    script:
+        "../scripts/plot_audit.py"
+
+
+rule plot_model_figures:
+    input:
+        table="results/tables/metrics.parquet",
+        outputs=dataset_runs("results/per_example/{dataset}/{run}/outputs.parquet"),
+        train=dataset_runs("results/models/{dataset}/{run}/train.json"),
+        info="results/data/{dataset}/dataset.json",
+    output:
+        **{
+            name: report(
+                f"results/figures/{name}_{{dataset}}.png",
+                caption=f"../workflow/report/{name}.rst",
+                category="Attacks and training",
+                subcategory="{dataset}",
+                labels={"dataset": "{dataset}", "figure": label},
+            )
+            for name, label in MODEL_FIGURES.items()
+        },
+        **{f"{name}_pdf": f"results/figures/{name}_{{dataset}}.pdf" for name in MODEL_FIGURES},
+    params:
+        loss=config["metrics"]["mia"]["loss"],
+        code=CODE["plot_model_figures"],
+    log:
+        "logs/plot_model_figures/{dataset}.log",
+    script:
+        "../scripts/plot_model_figures.py"

@@ -306,3 +306,65 @@ def pmp_targets():
     if config["simulations"]["pmp"]["enabled"]:
         targets += [f"results/figures/pmp_fig{k}.png" for k in range(1, 7)]
     return targets
+
+
+# ---- per-dataset report figures (issue 8): audit figure, figures over all models of a dataset
+MODEL_FIGURES = {
+    "roc": "attack ROCs (log–log)",
+    "tpr_at_low_fpr": "TPR at FPR 1e-3 and 1e-2",
+    "loss_histograms": "member vs non-member losses",
+    "training_curves": "training curves",
+    "utility": "utility across seeds",
+}
+
+
+def dataset_runs(pattern):
+    """Input function: ``pattern`` expanded over every run of the job's dataset."""
+
+    def files(wildcards):
+        return [pattern.format(dataset=wildcards.dataset, run=run) for run in RUNS[wildcards.dataset]]
+
+    return files
+
+
+def report_figures():
+    return [
+        f"results/figures/{name}_{dataset}.png"
+        for name in ["audit", *MODEL_FIGURES]
+        for dataset in DATASETS
+    ]
+
+# Teaching figures of the DP lecture: output name -> what the report calls it.
+TEACHING_FIGURES = {
+    "f1": "Laplace vs Gaussian noise",
+    "f2": "Laplace error vs count",
+    "f3": "composition of many queries",
+    "f4": "exponential mechanism",
+    "f5": "DP region in ROC space",
+}
+
+
+MECHANISM_NAMES = {
+    "baseline": "baseline",
+    "dpsgd": "DP-SGD",
+    "output_perturbation": "output perturbation",
+    "objective_perturbation": "objective perturbation",
+}
+
+
+def card_labels(wildcards):
+    """Short report label of a privacy card: mechanism, target ε, seed.
+
+    One label, not three: the report turns a second label with two values into a
+    toggle and crashes when the grid does not cross them (a baseline has no ε).
+    The report sorts labels as text, so numbers are padded with figure spaces
+    (U+2007, digit-wide, sorted before digits): ε = 4 comes before ε = 16.
+    """
+    params = RUNS[wildcards.dataset][wildcards.run]
+    target = params.get("target_epsilon")
+    has_target = target is not None and target == target
+    seed = params.get("seed")
+    mechanism = MECHANISM_NAMES.get(params["mechanism"], params["mechanism"])
+    epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
+    seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
+    return {"model": f"{mechanism} · {epsilon}{seed_text}"}

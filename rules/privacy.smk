@@ -13,7 +13,7 @@ rule privacy_card:
             caption="../workflow/report/privacy_card.rst",
             category="Privacy cards",
             subcategory="{dataset}",
-            labels={"dataset": "{dataset}", "run": "{run}"},
+            labels=card_labels,
         ),
         figure="results/cards/{dataset}/{run}.png",
         metrics="results/metrics/privacy_card/{dataset}/{run}.parquet",
@@ -54,10 +54,11 @@ rule teaching_figures:
                 f"results/figures/teaching_{name}.png",
                 caption=f"../workflow/report/teaching_{name}.rst",
                 category="DP foundations",
-                labels={"figure": name.upper()},
+                labels={"figure": label},
             )
-            for name in ("f1", "f2", "f3", "f4", "f5")
+            for name, label in TEACHING_FIGURES.items()
         },
+        pdfs=[f"results/figures/teaching_{name}.pdf" for name in TEACHING_FIGURES],
     params:
         code=CODE["teaching_figures"],
     log:

@@ -5,5 +5,5 @@ from dpaudit.plots.teaching import all_teaching_figures
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    all_teaching_figures(dict(sm.output.items()))
+    all_teaching_figures({name: path for name, path in sm.output.items() if name != "pdfs"})
     log.info("wrote %s", ", ".join(sm.output))

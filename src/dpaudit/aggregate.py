@@ -133,19 +133,54 @@ def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                                ignore_index=True)
 
 
+# Summary column -> (header, unit, meaning): the runs table shows these, in this order.
+RUNS_GLOSSARY = {
+    "dataset": ("dataset", "—", "dataset the model was trained on"),
+    "mechanism": ("mechanism", "—", "baseline = non-private training; dpsgd = DP-SGD (clipping + Gaussian noise)"),
+    "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for (— for baselines)"),
+    "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
+    "accountant_epsilon": ("accountant ε", "nats", "ε the privacy accountant certifies for the trained model; ∞ = no DP"),
+    "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
+    "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions)"),
+    "sampling": ("sampling", "—", "batch sampling the accountant assumes (poisson or shuffle)"),
+    "noise_multiplier": ("noise multiplier σ", "× clip norm", "std of the Gaussian noise / clipping norm"),
+    "clip_norm": ("clip norm C", "L2 norm", "per-example gradient clipping norm"),
+    "microbatches": ("microbatches", "count", "clipping groups per batch (— = per-example clipping)"),
+    "epochs": ("epochs", "count", "passes over the training data"),
+    "batch_size": ("batch size", "examples", "expected batch size (Poisson: sampling rate × n)"),
+    "learning_rate": ("learning rate", "—", "optimizer step size"),
+    "test_accuracy": ("test accuracy", "fraction", "accuracy on the utility split"),
+    "train_accuracy": ("train accuracy", "fraction", "accuracy on the members (training split)"),
+    "generalization_gap": ("generalization gap", "fraction", "train accuracy − test accuracy"),
+    "attack_auc": ("attack AUC", "fraction", "AUC of the loss-threshold membership-inference attack; 0.5 = chance"),
+    "attack_advantage": ("attack advantage", "fraction", "max over thresholds of TPR − FPR of that attack"),
+    "tpr_at_fpr_0.001": ("TPR at FPR 10⁻³", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.001"),
+    "tpr_at_fpr_0.01": ("TPR at FPR 10⁻²", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.01"),
+    "tpr_at_fpr_0.1": ("TPR at FPR 10⁻¹", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.1"),
+    "epsilon_lower_bound": ("ε lower bound", "nats",
+                            "certified lower bound on the model's DP ε from the attack (Clopper–Pearson)"),
+    "epsilon_star": ("ε* parametric", "nats",
+                     "Epsilon* (Negoescu et al.), parametric estimator, logit loss; not a bound on DP ε"),
+    "epsilon_star_empirical": ("ε* empirical", "nats",
+                               "Epsilon*, empirical estimator, logit loss (capped by a finite-sample ceiling)"),
+    "utility": ("utility (ε* family)", "fraction", "utility the Epsilon* family records for the landscape"),
+    "run": ("run", "—", "the run's full parameter string (paths under results/ use it)"),
+}
+
+
 def summary_html(summary: pd.DataFrame) -> str:
-    shown = summary.copy()
-    for column in shown.select_dtypes("number").columns:
-        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else ("∞" if v == math.inf else f"{v:.4g}"))
-    body = shown.to_html(index=False, na_rep="", border=0, classes="dpaudit-runs")
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dpaudit runs</title>"
-        "<style>table{border-collapse:collapse;font:12px sans-serif}td,th{padding:2px 6px;"
-        "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
-        "<p>One row per trained model. ε = ∞ marks non-private baselines; the attack is the "
-        "loss-threshold membership-inference attack on members (train) vs non-members (holdout).</p>"
-        f"{body}</body></html>\n"
+    """The runs table as a sortable, filterable page (itables, offline) with a glossary."""
+    from dpaudit.report import tables
+
+    glossary = {c: v for c, v in RUNS_GLOSSARY.items() if c in summary.columns}
+    intro = (
+        "<h3>Runs</h3><p>One row per trained model. ε = ∞ marks non-private baselines; the attack is the "
+        "loss-threshold membership-inference attack on members (training split) vs non-members (holdout split). "
+        "Click a header to sort, type in the search box or in the boxes under the columns to filter. Numbers: 4 significant digits; "
+        "— = not applicable or not computed.</p>"
     )
+    body = intro + tables.interactive_table(summary, glossary, table_id="dpaudit-runs") + tables.glossary_html(glossary)
+    return tables.page("dpaudit runs", body)
 
 
 def load_train_infos(paths: Sequence[str | Path]) -> dict[tuple[str, str], dict]:

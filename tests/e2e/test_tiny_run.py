@@ -8,38 +8,9 @@ import base64
 import re
 
 import numpy as np
-import pytest
-import yaml
 
 from dpaudit.io import read_parquet
-from tests.workflow.helpers import copy_project, job_counts, snakemake
-
-TINY_CONFIG = {
-    "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
-    "training": {"hidden_units": [8]},
-    "grid": [
-        {"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]},
-        {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2],
-         "batch_size": [32], "seed": [0]},
-    ],
-    # practical membership privacy with 4 shadow models (Recipe C) through train_model
-    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32}},
-}
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    base = tmp_path_factory.mktemp("e2e")
-    project = copy_project(base / "project")
-    workdir = base / "work"
-    workdir.mkdir()
-    config = base / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY_CONFIG))
-    env = {"PYTHONPATH": str(project / "src")}
-    result = snakemake(workdir, "--cores", "2", "--configfile", str(config),
-                       "--report", str(workdir / "results" / "report.html"), "--report-after-run",
-                       env=env, root=project)
-    return {"project": project, "workdir": workdir, "config": config, "env": env, "log": result}
+from tests.workflow.helpers import job_counts, snakemake
 
 
 def test_metrics_table_has_every_run_and_no_nan_keys(tiny_run):
@@ -93,7 +64,8 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
     # metrics table follows. Training, extraction, ε* do not rerun.
     assert job_counts(result.stdout) == {
         "metric_mia": 2, "privacy_card": 2, "budget_ledger": 1, "aggregate_metrics": 1,
-        "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "all": 1,
+        "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "plot_audit": 1,
+        "plot_model_figures": 1, "all": 1,
     }
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
                           env=tiny_run["env"], root=tiny_run["project"])

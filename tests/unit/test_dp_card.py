@@ -99,7 +99,23 @@ def test_card_from_train_info():
             "sampling": "poisson"}
     card = privacy_card_from_info(info, utility=0.8)
     assert card.row["accountant"] == "rdp" and card.row["sampling"] == "poisson"
-    assert "rdp / add_remove" in card.markdown
+    assert "| accountant | rdp |" in card.markdown
+    assert "| neighbouring relation | add_remove |" in card.markdown
+
+
+def test_card_uses_the_ledgers_relation_name_and_baselines_say_not_applicable():
+    # train.json spells Poisson sampling's relation "add_or_remove_one"; the ledger calls it add_remove.
+    dp = privacy_card_from_info({"run": "dp", "mechanism": "dpsgd", "epsilon": 1.0, "delta": 1e-5,
+                                 "accountant": "rdp", "neighbouring_relation": "add_or_remove_one",
+                                 "sampling": "poisson"})
+    assert dp.row["neighbouring_relation"] == "add_remove"
+    base = privacy_card_from_info({"run": "base", "mechanism": "baseline", "epsilon": "inf", "delta": 1e-5,
+                                   "sampling": "poisson"}, fpr=[0.1, 1.0], tpr=[0.5, 1.0],
+                                  n_members=100, n_nonmembers=100)
+    for line in ("| δ |", "| sampling (as the accountant assumes) |", "| ROC inside DP region (up to sampling error) |",
+                 "| neighbouring relation |", "| accountant |"):
+        assert f"{line} not applicable (no DP, ε = ∞) |" in base.markdown, line
+    assert "| ε | ∞ |" in base.markdown
     base = privacy_card_from_info({"run": "b", "mechanism": "baseline"})
     assert base.row["epsilon"] == math.inf
 

@@ -52,6 +52,8 @@ def test_default_config_job_counts(tmp_path):
         "aggregate_metrics": 1,
         "plot_privacy_utility": 1,
         "plot_epsilon_star_landscape": 3,
+        "plot_audit": 3,
+        "plot_model_figures": 3,
         # Privacy profile: 2 breast_cancer views, Figs 1/8 on the 100-row one.
         "profile_base": 2,
         "profile_exact": 2,

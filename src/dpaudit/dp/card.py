@@ -24,7 +24,7 @@ from dpaudit.dp.hypothesis import (
     roc_inside_dp_region,
     tpr_bound,
 )
-from dpaudit.dp.ledger import parse_float
+from dpaudit.dp.ledger import normalise_relation, parse_float
 
 __all__ = [
     "CardFigureRenderer",
@@ -82,7 +82,7 @@ class CardFigureRenderer:
     grid affordable.
     """
 
-    def __init__(self, size=(3.6, 3.4), dpi=80, fpr_min=1e-4, n_grid=200):
+    def __init__(self, size=(6.0, 4.8), dpi=110, fpr_min=1e-4, n_grid=200):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
@@ -102,20 +102,20 @@ class CardFigureRenderer:
             axis.set_major_locator(FixedLocator(10.0 ** exps))
             axis.set_major_formatter(FixedFormatter([f"1e{e}" if e else "1" for e in exps]))
             axis.set_minor_locator(NullLocator())
-            axis.set_tick_params(labelsize=7)
+            axis.set_tick_params(labelsize=10)
         ax.plot(self.grid, self.grid, color="grey", linestyle=":", linewidth=1, label="chance")
         ax.plot([], [], color="tab:blue", linewidth=1.2, label="(ε, δ)-DP bound")
         ax.plot([], [], color="black", linewidth=1.5, label="attack ROC")
-        ax.set_xlabel("false positive rate", fontsize=8)
-        ax.set_ylabel("true positive rate", fontsize=8)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.set_xlabel("false positive rate (non-members flagged)", fontsize=11)
+        ax.set_ylabel("true positive rate (members flagged)", fontsize=11)
+        ax.legend(fontsize=10, loc="lower right")
         # Dynamic artists are animated: excluded from the background, drawn per card.
         self.region = ax.fill_between(self.grid, self.grid, self.grid, color="tab:blue",
                                       alpha=0.15, linewidth=0, animated=True)
         (self.bound,) = ax.plot(self.grid, self.grid, color="tab:blue", linewidth=1.2,
                                 animated=True)
         (self.roc,) = ax.plot([], [], color="black", linewidth=1.5, animated=True)
-        self.title = self.fig.text(0.5, 0.95, "", ha="center", va="center", fontsize=8,
+        self.title = self.fig.text(0.5, 0.95, "", ha="center", va="center", fontsize=11,
                                    animated=True)
         self.canvas.draw()
         self.background = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -144,8 +144,12 @@ class CardFigureRenderer:
         # Short on purpose: glyph rendering is a visible share of the per-card cost,
         # and the card's own heading names the run.
         eps_text = "∞" if math.isinf(eps) else f"{eps:.3g}"
-        self.title.set_text(f"ε = {eps_text}, δ = {delta:.2g}" if title is None
-                            else f"{title}: ε = {eps_text}")
+        if title is not None:
+            self.title.set_text(f"{title}: ε = {eps_text}")
+        elif math.isinf(eps):  # no guarantee, so no δ: the whole square is allowed
+            self.title.set_text("ε = ∞ (no DP): every ROC is allowed")
+        else:
+            self.title.set_text(f"ε = {eps_text}, δ = {delta:.2g}")
         self.canvas.restore_region(self.background)
         for artist in (self.region, self.bound, self.roc):
             self.ax.draw_artist(artist)
@@ -279,24 +283,34 @@ def privacy_card_from_info(info: dict, **measurements) -> PrivacyCard:
         str(info.get("run", info.get("run_id", ""))), eps, info.get("delta", 0.0),
         dataset=info.get("dataset"), mechanism=info.get("mechanism"),
         accountant=info.get("accountant"),
-        neighbouring_relation=info.get("neighbouring_relation"),
+        # the ledger's name for the relation, so cards and ledger say the same thing
+        neighbouring_relation=normalise_relation(info.get("neighbouring_relation")),
         unit_of_protection=info.get("unit_of_protection"), sampling=info.get("sampling"),
         **measurements,
     )
 
 
+NOT_APPLICABLE = "not applicable (no DP, ε = ∞)"
+
+
 def _lines(row):
+    private = not math.isinf(row["epsilon"])
+
+    def dp_only(text):
+        return text if private else NOT_APPLICABLE
+
     theory = [
         ("ε", _fmt(row["epsilon"])),
-        ("δ", _fmt(row["delta"], ".2g")),
+        ("δ", dp_only(_fmt(row["delta"], ".2g"))),
         ("e^ε (risk multiplier)", _fmt(row["exp_epsilon"])),
         ("max attack accuracy", _fmt(row["max_attack_accuracy"])),
         ("max attack advantage (TPR − FPR)", _fmt(row["max_advantage"])),
         ("TPR bound at FPR 10⁻³", _fmt(row["tpr_bound_at_fpr_0_001"])),
         ("TPR bound at FPR 10⁻²", _fmt(row["tpr_bound_at_fpr_0_01"])),
-        ("accountant / relation / unit / sampling",
-         " / ".join(_fmt(row[k]) for k in ("accountant", "neighbouring_relation",
-                                           "unit_of_protection", "sampling"))),
+        ("accountant", dp_only(_fmt(row["accountant"]))),
+        ("neighbouring relation", dp_only(_fmt(row["neighbouring_relation"]))),
+        ("unit of protection", _fmt(row["unit_of_protection"])),
+        ("sampling (as the accountant assumes)", dp_only(_fmt(row["sampling"]))),
     ]
     inside = row["roc_inside_dp_region"]
     measured = [
@@ -306,7 +320,7 @@ def _lines(row):
         ("ε lower bound of the DP-region test (all ROC points, Bonferroni)",
          _fmt(row["dp_region_eps_lower_bound"])),
         ("ROC inside DP region (up to sampling error)",
-         "—" if inside is None else ("yes" if inside else f"NO ({row['roc_violations']} points)")),
+         dp_only("—" if inside is None else ("yes" if inside else f"NO ({row['roc_violations']} points)"))),
         ("generalization gap", _fmt(row["generalization_gap"])),
         (row["utility_name"] or "utility", _fmt(row["utility"])),
     ]

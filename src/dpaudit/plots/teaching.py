@@ -54,9 +54,12 @@ def _new_figure(width=6.4, height=4.0, ncols=1):
 
 
 def _save(fig, path, dpi=120) -> Path:
+    """PNG at ``path`` and, next to it, a PDF with TrueType fonts (set in dpaudit.plots)."""
     path = Path(path)
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=dpi, format="png")
+    with atomic_path(path.with_suffix(".pdf"), suffix=".pdf") as tmp:
+        fig.savefig(tmp, format="pdf")
     return path
 
 

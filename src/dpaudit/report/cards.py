@@ -38,7 +38,8 @@ def _metric(mia: pd.DataFrame, name: str) -> float:
 def _page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>body{{font:13px sans-serif;max-width:52em}}"
+        f"<title>{html.escape(title)}</title><style>body{{font:14px sans-serif;max-width:60em;margin:0.8em}}"
+        "img{width:100%;max-width:660px;height:auto;display:block;margin:0.5em 0}h3{overflow-wrap:anywhere}"
         "table{border-collapse:collapse;margin:0.5em 0}th{text-align:left;font-weight:normal;"
         "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}</style></head><body>"
         f"{body}</body></html>\n"
@@ -88,21 +89,83 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
     return _page(f"Privacy card {row['dataset']}/{row['run']}", body), rows
 
 
+LEDGER_TOTALS_GLOSSARY = {
+    "dataset": ("dataset", "—", "the models of this dataset are released together"),
+    "n_runs": ("runs", "count", "models in the grid"),
+    "n_private": ("DP runs", "count", "models trained with DP"),
+    "n_nonprivate": ("non-private runs", "count", "baselines (ε = ∞)"),
+    "max_run_epsilon": ("largest run ε", "nats", "largest ε of a single DP run"),
+    "basic_epsilon": ("basic composition ε", "nats", "sum of the DP runs' ε"),
+    "basic_delta": ("basic composition δ", "probability", "sum of the DP runs' δ"),
+    "rdp_epsilon": ("RDP composition ε", "nats", "ε of the composed Rényi-DP curves, converted once"),
+    "rdp_delta": ("RDP composition δ", "probability", "δ of that conversion (+ δ of runs composed basically)"),
+    "rdp_order": ("RDP order", "—", "Rényi order that gives the RDP composition ε"),
+    "n_rdp_composed": ("runs composed by RDP", "count", "DP runs whose RDP curve could be composed"),
+    "n_basic_fallback": ("runs composed basically", "count", "DP runs added by basic composition instead"),
+    "release_all_epsilon": ("release all: ε", "nats", "smaller of basic and RDP ε; ∞ when a baseline is released"),
+    "release_all_delta": ("release all: δ", "probability", "δ that goes with release-all ε"),
+    "accountants": ("accountants", "—", "accountants of the runs"),
+    "relations": ("neighbouring relations", "—", "neighbouring relations of the runs (one name: add_remove / replace_one)"),
+    "units": ("units of protection", "—", "what one neighbour differs by (example, user)"),
+    "notes": ("notes", "—", "what to watch when releasing every model"),
+}
+LEDGER_RUNS_GLOSSARY = {
+    "dataset": ("dataset", "—", "dataset the model was trained on"),
+    "mechanism": ("mechanism", "—", "baseline = non-private; dpsgd = DP-SGD"),
+    "epsilon": ("ε", "nats", "the run's accountant ε; ∞ = no DP"),
+    "delta": ("δ", "probability", "the run's δ (— for baselines)"),
+    "exp_epsilon": ("e^ε", "factor", "risk multiplier: how much one example can change any outcome's odds"),
+    "max_attack_accuracy": ("max attack accuracy", "fraction", "best membership-inference accuracy (ε, δ) allows"),
+    "max_advantage": ("max advantage", "fraction", "best TPR − FPR (ε, δ) allows"),
+    "tpr_bound_at_fpr_0_001": ("TPR bound at FPR 10⁻³", "fraction", "largest TPR (ε, δ) allows at FPR 0.001"),
+    "tpr_bound_at_fpr_0_01": ("TPR bound at FPR 10⁻²", "fraction", "largest TPR (ε, δ) allows at FPR 0.01"),
+    "accountant": ("accountant", "—", "privacy accountant of the run"),
+    "neighbouring_relation": ("neighbouring relation", "—", "add_remove (Poisson sampling) or replace_one"),
+    "unit_of_protection": ("unit of protection", "—", "what one neighbour differs by"),
+    "sampling": ("sampling", "—", "batch sampling the accountant assumes"),
+    "noise_multiplier": ("noise multiplier σ", "× clip norm", "std of the Gaussian noise / clipping norm"),
+    "sampling_probability": ("sampling rate q", "fraction", "probability an example is in a batch"),
+    "steps": ("steps", "count", "noisy gradient steps"),
+    "notes": ("notes", "—", "caveats of this run's accounting"),
+    "run": ("run", "—", "the run's full parameter string"),
+}
+
+
+def _without_inf_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """Notes say ε = ∞ as every table does (the ledger library writes 'epsilon = inf')."""
+    if "notes" in frame.columns:
+        frame = frame.assign(notes=frame["notes"].astype("string").str.replace("epsilon = inf", "ε = ∞",
+                                                                                 regex=False))
+    return frame
+
+
 def build_budget_ledger(train_infos: Sequence[Mapping]) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Per-run ledger rows, per-dataset totals and an HTML page flagging what the whole grid costs."""
+    from dpaudit.report import tables
+
     infos = [{**info, "unit_of_protection": info.get("unit_of_protection", "example")} for info in train_infos]
     ledger = build_ledger(infos)
     totals = ledger.totals
-    shown = totals.copy()
-    for column in shown.select_dtypes("number").columns:
-        shown[column] = shown[column].map(lambda v: "∞" if v == math.inf else f"{v:.4g}")
     intro = (
         "<h3>Privacy budget ledger</h3><p>Each DP run is an (ε, δ) guarantee on its own. Releasing "
         "<strong>every model of the grid</strong> trained on the same data composes them: "
-        "<code>basic_epsilon</code> adds the ε's, <code>rdp_epsilon</code> composes the runs' RDP "
-        "curves and converts once. <code>release_all_epsilon</code> is the smaller of the two, and ∞ "
-        "whenever a non-private baseline is released too.</p>"
+        "basic composition adds the ε's, RDP composition composes the runs' Rényi-DP curves and converts once. "
+        "<em>Release all: ε</em> is the smaller of the two, and ∞ whenever a non-private baseline is released "
+        "too. Click a header to sort; type in the boxes under the columns to filter. Numbers: 4 significant "
+        "digits; — = not applicable.</p>"
     )
-    page = _page("Privacy budget ledger", intro + shown.to_html(index=False, border=0)
-                 + "<h4>Runs</h4>" + ledger.runs.to_html(index=False, border=0, float_format="%.4g"))
-    return ledger.runs, totals, page
+    totals_glossary = {c: v for c, v in LEDGER_TOTALS_GLOSSARY.items() if c in totals.columns}
+    runs_glossary = {c: v for c, v in LEDGER_RUNS_GLOSSARY.items() if c in ledger.runs.columns}
+    runs_shown = ledger.runs.copy()
+    if "private" in runs_shown.columns:
+        # δ, accountant and sampling describe a guarantee a baseline does not have
+        for column in ("delta", "sampling_probability"):
+            if column in runs_shown.columns:
+                runs_shown.loc[~runs_shown["private"].astype(bool), column] = np.nan
+    body = (intro + "<h4>Totals per dataset</h4>"
+            + tables.interactive_table(_without_inf_text(totals), totals_glossary, table_id="dpaudit-ledger-totals")
+            + "<h4>Runs</h4>"
+            + tables.interactive_table(_without_inf_text(runs_shown), runs_glossary, table_id="dpaudit-ledger-runs")
+            + tables.glossary_html(totals_glossary).replace("Glossary", "Glossary: totals", 1)
+            + tables.glossary_html(runs_glossary).replace("Glossary", "Glossary: runs", 1))
+    return ledger.runs, totals, tables.page("Privacy budget ledger", body)

@@ -1,0 +1,186 @@
+"""Audit figure: does what was measured agree with the ε the accountant promised?
+
+Per dataset, one marker per model: accountant ε on x (non-private baselines in a
+separate panel at ε = ∞, behind an axis break), and on y the certified ε lower
+bound of the loss-threshold attack (mia family) with its confidence interval, and
+Epsilon* (Negoescu et al.) from both estimators. A certified lower bound above
+y = x would contradict the accountant; ε* above it does not (ε* is a
+distributional measure, not a lower bound on the DP ε).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.dp.hypothesis import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rate_bounds,
+)
+from dpaudit.plots.privacy_utility import save_figure
+
+RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta"]
+LOWER_BOUND_COLUMNS = {"value": "epsilon_lower_bound", "alpha": "alpha", "ci_method": "ci_method",
+                       "tp": "tp", "fp": "fp", "n_members": "n_members", "n_nonmembers": "n_nonmembers",
+                       "delta": "lower_bound_delta"}
+EPSILON_STAR = {"parametric": "epsilon_star_parametric", "empirical": "epsilon_star_empirical"}
+SERIES = {  # column -> (label, colour, marker)
+    "epsilon_lower_bound": ("certified ε lower bound (attack, CI)", "tab:blue", "o"),
+    "epsilon_star_parametric": ("ε* parametric (logit loss)", "tab:orange", "D"),
+    "epsilon_star_empirical": ("ε* empirical (logit loss)", "tab:green", "^"),
+}
+
+
+def epsilon_upper_at_threshold(tp, fp, n_members, n_nonmembers, delta, alpha: float) -> np.ndarray:
+    """The optimistic end of the interval of the ε the chosen threshold witnesses.
+
+    The lower bound uses (TPR_lo, FPR_hi); this uses the opposite one-sided
+    Clopper–Pearson bounds (TPR_hi, FPR_lo) at the same α, so [lower, upper]
+    covers the threshold's ε with probability ≥ 1 − 4α. +inf when FPR_lo = 0.
+    """
+    tp, fp = np.asarray(tp, np.int64), np.asarray(fp, np.int64)
+    n_m, n_n = np.asarray(n_members, np.int64), np.asarray(n_nonmembers, np.int64)
+    alpha = float(alpha)
+    tpr_hi = clopper_pearson_upper(tp, n_m, alpha)
+    fpr_lo = clopper_pearson_lower(fp, n_n, alpha)
+    tnr_hi = clopper_pearson_upper(n_n - fp, n_n, alpha)
+    fnr_lo = clopper_pearson_lower(n_m - tp, n_m, alpha)
+    with np.errstate(divide="ignore"):
+        upper = epsilon_from_rate_bounds(tpr_hi, fpr_lo, tnr_hi, fnr_lo, np.asarray(delta, np.float64))
+    return np.maximum(upper, 0.0)
+
+
+def audit_table(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: accountant ε, certified ε lower bound with its interval, ε* of both estimators.
+
+    Every value is taken from the metrics table unchanged (the test compares them);
+    only ``epsilon_upper`` is derived, from the lower bound's own counts.
+    """
+    runs = table[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
+    bound = table[(table["family"] == "mia") & (table["metric"] == "epsilon_lower_bound")]
+    if bound.duplicated(["dataset", "run"]).any():
+        raise ValueError("several mia epsilon_lower_bound rows for one run")
+    bound = bound[["dataset", "run", *LOWER_BOUND_COLUMNS]].rename(columns=LOWER_BOUND_COLUMNS)
+    audit = runs.merge(bound, on=["dataset", "run"], how="left", validate="one_to_one")
+    missing = audit["epsilon_lower_bound"].isna()
+    if missing.any():
+        raise ValueError(f"runs without a mia epsilon_lower_bound row: {audit.loc[missing, 'run'].tolist()}")
+    audit["epsilon_upper"] = np.nan
+    for alpha, rows in audit.groupby("alpha"):
+        audit.loc[rows.index, "epsilon_upper"] = epsilon_upper_at_threshold(
+            rows["tp"].astype("int64"), rows["fp"].astype("int64"), rows["n_members"].astype("int64"),
+            rows["n_nonmembers"].astype("int64"), rows["lower_bound_delta"].astype(float), float(alpha))
+    for estimator, column in EPSILON_STAR.items():
+        if "estimator" in table.columns:
+            star = table[(table["family"] == "epsilon_star") & (table["metric"] == "eps_star")
+                         & (table["estimator"] == estimator).fillna(False) & (table["loss"] == "logit").fillna(False)]
+        else:
+            star = table.iloc[0:0]
+        if star.duplicated(["dataset", "run"]).any():
+            raise ValueError(f"several {estimator} eps_star rows (logit loss) for one run")
+        audit = audit.merge(star[["dataset", "run", "value"]].rename(columns={"value": column}),
+                            on=["dataset", "run"], how="left", validate="one_to_one")
+        audit[column] = audit[column].astype("float64")
+    order = audit["mechanism"].eq("baseline").astype(int)
+    return (audit.assign(_baseline=order)
+            .sort_values(["dataset", "_baseline", "accountant_epsilon", "seed"], ignore_index=True)
+            .drop(columns="_baseline"))
+
+
+def _jitter(n_series: int) -> np.ndarray:
+    """Multiplicative x offsets that keep a model's three markers side by side."""
+    return np.exp(np.linspace(-0.06, 0.06, n_series))
+
+
+def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
+    """The audit figure of one dataset (``audit`` = its rows of ``audit_table``)."""
+    dataset = audit["dataset"].iloc[0]
+    private = audit[np.isfinite(audit["accountant_epsilon"])]
+    baseline = audit[~np.isfinite(audit["accountant_epsilon"])]
+    values = audit[list(SERIES)].to_numpy(float)
+    finite_values = values[np.isfinite(values)]
+    upper = audit["epsilon_upper"].to_numpy(float)
+    y_top = max([1.0, *finite_values.tolist(), *upper[np.isfinite(upper)].tolist(),
+                 *private["accountant_epsilon"].tolist()]) * 1.6
+    fig, (ax, ax_inf) = plt.subplots(1, 2, figsize=(8.2, 5.2), sharey=True,
+                                     gridspec_kw={"width_ratios": [5, 1]})
+    offsets = _jitter(len(SERIES))
+
+    def draw(axis, x, rows, with_labels):
+        for (column, (label, colour, marker)), offset in zip(SERIES.items(), offsets, strict=True):
+            y = rows[column].to_numpy(float)
+            shown = np.isfinite(y)
+            if not shown.any():
+                continue
+            xs = x[shown] * offset
+            axis.scatter(xs, y[shown], c=colour, marker=marker, s=42, edgecolors="k", linewidths=0.5,
+                         zorder=3, label=label if with_labels else None)
+            if column == "epsilon_lower_bound":
+                top = rows["epsilon_upper"].to_numpy(float)[shown]
+                clipped = np.minimum(top, y_top / 1.05)
+                axis.vlines(xs, y[shown], clipped, colors=colour, lw=1.2, zorder=2)
+                open_ended = ~np.isfinite(top) | (top > clipped)
+                axis.scatter(xs[open_ended], clipped[open_ended], marker="^", c=colour, s=22, zorder=3)
+
+    if len(private):
+        x = private["accountant_epsilon"].to_numpy(float)
+        draw(ax, x, private, True)
+        grid = np.linspace(0.0, y_top, 400)
+        ax.plot(grid, grid, color="0.3", ls="--", lw=1, label="y = x (measured = promised)", zorder=1)
+        ax.fill_between(grid, grid, y_top, color="tab:red", alpha=0.06, zorder=0,
+                        label="a certified bound here would contradict the accountant")
+        for target, rows in private.groupby("target_epsilon"):
+            at = float(rows["accountant_epsilon"].median())
+            ax.axvline(at, color="0.85", lw=0.8, zorder=0)
+            ax.annotate(f"target ε = {target:g}", (at, 0), xytext=(0, -28), textcoords="offset points",
+                        ha="center", fontsize=8, annotation_clip=False, color="0.25")
+        # Same symlog transform on both axes: y = x stays the diagonal and ε = 0 is on the axis.
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(0, y_top)
+    else:
+        ax.text(0.5, 0.5, "no DP run", transform=ax.transAxes, ha="center")
+    if len(baseline):
+        positions = np.arange(1, len(baseline) + 1, dtype=float)
+        draw(ax_inf, positions, baseline, not len(private))
+        ax_inf.set_xticks(positions, [f"seed {int(s)}" for s in baseline["seed"]], fontsize=7, rotation=90)
+        ax_inf.set_xlim(0.4, len(baseline) + 0.6)
+    ax_inf.set_xlabel("baselines\nε = ∞ (no DP)", labelpad=4)
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(0, y_top)
+    ax.set_ylabel("measured ε (symlog scale)")
+    ax.set_xlabel("accountant ε (symlog scale: linear below 1)", labelpad=20)
+    # Axis break: the ∞ panel is not at a finite distance from the DP runs.
+    ax.spines["right"].set_visible(False)
+    ax_inf.spines["left"].set_visible(False)
+    ax_inf.tick_params(left=False)
+    mark = {"marker": [(-1, -1.5), (1, 1.5)], "markersize": 10, "linestyle": "none", "color": "k",
+            "mec": "k", "mew": 1, "clip_on": False}
+    ax.plot([1, 1], [0, 1], transform=ax.transAxes, **mark)
+    ax_inf.plot([0, 0], [0, 1], transform=ax_inf.transAxes, **mark)
+    for axis in (ax, ax_inf):
+        axis.grid(alpha=0.3, which="major")
+    ticks = [t for t in (0, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256) if t <= y_top]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_locator(plt.NullLocator())
+    if len(private):
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    alpha = audit["alpha"].dropna()
+    level = f"{1 - 2 * float(alpha.iloc[0]):.0%}" if len(alpha) else "?"
+    ax.set_title(f"{dataset}: promised vs measured privacy (lower bound holds w.p. ≥ {level})", fontsize=10)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.93, bottom=0.2, wspace=0.06)
+    save_figure(fig, png, pdf)
+
+
+def audit_dataset(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    rows = audit_table(table[table["dataset"] == dataset])
+    if rows.empty:
+        raise ValueError(f"the metrics table has no run of dataset {dataset!r}")
+    return rows
+

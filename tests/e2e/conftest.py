@@ -1,0 +1,33 @@
+"""The tiny end-to-end run, shared by every e2e module (one real run per test session)."""
+
+import pytest
+import yaml
+
+from tests.workflow.helpers import copy_project, snakemake
+
+TINY_CONFIG = {
+    "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
+    "training": {"hidden_units": [8]},
+    "grid": [
+        {"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]},
+        {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2],
+         "batch_size": [32], "seed": [0]},
+    ],
+    # practical membership privacy with 4 shadow models (Recipe C) through train_model
+    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32}},
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("e2e")
+    project = copy_project(base / "project")
+    workdir = base / "work"
+    workdir.mkdir()
+    config = base / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_CONFIG))
+    env = {"PYTHONPATH": str(project / "src")}
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(config),
+                       "--report", str(workdir / "results" / "report.html"), "--report-after-run",
+                       env=env, root=project)
+    return {"project": project, "workdir": workdir, "config": config, "env": env, "log": result}
