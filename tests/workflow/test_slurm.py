@@ -24,7 +24,7 @@ import yaml
 
 from bench.bench_slurm import rule_names, slurm_plan
 from dpaudit.io import read_parquet
-from tests.e2e.test_tiny_run import TINY_CONFIG
+from tests.e2e.conftest import TINY_CONFIG
 from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
 from tests.workflow.helpers import ROOT, SNAKEMAKE, copy_project, snakemake
 
