@@ -21,8 +21,12 @@ def _metrics_table() -> pd.DataFrame:
         rows.append({**keys, "family": "mia", "metric": "auc", "value": 0.6})
         for estimator, value in (("parametric", 2.0 + i), ("empirical", 1.5 + i)):
             for loss in ("logit", "ce"):
+                shift = 0.0 if loss == "logit" else 10.0
                 rows.append({**keys, "family": "epsilon_star", "metric": "eps_star", "estimator": estimator,
-                             "loss": loss, "value": value + (0.0 if loss == "logit" else 10.0)})
+                             "loss": loss, "value": value + shift, "boot_low": value + shift - 0.5,
+                             "boot_high": value + shift + 0.25, "at_ceiling": estimator == "empirical" and i == 1,
+                             "on_boundary": estimator == "parametric" and i == 2, "separated": False,
+                             "none_kept": False})
     return pd.DataFrame(rows)
 
 
@@ -37,6 +41,13 @@ def test_audit_table_carries_the_metrics_values_for_every_run():
         star = rows[(rows["metric"] == "eps_star") & (rows["loss"] == "logit")].set_index("estimator")["value"]
         assert audit.loc[run, "epsilon_star_parametric"] == star["parametric"]
         assert audit.loc[run, "epsilon_star_empirical"] == star["empirical"]
+        details = rows[(rows["metric"] == "eps_star") & (rows["loss"] == "logit")].set_index("estimator")
+        for estimator in ("parametric", "empirical"):
+            column = f"epsilon_star_{estimator}"
+            assert audit.loc[run, f"{column}_low"] == details.loc[estimator, "boot_low"]
+            assert audit.loc[run, f"{column}_high"] == details.loc[estimator, "boot_high"]
+            assert audit.loc[run, f"{column}_at_ceiling"] == details.loc[estimator, "at_ceiling"]
+            assert audit.loc[run, f"{column}_on_boundary"] == details.loc[estimator, "on_boundary"]
     # baselines last, DP runs by ε
     assert audit.index.tolist() == ["r1", "r2", "r0"]
 
@@ -61,3 +72,16 @@ def test_audit_figure_writes_png_and_truetype_pdf(tmp_path):
     pdf = (tmp_path / "a.pdf").read_bytes()
     assert b"/Type3" not in pdf and (b"/TrueType" in pdf or b"/CIDFontType2" in pdf)
     assert np.isfinite(audit["epsilon_upper"].iloc[0])
+
+
+def test_audit_figure_draws_undefined_epsilon_star_as_a_note_not_a_point(tmp_path):
+    # A perfectly separated run has ε* = NaN (i8a): the figure still renders and says so.
+    table = _metrics_table()
+    chosen = (table["metric"] == "eps_star") & (table["run"] == "r2") & (table["estimator"] == "empirical")
+    table.loc[chosen, ["value", "boot_low", "boot_high"]] = np.nan
+    table.loc[chosen, "separated"] = True
+    audit = audit_table(table)
+    assert audit.set_index("run").loc["r2", "epsilon_star_empirical_separated"]
+    assert np.isnan(audit.set_index("run").loc["r2", "epsilon_star_empirical"])
+    plot_audit(audit, tmp_path / "b.png")
+    assert (tmp_path / "b.png").stat().st_size > 0

@@ -29,6 +29,10 @@ LOWER_BOUND_COLUMNS = {"value": "epsilon_lower_bound", "alpha": "alpha", "ci_met
                        "tp": "tp", "fp": "fp", "n_members": "n_members", "n_nonmembers": "n_nonmembers",
                        "delta": "lower_bound_delta"}
 EPSILON_STAR = {"parametric": "epsilon_star_parametric", "empirical": "epsilon_star_empirical"}
+# Per estimator, the eps_star row's bootstrap interval and flags, copied unchanged
+# (the figure draws the interval and hollow markers for flagged values).
+EPSILON_STAR_DETAILS = {"boot_low": "low", "boot_high": "high", "at_ceiling": "at_ceiling",
+                        "on_boundary": "on_boundary", "separated": "separated", "none_kept": "none_kept"}
 SERIES = {  # column -> (label, colour, marker)
     "epsilon_lower_bound": ("certified ε lower bound (attack, CI)", "tab:blue", "o"),
     "epsilon_star_parametric": ("ε* parametric (logit loss)", "tab:orange", "D"),
@@ -83,13 +87,28 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
             star = table.iloc[0:0]
         if star.duplicated(["dataset", "run"]).any():
             raise ValueError(f"several {estimator} eps_star rows (logit loss) for one run")
-        audit = audit.merge(star[["dataset", "run", "value"]].rename(columns={"value": column}),
+        details = {source: f"{column}_{name}" for source, name in EPSILON_STAR_DETAILS.items()
+                   if source in star.columns}
+        audit = audit.merge(star[["dataset", "run", "value", *details]].rename(columns={"value": column, **details}),
                             on=["dataset", "run"], how="left", validate="one_to_one")
         audit[column] = audit[column].astype("float64")
+        for source, name in EPSILON_STAR_DETAILS.items():
+            target = f"{column}_{name}"
+            if source in ("boot_low", "boot_high"):
+                audit[target] = audit[target].astype("float64") if target in audit else np.nan
+            else:
+                audit[target] = audit[target].astype("boolean").fillna(False).astype(bool) if target in audit else False
     order = audit["mechanism"].eq("baseline").astype(int)
     return (audit.assign(_baseline=order)
             .sort_values(["dataset", "_baseline", "accountant_epsilon", "seed"], ignore_index=True)
             .drop(columns="_baseline"))
+
+
+def _flagged(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """ε* values at the finite-sample ceiling or on the filter boundary (drawn hollow)."""
+    if column not in EPSILON_STAR.values():
+        return np.zeros(len(rows), dtype=bool)
+    return (rows[f"{column}_at_ceiling"] | rows[f"{column}_on_boundary"]).to_numpy(bool)
 
 
 def _jitter(n_series: int) -> np.ndarray:
@@ -118,8 +137,18 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
             if not shown.any():
                 continue
             xs = x[shown] * offset
-            axis.scatter(xs, y[shown], c=colour, marker=marker, s=42, edgecolors="k", linewidths=0.5,
-                         zorder=3, label=label if with_labels else None)
+            flagged = _flagged(rows, column)[shown]
+            axis.scatter(xs[~flagged], y[shown][~flagged], c=colour, marker=marker, s=42, edgecolors="k",
+                         linewidths=0.5, zorder=3, label=label if with_labels else None)
+            # Hollow: the value sits at the estimator's finite-sample ceiling or on its filter's edge.
+            axis.scatter(xs[flagged], y[shown][flagged], facecolors="white", marker=marker, s=42,
+                         edgecolors=colour, linewidths=1.5, zorder=3)
+            if column in EPSILON_STAR.values():
+                low = rows[f"{column}_low"].to_numpy(float)[shown]
+                high = rows[f"{column}_high"].to_numpy(float)[shown]
+                has = np.isfinite(low) & np.isfinite(high)
+                axis.vlines(xs[has], np.maximum(low[has], 0.0), np.minimum(high[has], y_top / 1.05),
+                            colors=colour, lw=1.0, alpha=0.8, zorder=2)
             if column == "epsilon_lower_bound":
                 top = rows["epsilon_upper"].to_numpy(float)[shown]
                 clipped = np.minimum(top, y_top / 1.05)
@@ -170,7 +199,15 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     if len(private):
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], marker="D", ls="none", mfc="white", mec="0.3", mew=1.5))
+    labels.append("hollow: ε* at its sample ceiling or filter edge;\nbars: ε* bootstrap interval")
+    ax.legend(handles, labels, fontsize=8, loc="upper left", framealpha=0.9)
+    undefined = sum(int(audit[f"{c}_separated"].sum() + audit[f"{c}_none_kept"].sum())
+                    for c in EPSILON_STAR.values())
+    if undefined:
+        fig.text(0.99, 0.01, f"{undefined} ε* value(s) undefined (perfect separation or no threshold kept): "
+                 "not drawn, see the ε* table", ha="right", va="bottom", fontsize=7, color="0.3")
     alpha = audit["alpha"].dropna()
     level = f"{1 - 2 * float(alpha.iloc[0]):.0%}" if len(alpha) else "?"
     ax.set_title(f"{dataset}: promised vs measured privacy (lower bound holds w.p. ≥ {level})", fontsize=10)
