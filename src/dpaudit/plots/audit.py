@@ -126,7 +126,7 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     upper = audit["epsilon_upper"].to_numpy(float)
     y_top = max([1.0, *finite_values.tolist(), *upper[np.isfinite(upper)].tolist(),
                  *private["accountant_epsilon"].tolist()]) * 1.6
-    fig, (ax, ax_inf) = plt.subplots(1, 2, figsize=(8.2, 5.2), sharey=True,
+    fig, (ax, ax_inf) = plt.subplots(1, 2, figsize=(8.2, 6.2), sharey=True,
                                      gridspec_kw={"width_ratios": [5, 1]})
     offsets = _jitter(len(SERIES))
 
@@ -202,16 +202,17 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     handles, labels = ax.get_legend_handles_labels()
     handles.append(plt.Line2D([], [], marker="D", ls="none", mfc="white", mec="0.3", mew=1.5))
     labels.append("hollow: ε* at its sample ceiling or filter edge;\nbars: ε* bootstrap interval")
-    ax.legend(handles, labels, fontsize=8, loc="upper left", framealpha=0.9)
+    # Below the axes: inside, the legend would hide markers and intervals.
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
     undefined = sum(int(audit[f"{c}_separated"].sum() + audit[f"{c}_none_kept"].sum())
                     for c in EPSILON_STAR.values())
     if undefined:
-        fig.text(0.99, 0.01, f"{undefined} ε* value(s) undefined (perfect separation or no threshold kept): "
-                 "not drawn, see the ε* table", ha="right", va="bottom", fontsize=7, color="0.3")
+        fig.text(0.5, 0.125, f"{undefined} ε* value(s) undefined (perfect separation or no threshold kept): "
+                 "not drawn, see the ε* table", ha="center", va="bottom", fontsize=7, color="0.3")
     alpha = audit["alpha"].dropna()
     level = f"{1 - 2 * float(alpha.iloc[0]):.0%}" if len(alpha) else "?"
     ax.set_title(f"{dataset}: promised vs measured privacy (lower bound holds w.p. ≥ {level})", fontsize=10)
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.93, bottom=0.2, wspace=0.06)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.94, bottom=0.3, wspace=0.06)
     save_figure(fig, png, pdf)
 
 
