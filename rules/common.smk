@@ -70,6 +70,8 @@ localrules:
     plot_profile,
     plot_profile_samples,
     pmp_gather_shadows,
+    plot_audit,
+    plot_model_figures,
 
 
 def run_params(wildcards):
