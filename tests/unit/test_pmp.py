@@ -373,3 +373,15 @@ def test_shadow_training_examples_train_on_a_random_half_of_x():
     # non-member pool smaller than the members: X subsamples the members and says so
     small = build_parent_set(examples, splits, seed=2, pool="nonmembers")
     assert small["members_subsampled"] and small["ids"].size == 10
+
+
+@pytest.mark.parametrize(("mu", "delta"), [(9.0, 1e-2), (8.5, 1e-5), (20.0, 1e-5), (0.3, 1e-5)])
+def test_per_row_solver_with_large_mu_matches_brentq(mu, delta):
+    # Oracle: scipy's brentq on the Balle–Wang profile itself. At large μ, δ_G(0) ≈ 1 and
+    # log δ̃ is nearly flat at ε = 0; a plain Newton step jumped past 1e6 there and raised.
+    from scipy.optimize import brentq
+
+    root = brentq(lambda e: mechanisms.gaussian_delta(1.0, e, mu) - delta, 0.0, 1e4, xtol=1e-12)
+    got = bounds.profile_epsilon_per_row(np.full((2, 7), mu), delta)
+    np.testing.assert_allclose(got, root, rtol=1e-8)
+    assert np.all(mechanisms.gaussian_delta(1.0, got, mu) <= delta * (1 + 1e-12))

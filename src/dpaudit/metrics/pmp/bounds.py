@@ -112,9 +112,13 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
         with np.errstate(divide="ignore", invalid="ignore"):
             step = x[active] - g / slope
         lo_a, hi_a = lo[active], hi[active]
-        fallback = np.where(np.isfinite(hi_a), 0.5 * (lo_a + hi_a), 2.0 * np.maximum(lo_a, 0.5))
+        open_above = ~np.isfinite(hi_a)
+        expand = 2.0 * np.maximum(lo_a, 0.5)
+        fallback = np.where(open_above, expand, 0.5 * (lo_a + hi_a))
         inside = np.isfinite(step) & (step >= lo_a) & (step <= hi_a)
-        new_x = np.where(inside, step, fallback)
+        # With no upper end yet, a nearly flat log δ̃ (every partner's μ large, δ̃(0) ≈ 1) sends
+        # Newton to absurd ε: grow the bracket at most geometrically until a step overshoots.
+        new_x = np.where(inside, np.where(open_above, np.minimum(step, expand), step), fallback)
         if np.any(new_x > 1e6):
             raise FloatingPointError("no finite ε bounds the profile: μ is too large")
         # Newton converging from one side never shrinks the bracket, so stop on the step size too.
