@@ -234,10 +234,18 @@ def audit_figures():
 # ---------------------------------------------------------------- pmp (source 003)
 # Recipe C shadow models are extra runs of train_model/extract_per_example named
 # <run>_pmpshadow~<r>; they live in their own lookup so aggregation never sees them.
+# Each shadow trains with its own seed (init, batches, DP noise), derived from the
+# run's seed and its index; the grid runs' own params are untouched.
+from dpaudit.training.shadow_seeds import shadow_seed as _shadow_seed
+
 PMP = config["metrics"]["pmp"]
 PMP_SHADOWS = {
     dataset: {
-        f"{run}_pmpshadow~{index}": {"params": params, "target": run, "index": index}
+        f"{run}_pmpshadow~{index}": {
+            "params": {**params, "seed": _shadow_seed(params["seed"], index)},
+            "target": run,
+            "index": index,
+        }
         for run, params in RUNS[dataset].items()
         if params["mechanism"] == "dpsgd"
         for index in range(PMP["shadow_models"] if PMP["enabled"] else 0)

@@ -16,6 +16,7 @@ from dpaudit.dp.hypothesis import clopper_pearson_lower, clopper_pearson_upper
 from dpaudit.metrics.pmp import bounds, dpsgd, expmech, gaussian
 from dpaudit.metrics.pmp.run import pmp_run_metrics
 from dpaudit.simulations import pmp as sim
+from dpaudit.training.shadow_seeds import shadow_seed
 from dpaudit.training.shadows import parent_set, shadow_in_mask
 
 # ------------------------------------------------------------- Gaussian profile (Lemma 10)
@@ -373,6 +374,20 @@ def test_shadow_training_examples_train_on_a_random_half_of_x():
     # non-member pool smaller than the members: X subsamples the members and says so
     small = build_parent_set(examples, splits, seed=2, pool="nonmembers")
     assert small["members_subsampled"] and small["ids"].size == 10
+
+
+def test_shadow_seeds_are_per_shadow_deterministic_and_never_the_run_seed():
+    # Recipe C must audit DP-SGD's coins, not one fixed draw: every shadow model of a run
+    # trains with its own seed. Oracle: SeedSequence([run seed, 3003, index]), first
+    # 32-bit word, top bit dropped (numpy's documented SeedSequence.generate_state).
+    run_seeds, indices = range(50), range(64)
+    seeds = {(s, r): shadow_seed(s, r) for s in run_seeds for r in indices}
+    assert shadow_seed(0, 0) != shadow_seed(0, 1)
+    assert len(set(seeds.values())) == len(seeds)  # no two shadows (of any run) share coins
+    assert not set(seeds.values()) & set(run_seeds)  # no shadow reuses a grid seed
+    assert all(shadow_seed(s, r) == v for (s, r), v in seeds.items())  # deterministic
+    ref = int(np.random.SeedSequence([7, 3003, 5]).generate_state(1, np.uint32)[0]) & 0x7FFFFFFF
+    assert shadow_seed(7, 5) == ref and 0 <= ref < 2**31
 
 
 @pytest.mark.parametrize(("mu", "delta"), [(9.0, 1e-2), (8.5, 1e-5), (20.0, 1e-5), (0.3, 1e-5)])

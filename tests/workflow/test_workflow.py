@@ -160,3 +160,42 @@ def test_lite_pmp_config_job_counts(tmp_path):
     counts = job_counts(result.stdout)
     assert counts["train_model"] == 2 + 16 and counts["pmp_gather_shadows"] == 1
     assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2
+
+
+PARSE_SHADOWS = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, ResourceSettings, StorageSettings
+root, workdir = Path(sys.argv[1]), Path(sys.argv[2])
+with SnakemakeApi() as api:
+    wf = api.workflow(resource_settings=ResourceSettings(), storage_settings=StorageSettings(),
+                      config_settings=ConfigSettings(configfiles=[root / "config/paper/pmp.yaml"]),
+                      snakefile=root / "Snakefile", workdir=workdir)
+    g = wf._workflow.globals
+    print(json.dumps({"runs": g["RUNS"], "shadows": g["PMP_SHADOWS"]}))
+"""
+
+
+def test_pmp_shadows_train_with_their_own_seeds_and_grid_runs_keep_theirs(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from dpaudit.training.shadow_seeds import shadow_seed
+
+    result = subprocess.run([sys.executable, "-c", PARSE_SHADOWS, str(ROOT), str(tmp_path)],
+                            capture_output=True, text=True, timeout=600, check=True)
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    runs, shadows = parsed["runs"]["synthetic"], parsed["shadows"]["synthetic"]
+    assert {params["seed"] for params in runs.values()} == {0}  # the grid as written, unchanged
+    assert len(shadows) == 3 * 16
+    for shadow in shadows.values():
+        target = runs[shadow["target"]]
+        assert shadow["params"]["seed"] == shadow_seed(target["seed"], shadow["index"]) != target["seed"]
+        assert {k: v for k, v in shadow["params"].items() if k != "seed"} == {
+            k: v for k, v in target.items() if k != "seed"}
+    per_target = {}
+    for shadow in shadows.values():
+        per_target.setdefault(shadow["target"], set()).add(shadow["params"]["seed"])
+    assert all(len(seeds) == 16 for seeds in per_target.values())
