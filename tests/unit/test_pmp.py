@@ -132,6 +132,59 @@ def test_monte_carlo_agrees_with_enumeration_at_n6():
     assert mc["eps_pmp_ci_lo"] <= exact <= mc["eps_pmp_ci_hi"], (exact, mc["eps_pmp_ci_lo"], mc["eps_pmp_ci_hi"])
 
 
+def test_monte_carlo_without_bootstrap_gives_nan_interval_and_the_same_estimate():
+    # n_bootstrap = 0 (the simulations' setting) used to raise IndexError (quantile of nothing).
+    losses, n, beta = _instance(5, n=6, d=5, m=32, beta=20.0)
+    with_boot = expmech.expmech_pmp_monte_carlo(losses, n, beta, n_subsets=500, rng=11, n_bootstrap=50)
+    without = expmech.expmech_pmp_monte_carlo(losses, n, beta, n_subsets=500, rng=11, n_bootstrap=0)
+    assert without["eps_pmp"] == with_boot["eps_pmp"]  # the bootstrap draws come after the estimate
+    assert math.isnan(without["eps_pmp_ci_lo"]) and math.isnan(without["eps_pmp_ci_hi"])
+    assert math.isnan(without["eps_pmp_boot_se"])
+    assert without["boot_used"] == 0 and without["boot_dropped"] == 0
+    assert with_boot["boot_used"] == 50 and with_boot["boot_dropped"] == 0
+
+
+def test_bootstrap_resamples_with_an_empty_group_are_dropped_and_counted():
+    # 5 subsets of a 4-point X: many resamples leave some x in all or none of the drawn
+    # subsets (no P_in or P_out; this raised a math domain error). Oracle: each resample
+    # expanded row by row, P_in/P_out as plain linear-space means, max_{x,w} |ln P_in/P_out|.
+    losses, n, beta = _instance(2, n=2, d=1, m=5, beta=3.0)
+    masks = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1]], dtype=bool)
+    logp = expmech.log_probabilities(masks, losses, n, beta)
+    boot = expmech._bootstrap_eps(logp, masks, np.random.default_rng(3), 400)
+    counts = np.random.default_rng(3).multinomial(5, np.full(5, 0.2), size=400)
+    probs = np.exp(logp)
+    for b in range(400):
+        rows = np.repeat(np.arange(5), counts[b])
+        m = masks[rows]
+        if (m.all(axis=0) | ~m.any(axis=0)).any():
+            assert math.isnan(boot[b])
+            continue
+        ratios = [np.log(probs[rows][m[:, i]].mean(axis=0) / probs[rows][~m[:, i]].mean(axis=0)) for i in range(4)]
+        assert boot[b] == pytest.approx(np.abs(ratios).max(), rel=1e-12)
+    dropped = int(np.isnan(boot).sum())
+    assert 0 < dropped < 400
+    # the Monte Carlo entry point keeps the rest and says how many it dropped
+    losses, n, beta = _instance(1, n=2, d=1, m=5, beta=3.0)
+    res = expmech.expmech_pmp_monte_carlo(losses, n, beta, n_subsets=5, rng=1, n_bootstrap=200)
+    assert res["boot_dropped"] > 0 and res["boot_used"] + res["boot_dropped"] == 200
+    assert res["eps_pmp_ci_lo"] <= res["eps_pmp_ci_hi"]
+
+
+def test_simulation_monte_carlo_path_runs_without_bootstrap():
+    # n above exact_max_n takes the Monte Carlo path with n_bootstrap = 0 (it raised IndexError).
+    # Oracle: at n = 3 the exact enumeration of all C(6, 3) subsets on the same trial.
+    fig1 = {**sim.DEFAULTS["fig1"], "data_std": [1.0], "n": 3}
+    mc = sim.simulate_expmech({**sim.DEFAULTS, "trials_expmech": 2, "exact_max_n": 2, "mc_subsets": 20000,
+                               "fig1": fig1}, figures=(1,))
+    exact = sim.simulate_expmech({**sim.DEFAULTS, "trials_expmech": 2, "fig1": fig1}, figures=(1,))
+    assert (mc["exact_or_mc"] == "mc").all() and (exact["exact_or_mc"] == "exact").all()
+    # same data per trial (the seed fixes candidates and X before either estimator draws)
+    np.testing.assert_allclose(mc["eps_global"], exact["eps_global"], rtol=1e-12)
+    # 20,000 of 20 subsets sampled with replacement: MC error ~1 % here; 5 % leaves room for the upward bias
+    np.testing.assert_allclose(mc["eps_pmp"], exact["eps_pmp"], rtol=0.05)
+
+
 def test_global_sensitivity_ball_and_r1():
     w = np.array([[1.0, 0.0], [0.0, 1.0]])
     assert expmech.global_sensitivity_ball(w, 10.0, 6) == pytest.approx(11.0 / 6)  # (1 + C)/n

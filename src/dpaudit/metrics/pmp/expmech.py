@@ -175,28 +175,38 @@ def _bootstrap_eps(logp: np.ndarray, masks: np.ndarray, rng: np.random.Generator
     A resample is a row of multiplicities c_b (multinomial); its in-sum for
     target i is Σ_r c_b[r]·M[r, i]·P_r(w), a matrix product after shifting
     logP by each group's column maximum (no overflow; a group whose every
-    sampled row underflows would give −inf and is recomputed exactly).
+    sampled row underflows would give −inf and is recomputed exactly). A
+    resample in which some target is in all or in none of the drawn subsets
+    has no P_in or P_out for it: that replicate is NaN (dropped by the caller
+    and counted), never redrawn, which would bias the interval.
     """
     n_rows = logp.shape[0]
+    if n_bootstrap == 0:
+        return np.empty(0)
     counts = rng.multinomial(n_rows, np.full(n_rows, 1.0 / n_rows), size=n_bootstrap).astype(np.float64)
     best = np.zeros(n_bootstrap)
+    empty = np.zeros(n_bootstrap, dtype=bool)
     for i in range(masks.shape[1]):  # over the 2n targets, not over rows
         logs = []
         for group in (masks[:, i], ~masks[:, i]):
             shift = logp[group].max(axis=0)
             weights = counts[:, group]
             total = weights @ np.exp(logp[group] - shift)
-            with np.errstate(divide="ignore"):
-                logs.append(np.log(total) + shift - np.log(weights.sum(axis=1, keepdims=True)))
+            group_size = weights.sum(axis=1, keepdims=True)
+            empty |= group_size[:, 0] == 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logs.append(np.log(total) + shift - np.log(group_size))
         ratio = logs[0] - logs[1]
-        bad = ~np.isfinite(ratio).all(axis=1)
+        bad = ~np.isfinite(ratio).all(axis=1) & ~empty
         for b in np.flatnonzero(bad):  # rare: exact log-sum-exp with the multiplicities
             w = counts[b]
             inside = masks[:, i] & (w > 0)
             outside = ~masks[:, i] & (w > 0)
             ratio[b] = (logsumexp(logp[inside], axis=0, b=w[inside, None]) - math.log(w[inside].sum())
                         - logsumexp(logp[outside], axis=0, b=w[outside, None]) + math.log(w[outside].sum()))
-        best = np.maximum(best, np.abs(ratio).max(axis=1))
+        with np.errstate(invalid="ignore"):
+            best = np.maximum(best, np.abs(ratio).max(axis=1))
+    best[empty] = np.nan
     return best
 
 
@@ -209,6 +219,12 @@ def expmech_pmp_monte_carlo(losses: np.ndarray, n: int, beta: float, *, n_subset
     separately). The log of a ratio of means is biased, and the max over (x, w)
     is biased upward at small sample sizes, hence the percentile bootstrap
     over subsets (``eps_pmp_ci_lo``, ``eps_pmp_ci_hi``).
+
+    ``n_bootstrap = 0`` skips the bootstrap: the interval and its standard
+    error are NaN. A resample in which some target is in all or none of the
+    drawn subsets cannot be evaluated; it is dropped and counted
+    (``boot_dropped``; ``boot_used`` resamples remain), and the interval is
+    NaN when none remains.
     """
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     losses = np.asarray(losses, dtype=np.float64)
@@ -221,14 +237,17 @@ def expmech_pmp_monte_carlo(losses: np.ndarray, n: int, beta: float, *, n_subset
     np.put_along_axis(masks, chosen, True, axis=1)
     logp = log_probabilities(masks, losses, n, beta)
     out = _summarise(_log_ratios(logp, masks, normalise_counts=True))
-    boot = _bootstrap_eps(logp, masks, rng, n_bootstrap)
+    boot = _bootstrap_eps(logp, masks, rng, int(n_bootstrap))
+    kept = boot[np.isfinite(boot)]
     tail = (1.0 - ci_level) / 2.0
     out.update(
         exact_or_mc="mc",
         mc_subsets=int(n_subsets),
-        eps_pmp_ci_lo=float(np.quantile(boot, tail)),
-        eps_pmp_ci_hi=float(np.quantile(boot, 1.0 - tail)),
-        eps_pmp_boot_se=float(boot.std(ddof=1)) if n_bootstrap > 1 else math.nan,
+        eps_pmp_ci_lo=float(np.quantile(kept, tail)) if kept.size else math.nan,
+        eps_pmp_ci_hi=float(np.quantile(kept, 1.0 - tail)) if kept.size else math.nan,
+        eps_pmp_boot_se=float(kept.std(ddof=1)) if kept.size > 1 else math.nan,
+        boot_used=int(kept.size),
+        boot_dropped=int(boot.size - kept.size),
         runtime_s=time.perf_counter() - t0,
     )
     return out
