@@ -58,6 +58,8 @@ def _key_path(parts) -> str:
 def _allowed(schema: Mapping) -> str:
     if "enum" in schema:
         return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return repr(schema["const"])
     if "oneOf" in schema:
         return " or ".join(_allowed(option) for option in schema["oneOf"])
     bits = []

@@ -99,6 +99,21 @@ def test_synthetic_only_key_on_other_dataset_refused():
     assert "config.datasets.digits" in message and "synthetic only" in message
 
 
+@pytest.mark.parametrize("value", [1, 2, 3, -1])
+def test_pmp_shadow_models_between_one_and_three_refused(value):
+    # Recipe C splits the shadow models into selection and evaluation halves and needs 4
+    # (dpsgd.empirical_pmp raised inside metric_pmp after every shadow model was trained).
+    message = invalid(lambda c: c["metrics"]["pmp"].update(shadow_models=value))
+    assert "config.metrics.pmp.shadow_models" in message and "allowed: 0 or >= 4" in message
+
+
+@pytest.mark.parametrize("value", [0, 4, 16])
+def test_pmp_shadow_models_zero_or_at_least_four_accepted(value):
+    config = copy.deepcopy(DEFAULT)
+    config["metrics"]["pmp"]["shadow_models"] = value
+    assert validate_config(config)["metrics"]["pmp"]["shadow_models"] == value
+
+
 def test_every_problem_is_reported_at_once():
     def two(c):
         c["training"]["delta"] = 2
