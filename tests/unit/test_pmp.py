@@ -328,10 +328,11 @@ def test_recipe_c_against_hand_clopper_pearson():
     scores[:, 0] = rng.standard_normal(n_models)  # example 0: no signal
     res = dpsgd.empirical_pmp(scores, in_mask, delta=0.0, alpha=0.05, seed=1)
     # perfectly separated examples: in the evaluation half TP = n_in, FP = 0, so
-    # ε̂ = ln(TPR_lo / FPR_hi) with one-sided CP at α/(2n)
+    # ε̂ = ln(TPR_lo / FPR_hi) with one-sided CP at α/(2·2n): two bounds per x over 2n x's
     order = np.random.default_rng(1).permutation(n_models)
     ev = order[n_models // 2:]
-    level = 0.05 / n_parent
+    level = 0.05 / (2 * n_parent)
+    assert res["alpha_per_bound"] == level and res["alpha"] == 0.05
     n_in, n_out = int(in_mask[ev, 1].sum()), int((~in_mask[ev, 1]).sum())
     expected = max(math.log(clopper_pearson_lower(n_in, n_in, level) / clopper_pearson_upper(0, n_out, level)),
                    math.log(clopper_pearson_lower(n_out, n_out, level) / clopper_pearson_upper(0, n_in, level)))

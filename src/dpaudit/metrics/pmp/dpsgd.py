@@ -180,9 +180,12 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     example i under shadow model r; ``in_mask[r, i]``: i was in model r's
     training half. Models are split at random into a selection half (picks
     each example's threshold and direction) and an evaluation half, where
-    one-sided Clopper–Pearson bounds at level α/(2n) (Bonferroni over the 2n
-    examples, so the max is a simultaneous bound) give
+    one-sided Clopper–Pearson bounds give
     ε̂_x = max{ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)}, floored at 0.
+    Each x uses two one-sided bounds (TPR_lo, FPR_hi; TNR_lo = 1 − FPR_hi and
+    FNR_hi = 1 − TPR_lo are the same events), each at level α/(2·2n): Bonferroni
+    over the 2 × 2n bounds makes α the family-wise level, so the max over x is
+    a simultaneous (1 − α) lower bound.
     With 16 models (≈ 4 in and 4 out evaluation samples per x) these bounds are
     weak; that is the honest answer at that budget.
     """
@@ -214,7 +217,7 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     n_out = (~ev_in).sum(axis=0)
     tp = (predicted & ev_in).sum(axis=0)
     fp = (predicted & ~ev_in).sum(axis=0)
-    level = float(alpha) / n_parent
+    level = float(alpha) / (2 * n_parent)  # two one-sided bounds per x, 2n examples: family-wise α
     valid = (n_in > 0) & (n_out > 0) & np.isfinite(thresholds)
     eps = np.zeros(n_parent)
     if valid.any():
@@ -239,5 +242,5 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
         "n_models": int(n_models),
         "n_eval_models": int(evaluate.size),
         "alpha": float(alpha),
-        "alpha_per_example": level,
+        "alpha_per_bound": level,
     }

@@ -49,7 +49,8 @@ OPTION_DEFAULTS = {
 METHOD_LABELS = {
     "gauss_single_step": "upper bound for one full-batch step at the final weights (per-step diagnostic)",
     "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
-    "empirical_lira": "empirical lower bound from shadow models (Clopper-Pearson, Bonferroni over X)",
+    "empirical_lira": ("empirical lower bound from shadow models (Clopper-Pearson, family-wise level alpha: "
+                       "alpha/(2*2n) per one-sided bound, two per example)"),
 }
 
 
@@ -180,7 +181,8 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                               alpha=float(o["alpha"]), seed=int(o["seed"]))
         rows += _rows("empirical_lira", {"emp_eps_lower": res_c["emp_eps_lower"], "emp_eps_q50": res_c["emp_eps_q50"],
                                          "emp_eps_q99": res_c["emp_eps_q99"]},
-                      common | {"n_shadow_models": res_c["n_models"], "alpha": res_c["alpha"]})
+                      common | {"n_shadow_models": res_c["n_models"], "n_eval_models": res_c["n_eval_models"],
+                                "alpha": res_c["alpha"], "alpha_per_bound": res_c["alpha_per_bound"]})
         per_example["emp_eps_lower_x"] = res_c["emp_eps_lower_x"]
     else:
         rows += _rows("empirical_lira", {"emp_eps_lower": math.nan}, common, "not_computed",
