@@ -114,6 +114,15 @@ def test_pmp_shadow_models_zero_or_at_least_four_accepted(value):
     assert validate_config(config)["metrics"]["pmp"]["shadow_models"] == value
 
 
+def test_pmp_shadow_models_schema_minimum_is_recipe_c_minimum():
+    from dpaudit.metrics.pmp.dpsgd import MIN_SHADOW_MODELS
+
+    invalid(lambda c: c["metrics"]["pmp"].update(shadow_models=MIN_SHADOW_MODELS - 1))
+    config = copy.deepcopy(DEFAULT)
+    config["metrics"]["pmp"]["shadow_models"] = MIN_SHADOW_MODELS
+    validate_config(config)
+
+
 def test_every_problem_is_reported_at_once():
     def two(c):
         c["training"]["delta"] = 2

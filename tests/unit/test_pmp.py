@@ -339,6 +339,50 @@ def test_recipe_c_against_hand_clopper_pearson():
     assert res["emp_eps_lower_x"][1] == pytest.approx(expected, rel=1e-12)
     assert res["emp_eps_lower_x"][0] < res["emp_eps_lower_x"][1]
     assert shadow_in_mask(n_parent, 0, 3).sum() == n_parent // 2
+    # perfect separation is the best case: example 1 reaches the certifiable maximum
+    assert res["emp_eps_certifiable_x"][1] == pytest.approx(expected, rel=1e-12)
+    assert np.all(res["emp_eps_lower_x"] <= res["emp_eps_certifiable_x"])
+    assert res["emp_eps_point_x"][1] == math.inf  # plug-in rates TPR = 1, FPR = 0: a point estimate, not a bound
+
+
+def _brute_force_certifiable(n_in, n_out, level, delta):
+    """Largest Recipe C bound over EVERY evaluation outcome (TP, FP) and both directions."""
+    best = 0.0
+    for tp in range(n_in + 1):
+        for fp in range(n_out + 1):
+            for a, b, m_a, m_b in ((tp, fp, n_in, n_out), (n_in - tp, n_out - fp, n_in, n_out)):
+                tpr_lo, fpr_hi = clopper_pearson_lower(a, m_a, level), clopper_pearson_upper(b, m_b, level)
+                tnr_lo = clopper_pearson_lower(m_b - b, m_b, level)
+                fnr_hi = clopper_pearson_upper(m_a - a, m_a, level)
+                for num, den in ((tpr_lo - delta, fpr_hi), (tnr_lo - delta, fnr_hi)):
+                    if num > 0:
+                        best = max(best, math.log(num / den))
+    return best
+
+
+@pytest.mark.parametrize(("n_in", "n_out", "n_parent", "delta"),
+                         [(4, 4, 2000, 1e-5), (3, 5, 20, 0.0), (20, 20, 2000, 1e-5), (30, 12, 200, 1e-3)])
+def test_certifiable_epsilon_is_the_best_case_over_every_outcome(n_in, n_out, n_parent, delta):
+    # Oracle: brute force over every (TP, FP) the evaluation models could produce, in both
+    # score directions, with dpaudit.dp.hypothesis' one-sided Clopper–Pearson bounds.
+    level = 0.05 / (2 * n_parent)
+    got = float(dpsgd.certifiable_epsilon(n_in, n_out, level, delta))
+    assert got == pytest.approx(_brute_force_certifiable(n_in, n_out, level, delta), rel=1e-12, abs=1e-15)
+    if n_in == n_out:  # closed form at δ = 0 for balanced halves: ln(a^{1/m}/(1 − a^{1/m})), floored
+        root = level ** (1 / n_in)
+        closed = max(0.0, math.log((root - delta) / (1 - root)))
+        assert got == pytest.approx(closed, rel=1e-10, abs=1e-15)
+
+
+def test_recipe_c_with_16_shadow_models_is_vacuous_at_2n_2000():
+    # R = 16: 8 evaluation models, about 4 in and 4 out per x. Even a perfect attack cannot
+    # certify anything at α = 0.05 over 2n = 2000 examples (about 4·log2(2·2000/0.05) ≈ 65 models needed).
+    n_parent, n_models = 2000, 16
+    in_mask = np.stack([shadow_in_mask(n_parent, 0, r) for r in range(n_models)])
+    scores = np.where(in_mask, 1.0, 0.0)  # every in-model above every out-model
+    res = dpsgd.empirical_pmp(scores, in_mask, delta=1e-5, alpha=0.05, seed=0)
+    assert res["emp_eps_certifiable"] == 0.0 and res["emp_eps_lower"] == 0.0
+    assert res["emp_eps_point"] == math.inf
 
 
 def test_baseline_run_gets_not_applicable_rows():
@@ -454,3 +498,63 @@ def test_per_row_solver_with_large_mu_matches_brentq(mu, delta):
     got = bounds.profile_epsilon_per_row(np.full((2, 7), mu), delta)
     np.testing.assert_allclose(got, root, rtol=1e-8)
     assert np.all(mechanisms.gaussian_delta(1.0, got, mu) <= delta * (1 + 1e-12))
+
+
+# ------------------------------------------------------------- rows of one DP-SGD run
+
+SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
+
+
+def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
+    """pmp_run_metrics on a 3-feature softmax regression (X = 10 members + 10 others) whose
+    shadow models separate every x perfectly (in-models loss 0, out-models loss 5)."""
+    from dpaudit import _tf
+    from dpaudit.training.models import build_mlp
+    from dpaudit.training.shadows import build_parent_set
+
+    _tf.configure(1, 0)
+    rng = np.random.default_rng(0)
+    examples = pd.DataFrame({"example_id": np.arange(20), "split": ["train"] * 10 + ["holdout"] * 6 + ["test"] * 4,
+                             "label": rng.integers(0, 2, 20),
+                             "x": list(rng.standard_normal((20, 3)).astype(np.float32))})
+    model = build_mlp(3, {"hidden_units": [], "activation": "relu", "dropout": 0.0, "n_classes": 2}, seed=0)
+    model.save(tmp_path / "m.keras")
+    np.savez(tmp_path / "c.npz", start_step=np.array([0]), steps_represented=np.array([100]),
+             **{f"w0_{j}": w for j, w in enumerate(model.get_weights())})
+    ids = build_parent_set(examples, SPLITS, seed=0, pool="nonmembers_and_utility")["ids"]
+    inside = np.stack([shadow_in_mask(ids.size, 0, r) for r in range(n_shadow_models)])
+    shadows = pd.DataFrame({"model_id": np.repeat(np.arange(n_shadow_models), ids.size),
+                            "example_id": np.tile(ids, n_shadow_models), "in_train": inside.ravel(),
+                            "loss": np.where(inside, 0.0, 5.0).ravel()})
+    train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 1.0,
+             "noise_multiplier": noise_multiplier, "sampling_probability": 0.1, "steps": 100}
+    log = logging.getLogger("test_pmp_rows")
+    with caplog.at_level(logging.WARNING, logger="test_pmp_rows"):
+        rows, per_example = pmp_run_metrics(examples, SPLITS, train, model_path=tmp_path / "m.keras",
+                                            checkpoints_path=tmp_path / "c.npz", options={"alpha": 0.05},
+                                            shadow_scores=shadows, threads=1, log=log)
+    return rows.set_index(["method", "metric"]), per_example
+
+
+def test_recipe_c_rows_point_estimate_and_certifiable_max(tmp_path, caplog):
+    rows, per_example = _dpsgd_run(tmp_path, 400, noise_multiplier=1.0, caplog=caplog)
+    bound = rows.loc[("empirical_lira", "emp_eps_lower")]
+    # parameter columns: family-wise α and the level of each one-sided bound, α/(2·2n) with 2n = 20
+    assert bound["alpha"] == 0.05 and bound["alpha_per_bound"] == pytest.approx(0.05 / 40, rel=1e-15)
+    assert bound["n_shadow_models"] == 400 and bound["n_eval_models"] == 200 and bound["note"] == ""
+    # perfect separation: the bound reaches the certifiable maximum, and the point estimate
+    # (its own method, named as such) is +inf from plug-in rates TPR = 1, FPR = 0
+    ceiling = rows.loc[("empirical_lira", "emp_eps_certifiable_max"), "value"]
+    assert bound["value"] == pytest.approx(ceiling, rel=1e-12) and ceiling > 0
+    point = rows.loc[("empirical_lira_point", "emp_eps_point")]
+    assert point["value"] == math.inf and "NOT a bound" in point["label"]
+    assert per_example["emp_eps_certifiable_x"].max() == ceiling
+    assert np.isinf(per_example["emp_eps_point_x"]).all()
+
+
+def test_recipe_c_with_16_shadow_models_says_it_is_vacuous(tmp_path, caplog):
+    rows, _ = _dpsgd_run(tmp_path, 16, noise_multiplier=1.0, caplog=caplog)
+    assert rows.loc[("empirical_lira", "emp_eps_certifiable_max"), "value"] == 0.0
+    assert rows.loc[("empirical_lira", "emp_eps_lower"), "value"] == 0.0
+    assert "vacuous" in rows.loc[("empirical_lira", "emp_eps_lower"), "note"]
+    assert any("cannot certify" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)

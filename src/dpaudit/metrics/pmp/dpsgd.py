@@ -26,6 +26,8 @@ from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp
 
 __all__ = [
+    "MIN_SHADOW_MODELS",
+    "certifiable_epsilon",
     "clip_rows",
     "empirical_pmp",
     "project_rows",
@@ -172,6 +174,27 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
     }
 
 
+MIN_SHADOW_MODELS = 4  # two selection and two evaluation models (config: metrics.pmp.shadow_models)
+
+
+def certifiable_epsilon(n_in, n_out, level: float, delta: float) -> np.ndarray:
+    """Largest ε̂_x Recipe C's Clopper–Pearson bound can certify with ``n_in`` in- and
+    ``n_out`` out-models in the evaluation half, at ``level`` per one-sided bound:
+    every in-model above every out-model (TP = n_in, FP = 0), floored at 0.
+
+    No outcome of the evaluation models gives more, so 0 means the bound is
+    vacuous at this budget whatever the model leaks. With n_in = n_out = m and
+    δ ≈ 0 it is ln(a^{1/m}/(1 − a^{1/m})), a = ``level``: positive only when
+    m > log₂(1/a).
+    """
+    n_in = np.asarray(n_in, dtype=np.int64)
+    n_out = np.asarray(n_out, dtype=np.int64)
+    terms = epsilon_from_rate_bounds(
+        clopper_pearson_lower(n_in, n_in, level), clopper_pearson_upper(0, n_out, level),
+        clopper_pearson_lower(n_out, n_out, level), clopper_pearson_upper(0, n_in, level), float(delta))
+    return np.maximum(terms, 0.0)
+
+
 def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alpha: float,
                   seed: int) -> dict:
     """Recipe C: per-example ε̂_x lower bounds from shadow models (the LiRA protocol is the PMP game).
@@ -186,14 +209,18 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     FNR_hi = 1 − TPR_lo are the same events), each at level α/(2·2n): Bonferroni
     over the 2 × 2n bounds makes α the family-wise level, so the max over x is
     a simultaneous (1 − α) lower bound.
-    With 16 models (≈ 4 in and 4 out evaluation samples per x) these bounds are
-    weak; that is the honest answer at that budget.
+
+    Also returned: the point estimate ``emp_eps_point`` (plain rates, no
+    confidence correction: not a bound) and ``emp_eps_certifiable``, the largest
+    ε̂ these evaluation counts could certify (``certifiable_epsilon``). With 16
+    models (≈ 4 in and 4 out evaluation samples per x) it is 0: the bound is
+    vacuous at that budget whatever the model leaks.
     """
     scores = np.asarray(scores, dtype=np.float64)
     in_mask = np.asarray(in_mask, dtype=bool)
     n_models, n_parent = scores.shape
-    if n_models < 4:
-        raise ValueError(f"Recipe C needs at least 4 shadow models, got {n_models}")
+    if n_models < MIN_SHADOW_MODELS:
+        raise ValueError(f"Recipe C needs at least {MIN_SHADOW_MODELS} shadow models, got {n_models}")
     order = np.random.default_rng(seed).permutation(n_models)
     select, evaluate = order[: n_models // 2], order[n_models // 2:]
     # Candidate thresholds: each selection model's own score of each example
@@ -220,7 +247,9 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     level = float(alpha) / (2 * n_parent)  # two one-sided bounds per x, 2n examples: family-wise α
     valid = (n_in > 0) & (n_out > 0) & np.isfinite(thresholds)
     eps = np.zeros(n_parent)
+    ceiling = np.zeros(n_parent)
     if valid.any():
+        ceiling[valid] = certifiable_epsilon(n_in[valid], n_out[valid], level, delta)
         ni, no, tpv, fpv = n_in[valid], n_out[valid], tp[valid], fp[valid]
         terms = epsilon_from_rate_bounds(
             clopper_pearson_lower(tpv, ni, level), clopper_pearson_upper(fpv, no, level),
@@ -236,7 +265,10 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     return {
         "emp_eps_lower": float(eps.max()),
         "emp_eps_lower_x": eps,
+        "emp_eps_point": float(point.max()),
         "emp_eps_point_x": point,
+        "emp_eps_certifiable": float(ceiling.max()),
+        "emp_eps_certifiable_x": ceiling,
         "emp_eps_q50": float(np.quantile(eps, 0.5)),
         "emp_eps_q99": float(np.quantile(eps, 0.99)),
         "n_models": int(n_models),

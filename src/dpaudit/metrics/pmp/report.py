@@ -20,6 +20,8 @@ REPORT_COLUMNS = {
     ("dpsgd_clt", "mia_bound_pmp_delta"): "B_mia_success_bound",
     ("dpsgd_clt", "mia_bound_dp"): "B_mia_success_bound_dp",
     ("empirical_lira", "emp_eps_lower"): "C_emp_eps_lower",
+    ("empirical_lira", "emp_eps_certifiable_max"): "C_emp_eps_certifiable_max",
+    ("empirical_lira_point", "emp_eps_point"): "C_emp_eps_point_estimate",
     ("dpsgd_clt", "ordering_ok"): "ordering_ok",
 }
 
@@ -40,6 +42,8 @@ def pmp_report_table(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, str]:
     wide = wide[["dataset", "run", "status", *REPORT_COLUMNS.values(), "ordering_note"]]
     html = ("<p>Practical membership privacy (Lowy et al.) of every run. A = Prop. 12 for one full-batch step at "
             "the final weights (upper bound for that step only); B = whole training, realised trajectory, CLT "
-            "(a diagnostic, not a guarantee); C = shadow-model lower bound. Non-private runs: not applicable.</p>"
+            "(a diagnostic, not a guarantee); C = shadow-model lower bound (C_emp_eps_certifiable_max: the most it "
+            "could certify with these shadow models; 0 = vacuous), and its point estimate (not a bound). "
+            "Non-private runs: not applicable.</p>"
             + wide.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a"))
     return wide, html

@@ -51,6 +51,7 @@ METHOD_LABELS = {
     "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
     "empirical_lira": ("empirical lower bound from shadow models (Clopper-Pearson, family-wise level alpha: "
                        "alpha/(2*2n) per one-sided bound, two per example)"),
+    "empirical_lira_point": "empirical point estimate from shadow models (plug-in rates): NOT a bound",
 }
 
 
@@ -179,11 +180,25 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         inside = shadow_scores.pivot(index="model_id", columns="example_id", values="in_train")[ids]
         res_c = empirical_pmp(-wide.to_numpy(np.float64), inside.to_numpy(bool), delta=delta,
                               alpha=float(o["alpha"]), seed=int(o["seed"]))
-        rows += _rows("empirical_lira", {"emp_eps_lower": res_c["emp_eps_lower"], "emp_eps_q50": res_c["emp_eps_q50"],
-                                         "emp_eps_q99": res_c["emp_eps_q99"]},
-                      common | {"n_shadow_models": res_c["n_models"], "n_eval_models": res_c["n_eval_models"],
-                                "alpha": res_c["alpha"], "alpha_per_bound": res_c["alpha_per_bound"]})
+        c_common = common | {"n_shadow_models": res_c["n_models"], "n_eval_models": res_c["n_eval_models"],
+                             "alpha": res_c["alpha"], "alpha_per_bound": res_c["alpha_per_bound"]}
+        eps_c = res_c["emp_eps_lower"]
+        vacuous = res_c["emp_eps_certifiable"] <= 0
+        note = ("vacuous at this budget: no outcome of the evaluation models can certify eps > 0 "
+                "(see emp_eps_certifiable_max; more shadow models needed)" if vacuous else "")
+        rows += _rows("empirical_lira", {
+            "emp_eps_lower": eps_c, "emp_eps_q50": res_c["emp_eps_q50"], "emp_eps_q99": res_c["emp_eps_q99"],
+            "emp_eps_certifiable_max": res_c["emp_eps_certifiable"],
+        }, c_common, note=note)
+        rows += _rows("empirical_lira_point", {"emp_eps_point": res_c["emp_eps_point"]}, c_common,
+                      note="max over x of plug-in estimates: biased upward, not a lower bound")
+        if vacuous:
+            log.warning("Recipe C with %d shadow models cannot certify any eps > 0 at n_parent=%d, alpha=%g "
+                        "(largest certifiable value 0); its lower bound is vacuous", res_c["n_models"],
+                        ids.size, res_c["alpha"])
         per_example["emp_eps_lower_x"] = res_c["emp_eps_lower_x"]
+        per_example["emp_eps_point_x"] = res_c["emp_eps_point_x"]
+        per_example["emp_eps_certifiable_x"] = res_c["emp_eps_certifiable_x"]
     else:
         rows += _rows("empirical_lira", {"emp_eps_lower": math.nan}, common, "not_computed",
                       "metrics.pmp.shadow_models = 0")
