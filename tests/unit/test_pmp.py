@@ -397,6 +397,9 @@ def test_baseline_run_gets_not_applicable_rows():
     assert (pmp["status"] == "not_applicable").all() and pmp["value"].isna().all()
     assert "not applicable" in pmp["note"].iloc[0]
     assert per_example.empty
+    # no DP guarantee: the accountant's MIA success bound is the trivial 1 (e^ε/(1 + e^ε) at ε = ∞)
+    accountant = rows[rows["method"] == "accountant"].set_index("metric")["value"]
+    assert accountant["accountant_epsilon"] == math.inf and accountant["mia_bound_dp"] == 1.0
     # per-group clipping (microbatches) breaks the recipes' assumption: rows say so, no crash
     rows, _ = pmp_run_metrics(
         examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
@@ -536,7 +539,8 @@ def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
     return rows.set_index(["method", "metric"]), per_example
 
 
-def test_recipe_c_rows_point_estimate_and_certifiable_max(tmp_path, caplog):
+def test_recipe_c_rows_point_estimate_certifiable_max_and_mia_bounds(tmp_path, caplog):
+    delta = 1e-3
     rows, per_example = _dpsgd_run(tmp_path, 400, noise_multiplier=1.0, caplog=caplog)
     bound = rows.loc[("empirical_lira", "emp_eps_lower")]
     # parameter columns: family-wise α and the level of each one-sided bound, α/(2·2n) with 2n = 20
@@ -550,6 +554,13 @@ def test_recipe_c_rows_point_estimate_and_certifiable_max(tmp_path, caplog):
     assert point["value"] == math.inf and "NOT a bound" in point["label"]
     assert per_example["emp_eps_certifiable_x"].max() == ceiling
     assert np.isinf(per_example["emp_eps_point_x"]).all()
+    # Lemma 6 (and its δ form) at ε̂ and at the accountant ε: closed form (e^ε + δ)/(1 + e^ε)
+    e = math.exp(bound["value"])
+    assert rows.loc[("empirical_lira", "mia_bound_pmp"), "value"] == pytest.approx(e / (1 + e), rel=1e-12)
+    assert rows.loc[("empirical_lira", "mia_bound_pmp_delta"), "value"] == pytest.approx(
+        (e + delta) / (1 + e), rel=1e-12)
+    assert rows.loc[("accountant", "mia_bound_dp"), "value"] == pytest.approx(
+        (math.exp(3.0) + delta) / (1 + math.exp(3.0)), rel=1e-12)
 
 
 def test_recipe_c_with_16_shadow_models_says_it_is_vacuous(tmp_path, caplog):

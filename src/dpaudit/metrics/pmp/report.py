@@ -11,6 +11,7 @@ __all__ = ["REPORT_COLUMNS", "pmp_report_table"]
 
 REPORT_COLUMNS = {
     ("accountant", "accountant_epsilon"): "accountant_epsilon",
+    ("accountant", "mia_bound_dp"): "accountant_mia_success_bound",
     ("gauss_single_step", "eps_pmp"): "A_eps_pmp_single_step",
     ("gauss_single_step", "eps_global_same_method"): "A_eps_single_step",
     ("dpsgd_clt", "eps_global_same_method"): "B_eps_clt_replace_one",
@@ -21,6 +22,7 @@ REPORT_COLUMNS = {
     ("dpsgd_clt", "mia_bound_dp"): "B_mia_success_bound_dp",
     ("empirical_lira", "emp_eps_lower"): "C_emp_eps_lower",
     ("empirical_lira", "emp_eps_certifiable_max"): "C_emp_eps_certifiable_max",
+    ("empirical_lira", "mia_bound_pmp_delta"): "C_mia_success_bound",
     ("empirical_lira_point", "emp_eps_point"): "C_emp_eps_point_estimate",
     ("dpsgd_clt", "ordering_ok"): "ordering_ok",
 }

@@ -113,8 +113,12 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     delta = train.get("delta")
     common = {"delta": math.nan if delta is None else float(delta), "accountant": train.get("accountant") or "none",
               "parent_seed": int(o["parent_seed"]), "nonmember_pool": o["nonmember_pool"]}
-    rows = [{"method": "accountant", "metric": "accountant_epsilon", "value": eps_accountant, "status": "ok",
-             "label": "accountant epsilon (as trained)", "note": "", **common}]
+    rows = [{"method": "accountant", "metric": metric, "value": value, "status": "ok",
+             "label": "accountant epsilon (as trained)", "note": note, **common}
+            for metric, value, note in (
+                ("accountant_epsilon", eps_accountant, ""),
+                ("mia_bound_dp", mia_success_bound_delta(eps_accountant, 0.0 if delta is None else float(delta)),
+                 "balanced MIA success bound (e^eps + delta)/(1 + e^eps) at the accountant epsilon"))]
     reason = None
     if train.get("mechanism") != "dpsgd" or not math.isfinite(eps_accountant):
         reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
@@ -189,6 +193,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         rows += _rows("empirical_lira", {
             "emp_eps_lower": eps_c, "emp_eps_q50": res_c["emp_eps_q50"], "emp_eps_q99": res_c["emp_eps_q99"],
             "emp_eps_certifiable_max": res_c["emp_eps_certifiable"],
+            "mia_bound_pmp": mia_success_bound(eps_c), "mia_bound_pmp_delta": mia_success_bound_delta(eps_c, delta),
         }, c_common, note=note)
         rows += _rows("empirical_lira_point", {"emp_eps_point": res_c["emp_eps_point"]}, c_common,
                       note="max over x of plug-in estimates: biased upward, not a lower bound")
