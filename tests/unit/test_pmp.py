@@ -539,6 +539,18 @@ def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
     return rows.set_index(["method", "metric"]), per_example
 
 
+def test_ordering_failure_is_flagged_in_a_row_and_logged(tmp_path, caplog):
+    # Noise multiplier 1000: Recipe B's ε̃ is ~0, while 400 perfectly separating shadow
+    # models certify ε̂ > 0, so ε̂ ≲ ε̃ fails: ordering_ok = 0, a note, and a log warning.
+    rows, _ = _dpsgd_run(tmp_path, 400, noise_multiplier=1000.0, caplog=caplog)
+    eps_c, eps_b = rows.loc[("empirical_lira", "emp_eps_lower"), "value"], rows.loc[("dpsgd_clt", "eps_pmp"), "value"]
+    assert eps_c > 1.0 > 0.01 > eps_b
+    flag = rows.loc[("dpsgd_clt", "ordering_ok")]
+    assert flag["value"] == 0.0 and "emp_eps_lower=" in flag["note"] and "> eps_pmp=" in flag["note"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("PMP ordering check failed" in m and "emp_eps_lower" in m for m in warnings), warnings
+
+
 def test_recipe_c_rows_point_estimate_certifiable_max_and_mia_bounds(tmp_path, caplog):
     delta = 1e-3
     rows, per_example = _dpsgd_run(tmp_path, 400, noise_multiplier=1.0, caplog=caplog)
