@@ -255,6 +255,19 @@ def test_regime_thresholds_on_a_known_transition():
     assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
 
 
+def test_thresholds_read_back_as_floats_when_the_grid_misses_a_plateau(tmp_path):
+    from dpaudit.io import read_json, write_json
+    from dpaudit.profile.study import read_thresholds
+
+    record = {"eps_low": 0.1, "eps_high": np.nan, "beta_star": np.inf, "y_max_row_id": 7,
+              "definitions": {"low_plateau": "mean of the 3 smallest ε"}}
+    write_json(tmp_path / "thresholds.json", record)
+    assert read_json(tmp_path / "thresholds.json")["eps_high"] == "nan"  # dpaudit.io's JSON encoding
+    back = read_thresholds(tmp_path / "thresholds.json")
+    assert isinstance(back["eps_high"], float) and np.isnan(back["eps_high"]) and back["beta_star"] == np.inf
+    assert back["eps_low"] == 0.1 and back["y_max_row_id"] == 7 and back["definitions"] == record["definitions"]
+
+
 def test_bad_input_is_refused_with_row_ids_or_key():
     x, t = _toy(n=10)
     zero = x.copy()

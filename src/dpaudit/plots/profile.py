@@ -148,10 +148,14 @@ def figure_ranks_vs_beta(typical: pd.DataFrame, thresholds: dict):
         rows = typical[typical["rank"] == rank].sort_values("beta")
         ax.plot(rows["beta"], rows["mean_abs_l_over_beta"], marker=".", lw=1, label=f"rank {q:.0%}")
     beta_of = float(typical["beta"].iloc[0] / typical["eps"].iloc[0])
+    grid = np.sort(typical["eps"].unique())
     ax.axvline(thresholds["beta_star"], c="k", ls="--", lw=1, label="predicted onset β* (t₀.₀₅)")
-    for key, style in (("eps_low", ":"), ("eps_high", "-.")):
+    for key, name, style in (("eps_low", "ε_low", ":"), ("eps_high", "ε_high", "-.")):
         if np.isfinite(thresholds[key]):
-            ax.axvline(thresholds[key] * beta_of, c="grey", ls=style, lw=1, label=f"measured {key}")
+            ax.axvline(thresholds[key] * beta_of, c="grey", ls=style, lw=1,
+                       label=f"measured {name} = {thresholds[key]:.3g}")
+        else:  # NaN: the grid never met the definition; say so instead of leaving the line out
+            ax.plot([], [], ls="none", label=f"measured {name}: not reached\non this ε grid ({grid[0]:.3g}–{grid[-1]:.3g})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("β = nΛε/2")

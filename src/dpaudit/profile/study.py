@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpaudit.io import read_json
 from dpaudit.profile import mechanisms, model, neighbours, profiles
 from dpaudit.profile.data import ProfileView
 
@@ -159,6 +160,16 @@ def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float
                             "eps_grid_min": float(result.epsilon.min()), "eps_grid_max": float(result.epsilon.max())})
     return {"typical": typical, "per_neighbour": per_neighbour, "metrics": metrics,
             "thresholds": {**summary, "definitions": definitions}}
+
+
+def read_thresholds(path) -> dict:
+    """thresholds.json with every summary number as a float.
+
+    dpaudit.io.write_json stores NaN (a threshold the ε grid misses) and ±inf as the strings
+    'nan'/'inf', and read_json keeps them strings; the figures and tables need floats.
+    """
+    record = read_json(path)
+    return {key: (value if key in ("definitions", "y_max_row_id") else float(value)) for key, value in record.items()}
 
 
 def base_weights(record: dict) -> np.ndarray:
