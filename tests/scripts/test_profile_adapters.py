@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from dpaudit.io import read_json, read_parquet
+from dpaudit.plots.profile import figure_ranks_vs_beta
+from dpaudit.profile.study import read_thresholds
 from tests.scripts.fake import FakeSnakemake, named, run_script
 from tests.scripts.test_adapters import RUNS, metric_files  # noqa: F401  (fixture)
 
@@ -31,7 +33,30 @@ def profile_dir(tmp_path_factory):
         "profile_typical", input=shared, output=typical, wildcards={"view": "bc_toy"},
         params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 1, 2, 3, 4, 6], "draws": 50, "seed": 3},
         log=[out / "typical.log"]))
+    # A grid that stops before the upper plateau: ε_high is NaN (thresholds.json stores it as "nan").
+    short = out / "short"
+    run_script("profile_typical", FakeSnakemake(
+        "profile_typical", input=shared, output={k: short / v.name for k, v in typical.items()},
+        wildcards={"view": "bc_toy"}, params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 0.5], "draws": 20, "seed": 3},
+        log=[out / "typical_short.log"]))
+    run_script("profile_samples", FakeSnakemake(
+        "profile_samples", input=shared, output=named([out / "samples.parquet"]),
+        params={"view": VIEW, "lam": 1.0, "seed": 0,
+                "samples": {"log10_epsilons": [0, 2], "per_distribution": 3, "neighbours": 4}},
+        log=[out / "samples.log"]))
     return out
+
+
+def _figures(folder, numbers):
+    return {**{f"fig{k}": folder / f"fig{k}.png" for k in numbers},
+            **{f"fig{k}_pdf": folder / f"fig{k}.pdf" for k in numbers}}
+
+
+def _assert_written(paths):
+    magic = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
+    for path in paths.values():
+        head = path.read_bytes()[:8]
+        assert head.startswith(magic[path.suffix]) and path.stat().st_size > 1000, path
 
 
 def test_profile_chain_writes_keyed_artifacts(profile_dir):
@@ -71,3 +96,38 @@ def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, me
     per_run = table[table["family"] != "profile"]
     assert per_run["run"].notna().all() and per_run["mechanism"].notna().all()
     assert per_run.drop_duplicates("run").set_index("mechanism").loc["baseline", "accountant_epsilon"] == math.inf
+
+
+@pytest.mark.parametrize("case", ["reached", "short"])
+def test_plot_profile_writes_figs_2_to_7(profile_dir, case):
+    folder = profile_dir if case == "reached" else profile_dir / "short"
+    outputs = _figures(profile_dir / "figures" / case, range(2, 8))
+    inputs = {"base": profile_dir / "base.json", "worst_case": profile_dir / "worst_case.parquet",
+              "exact": profile_dir / "exact.parquet", "single": profile_dir / "single.parquet",
+              "typical": folder / "typical.parquet", "per_neighbour": folder / "per_neighbour.parquet",
+              "thresholds": folder / "thresholds.json"}
+    run_script("plot_profile", FakeSnakemake("plot_profile", input=inputs, output=outputs,
+                                             log=[profile_dir / f"plot_{case}.log"]))
+    _assert_written(outputs)
+    thresholds = read_thresholds(inputs["thresholds"])
+    legend = [t.get_text() for t in figure_ranks_vs_beta(read_parquet(inputs["typical"]), thresholds).axes[0]
+              .get_legend().get_texts()]
+    if case == "short":
+        # The grid ends at ε = 10^0.5: the top rank is still far from its plateau (t = βδ_max ≪ t₂(0.95) = 109).
+        assert read_json(inputs["thresholds"])["eps_high"] == "nan" and math.isnan(thresholds["eps_high"])
+        assert any(text.startswith("measured ε_high: not reached\non this ε grid") for text in legend)
+    else:
+        assert all(math.isfinite(thresholds[k]) for k in ("eps_low", "eps_high"))
+        assert not any("not reached" in text for text in legend)
+
+
+def test_plot_profile_samples_writes_figs_1_and_8(profile_dir):
+    samples = read_parquet(profile_dir / "samples.parquet")
+    # 2 ε × 2 mechanisms × (A(x) + 4 neighbours) × 3 samples, neighbours = the view's first 4 rows.
+    assert len(samples) == 2 * 2 * 5 * 3
+    assert sorted(samples["neighbor_row_id"].unique()) == [0, 1, 2, 3, 4]
+    outputs = _figures(profile_dir / "figures" / "samples", (1, 8))
+    run_script("plot_profile_samples", FakeSnakemake("plot_profile_samples",
+                                                     input=named([profile_dir / "samples.parquet"]),
+                                                     output=outputs, log=[profile_dir / "plot_samples.log"]))
+    _assert_written(outputs)
