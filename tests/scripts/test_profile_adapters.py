@@ -71,8 +71,9 @@ def test_profile_chain_writes_keyed_artifacts(profile_dir):
     np.testing.assert_allclose(typical["beta"], 60 * 1.0 * typical["eps"] / 2)  # β = nΛε/2
     thresholds = read_json(profile_dir / "thresholds.json")
     assert thresholds["y_max_row_id"] == int(worst.loc[worst["delta_norm"].idxmax(), "row_id"])
-    # Predictor ε* = 2 t_2(0.05)/(nΛδ_max), t_2(0.05) = 3.24 (spec §3.11).
-    assert thresholds["eps_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
+    # Predictors ε(τ) = 2 t_2(τ)/(nΛδ_max), t_2(0.05) = 3.24 and t_2(0.95) = 109 (spec §3.11, 3 digits).
+    assert thresholds["eps_low_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
+    assert thresholds["eps_high_predicted"] == pytest.approx(2 * 109 / (60 * thresholds["delta_max"]), rel=6e-3)
     single = read_parquet(profile_dir / "single.parquet")
     centre = single[single["M_id"] == "centre"].set_index("row_id")
     np.testing.assert_allclose(centre.loc[worst["row_id"], "abs_l"], centre["beta"].iloc[0] * worst["delta_norm"],
@@ -91,7 +92,8 @@ def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, me
     run_script("aggregate_metrics", fake)
     table = read_parquet(tmp_path / "metrics.parquet")
     profile = table[table["family"] == "profile"]
-    assert set(profile["metric"]) == {"eps_low", "eps_high", "eps_predicted", "beta_star", "delta_max", "y_max_row_id"}
+    assert set(profile["metric"]) == {"eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "beta_star",
+                                      "delta_max", "y_max_row_id", "t_d_tau_low", "t_d_tau_mid", "t_d_tau_high"}
     assert profile["run"].isna().all() and set(profile["dataset"]) == {"bc_toy"}
     per_run = table[table["family"] != "profile"]
     assert per_run["run"].notna().all() and per_run["mechanism"].notna().all()

@@ -255,6 +255,33 @@ def test_regime_thresholds_on_a_known_transition():
     assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
 
 
+def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
+    import pandas as pd
+
+    from dpaudit.profile.study import typical_artifacts
+
+    rng = np.random.default_rng(4)
+    n, lam = 50, 0.5
+    shifts = rng.normal(size=(n, 2)) * 1e-3
+    delta_max = np.linalg.norm(shifts, axis=1).max()
+    worst = pd.DataFrame({"row_id": np.arange(1, n + 1), "Delta_0": shifts[:, 0], "Delta_1": shifts[:, 1],
+                          "delta_norm": np.linalg.norm(shifts, axis=1)})
+    out = typical_artifacts(worst, view_name="toy", n=n, lam=lam, log10_epsilons=[-1, 0, 1, 2], draws=10, seed=0)
+    th = out["thresholds"]
+    # Spec §3.11, d = 2: t(0.05) = 3.24, t(0.5) = 10.0, t(0.95) = 109, quoted to 3 significant digits
+    # (half a unit in the last digit is ≤ 5e-3 relative): ε(τ) = 2 t(τ)/(nΛδ_max).
+    for key, reference in (("t_d_tau_low", 3.24), ("t_d_tau_mid", 10.0), ("t_d_tau_high", 109.0)):
+        assert th[key] == pytest.approx(reference, rel=6e-3)
+    assert th["eps_low_predicted"] == pytest.approx(2 * 3.24 / (n * lam * delta_max), rel=6e-3)
+    assert th["eps_high_predicted"] == pytest.approx(2 * 109.0 / (n * lam * delta_max), rel=6e-3)
+    assert th["beta_star"] == pytest.approx(n * lam * th["eps_low_predicted"] / 2, rel=1e-14)
+    assert th["definitions"]["tau_mid"] == 0.5 and th["delta_max"] == delta_max
+    rows = out["metrics"].set_index("metric")["value"]
+    for key in ("eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "t_d_tau_low", "t_d_tau_mid",
+                "t_d_tau_high", "beta_star", "delta_max", "y_max_row_id"):
+        assert rows[key] == pytest.approx(th[key], nan_ok=True), key
+
+
 def test_thresholds_read_back_as_floats_when_the_grid_misses_a_plateau(tmp_path):
     from dpaudit.io import read_json, write_json
     from dpaudit.profile.study import read_thresholds

@@ -149,10 +149,12 @@ def figure_ranks_vs_beta(typical: pd.DataFrame, thresholds: dict):
         ax.plot(rows["beta"], rows["mean_abs_l_over_beta"], marker=".", lw=1, label=f"rank {q:.0%}")
     beta_of = float(typical["beta"].iloc[0] / typical["eps"].iloc[0])
     grid = np.sort(typical["eps"].unique())
-    ax.axvline(thresholds["beta_star"], c="k", ls="--", lw=1, label="predicted onset β* (t₀.₀₅)")
-    for key, name, style in (("eps_low", "ε_low", ":"), ("eps_high", "ε_high", "-.")):
+    for key, name, style in (("eps_low", "ε_low", "--"), ("eps_high", "ε_high", "-.")):
+        predicted, tau = thresholds[f"{key}_predicted"], thresholds["definitions"][key.replace("eps", "tau")]
+        ax.axvline(predicted * beta_of, c="k", ls=style, lw=1,
+                   label=f"predicted {name} = {predicted:.3g} (τ = {tau:g})")
         if np.isfinite(thresholds[key]):
-            ax.axvline(thresholds[key] * beta_of, c="grey", ls=style, lw=1,
+            ax.axvline(thresholds[key] * beta_of, c="tab:grey", ls=style, lw=2, alpha=0.7,
                        label=f"measured {name} = {thresholds[key]:.3g}")
         else:  # NaN: the grid never met the definition; say so instead of leaving the line out
             ax.plot([], [], ls="none", label=f"measured {name}: not reached\non this ε grid ({grid[0]:.3g}–{grid[-1]:.3g})")

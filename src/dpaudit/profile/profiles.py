@@ -8,6 +8,7 @@ Every function works on the shifts Δ_i = A(y_i) − A(x) and the offsets u = M 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -18,6 +19,7 @@ from dpaudit.profile.mechanisms import output_perturbation_beta, unit_directions
 # Chunk of noise draws whose K_chunk × n loss matrix is sorted at once (64 MB; larger chunks ran slower).
 SORT_CHUNK_ELEMENTS = 2**23
 TAU_LOW = 0.05
+TAU_MID = 0.5
 TAU_HIGH = 0.95
 # t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (spec §3.11, independently recomputed
 # by ``transition_t``): d -> τ -> t.
@@ -180,6 +182,7 @@ def small_t_slope(d: int) -> float:
     return float(np.exp(gammaln(d / 2) - 0.5 * np.log(np.pi) - gammaln((d + 1) / 2)))
 
 
+@lru_cache(maxsize=32)
 def transition_t(d: int, tau: float) -> float:
     """t at which the per-neighbour progress (H_d(t)/t − c_d)/(1 − c_d) first reaches τ after its dip."""
     c_d = small_t_slope(d)
