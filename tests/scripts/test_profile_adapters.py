@@ -33,7 +33,7 @@ def profile_dir(tmp_path_factory):
         "profile_typical", input=shared, output=typical, wildcards={"view": "bc_toy"},
         params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 1, 2, 3, 4, 6], "draws": 50, "seed": 3},
         log=[out / "typical.log"]))
-    # A grid that stops before the upper plateau: ε_high is NaN (thresholds.json stores it as "nan").
+    # A grid that ends on the low plateau: ε_low and ε_high are NaN (thresholds.json stores them as "nan").
     short = out / "short"
     run_script("profile_typical", FakeSnakemake(
         "profile_typical", input=shared, output={k: short / v.name for k, v in typical.items()},
@@ -115,9 +115,10 @@ def test_plot_profile_writes_figs_2_to_7(profile_dir, case):
     legend = [t.get_text() for t in figure_ranks_vs_beta(read_parquet(inputs["typical"]), thresholds).axes[0]
               .get_legend().get_texts()]
     if case == "short":
-        # The grid ends at ε = 10^0.5: the top rank is still far from its plateau (t = βδ_max ≪ t₂(0.95) = 109).
-        assert read_json(inputs["thresholds"])["eps_high"] == "nan" and math.isnan(thresholds["eps_high"])
-        assert any(text.startswith("measured ε_high: not reached\non this ε grid") for text in legend)
+        # The grid ends at ε = 10^0.5, t = βδ_max ≈ 0.8 < t₂(0.05) = 3.24: no rank has left its low plateau.
+        for key, name in (("eps_low", "ε_low"), ("eps_high", "ε_high")):
+            assert read_json(inputs["thresholds"])[key] == "nan" and math.isnan(thresholds[key])
+            assert any(text.startswith(f"measured {name}: not reached\non this ε grid") for text in legend)
     else:
         assert all(math.isfinite(thresholds[k]) for k in ("eps_low", "eps_high"))
         assert not any("not reached" in text for text in legend)

@@ -252,6 +252,9 @@ def test_regime_thresholds_on_a_known_transition():
     th = profiles.regime_thresholds(eps, curve, sorted_delta)
     assert th.eps_low == pytest.approx(1.0)  # last grid ε with progress ≤ 0.05 (next is 10^0.25 → 0.125)
     assert th.eps_high == pytest.approx(100.0)  # first with progress ≥ 0.95 (10^1.75 → 0.875)
+    # A grid that ends on the low plateau (ε ≤ 10^−0.25, progress 0) brackets neither threshold.
+    short = profiles.regime_thresholds(eps[:8], curve[:8], sorted_delta)
+    assert np.isnan(short.eps_low) and np.isnan(short.eps_high)
     assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
 
 

@@ -221,7 +221,8 @@ def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorte
 
     τ_k(ε) = (P̄(k)/β − P_low(k))/(P_high(k) − P_low(k)), P_low = mean of the three smallest ε,
     P_high = sorted δ. ε_low: largest grid ε whose max τ_k over ranks k ≥ n/10 is ≤ τ_low, with every
-    smaller ε also below; ε_high: smallest ε with τ ≥ τ_high at the top rank. NaN when the grid misses it.
+    smaller ε also below; ε_high: smallest ε with τ ≥ τ_high at the top rank. NaN when the grid misses it:
+    ε_low also when every grid ε is still on the low plateau (the threshold lies beyond the grid's end).
     """
     epsilons = np.asarray(epsilons, dtype=np.float64)
     order = np.argsort(epsilons)
@@ -239,7 +240,7 @@ def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorte
         progress = (profile_over_beta - low[None, :]) / span[None, :]
     below = progress[:, usable].max(axis=1) <= tau_low
     leading = np.cumprod(below).astype(bool)
-    eps_low = float(epsilons[leading][-1]) if leading.any() else np.nan
+    eps_low = float(epsilons[leading][-1]) if leading.any() and not leading.all() else np.nan
     top = progress[:, -1] >= tau_high
     eps_high = float(epsilons[top][0]) if top.any() else np.nan
     return Thresholds(eps_low=eps_low, eps_high=eps_high, rank_floor=rank_floor, tau_low=tau_low,
