@@ -340,3 +340,29 @@ def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_ro
                                         "value": [0.5]}))
     with pytest.raises(ValueError, match="missing 'run' key"):
         collect_metrics([per_run, orphan], runs)
+
+
+def test_config_refuses_unordered_grids_and_figures_of_views_without_two_columns():
+    from dpaudit.config import ConfigError, validate_config
+
+    def problems(profile):
+        config = {"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}], "profile": profile}
+        with pytest.raises(ConfigError) as error:
+            validate_config(config)
+        return str(error.value)
+
+    flat = {"source": "breast_cancer", "columns": [0, 1]}
+    message = problems({"log10_epsilons": [-1, 0, 0, 1, 0.5], "views": {"v": flat}})
+    assert "config.profile.log10_epsilons: must be strictly increasing; position(s) [2, 4]" in message
+    message = problems({"views": {"v": flat, "six": {"source": "breast_cancer", "columns": [0, 1, 2, 3, 4, 5]}},
+                        "samples": {"views": ["v", "six", "gone"]}})
+    assert "config.profile.views.six.figures: Figs 2-7 plot two parameter coordinates and this view has 6" in message
+    assert "config.profile.samples.views[1]: Figs 1 and 8 plot two parameter coordinates and view 'six'" in message
+    assert "config.profile.samples.views[2]: 'gone' is not among profile.views ['six', 'v']" in message
+    assert "views.v." not in message and "samples.views[0]" not in message
+    ok = validate_config({"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}],
+                          "profile": {"views": {"six": {"source": "breast_cancer", "columns": [0, 1, 2, 3, 4, 5],
+                                                        "figures": False}}}})
+    assert ok["profile"]["views"]["six"]["figures"] is False
+    with pytest.raises(ValueError, match=r"profile.log10_epsilons\) must be strictly increasing"):
+        profiles.regime_thresholds(np.array([0.1, 1.0, 1.0, 10.0]), np.ones((4, 3)), np.ones(3))

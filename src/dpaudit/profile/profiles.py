@@ -225,9 +225,8 @@ def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorte
     ε_low also when every grid ε is still on the low plateau (the threshold lies beyond the grid's end).
     """
     epsilons = np.asarray(epsilons, dtype=np.float64)
-    order = np.argsort(epsilons)
-    if not np.array_equal(order, np.arange(epsilons.size)):
-        raise ValueError("the ε grid must be increasing")
+    if not (np.diff(epsilons) > 0).all():
+        raise ValueError(f"the ε grid (profile.log10_epsilons) must be strictly increasing, got {epsilons.tolist()}")
     if epsilons.size < low_grid_points + 1:
         raise ValueError(f"need more than {low_grid_points} ε values to define the low plateau")
     low = profile_over_beta[:low_grid_points].mean(axis=0)
