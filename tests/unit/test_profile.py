@@ -116,6 +116,35 @@ def test_privacy_loss_stable_form_and_single_profile():
     assert pos[3] < pos[10]
 
 
+@pytest.mark.parametrize("d", [2, 6])
+def test_distance_difference_near_u_equal_delta_against_mpmath(d):
+    import mpmath
+
+    mpmath.mp.dps = 60  # oracle: the same float64 inputs, exact to ~1e-60
+    rng = np.random.default_rng(17 + d)
+    shifts = rng.normal(size=(14, d)) * 1e-3
+    # Offsets u_i ≈ Δ_i down to equality (the old expanded-square form was off by 2e-8 here), plus a far one.
+    scale = np.array([1e-2, 1e-4, 1e-6, 1e-8, 1e-10, 1e-12, 1e-14, 0.0, 0.0, 1e-9, 1e-7, 1e-5, 1e-3, 1e2])
+    offsets = shifts * (1 + scale[:, None]) + scale[:, None] * 1e-3 * rng.normal(size=shifts.shape)
+    got = profiles.distance_difference(offsets, shifts)
+
+    def exact(u, shift):
+        u, shift = [mpmath.mpf(float(v)) for v in u], [mpmath.mpf(float(v)) for v in shift]
+        return (mpmath.sqrt(sum((a - b) ** 2 for a, b in zip(shift, u, strict=True)))
+                - mpmath.sqrt(sum(a**2 for a in u)))
+
+    eps = np.finfo(np.float64).eps
+    for k in range(shifts.shape[0]):
+        for i in range(shifts.shape[0]):
+            reference = exact(offsets[k], shifts[i])
+            error = float(abs(mpmath.mpf(float(got[k, i])) - reference))
+            if i == k:  # u ≈ Δ: the result is ≈ −‖Δ‖, no cancellation; a few ulps (10 eps relative)
+                assert error <= 10 * eps * float(abs(reference)), (k, error / float(abs(reference)))
+            else:  # any pair: within the conditioning of a difference of norms, a few eps·(‖u‖ + ‖Δ‖)
+                assert error <= 4 * eps * (np.linalg.norm(offsets[k]) + np.linalg.norm(shifts[i])), (k, i)
+    np.testing.assert_allclose(profiles.distance_difference(offsets[3], shifts), got[3], rtol=1e-14)  # one offset
+
+
 def test_coverage_density_is_normalized_and_self_coverage_closed_form():
     from scipy import integrate
 

@@ -48,16 +48,19 @@ def empirical_coverage(samples: np.ndarray, point: np.ndarray, cutoff: float) ->
 def distance_difference(offsets: np.ndarray, shifts: np.ndarray) -> np.ndarray:
     """‖Δ_i − u‖ − ‖u‖ for each offset u (K × d) and shift Δ_i (n × d), in cancellation-free form.
 
-    (‖Δ‖² − 2⟨u, Δ⟩)/(‖u − Δ‖ + ‖u‖); returns K × n (or n for a single offset).
+    (‖Δ‖² − 2⟨u, Δ⟩)/(‖u − Δ‖ + ‖u‖), where ‖u − Δ‖ is summed from the coordinate differences (its
+    expanded square ‖u‖² − 2⟨u, Δ⟩ + ‖Δ‖² loses half the digits when u ≈ Δ). One coordinate at a time,
+    so only K × n arrays are alive (never K × n × d). Returns K × n (or n for a single offset).
     """
     single = np.ndim(offsets) == 1
     offsets = np.atleast_2d(offsets)
-    shift_sq = np.einsum("nd,nd->n", shifts, shifts)
-    inner = offsets @ shifts.T
-    offset_norm = np.linalg.norm(offsets, axis=1)[:, None]
-    gap = np.sqrt(np.maximum(offset_norm**2 - 2 * inner + shift_sq[None, :], 0.0))
-    denominator = gap + offset_norm
-    numerator = shift_sq[None, :] - 2 * inner
+    numerator = np.einsum("nd,nd->n", shifts, shifts)[None, :] - 2 * (offsets @ shifts.T)
+    gap = np.zeros(numerator.shape)
+    for k in range(offsets.shape[1]):
+        difference = np.subtract.outer(offsets[:, k], shifts[:, k])
+        gap += np.square(difference, out=difference)
+    denominator = np.sqrt(gap, out=gap)
+    denominator += np.linalg.norm(offsets, axis=1)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(denominator > 0, numerator / denominator, 0.0)
     return out[0] if single else out
