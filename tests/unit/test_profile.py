@@ -261,6 +261,13 @@ def test_typical_profile_equals_brute_force_and_plateaus():
         np.testing.assert_allclose(res.mean_abs_loss[e], np.sort(np.abs(full), axis=1).mean(axis=0), rtol=1e-9)
         np.testing.assert_allclose(res.mean_loss[e], full.mean(axis=0), rtol=1e-8, atol=1e-12 * beta)
         np.testing.assert_allclose(res.mean_abs_loss_per_row[e], np.abs(full).mean(axis=0), rtol=1e-9)
+        # Variances over 8 chunks of 64 draws against numpy's two-pass var (ddof = 1). At ε = 1e10,
+        # l ≈ βδ_i ≈ 1e9 varies by ~1: both sides resolve that spread only to ~1e-7 (ulp of ‖Δ‖ over ‖b‖),
+        # and Σl²/K − mean² (the previous formula) lost it entirely (cancellation at 1e18).
+        rtol = 1e-6 if eps[e] > 1e6 else 1e-9
+        np.testing.assert_allclose(res.var_loss[e], full.var(axis=0, ddof=1), rtol=rtol)
+        ranked = np.sort(np.abs(full), axis=1)
+        np.testing.assert_allclose(res.se_abs_loss[e], ranked.std(axis=0, ddof=1) / np.sqrt(500), rtol=rtol)
     delta = np.linalg.norm(shifts, axis=1)
     # β → ∞: P̄(k)/β → sorted δ (noise ‖b‖ ≈ 2/β ≈ 1e−12 against δ ≥ 5e−5).
     np.testing.assert_allclose(res.mean_abs_loss[-1] / res.beta[-1], np.sort(delta), rtol=1e-5)

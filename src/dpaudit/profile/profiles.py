@@ -107,8 +107,8 @@ def typical_profiles(shifts: np.ndarray, epsilons: np.ndarray, *, n: int, lam: f
     """P̄(k; ε): mean over M ~ 𝒜(x) of the k-th smallest |l|, for every ε of the grid.
 
     Common random numbers across ε: one set of directions û and unit-rate radii ρ₁ ~ Gamma(d, 1),
-    b = (ρ₁/β)û at every β (exactly the L2-Laplace law). Only running sums per rank and per
-    neighbour are kept; the K × n loss matrix exists one chunk of draws at a time.
+    b = (ρ₁/β)û at every β (exactly the L2-Laplace law). Only running means, centred sums of squares
+    and sums per rank and per neighbour are kept; the K × n loss matrix exists one chunk of draws at a time.
     """
     epsilons = np.asarray(epsilons, dtype=np.float64)
     betas = np.atleast_1d(output_perturbation_beta(n, lam, epsilons))
@@ -118,27 +118,39 @@ def typical_profiles(shifts: np.ndarray, epsilons: np.ndarray, *, n: int, lam: f
     unit_radii = rng.gamma(shape=d, scale=1.0, size=draws)
     chunk = max(1, min(draws, sort_chunk_elements // max(count, 1)))
     shape = (epsilons.size, count)
-    rank_sum, rank_sq = np.zeros(shape), np.zeros(shape)
-    row_sum, row_abs, row_sq = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    rank_mean, rank_m2 = np.zeros(shape), np.zeros(shape)
+    row_mean, row_m2, row_abs = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for e, beta in enumerate(betas):
         for start in range(0, draws, chunk):
             offsets = (unit_radii[start:start + chunk] / beta)[:, None] * directions[start:start + chunk]
             loss = privacy_loss(offsets, shifts, beta)
-            row_sum[e] += loss.sum(axis=0)
-            row_sq[e] += np.einsum("kn,kn->n", loss, loss)
+            _merge_moments(row_mean[e], row_m2[e], start, loss)
             magnitude = np.abs(loss, out=loss)
             row_abs[e] += magnitude.sum(axis=0)
             magnitude.sort(axis=1)
-            rank_sum[e] += magnitude.sum(axis=0)
-            rank_sq[e] += np.einsum("kn,kn->n", magnitude, magnitude)
-    mean_rank = rank_sum / draws
-    variance_rank = np.maximum(rank_sq / draws - mean_rank**2, 0.0) * draws / max(draws - 1, 1)
-    mean_row = row_sum / draws
+            _merge_moments(rank_mean[e], rank_m2[e], start, magnitude)
+    dof = max(draws - 1, 1)
     return TypicalProfiles(
-        epsilon=epsilons, beta=betas, draws=draws, seed=seed, mean_abs_loss=mean_rank,
-        se_abs_loss=np.sqrt(variance_rank / draws), mean_loss=mean_row, mean_abs_loss_per_row=row_abs / draws,
-        var_loss=np.maximum(row_sq / draws - mean_row**2, 0.0) * draws / max(draws - 1, 1),
+        epsilon=epsilons, beta=betas, draws=draws, seed=seed, mean_abs_loss=rank_mean,
+        se_abs_loss=np.sqrt(rank_m2 / dof / draws), mean_loss=row_mean, mean_abs_loss_per_row=row_abs / draws,
+        var_loss=row_m2 / dof,
     )
+
+
+def _merge_moments(mean: np.ndarray, m2: np.ndarray, seen: int, chunk: np.ndarray) -> None:
+    """Fold a chunk (k × n) into running means and centred sums of squares, in place (Chan et al. 1979).
+
+    Centred within the chunk, so the variance never comes from Σl²/K − mean², which cancels (and went
+    negative) when |mean| ≫ sd, as at large β where l ≈ βδ_i.
+    """
+    k = chunk.shape[0]
+    chunk_mean = chunk.mean(axis=0)
+    centred = chunk - chunk_mean
+    chunk_m2 = np.einsum("kn,kn->n", centred, centred)
+    step = chunk_mean - mean
+    total = seen + k
+    mean += step * (k / total)
+    m2 += chunk_m2 + step**2 * (seen * k / total)
 
 
 # ---------------------------------------------------------------------------
