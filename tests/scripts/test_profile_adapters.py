@@ -20,10 +20,11 @@ def profile_dir(tmp_path_factory):
     base = {"data": out / "data.parquet", "per_example": out / "per_example.parquet",
             "worst_case": out / "worst_case.parquet", "base": out / "base.json"}
     run_script("profile_base", FakeSnakemake("profile_base", output=base, params={"view": VIEW, "lam": 1.0},
-                                             log=[out / "base.log"]))
+                                             wildcards={"view": "bc_toy"}, log=[out / "base.log"]))
     shared = {"base": base["base"], "worst_case": base["worst_case"]}
     run_script("profile_exact", FakeSnakemake("profile_exact", input=shared, output=named([out / "exact.parquet"]),
-                                              params={"view": VIEW, "lam": 1.0}, log=[out / "exact.log"]))
+                                              params={"view": VIEW, "lam": 1.0}, wildcards={"view": "bc_toy"},
+                                              log=[out / "exact.log"]))
     run_script("profile_single", FakeSnakemake(
         "profile_single", input=shared, output=named([out / "single.parquet"]),
         params={"lam": 1.0, "log10_epsilon": 2.0, "seed": 0}, log=[out / "single.log"]))
@@ -40,7 +41,7 @@ def profile_dir(tmp_path_factory):
         wildcards={"view": "bc_toy"}, params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 0.5], "draws": 20, "seed": 3},
         log=[out / "typical_short.log"]))
     run_script("profile_samples", FakeSnakemake(
-        "profile_samples", input=shared, output=named([out / "samples.parquet"]),
+        "profile_samples", input=shared, output=named([out / "samples.parquet"]), wildcards={"view": "bc_toy"},
         params={"view": VIEW, "lam": 1.0, "seed": 0,
                 "samples": {"log10_epsilons": [0, 2], "per_distribution": 3, "neighbours": 4}},
         log=[out / "samples.log"]))

@@ -355,6 +355,29 @@ def test_bad_input_is_refused_with_row_ids_or_key():
         make_view(raw, np.array([1, -1, 1]), ("a", "b"), first_rows=None, scale_on_subset=True, metadata={})
 
 
+def test_row_counts_beyond_the_data_are_refused_with_the_config_key():
+    from dpaudit.profile.data import load_view
+    from dpaudit.profile.study import base_artifacts, sample_artifact
+
+    # scikit-learn's breast_cancer (WDBC) has 569 rows: no silent cut to the file length.
+    spec = {"source": "breast_cancer", "columns": [0, 1], "first_rows": 570}
+    with pytest.raises(ValueError, match=r"profile.views.bc.first_rows = 570: must be between 2 and the 569 rows"):
+        load_view(spec, name="bc")
+    with pytest.raises(ValueError, match=r"first_rows = 1: must be between 2"):
+        make_view(np.eye(3), np.array([1, -1, 1]), ("a", "b", "c"), first_rows=1, scale_on_subset=True, metadata={})
+    view = load_view({**spec, "first_rows": 569}, name="bc")
+    assert view.features.shape == (569, 2) and view.row_ids[-1] == 569
+    small = load_view({**spec, "first_rows": 12}, name="bc")
+    artifacts = base_artifacts(small, 1.0)
+    weights = np.array([artifacts["base"]["w_0"], artifacts["base"]["w_1"]])
+    options = {"lam": 1.0, "log10_epsilons": [1.0], "samples": 1, "seed": 0}
+    # No silent cut of the neighbours to the view's n either.
+    with pytest.raises(ValueError, match=r"profile.samples.neighbours = 13: must be between 1 and the view's 12 rows"):
+        sample_artifact(small, weights, artifacts["worst_case"], neighbour_count=13, **options)
+    every = sample_artifact(small, weights, artifacts["worst_case"], neighbour_count=12, **options)
+    assert sorted(every["neighbor_row_id"].unique()) == list(range(13))  # 0 = A(x), then rows 1..12
+
+
 def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_rows(tmp_path):
     import pandas as pd
 

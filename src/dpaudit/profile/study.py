@@ -59,8 +59,10 @@ def sample_artifact(view: ProfileView, weights: np.ndarray, worst: pd.DataFrame,
     output perturbation centres y_i's noise on A_wc(y_i) with the base β = nΛε/2.
     """
     n, d = view.features.shape
+    if not 1 <= neighbour_count <= n:
+        raise ValueError(f"profile.samples.neighbours = {neighbour_count}: must be between 1 and the view's {n} rows")
     shifts = shifts_of(worst)
-    chosen = np.arange(min(neighbour_count, n))
+    chosen = np.arange(neighbour_count)
     c_value = 1.0 / (n * lam)
     rows = []
     for e_index, log_eps in enumerate(log10_epsilons):
