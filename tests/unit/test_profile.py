@@ -241,6 +241,14 @@ def test_universal_curves_against_monte_carlo(d):
     assert h_small[0] / 1e-3 == pytest.approx({2: 2 / np.pi, 6: 0.3395}[d], rel=1e-3)
     g_big, h_big = profiles.universal_curves([2000.0], d)
     assert g_big[0] == pytest.approx(2000 - d, rel=1e-4) and h_big[0] == pytest.approx(2000 - d, rel=1e-4)
+    # Far past the transition (Fig. 7 reaches t ~ 1e5), at the figure's order 200 and the default 400:
+    # ‖g − tû‖ = t − ρcosθ + ρ²sin²θ/(2t) + O(t⁻²) with E ρ² = d(d+1), E sin²θ = (d−1)/d, so
+    # G = t − d + (d² − 1)/(2t) + O(t⁻²), and H = G up to P(‖g − tû‖ < ‖g‖) ~ e^{−t/2}.
+    t = np.array([1e4, 1e5, 1e6])
+    for order in (200, 400):
+        g_far, h_far = profiles.universal_curves(t, d, order=order)
+        np.testing.assert_allclose(g_far, t - d + (d * d - 1) / (2 * t), rtol=1e-9)
+        np.testing.assert_allclose(h_far, g_far, rtol=1e-12)
 
 
 def test_transition_constants_match_spec():

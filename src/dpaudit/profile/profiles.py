@@ -166,7 +166,9 @@ def universal_curves(t: np.ndarray, d: int, order: int = 400) -> tuple[np.ndarra
     """G_d(t) = E[‖g − tû‖ − ‖g‖] and H_d(t) = E|‖g − tû‖ − ‖g‖|, g ~ L2-Laplace(β = 1), by quadrature.
 
     Radius ρ ~ Gamma(d, 1), polar angle θ with density ∝ sin^{d−2}θ. The ρ integral is split where
-    the integrand's sign changes (ρ cosθ = t/2), so Gauss–Legendre sees smooth pieces.
+    the integrand's sign changes (ρ cosθ = t/2), so Gauss–Legendre sees smooth pieces. The ρ range
+    stops at d + 80 for every t: beyond it the Gamma(d, 1) weight is below e^{−80}·ρ^{d−1} and |diff| ≤ t,
+    while a range growing with t (the former t + d + 80) leaves too few nodes where the weight lives.
     """
     t = np.atleast_1d(np.asarray(t, dtype=np.float64))
     theta, theta_w = _quadrature_nodes(order, 0.0, np.pi)
@@ -176,7 +178,7 @@ def universal_curves(t: np.ndarray, d: int, order: int = 400) -> tuple[np.ndarra
     g_out, h_out = np.empty(t.size), np.empty(t.size)
     unit_x, unit_w = roots_legendre(order)
     for k, tk in enumerate(t):
-        upper = tk + d + 80.0
+        upper = d + 80.0
         split = np.where(cos > 0, np.minimum(tk / (2 * np.maximum(cos, 1e-300)), upper), upper)
         g_total = np.zeros_like(theta)
         h_total = np.zeros_like(theta)
