@@ -3,6 +3,7 @@
 from dpaudit.io import read_json, read_parquet
 from dpaudit.logs import job_logging
 from dpaudit.plots.profile import write_profile_figures
+from dpaudit.profile.study import read_thresholds
 
 sm = snakemake  # noqa: F821
 with job_logging(sm):
@@ -10,6 +11,6 @@ with job_logging(sm):
     write_profile_figures(
         outputs, worst=read_parquet(sm.input.worst_case), exact=read_parquet(sm.input.exact),
         single=read_parquet(sm.input.single), typical=read_parquet(sm.input.typical),
-        per_neighbour=read_parquet(sm.input.per_neighbour), thresholds=read_json(sm.input.thresholds),
+        per_neighbour=read_parquet(sm.input.per_neighbour), thresholds=read_thresholds(sm.input.thresholds),
         d=int(read_json(sm.input.base)["d"]),
     )

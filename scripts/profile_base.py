@@ -7,7 +7,7 @@ from dpaudit.profile.study import base_artifacts
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    view = load_view(sm.params.view, sm.input.get("raw"))
+    view = load_view(sm.params.view, sm.input.get("raw"), sm.wildcards.view)
     artifacts = base_artifacts(view, sm.params.lam)
     for name in ("data", "per_example", "worst_case"):
         write_parquet(sm.output[name], artifacts[name])

@@ -7,7 +7,7 @@ from dpaudit.profile.study import base_weights, exact_artifact
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    view = load_view(sm.params.view, sm.input.get("raw"))
+    view = load_view(sm.params.view, sm.input.get("raw"), sm.wildcards.view)
     exact = exact_artifact(view, base_weights(read_json(sm.input.base)), read_parquet(sm.input.worst_case),
                            sm.params.lam)
     write_parquet(sm.output[0], exact)

@@ -7,7 +7,7 @@ from dpaudit.profile.study import base_weights, sample_artifact
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    view = load_view(sm.params.view, sm.input.get("raw"))
+    view = load_view(sm.params.view, sm.input.get("raw"), sm.wildcards.view)
     options = sm.params.samples
     samples = sample_artifact(view, base_weights(read_json(sm.input.base)), read_parquet(sm.input.worst_case),
                               lam=sm.params.lam, log10_epsilons=options["log10_epsilons"],

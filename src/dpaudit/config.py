@@ -133,6 +133,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     for where, grid in grids.items():
         problems.extend(_grid_problems(grid, f"config.{where}"))
     config = _fill_defaults(config, schema, schema)
+    problems.extend(_profile_problems(config["profile"]))
     for name, params in config["datasets"].items():
         if name != "synthetic":
             misplaced = sorted(set(params) & set(SYNTHETIC_ONLY_KEYS))
@@ -168,6 +169,30 @@ def _grid_problems(grid: list[dict], where: str) -> list[str]:
                         f"{where}[{index}].{key}[{position}]: {value!r} is not path-safe; "
                         "allowed: finite values written with letters, digits, '.', '+', '-'"
                     )
+    return problems
+
+
+def _profile_problems(profile: Mapping) -> list[str]:
+    """What the schema cannot say about the profile block: an increasing ε grid, two-feature figure views."""
+    problems = []
+    grid = profile["log10_epsilons"]
+    unordered = [index for index in range(1, len(grid)) if not grid[index] > grid[index - 1]]
+    if unordered:
+        problems.append(f"config.profile.log10_epsilons: must be strictly increasing; position(s) {unordered} "
+                        f"({[grid[i] for i in unordered]}) are not above the value before")
+    views = profile["views"]
+    for name, view in views.items():
+        if view["figures"] and len(view["columns"]) != 2:
+            problems.append(f"config.profile.views.{name}.figures: Figs 2-7 plot two parameter coordinates and this "
+                            f"view has {len(view['columns'])} columns; set figures: false (its thresholds and exact "
+                            "retraining still run)")
+    for position, name in enumerate(profile["samples"]["views"]):
+        if name not in views:
+            problems.append(f"config.profile.samples.views[{position}]: {name!r} is not among profile.views "
+                            f"{sorted(views)}")
+        elif len(views[name]["columns"]) != 2:
+            problems.append(f"config.profile.samples.views[{position}]: Figs 1 and 8 plot two parameter coordinates "
+                            f"and view {name!r} has {len(views[name]['columns'])} columns")
     return problems
 
 

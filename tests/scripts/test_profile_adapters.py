@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from dpaudit.io import read_json, read_parquet
+from dpaudit.plots.profile import figure_ranks_vs_beta
+from dpaudit.profile.study import read_thresholds
 from tests.scripts.fake import FakeSnakemake, named, run_script
 from tests.scripts.test_adapters import RUNS, metric_files  # noqa: F401  (fixture)
 
@@ -18,10 +20,11 @@ def profile_dir(tmp_path_factory):
     base = {"data": out / "data.parquet", "per_example": out / "per_example.parquet",
             "worst_case": out / "worst_case.parquet", "base": out / "base.json"}
     run_script("profile_base", FakeSnakemake("profile_base", output=base, params={"view": VIEW, "lam": 1.0},
-                                             log=[out / "base.log"]))
+                                             wildcards={"view": "bc_toy"}, log=[out / "base.log"]))
     shared = {"base": base["base"], "worst_case": base["worst_case"]}
     run_script("profile_exact", FakeSnakemake("profile_exact", input=shared, output=named([out / "exact.parquet"]),
-                                              params={"view": VIEW, "lam": 1.0}, log=[out / "exact.log"]))
+                                              params={"view": VIEW, "lam": 1.0}, wildcards={"view": "bc_toy"},
+                                              log=[out / "exact.log"]))
     run_script("profile_single", FakeSnakemake(
         "profile_single", input=shared, output=named([out / "single.parquet"]),
         params={"lam": 1.0, "log10_epsilon": 2.0, "seed": 0}, log=[out / "single.log"]))
@@ -31,7 +34,30 @@ def profile_dir(tmp_path_factory):
         "profile_typical", input=shared, output=typical, wildcards={"view": "bc_toy"},
         params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 1, 2, 3, 4, 6], "draws": 50, "seed": 3},
         log=[out / "typical.log"]))
+    # A grid that ends on the low plateau: ε_low and ε_high are NaN (thresholds.json stores them as "nan").
+    short = out / "short"
+    run_script("profile_typical", FakeSnakemake(
+        "profile_typical", input=shared, output={k: short / v.name for k, v in typical.items()},
+        wildcards={"view": "bc_toy"}, params={"lam": 1.0, "log10_epsilons": [-1, -0.5, 0, 0.5], "draws": 20, "seed": 3},
+        log=[out / "typical_short.log"]))
+    run_script("profile_samples", FakeSnakemake(
+        "profile_samples", input=shared, output=named([out / "samples.parquet"]), wildcards={"view": "bc_toy"},
+        params={"view": VIEW, "lam": 1.0, "seed": 0,
+                "samples": {"log10_epsilons": [0, 2], "per_distribution": 3, "neighbours": 4}},
+        log=[out / "samples.log"]))
     return out
+
+
+def _figures(folder, numbers):
+    return {**{f"fig{k}": folder / f"fig{k}.png" for k in numbers},
+            **{f"fig{k}_pdf": folder / f"fig{k}.pdf" for k in numbers}}
+
+
+def _assert_written(paths):
+    magic = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
+    for path in paths.values():
+        head = path.read_bytes()[:8]
+        assert head.startswith(magic[path.suffix]) and path.stat().st_size > 1000, path
 
 
 def test_profile_chain_writes_keyed_artifacts(profile_dir):
@@ -46,8 +72,9 @@ def test_profile_chain_writes_keyed_artifacts(profile_dir):
     np.testing.assert_allclose(typical["beta"], 60 * 1.0 * typical["eps"] / 2)  # β = nΛε/2
     thresholds = read_json(profile_dir / "thresholds.json")
     assert thresholds["y_max_row_id"] == int(worst.loc[worst["delta_norm"].idxmax(), "row_id"])
-    # Predictor ε* = 2 t_2(0.05)/(nΛδ_max), t_2(0.05) = 3.24 (spec §3.11).
-    assert thresholds["eps_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
+    # Predictors ε(τ) = 2 t_2(τ)/(nΛδ_max), t_2(0.05) = 3.24 and t_2(0.95) = 109 (spec §3.11, 3 digits).
+    assert thresholds["eps_low_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
+    assert thresholds["eps_high_predicted"] == pytest.approx(2 * 109 / (60 * thresholds["delta_max"]), rel=6e-3)
     single = read_parquet(profile_dir / "single.parquet")
     centre = single[single["M_id"] == "centre"].set_index("row_id")
     np.testing.assert_allclose(centre.loc[worst["row_id"], "abs_l"], centre["beta"].iloc[0] * worst["delta_norm"],
@@ -66,8 +93,45 @@ def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, me
     run_script("aggregate_metrics", fake)
     table = read_parquet(tmp_path / "metrics.parquet")
     profile = table[table["family"] == "profile"]
-    assert set(profile["metric"]) == {"eps_low", "eps_high", "eps_predicted", "beta_star", "delta_max", "y_max_row_id"}
+    assert set(profile["metric"]) == {"eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "beta_star",
+                                      "delta_max", "y_max_row_id", "t_d_tau_low", "t_d_tau_mid", "t_d_tau_high"}
     assert profile["run"].isna().all() and set(profile["dataset"]) == {"bc_toy"}
     per_run = table[table["family"] != "profile"]
     assert per_run["run"].notna().all() and per_run["mechanism"].notna().all()
     assert per_run.drop_duplicates("run").set_index("mechanism").loc["baseline", "accountant_epsilon"] == math.inf
+
+
+@pytest.mark.parametrize("case", ["reached", "short"])
+def test_plot_profile_writes_figs_2_to_7(profile_dir, case):
+    folder = profile_dir if case == "reached" else profile_dir / "short"
+    outputs = _figures(profile_dir / "figures" / case, range(2, 8))
+    inputs = {"base": profile_dir / "base.json", "worst_case": profile_dir / "worst_case.parquet",
+              "exact": profile_dir / "exact.parquet", "single": profile_dir / "single.parquet",
+              "typical": folder / "typical.parquet", "per_neighbour": folder / "per_neighbour.parquet",
+              "thresholds": folder / "thresholds.json"}
+    run_script("plot_profile", FakeSnakemake("plot_profile", input=inputs, output=outputs,
+                                             log=[profile_dir / f"plot_{case}.log"]))
+    _assert_written(outputs)
+    thresholds = read_thresholds(inputs["thresholds"])
+    legend = [t.get_text() for t in figure_ranks_vs_beta(read_parquet(inputs["typical"]), thresholds).axes[0]
+              .get_legend().get_texts()]
+    if case == "short":
+        # The grid ends at ε = 10^0.5, t = βδ_max ≈ 0.8 < t₂(0.05) = 3.24: no rank has left its low plateau.
+        for key, name in (("eps_low", "ε_low"), ("eps_high", "ε_high")):
+            assert read_json(inputs["thresholds"])[key] == "nan" and math.isnan(thresholds[key])
+            assert any(text.startswith(f"measured {name}: not reached\non this ε grid") for text in legend)
+    else:
+        assert all(math.isfinite(thresholds[k]) for k in ("eps_low", "eps_high"))
+        assert not any("not reached" in text for text in legend)
+
+
+def test_plot_profile_samples_writes_figs_1_and_8(profile_dir):
+    samples = read_parquet(profile_dir / "samples.parquet")
+    # 2 ε × 2 mechanisms × (A(x) + 4 neighbours) × 3 samples, neighbours = the view's first 4 rows.
+    assert len(samples) == 2 * 2 * 5 * 3
+    assert sorted(samples["neighbor_row_id"].unique()) == [0, 1, 2, 3, 4]
+    outputs = _figures(profile_dir / "figures" / "samples", (1, 8))
+    run_script("plot_profile_samples", FakeSnakemake("plot_profile_samples",
+                                                     input=named([profile_dir / "samples.parquet"]),
+                                                     output=outputs, log=[profile_dir / "plot_samples.log"]))
+    _assert_written(outputs)

@@ -58,7 +58,13 @@ def test_exact_retraining_matches_sklearn_per_neighbour():
         keep = np.arange(x.shape[0]) != i
         oracle = _sklearn_weights(x[keep], t[keep], lam)  # C = 1/((n−1)Λ) for the n−1 rows
         np.testing.assert_allclose(base.weights + exact.shifts[i], oracle, rtol=0, atol=1e-10)
-    assert exact.gradient_norms.max() < 1e-13
+        # final_grad_norm is ‖∇J(A(y_i); y_i)‖ at the returned point. Oracle: the mean-form gradient from
+        # model.per_example on the n − 1 rows. Both sit at the rounding floor of a mean of O(1) terms
+        # (a few 1e-17) and agree to 1e-16; the iterate before the last step (the old value) was ~1e-14.
+        w = base.weights + exact.shifts[i]
+        gradient = model.per_example(x[keep], t[keep], w).gradients.mean(axis=0) + lam * w
+        assert abs(exact.gradient_norms[i] - np.linalg.norm(gradient)) < 1e-16
+    assert exact.gradient_norms.max() < 1e-16
 
 
 def test_okumura_sphere_geometry():
@@ -114,6 +120,35 @@ def test_privacy_loss_stable_form_and_single_profile():
     np.testing.assert_allclose(np.abs(direct)[single.row_index], single.abs_loss, rtol=1e-10)
     pos = {row: k for k, row in enumerate(single.row_index)}
     assert pos[3] < pos[10]
+
+
+@pytest.mark.parametrize("d", [2, 6])
+def test_distance_difference_near_u_equal_delta_against_mpmath(d):
+    import mpmath
+
+    mpmath.mp.dps = 60  # oracle: the same float64 inputs, exact to ~1e-60
+    rng = np.random.default_rng(17 + d)
+    shifts = rng.normal(size=(14, d)) * 1e-3
+    # Offsets u_i ≈ Δ_i down to equality (the old expanded-square form was off by 2e-8 here), plus a far one.
+    scale = np.array([1e-2, 1e-4, 1e-6, 1e-8, 1e-10, 1e-12, 1e-14, 0.0, 0.0, 1e-9, 1e-7, 1e-5, 1e-3, 1e2])
+    offsets = shifts * (1 + scale[:, None]) + scale[:, None] * 1e-3 * rng.normal(size=shifts.shape)
+    got = profiles.distance_difference(offsets, shifts)
+
+    def exact(u, shift):
+        u, shift = [mpmath.mpf(float(v)) for v in u], [mpmath.mpf(float(v)) for v in shift]
+        return (mpmath.sqrt(sum((a - b) ** 2 for a, b in zip(shift, u, strict=True)))
+                - mpmath.sqrt(sum(a**2 for a in u)))
+
+    eps = np.finfo(np.float64).eps
+    for k in range(shifts.shape[0]):
+        for i in range(shifts.shape[0]):
+            reference = exact(offsets[k], shifts[i])
+            error = float(abs(mpmath.mpf(float(got[k, i])) - reference))
+            if i == k:  # u ≈ Δ: the result is ≈ −‖Δ‖, no cancellation; a few ulps (10 eps relative)
+                assert error <= 10 * eps * float(abs(reference)), (k, error / float(abs(reference)))
+            else:  # any pair: within the conditioning of a difference of norms, a few eps·(‖u‖ + ‖Δ‖)
+                assert error <= 4 * eps * (np.linalg.norm(offsets[k]) + np.linalg.norm(shifts[i])), (k, i)
+    np.testing.assert_allclose(profiles.distance_difference(offsets[3], shifts), got[3], rtol=1e-14)  # one offset
 
 
 def test_coverage_density_is_normalized_and_self_coverage_closed_form():
@@ -206,6 +241,14 @@ def test_universal_curves_against_monte_carlo(d):
     assert h_small[0] / 1e-3 == pytest.approx({2: 2 / np.pi, 6: 0.3395}[d], rel=1e-3)
     g_big, h_big = profiles.universal_curves([2000.0], d)
     assert g_big[0] == pytest.approx(2000 - d, rel=1e-4) and h_big[0] == pytest.approx(2000 - d, rel=1e-4)
+    # Far past the transition (Fig. 7 reaches t ~ 1e5), at the figure's order 200 and the default 400:
+    # ‖g − tû‖ = t − ρcosθ + ρ²sin²θ/(2t) + O(t⁻²) with E ρ² = d(d+1), E sin²θ = (d−1)/d, so
+    # G = t − d + (d² − 1)/(2t) + O(t⁻²), and H = G up to P(‖g − tû‖ < ‖g‖) ~ e^{−t/2}.
+    t = np.array([1e4, 1e5, 1e6])
+    for order in (200, 400):
+        g_far, h_far = profiles.universal_curves(t, d, order=order)
+        np.testing.assert_allclose(g_far, t - d + (d * d - 1) / (2 * t), rtol=1e-9)
+        np.testing.assert_allclose(h_far, g_far, rtol=1e-12)
 
 
 def test_transition_constants_match_spec():
@@ -232,6 +275,13 @@ def test_typical_profile_equals_brute_force_and_plateaus():
         np.testing.assert_allclose(res.mean_abs_loss[e], np.sort(np.abs(full), axis=1).mean(axis=0), rtol=1e-9)
         np.testing.assert_allclose(res.mean_loss[e], full.mean(axis=0), rtol=1e-8, atol=1e-12 * beta)
         np.testing.assert_allclose(res.mean_abs_loss_per_row[e], np.abs(full).mean(axis=0), rtol=1e-9)
+        # Variances over 8 chunks of 64 draws against numpy's two-pass var (ddof = 1). At ε = 1e10,
+        # l ≈ βδ_i ≈ 1e9 varies by ~1: both sides resolve that spread only to ~1e-7 (ulp of ‖Δ‖ over ‖b‖),
+        # and Σl²/K − mean² (the previous formula) lost it entirely (cancellation at 1e18).
+        rtol = 1e-6 if eps[e] > 1e6 else 1e-9
+        np.testing.assert_allclose(res.var_loss[e], full.var(axis=0, ddof=1), rtol=rtol)
+        ranked = np.sort(np.abs(full), axis=1)
+        np.testing.assert_allclose(res.se_abs_loss[e], ranked.std(axis=0, ddof=1) / np.sqrt(500), rtol=rtol)
     delta = np.linalg.norm(shifts, axis=1)
     # β → ∞: P̄(k)/β → sorted δ (noise ‖b‖ ≈ 2/β ≈ 1e−12 against δ ≥ 5e−5).
     np.testing.assert_allclose(res.mean_abs_loss[-1] / res.beta[-1], np.sort(delta), rtol=1e-5)
@@ -252,7 +302,50 @@ def test_regime_thresholds_on_a_known_transition():
     th = profiles.regime_thresholds(eps, curve, sorted_delta)
     assert th.eps_low == pytest.approx(1.0)  # last grid ε with progress ≤ 0.05 (next is 10^0.25 → 0.125)
     assert th.eps_high == pytest.approx(100.0)  # first with progress ≥ 0.95 (10^1.75 → 0.875)
+    # A grid that ends on the low plateau (ε ≤ 10^−0.25, progress 0) brackets neither threshold.
+    short = profiles.regime_thresholds(eps[:8], curve[:8], sorted_delta)
+    assert np.isnan(short.eps_low) and np.isnan(short.eps_high)
     assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
+
+
+def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
+    import pandas as pd
+
+    from dpaudit.profile.study import typical_artifacts
+
+    rng = np.random.default_rng(4)
+    n, lam = 50, 0.5
+    shifts = rng.normal(size=(n, 2)) * 1e-3
+    delta_max = np.linalg.norm(shifts, axis=1).max()
+    worst = pd.DataFrame({"row_id": np.arange(1, n + 1), "Delta_0": shifts[:, 0], "Delta_1": shifts[:, 1],
+                          "delta_norm": np.linalg.norm(shifts, axis=1)})
+    out = typical_artifacts(worst, view_name="toy", n=n, lam=lam, log10_epsilons=[-1, 0, 1, 2], draws=10, seed=0)
+    th = out["thresholds"]
+    # Spec §3.11, d = 2: t(0.05) = 3.24, t(0.5) = 10.0, t(0.95) = 109, quoted to 3 significant digits
+    # (half a unit in the last digit is ≤ 5e-3 relative): ε(τ) = 2 t(τ)/(nΛδ_max).
+    for key, reference in (("t_d_tau_low", 3.24), ("t_d_tau_mid", 10.0), ("t_d_tau_high", 109.0)):
+        assert th[key] == pytest.approx(reference, rel=6e-3)
+    assert th["eps_low_predicted"] == pytest.approx(2 * 3.24 / (n * lam * delta_max), rel=6e-3)
+    assert th["eps_high_predicted"] == pytest.approx(2 * 109.0 / (n * lam * delta_max), rel=6e-3)
+    assert th["beta_star"] == pytest.approx(n * lam * th["eps_low_predicted"] / 2, rel=1e-14)
+    assert th["definitions"]["tau_mid"] == 0.5 and th["delta_max"] == delta_max
+    rows = out["metrics"].set_index("metric")["value"]
+    for key in ("eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "t_d_tau_low", "t_d_tau_mid",
+                "t_d_tau_high", "beta_star", "delta_max", "y_max_row_id"):
+        assert rows[key] == pytest.approx(th[key], nan_ok=True), key
+
+
+def test_thresholds_read_back_as_floats_when_the_grid_misses_a_plateau(tmp_path):
+    from dpaudit.io import read_json, write_json
+    from dpaudit.profile.study import read_thresholds
+
+    record = {"eps_low": 0.1, "eps_high": np.nan, "beta_star": np.inf, "y_max_row_id": 7,
+              "definitions": {"low_plateau": "mean of the 3 smallest ε"}}
+    write_json(tmp_path / "thresholds.json", record)
+    assert read_json(tmp_path / "thresholds.json")["eps_high"] == "nan"  # dpaudit.io's JSON encoding
+    back = read_thresholds(tmp_path / "thresholds.json")
+    assert isinstance(back["eps_high"], float) and np.isnan(back["eps_high"]) and back["beta_star"] == np.inf
+    assert back["eps_low"] == 0.1 and back["y_max_row_id"] == 7 and back["definitions"] == record["definitions"]
 
 
 def test_bad_input_is_refused_with_row_ids_or_key():
@@ -276,6 +369,29 @@ def test_bad_input_is_refused_with_row_ids_or_key():
         make_view(raw, np.array([1, -1, 1]), ("a", "b"), first_rows=None, scale_on_subset=True, metadata={})
 
 
+def test_row_counts_beyond_the_data_are_refused_with_the_config_key():
+    from dpaudit.profile.data import load_view
+    from dpaudit.profile.study import base_artifacts, sample_artifact
+
+    # scikit-learn's breast_cancer (WDBC) has 569 rows: no silent cut to the file length.
+    spec = {"source": "breast_cancer", "columns": [0, 1], "first_rows": 570}
+    with pytest.raises(ValueError, match=r"profile.views.bc.first_rows = 570: must be between 2 and the 569 rows"):
+        load_view(spec, name="bc")
+    with pytest.raises(ValueError, match=r"first_rows = 1: must be between 2"):
+        make_view(np.eye(3), np.array([1, -1, 1]), ("a", "b", "c"), first_rows=1, scale_on_subset=True, metadata={})
+    view = load_view({**spec, "first_rows": 569}, name="bc")
+    assert view.features.shape == (569, 2) and view.row_ids[-1] == 569
+    small = load_view({**spec, "first_rows": 12}, name="bc")
+    artifacts = base_artifacts(small, 1.0)
+    weights = np.array([artifacts["base"]["w_0"], artifacts["base"]["w_1"]])
+    options = {"lam": 1.0, "log10_epsilons": [1.0], "samples": 1, "seed": 0}
+    # No silent cut of the neighbours to the view's n either.
+    with pytest.raises(ValueError, match=r"profile.samples.neighbours = 13: must be between 1 and the view's 12 rows"):
+        sample_artifact(small, weights, artifacts["worst_case"], neighbour_count=13, **options)
+    every = sample_artifact(small, weights, artifacts["worst_case"], neighbour_count=12, **options)
+    assert sorted(every["neighbor_row_id"].unique()) == list(range(13))  # 0 = A(x), then rows 1..12
+
+
 def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_rows(tmp_path):
     import pandas as pd
 
@@ -297,3 +413,29 @@ def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_ro
                                         "value": [0.5]}))
     with pytest.raises(ValueError, match="missing 'run' key"):
         collect_metrics([per_run, orphan], runs)
+
+
+def test_config_refuses_unordered_grids_and_figures_of_views_without_two_columns():
+    from dpaudit.config import ConfigError, validate_config
+
+    def problems(profile):
+        config = {"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}], "profile": profile}
+        with pytest.raises(ConfigError) as error:
+            validate_config(config)
+        return str(error.value)
+
+    flat = {"source": "breast_cancer", "columns": [0, 1]}
+    message = problems({"log10_epsilons": [-1, 0, 0, 1, 0.5], "views": {"v": flat}})
+    assert "config.profile.log10_epsilons: must be strictly increasing; position(s) [2, 4]" in message
+    message = problems({"views": {"v": flat, "six": {"source": "breast_cancer", "columns": [0, 1, 2, 3, 4, 5]}},
+                        "samples": {"views": ["v", "six", "gone"]}})
+    assert "config.profile.views.six.figures: Figs 2-7 plot two parameter coordinates and this view has 6" in message
+    assert "config.profile.samples.views[1]: Figs 1 and 8 plot two parameter coordinates and view 'six'" in message
+    assert "config.profile.samples.views[2]: 'gone' is not among profile.views ['six', 'v']" in message
+    assert "views.v." not in message and "samples.views[0]" not in message
+    ok = validate_config({"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}],
+                          "profile": {"views": {"six": {"source": "breast_cancer", "columns": [0, 1, 2, 3, 4, 5],
+                                                        "figures": False}}}})
+    assert ok["profile"]["views"]["six"]["figures"] is False
+    with pytest.raises(ValueError, match=r"profile.log10_epsilons\) must be strictly increasing"):
+        profiles.regime_thresholds(np.array([0.1, 1.0, 1.0, 10.0]), np.ones((4, 3)), np.ones(3))

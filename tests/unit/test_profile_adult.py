@@ -67,7 +67,7 @@ def test_six_feature_worst_case_within_two_permille_of_exact_retraining(adult_da
     view = data.adult_view(adult_data, data.ADULT_SIX_FEATURES)
     base, shifts, _ = _worst_case(view)
     exact = neighbours.retrain_removed(view.features, view.labels, base.weights, 1.0)
-    assert exact.gradient_norms.max() < 1e-14
+    assert exact.gradient_norms.max() < 1e-15  # at the returned A(y_i): the rounding floor of the mean gradient
     deviation = neighbours.relative_deviation(shifts, exact.shifts)
     assert deviation.max() < 2e-3
     assert deviation.max() == pytest.approx(1.63e-3, rel=2e-2)

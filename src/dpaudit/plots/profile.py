@@ -1,5 +1,7 @@
 """Figures 1–8 of LeBlond et al. 2023 (privacy profile), from the family's Parquet artifacts.
 
+The privacy loss l is written ℓ in labels: a sans-serif l between bars reads as |||.
+
 Parameter-space plots show shifts from A(x) (w − A(x)): the neighbour cloud is 1e−3 of |A(x)|.
 """
 
@@ -87,6 +89,7 @@ def figure_spheres(worst: pd.DataFrame, exact: pd.DataFrame):
         ax.set_title(f"{name}: row {int(worst['row_id'].iloc[i])}")
         ax.set_xlabel("w₀ − A(x)₀")
         ax.set_ylabel("w₁ − A(x)₁")
+        ax.ticklabel_format(style="sci", scilimits=(-2, 2))  # shifts ~1e−4: plain labels ran into each other
     axes[0].legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     return fig
@@ -104,13 +107,13 @@ def figure_single_model(worst: pd.DataFrame, single: pd.DataFrame):
         gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], 200), np.linspace(lo[1], hi[1], 200))
         grid = np.column_stack([gx.ravel(), gy.ravel()])
         field = np.abs(profiles.privacy_loss(u, grid, beta)).reshape(gx.shape)
-        mesh = ax.pcolormesh(gx, gy, field, cmap="coolwarm", shading="auto")
+        mesh = ax.pcolormesh(gx, gy, field, cmap="coolwarm", shading="auto", rasterized=True)  # 4e4 cells
         by_row = rows.set_index("row_id").loc[worst["row_id"], "abs_l"].to_numpy()
         ax.scatter(shifts[:, 0], shifts[:, 1], c=by_row, cmap="coolwarm", vmin=field.min(), vmax=field.max(),
                    marker="*", s=30, edgecolors="black", linewidths=0.3)
         ax.scatter(*u, marker="P", c="lime", s=60, edgecolors="black", label="M")
         ax.scatter([0], [0], marker="x", c="black", s=40, label="A(x)")
-        fig.colorbar(mesh, ax=ax, label="|l| = β |‖P − M‖ − ‖A(x) − M‖|")
+        fig.colorbar(mesh, ax=ax, label="|ℓ| = β |‖P − M‖ − ‖A(x) − M‖|  (ℓ: privacy loss)")
         ax.set_title(f"M {'= A(x)' if name == 'centre' else 'off centre'}, ε = {rows['eps'].iloc[0]:g}")
         ax.set_xlabel("w₀ − A(x)₀")
         ax.set_ylabel("w₁ − A(x)₁")
@@ -130,7 +133,7 @@ def figure_typical(typical: pd.DataFrame):
     first = typical[typical["eps"] == eps_values[0]]
     ax.plot(first["rank"], first["sorted_delta"], "k--", lw=1, label="sorted δ (β → ∞ limit)")
     ax.set_yscale("log")
-    ax.set_xlabel("rank k (ascending |l|)")
+    ax.set_xlabel("rank k (ascending |ℓ|)")
     ax.set_ylabel("typical profile P̄(k; ε)/β")
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(np.log10(eps_values[0]), np.log10(eps_values[-1])))
     fig.colorbar(sm, ax=ax, label="log10 ε")
@@ -148,10 +151,16 @@ def figure_ranks_vs_beta(typical: pd.DataFrame, thresholds: dict):
         rows = typical[typical["rank"] == rank].sort_values("beta")
         ax.plot(rows["beta"], rows["mean_abs_l_over_beta"], marker=".", lw=1, label=f"rank {q:.0%}")
     beta_of = float(typical["beta"].iloc[0] / typical["eps"].iloc[0])
-    ax.axvline(thresholds["beta_star"], c="k", ls="--", lw=1, label="predicted onset β* (t₀.₀₅)")
-    for key, style in (("eps_low", ":"), ("eps_high", "-.")):
+    grid = np.sort(typical["eps"].unique())
+    for key, name, style in (("eps_low", "ε_low", "--"), ("eps_high", "ε_high", "-.")):
+        predicted, tau = thresholds[f"{key}_predicted"], thresholds["definitions"][key.replace("eps", "tau")]
+        ax.axvline(predicted * beta_of, c="k", ls=style, lw=1,
+                   label=f"predicted {name} = {predicted:.3g} (τ = {tau:g})")
         if np.isfinite(thresholds[key]):
-            ax.axvline(thresholds[key] * beta_of, c="grey", ls=style, lw=1, label=f"measured {key}")
+            ax.axvline(thresholds[key] * beta_of, c="tab:grey", ls=style, lw=2, alpha=0.7,
+                       label=f"measured {name} = {thresholds[key]:.3g}")
+        else:  # NaN: the grid never met the definition; say so instead of leaving the line out
+            ax.plot([], [], ls="none", label=f"measured {name}: not reached\non this ε grid ({grid[0]:.3g}–{grid[-1]:.3g})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("β = nΛε/2")
@@ -184,15 +193,17 @@ def figure_per_neighbour(per_neighbour: pd.DataFrame, thresholds: dict, d: int):
         ax.axvline(thresholds["beta_star"] * thresholds["delta_max"], c="k", ls=":", lw=1)
         ax.set_xlabel("t = βδ_i")
         ax.legend(loc="lower right", fontsize=7)
-    axes[0, 0].set_ylabel("mean |l| / β")
-    axes[0, 1].set_ylabel("mean |l| / (βδ_i)")
-    axes[1, 0].set_ylabel("|mean l| / β  (KL / β)")
-    axes[1, 1].set_ylabel("|mean l| / (βδ_i)")
+    axes[0, 0].set_ylabel("mean |ℓ| / β")
+    axes[0, 1].set_ylabel("mean |ℓ| / (βδ_i)")
+    axes[1, 0].set_ylabel("|mean ℓ| / β  (KL / β)")
+    axes[1, 1].set_ylabel("|mean ℓ| / (βδ_i)")
     for ax in axes.ravel():
         ax.set_xscale("log")
         ax.set_yscale("log")
-    axes[0, 0].legend(loc="lower left", fontsize=6)
-    fig.tight_layout()
+    # The rows' legend goes below the panels: inside one it would hide lines wherever the data fall.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 

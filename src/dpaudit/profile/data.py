@@ -47,11 +47,13 @@ def scale_rows(raw: np.ndarray, fit_rows: np.ndarray | None = None) -> tuple[np.
 
 
 def make_view(raw: np.ndarray, labels: np.ndarray, names: tuple[str, ...], *, first_rows: int | None,
-              scale_on_subset: bool, metadata: dict) -> ProfileView:
+              scale_on_subset: bool, metadata: dict, key: str = "first_rows") -> ProfileView:
+    """``key`` names ``first_rows`` in errors (the config path, e.g. profile.views.<name>.first_rows)."""
     n_total = raw.shape[0]
-    keep = np.arange(n_total if first_rows is None else min(int(first_rows), n_total))
-    if first_rows is not None and int(first_rows) < 2:
-        raise ValueError(f"first_rows must be at least 2, got {first_rows}")
+    if first_rows is not None and not 2 <= int(first_rows) <= n_total:
+        raise ValueError(f"{key} = {first_rows}: must be between 2 and the {n_total} rows of "
+                         f"{metadata.get('source', 'the source')}")
+    keep = np.arange(n_total if first_rows is None else int(first_rows))
     fit_rows = keep if scale_on_subset else None
     scaled, scaling = scale_rows(raw, fit_rows)
     features, labels_pm = check_view(scaled[keep], np.asarray(labels)[keep], row_ids=keep + 1)
@@ -61,7 +63,7 @@ def make_view(raw: np.ndarray, labels: np.ndarray, names: tuple[str, ...], *, fi
 
 
 def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int | None = None,
-               scale_on_subset: bool = True) -> ProfileView:
+               scale_on_subset: bool = True, key: str = "first_rows") -> ProfileView:
     """Numeric Adult view from the raw ``adult.data``: t = +1 for income ">50K", −1 otherwise."""
     from dpaudit.data.datasets import _read_adult
     from dpaudit.data.download import sha256_file
@@ -76,11 +78,12 @@ def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int 
         raise ValueError(f"{path}: unexpected income values {unknown}")
     labels = np.where(income == ">50K", 1, -1)
     meta = {"source": "adult.data", "sha256": sha256_file(path), "columns": list(columns)}
-    return make_view(raw, labels, names, first_rows=first_rows, scale_on_subset=scale_on_subset, metadata=meta)
+    return make_view(raw, labels, names, first_rows=first_rows, scale_on_subset=scale_on_subset, metadata=meta,
+                     key=key)
 
 
 def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | None = None,
-                       scale_on_subset: bool = True) -> ProfileView:
+                       scale_on_subset: bool = True, key: str = "first_rows") -> ProfileView:
     """Offline view (scikit-learn's copy of WDBC): t = +1 for benign (target 1), −1 for malignant."""
     from sklearn.datasets import load_breast_cancer
 
@@ -90,15 +93,16 @@ def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | 
     labels = np.where(bunch.target == 1, 1, -1)
     meta = {"source": "sklearn.datasets.load_breast_cancer", "columns": list(columns)}
     return make_view(bunch.data[:, columns], labels, names, first_rows=first_rows,
-                     scale_on_subset=scale_on_subset, metadata=meta)
+                     scale_on_subset=scale_on_subset, metadata=meta, key=key)
 
 
 VIEW_LOADERS = {"adult": adult_view, "breast_cancer": breast_cancer_view}
 
 
-def load_view(spec: dict, raw_path: str | Path | None = None) -> ProfileView:
+def load_view(spec: dict, raw_path: str | Path | None = None, name: str = "<name>") -> ProfileView:
     """The view a config entry (``profile.views.<name>``) describes; Adult reads ``raw_path``."""
-    options = {"first_rows": spec.get("first_rows"), "scale_on_subset": spec.get("scale_on_subset", True)}
+    options = {"first_rows": spec.get("first_rows"), "scale_on_subset": spec.get("scale_on_subset", True),
+               "key": f"profile.views.{name}.first_rows"}
     if spec["source"] == "adult":
         if raw_path is None:
             raise ValueError("an adult view needs the raw adult.data file")

@@ -58,7 +58,7 @@ def worst_case_shifts(weights: np.ndarray, gradients: np.ndarray, lam: float) ->
 @dataclass(frozen=True)
 class ExactNeighbours:
     shifts: np.ndarray  # A(y_i) − A(x), (n, d)
-    gradient_norms: np.ndarray  # ‖∇J(A(y_i); y_i)‖ at the end
+    gradient_norms: np.ndarray  # ‖∇J(A(y_i); y_i)‖ at the returned A(y_i) = A(x) + shift
     n_iter: np.ndarray  # iterations each neighbour's chunk ran
     chunk_size: int
 
@@ -104,7 +104,8 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
         else:
             raise RuntimeError(f"exact retraining of rows {batch[0]}..{batch[-1]} did not reach ‖step‖ < {tol}")
         shifts[start:start + batch.size] = delta
-        # Gradient at the iterate before the last (sub-tolerance) step: saves one n × B pass.
+        # One more n × B pass: the gradient at the returned point, not at the iterate before the last step.
+        gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam)
         gradient_norms[start:start + batch.size] = np.linalg.norm(gradient, axis=1)
         n_iter[start:start + batch.size] = iteration
     return ExactNeighbours(shifts=shifts, gradient_norms=gradient_norms, n_iter=n_iter, chunk_size=chunk)

@@ -8,6 +8,7 @@ Every function works on the shifts Δ_i = A(y_i) − A(x) and the offsets u = M 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -18,6 +19,7 @@ from dpaudit.profile.mechanisms import output_perturbation_beta, unit_directions
 # Chunk of noise draws whose K_chunk × n loss matrix is sorted at once (64 MB; larger chunks ran slower).
 SORT_CHUNK_ELEMENTS = 2**23
 TAU_LOW = 0.05
+TAU_MID = 0.5
 TAU_HIGH = 0.95
 # t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (spec §3.11, independently recomputed
 # by ``transition_t``): d -> τ -> t.
@@ -46,16 +48,19 @@ def empirical_coverage(samples: np.ndarray, point: np.ndarray, cutoff: float) ->
 def distance_difference(offsets: np.ndarray, shifts: np.ndarray) -> np.ndarray:
     """‖Δ_i − u‖ − ‖u‖ for each offset u (K × d) and shift Δ_i (n × d), in cancellation-free form.
 
-    (‖Δ‖² − 2⟨u, Δ⟩)/(‖u − Δ‖ + ‖u‖); returns K × n (or n for a single offset).
+    (‖Δ‖² − 2⟨u, Δ⟩)/(‖u − Δ‖ + ‖u‖), where ‖u − Δ‖ is summed from the coordinate differences (its
+    expanded square ‖u‖² − 2⟨u, Δ⟩ + ‖Δ‖² loses half the digits when u ≈ Δ). One coordinate at a time,
+    so only K × n arrays are alive (never K × n × d). Returns K × n (or n for a single offset).
     """
     single = np.ndim(offsets) == 1
     offsets = np.atleast_2d(offsets)
-    shift_sq = np.einsum("nd,nd->n", shifts, shifts)
-    inner = offsets @ shifts.T
-    offset_norm = np.linalg.norm(offsets, axis=1)[:, None]
-    gap = np.sqrt(np.maximum(offset_norm**2 - 2 * inner + shift_sq[None, :], 0.0))
-    denominator = gap + offset_norm
-    numerator = shift_sq[None, :] - 2 * inner
+    numerator = np.einsum("nd,nd->n", shifts, shifts)[None, :] - 2 * (offsets @ shifts.T)
+    gap = np.zeros(numerator.shape)
+    for k in range(offsets.shape[1]):
+        difference = np.subtract.outer(offsets[:, k], shifts[:, k])
+        gap += np.square(difference, out=difference)
+    denominator = np.sqrt(gap, out=gap)
+    denominator += np.linalg.norm(offsets, axis=1)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(denominator > 0, numerator / denominator, 0.0)
     return out[0] if single else out
@@ -102,8 +107,8 @@ def typical_profiles(shifts: np.ndarray, epsilons: np.ndarray, *, n: int, lam: f
     """P̄(k; ε): mean over M ~ 𝒜(x) of the k-th smallest |l|, for every ε of the grid.
 
     Common random numbers across ε: one set of directions û and unit-rate radii ρ₁ ~ Gamma(d, 1),
-    b = (ρ₁/β)û at every β (exactly the L2-Laplace law). Only running sums per rank and per
-    neighbour are kept; the K × n loss matrix exists one chunk of draws at a time.
+    b = (ρ₁/β)û at every β (exactly the L2-Laplace law). Only running means, centred sums of squares
+    and sums per rank and per neighbour are kept; the K × n loss matrix exists one chunk of draws at a time.
     """
     epsilons = np.asarray(epsilons, dtype=np.float64)
     betas = np.atleast_1d(output_perturbation_beta(n, lam, epsilons))
@@ -113,27 +118,39 @@ def typical_profiles(shifts: np.ndarray, epsilons: np.ndarray, *, n: int, lam: f
     unit_radii = rng.gamma(shape=d, scale=1.0, size=draws)
     chunk = max(1, min(draws, sort_chunk_elements // max(count, 1)))
     shape = (epsilons.size, count)
-    rank_sum, rank_sq = np.zeros(shape), np.zeros(shape)
-    row_sum, row_abs, row_sq = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    rank_mean, rank_m2 = np.zeros(shape), np.zeros(shape)
+    row_mean, row_m2, row_abs = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for e, beta in enumerate(betas):
         for start in range(0, draws, chunk):
             offsets = (unit_radii[start:start + chunk] / beta)[:, None] * directions[start:start + chunk]
             loss = privacy_loss(offsets, shifts, beta)
-            row_sum[e] += loss.sum(axis=0)
-            row_sq[e] += np.einsum("kn,kn->n", loss, loss)
+            _merge_moments(row_mean[e], row_m2[e], start, loss)
             magnitude = np.abs(loss, out=loss)
             row_abs[e] += magnitude.sum(axis=0)
             magnitude.sort(axis=1)
-            rank_sum[e] += magnitude.sum(axis=0)
-            rank_sq[e] += np.einsum("kn,kn->n", magnitude, magnitude)
-    mean_rank = rank_sum / draws
-    variance_rank = np.maximum(rank_sq / draws - mean_rank**2, 0.0) * draws / max(draws - 1, 1)
-    mean_row = row_sum / draws
+            _merge_moments(rank_mean[e], rank_m2[e], start, magnitude)
+    dof = max(draws - 1, 1)
     return TypicalProfiles(
-        epsilon=epsilons, beta=betas, draws=draws, seed=seed, mean_abs_loss=mean_rank,
-        se_abs_loss=np.sqrt(variance_rank / draws), mean_loss=mean_row, mean_abs_loss_per_row=row_abs / draws,
-        var_loss=np.maximum(row_sq / draws - mean_row**2, 0.0) * draws / max(draws - 1, 1),
+        epsilon=epsilons, beta=betas, draws=draws, seed=seed, mean_abs_loss=rank_mean,
+        se_abs_loss=np.sqrt(rank_m2 / dof / draws), mean_loss=row_mean, mean_abs_loss_per_row=row_abs / draws,
+        var_loss=row_m2 / dof,
     )
+
+
+def _merge_moments(mean: np.ndarray, m2: np.ndarray, seen: int, chunk: np.ndarray) -> None:
+    """Fold a chunk (k × n) into running means and centred sums of squares, in place (Chan et al. 1979).
+
+    Centred within the chunk, so the variance never comes from Σl²/K − mean², which cancels (and went
+    negative) when |mean| ≫ sd, as at large β where l ≈ βδ_i.
+    """
+    k = chunk.shape[0]
+    chunk_mean = chunk.mean(axis=0)
+    centred = chunk - chunk_mean
+    chunk_m2 = np.einsum("kn,kn->n", centred, centred)
+    step = chunk_mean - mean
+    total = seen + k
+    mean += step * (k / total)
+    m2 += chunk_m2 + step**2 * (seen * k / total)
 
 
 # ---------------------------------------------------------------------------
@@ -149,7 +166,9 @@ def universal_curves(t: np.ndarray, d: int, order: int = 400) -> tuple[np.ndarra
     """G_d(t) = E[‖g − tû‖ − ‖g‖] and H_d(t) = E|‖g − tû‖ − ‖g‖|, g ~ L2-Laplace(β = 1), by quadrature.
 
     Radius ρ ~ Gamma(d, 1), polar angle θ with density ∝ sin^{d−2}θ. The ρ integral is split where
-    the integrand's sign changes (ρ cosθ = t/2), so Gauss–Legendre sees smooth pieces.
+    the integrand's sign changes (ρ cosθ = t/2), so Gauss–Legendre sees smooth pieces. The ρ range
+    stops at d + 80 for every t: beyond it the Gamma(d, 1) weight is below e^{−80}·ρ^{d−1} and |diff| ≤ t,
+    while a range growing with t (the former t + d + 80) leaves too few nodes where the weight lives.
     """
     t = np.atleast_1d(np.asarray(t, dtype=np.float64))
     theta, theta_w = _quadrature_nodes(order, 0.0, np.pi)
@@ -159,7 +178,7 @@ def universal_curves(t: np.ndarray, d: int, order: int = 400) -> tuple[np.ndarra
     g_out, h_out = np.empty(t.size), np.empty(t.size)
     unit_x, unit_w = roots_legendre(order)
     for k, tk in enumerate(t):
-        upper = tk + d + 80.0
+        upper = d + 80.0
         split = np.where(cos > 0, np.minimum(tk / (2 * np.maximum(cos, 1e-300)), upper), upper)
         g_total = np.zeros_like(theta)
         h_total = np.zeros_like(theta)
@@ -180,6 +199,7 @@ def small_t_slope(d: int) -> float:
     return float(np.exp(gammaln(d / 2) - 0.5 * np.log(np.pi) - gammaln((d + 1) / 2)))
 
 
+@lru_cache(maxsize=32)
 def transition_t(d: int, tau: float) -> float:
     """t at which the per-neighbour progress (H_d(t)/t − c_d)/(1 − c_d) first reaches τ after its dip."""
     c_d = small_t_slope(d)
@@ -218,12 +238,12 @@ def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorte
 
     τ_k(ε) = (P̄(k)/β − P_low(k))/(P_high(k) − P_low(k)), P_low = mean of the three smallest ε,
     P_high = sorted δ. ε_low: largest grid ε whose max τ_k over ranks k ≥ n/10 is ≤ τ_low, with every
-    smaller ε also below; ε_high: smallest ε with τ ≥ τ_high at the top rank. NaN when the grid misses it.
+    smaller ε also below; ε_high: smallest ε with τ ≥ τ_high at the top rank. NaN when the grid misses it:
+    ε_low also when every grid ε is still on the low plateau (the threshold lies beyond the grid's end).
     """
     epsilons = np.asarray(epsilons, dtype=np.float64)
-    order = np.argsort(epsilons)
-    if not np.array_equal(order, np.arange(epsilons.size)):
-        raise ValueError("the ε grid must be increasing")
+    if not (np.diff(epsilons) > 0).all():
+        raise ValueError(f"the ε grid (profile.log10_epsilons) must be strictly increasing, got {epsilons.tolist()}")
     if epsilons.size < low_grid_points + 1:
         raise ValueError(f"need more than {low_grid_points} ε values to define the low plateau")
     low = profile_over_beta[:low_grid_points].mean(axis=0)
@@ -236,7 +256,7 @@ def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorte
         progress = (profile_over_beta - low[None, :]) / span[None, :]
     below = progress[:, usable].max(axis=1) <= tau_low
     leading = np.cumprod(below).astype(bool)
-    eps_low = float(epsilons[leading][-1]) if leading.any() else np.nan
+    eps_low = float(epsilons[leading][-1]) if leading.any() and not leading.all() else np.nan
     top = progress[:, -1] >= tau_high
     eps_high = float(epsilons[top][0]) if top.any() else np.nan
     return Thresholds(eps_low=eps_low, eps_high=eps_high, rank_floor=rank_floor, tau_low=tau_low,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpaudit.io import read_json
 from dpaudit.profile import mechanisms, model, neighbours, profiles
 from dpaudit.profile.data import ProfileView
 
@@ -58,8 +59,10 @@ def sample_artifact(view: ProfileView, weights: np.ndarray, worst: pd.DataFrame,
     output perturbation centres y_i's noise on A_wc(y_i) with the base β = nΛε/2.
     """
     n, d = view.features.shape
+    if not 1 <= neighbour_count <= n:
+        raise ValueError(f"profile.samples.neighbours = {neighbour_count}: must be between 1 and the view's {n} rows")
     shifts = shifts_of(worst)
-    chosen = np.arange(min(neighbour_count, n))
+    chosen = np.arange(neighbour_count)
     c_value = 1.0 / (n * lam)
     rows = []
     for e_index, log_eps in enumerate(log10_epsilons):
@@ -142,23 +145,41 @@ def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float
                                          mean_l_over_beta=per_neighbour["mean_l"] / per_neighbour["beta"],
                                          mean_abs_l_over_beta=per_neighbour["mean_abs_l"] / per_neighbour["beta"])
     thresholds = profiles.regime_thresholds(result.epsilon, result.mean_abs_loss / beta, sorted_delta)
-    t_low = profiles.transition_t(d, profiles.TAU_LOW)
+    # t_d(τ) of the per-neighbour progress; ε(τ) = 2 t_d(τ)/(nΛδ_max) predicts where the farthest neighbour
+    # (the top rank) leaves the low plateau (τ_low) and reaches the high one (τ_high): spec §3.11.
+    transition = {tau: profiles.transition_t(d, tau) for tau in (profiles.TAU_LOW, profiles.TAU_MID, profiles.TAU_HIGH)}
     delta_max = float(sorted_delta[-1])
-    predicted = profiles.predicted_epsilon(t_low, n=n, lam=lam, delta=delta_max)
+    predicted_low, predicted_high = (profiles.predicted_epsilon(transition[tau], n=n, lam=lam, delta=delta_max)
+                                     for tau in (profiles.TAU_LOW, profiles.TAU_HIGH))
     summary = {
-        "eps_low": thresholds.eps_low, "eps_high": thresholds.eps_high, "eps_predicted": predicted,
-        "beta_star": float(mechanisms.output_perturbation_beta(n, lam, predicted)), "delta_max": delta_max,
+        "eps_low": thresholds.eps_low, "eps_low_predicted": predicted_low,
+        "eps_high": thresholds.eps_high, "eps_high_predicted": predicted_high,
+        "beta_star": float(mechanisms.output_perturbation_beta(n, lam, predicted_low)), "delta_max": delta_max,
         "y_max_row_id": int(row_ids[np.argmax(delta)]),
+        "t_d_tau_low": transition[profiles.TAU_LOW], "t_d_tau_mid": transition[profiles.TAU_MID],
+        "t_d_tau_high": transition[profiles.TAU_HIGH],
     }
-    definitions = {"tau_low": thresholds.tau_low, "tau_high": thresholds.tau_high, "rank_floor": thresholds.rank_floor,
-                   "low_plateau": "mean of the 3 smallest ε", "high_plateau": "sorted δ",
-                   "c_d": profiles.small_t_slope(d), "t_d_tau_low": t_low, "n": n, "d": d, **common}
+    definitions = {"tau_low": thresholds.tau_low, "tau_mid": profiles.TAU_MID, "tau_high": thresholds.tau_high,
+                   "rank_floor": thresholds.rank_floor, "low_plateau": "mean of the 3 smallest ε",
+                   "high_plateau": "sorted δ", "predicted": "ε(τ) = 2 t_d(τ)/(nΛδ_max); β* = nΛ eps_low_predicted/2",
+                   "c_d": profiles.small_t_slope(d), "n": n, "d": d, **common}
     metrics = pd.DataFrame({"dataset": view_name, "run": pd.NA, "family": "profile", "metric": list(summary),
                             "value": [float(v) for v in summary.values()], "n": n, "d": d, "tau_low": thresholds.tau_low,
-                            "tau_high": thresholds.tau_high, "draws": draws, "profile_seed": seed, "lam": lam,
+                            "tau_mid": profiles.TAU_MID, "tau_high": thresholds.tau_high, "draws": draws,
+                            "profile_seed": seed, "lam": lam,
                             "eps_grid_min": float(result.epsilon.min()), "eps_grid_max": float(result.epsilon.max())})
     return {"typical": typical, "per_neighbour": per_neighbour, "metrics": metrics,
             "thresholds": {**summary, "definitions": definitions}}
+
+
+def read_thresholds(path) -> dict:
+    """thresholds.json with every summary number as a float.
+
+    dpaudit.io.write_json stores NaN (a threshold the ε grid misses) and ±inf as the strings
+    'nan'/'inf', and read_json keeps them strings; the figures and tables need floats.
+    """
+    record = read_json(path)
+    return {key: (value if key in ("definitions", "y_max_row_id") else float(value)) for key, value in record.items()}
 
 
 def base_weights(record: dict) -> np.ndarray:
