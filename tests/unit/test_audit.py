@@ -186,6 +186,7 @@ def test_summary_against_direct_counts():
     assert (steps.groupby("run_id")["ls_t"].min() > 0).any()  # the maximum is such a run
     assert row["eps_prime_sens_max"] == pytest.approx(idf.full_batch_epsilon(2.0, 10, 0.01), rel=1e-9)
     assert row["ls_violations"] == 0 and row["runs"] == 50
+    assert row["eta_undefined_steps"] == int((steps["ls_t"] == 0).sum())  # η_t undefined where LS_t = 0
 
 
 def test_setup_refuses_bad_values():
@@ -236,3 +237,39 @@ def test_explicit_neighbour_and_pool_choices():
     with pytest.raises(ValueError, match="not among the first 10 members"):
         audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 30}},
                               shared, "bounded-gs-rho0.9-explicit", {**params, "neighbourhood": "unbounded"}, block=0)
+
+
+def test_eta_is_the_standardized_llr_and_its_ks_check_catches_a_wrong_llr(monkeypatch):
+    # Spec M2/P17: η_t = (L_t − s·LS_t²/(2σ_t²))·σ_t/LS_t (s = ±1 for b = 0/1) equals
+    # ⟨n_t, d_t⟩/(σ_t LS_t), recomputed here from the stored noise and gradient vectors
+    # (float32 storage: rel 1e-4). Both true datasets are played (true_dataset random).
+    rng = np.random.default_rng(13)
+    setup = _setup(rng, z=2.0, steps=10)
+    setup.true_dataset = "random"
+    runs, steps, vectors = audit.audit_block(setup, range(6), seed=7, vector_runs=6)
+    assert set(runs["b_true"]) == {0, 1}
+    v = vectors.set_index(["run_id", "t", "kind"])["values"]
+    for row in steps[steps["ls_t"] > 0].itertuples():
+        noise, g_star, g_alt = (np.asarray(v[(row.run_id, row.t, k)], dtype=np.float64)
+                                for k in ("noise", "g_xstar", "g_xprime"))
+        d = g_star - g_alt
+        assert row.eta_t == pytest.approx(noise @ d / (row.sigma_t * np.linalg.norm(d)), rel=1e-4, abs=1e-4)
+    assert steps.loc[steps["ls_t"] == 0, "eta_t"].isna().all()
+    # With the right LLR the KS p-value of η ~ N(0, 1) is Uniform(0, 1): over 20 seeds
+    # (40 runs × 10 steps each, trained on D) a KS test of the p-values against U(0, 1)
+    # gives p > 0.01. A wrong LLR (sign flipped: η shifts by −LS/σ = −1/z = −0.5; divided
+    # by σ instead of σ²: η scaled by σ_t = 2 LS_t) drives every p-value below 1e-6 with
+    # 400 steps.
+    setup.true_dataset = "D"
+
+    def ks(seed):
+        _, s, _ = audit.audit_block(setup, range(40), seed=seed)
+        return stats.kstest(s["eta_t"].dropna(), "norm").pvalue
+
+    correct = np.array([ks(seed) for seed in range(100, 120)])
+    assert stats.kstest(correct, "uniform").pvalue > 0.01
+    right = idf.log_likelihood_ratio
+    for wrong in (lambda *a: -right(*a), lambda r, mu, mu_p, sigma: right(r, mu, mu_p, sigma) * sigma):
+        monkeypatch.setattr(idf, "log_likelihood_ratio", wrong)
+        assert max(ks(seed) for seed in range(100, 103)) < 1e-6
+    monkeypatch.undo()

@@ -231,6 +231,25 @@ def log_likelihood_ratio(release, mu, mu_prime, sigma):
     return _out(np.sum(centred * diff, axis=-1) / np.asarray(sigma, dtype=np.float64) ** 2)
 
 
+def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
+    """η = (L − s·LS²/(2σ²))·σ/LS with s = +1 when D is the true dataset (b = 0) and −1
+    when D′ is: the adversary's log-likelihood ratio L = ln p(r|D) − ln p(r|D′) (the
+    sign of ``log_likelihood_ratio``) standardized under the true dataset.
+
+    With r = μ^{(b)} + n, L = s·LS²/(2σ²) + ⟨n, d⟩/σ², so η = ⟨n, d⟩/(σ·LS) ~ N(0, 1)
+    (spec M2, P17) if and only if the LLR path is right: a KS test of η then checks the
+    adversary's arithmetic, not only the noise generator. NaN where LS = 0 (the step
+    reveals nothing and η is undefined); callers count those steps.
+    """
+    llr = np.asarray(llr, dtype=np.float64)
+    ls = np.asarray(sensitivity, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eta = (llr - sign * ls**2 / (2.0 * sigma**2)) * sigma / ls
+    return _out(np.where((ls > 0) & (sigma > 0), eta, np.nan))
+
+
 def belief(log_odds):
     """β(D) = expit(Λ) from the cumulative log-odds (uniform prior)."""
     return _out(special.expit(np.asarray(log_odds, dtype=np.float64)))
@@ -332,7 +351,8 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
     ``runs`` has one row per run (``final_logodds``, ``b_true``, ``win``, ``mi_adv``,
     ``test_acc`` and the configuration columns of ``audit.describe``); ``steps`` one
     row per run and step (``ls_t``, ``sigma_t``, ``eta_t``, ``gs``); both carry
-    ``CONFIG_KEYS``. The win-rate
+    ``CONFIG_KEYS``. η_t is the adversary's standardized LLR (``standardized_llr``);
+    the steps where it is undefined (LS_t = 0) are counted in ``eta_undefined_steps``. The win-rate
     interval is Clopper–Pearson at two-sided level ``alpha``; the advantage interval
     is its image under 2p − 1.
     """
@@ -387,6 +407,7 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
             "test_acc_mean": float(group["test_acc"].mean()),
             "train_acc_mean": float(group["train_acc"].mean()),
             "eta_ks_pvalue": float(stats.kstest(eta, "norm").pvalue) if eta.size > 1 else math.nan,
+            "eta_undefined_steps": int(merged["eta_t"].isna().sum()),  # LS_t = 0: η_t undefined
             "eta_mean": float(eta.mean()) if eta.size else math.nan,
             "eta_std": float(eta.std(ddof=1)) if eta.size > 1 else math.nan,
             "ls_min": float(merged["ls_t"].min()), "ls_max": float(merged["ls_t"].max()),
