@@ -189,6 +189,28 @@ def test_summary_against_direct_counts():
     assert row["eta_undefined_steps"] == int((steps["ls_t"] == 0).sum())  # η_t undefined where LS_t = 0
 
 
+def test_eta_ks_check_is_bonferroni_adjusted_over_the_configurations():
+    # Oracle: scipy's KS p-value per configuration times the number of configurations
+    # (capped at 1); the raw p-value stays. A configuration whose η_t is shifted by 0.5
+    # (as a wrong LLR sign would at z = 2) is flagged at the family-wise level 0.01.
+    rng = np.random.default_rng(14)
+    runs, steps = [], []
+    for mode, config in (("ls", "a"), ("gs", "b"), ("ls", "c")):
+        setup = _setup(rng, mode=mode, z=2.0)
+        r, s, _ = audit.audit_block(setup, range(30), seed=8)
+        keys = {"dataset": "toy", "config": config, "neighbourhood": "bounded", "sens_mode": mode,
+                "rho_target": 0.9, "pair": "max1"}
+        runs.append(r.assign(**{**audit.describe(setup, 0.9, 0.01, "legacy"), **keys}))
+        steps.append(s.assign(**keys, eta_t=s["eta_t"] + (0.5 if config == "c" else 0.0)))
+    summary = idf.summarize_audit(pd.concat(runs), pd.concat(steps)).set_index("config")
+    assert (summary["eta_ks_configurations"] == 3).all()
+    for config, s in zip("abc", steps, strict=True):
+        raw = stats.kstest(s["eta_t"].dropna(), "norm").pvalue
+        assert summary.loc[config, "eta_ks_pvalue"] == pytest.approx(raw, rel=1e-12)
+        assert summary.loc[config, "eta_ks_pvalue_bonferroni"] == pytest.approx(min(1.0, 3 * raw), rel=1e-12)
+    assert summary["eta_ks_failed"].tolist() == [False, False, True]
+
+
 def test_setup_refuses_bad_values():
     rng = np.random.default_rng(11)
     with pytest.raises(ValueError, match="neighbourhood"):

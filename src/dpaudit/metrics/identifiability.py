@@ -338,6 +338,10 @@ def run_identifiability(train: dict) -> pd.DataFrame:
 
 CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
 LS_TOLERANCE = 1e-4  # spec P6: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
+# Family-wise level of the η_t ~ N(0, 1) health check (spec P17): one KS test per
+# configuration, Bonferroni over the configurations of one aggregate (63 in the paper's
+# grid, where an unadjusted p < 0.01 would flag one spuriously about half the time).
+ETA_KS_LEVEL = 0.01
 
 
 def _clamped(value: float) -> tuple[float, bool]:
@@ -354,7 +358,9 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
     ``CONFIG_KEYS``. η_t is the adversary's standardized LLR (``standardized_llr``);
     the steps where it is undefined (LS_t = 0) are counted in ``eta_undefined_steps``. The win-rate
     interval is Clopper–Pearson at two-sided level ``alpha``; the advantage interval
-    is its image under 2p − 1.
+    is its image under 2p − 1. The η_t KS check flags a configuration when its p-value,
+    Bonferroni-adjusted over the ``eta_ks_configurations`` configurations of this
+    summary, is below ``ETA_KS_LEVEL`` (``eta_ks_failed``; raw ``eta_ks_pvalue`` kept).
     """
     from dpaudit.dp.hypothesis import clopper_pearson
 
@@ -414,7 +420,13 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
             "ls_bound": float(merged["gs"].iloc[0]),
             "ls_violations": int((ls_excess > 0).sum()), "steps_total": int(len(merged)),
         })
-    return pd.DataFrame(rows)
+    summary = pd.DataFrame(rows)
+    # Bonferroni over the configurations with a KS p-value; the raw p-value stays.
+    tested = int(summary["eta_ks_pvalue"].notna().sum())
+    summary["eta_ks_configurations"] = tested
+    summary["eta_ks_pvalue_bonferroni"] = np.minimum(1.0, summary["eta_ks_pvalue"] * tested)
+    summary["eta_ks_failed"] = summary["eta_ks_pvalue_bonferroni"] < ETA_KS_LEVEL
+    return summary
 
 
 def logit_safe(rho: float) -> float:
