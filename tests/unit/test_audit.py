@@ -211,6 +211,25 @@ def test_eta_ks_check_is_bonferroni_adjusted_over_the_configurations():
     assert summary["eta_ks_failed"].tolist() == [False, False, True]
 
 
+def test_eps_prime_from_beliefs_stays_finite_at_huge_log_odds():
+    # logit(expit(Λ)) overflows to ∞ for Λ ≳ 37 in float64 (expit rounds to 1); ε′ from
+    # the maximum belief must be the maximum log-odds in favour of the true dataset
+    # exactly (oracle: the planted value, rel 1e-12).
+    rng = np.random.default_rng(15)
+    setup = _setup(rng, z=2.0)
+    runs, steps, _ = audit.audit_block(setup, range(5), seed=9)
+    keys = {"dataset": "toy", "config": "c", "neighbourhood": "bounded", "sens_mode": "ls", "rho_target": 0.9,
+            "pair": "max1"}
+    runs = runs.assign(**{**audit.describe(setup, 0.9, 0.01, "legacy"), **keys})
+    assert special.logit(special.expit(800.0)) == math.inf  # the overflow being avoided
+    for b_true, planted in ((0, 800.0), (1, -800.0)):
+        huge = runs.copy()
+        huge.loc[huge["run_id"] == 3, ["final_logodds", "b_true"]] = [planted, b_true]
+        row = idf.summarize_audit(huge, steps.assign(**keys)).iloc[0]
+        assert row["eps_prime_belief"] == pytest.approx(800.0, rel=1e-12) and not row["eps_prime_belief_clamped"]
+        assert row["max_belief"] == 1.0
+
+
 def test_setup_refuses_bad_values():
     rng = np.random.default_rng(11)
     with pytest.raises(ValueError, match="neighbourhood"):

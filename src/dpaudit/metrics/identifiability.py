@@ -379,7 +379,10 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         adv = 2.0 * wins / r - 1.0
         logodds_true = np.where(group["b_true"].to_numpy() == 0, 1.0, -1.0) * group["final_logodds"].to_numpy()
         belief_true = special.expit(logodds_true)
-        max_belief = float(belief_true.max())
+        # ε′ = logit(max belief) is the max log-odds itself: never through expit, which
+        # rounds to 1 (logit ∞) once the log-odds exceed ~37.
+        max_logodds = float(logodds_true.max())
+        max_belief = float(special.expit(max_logodds))
         merged = step_groups[key]
         # z′_t = σ_t/LS_t; a step with LS_t = 0 (x* and x′ give the same clipped
         # gradient) reveals nothing and adds 0 to Σ 1/(2z′_t²).
@@ -388,7 +391,7 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         sens = np.array([rdp_epsilon(m, delta, first["conversion"])["epsilon"] for m in slope.to_numpy()])
         eta = merged["eta_t"].dropna().to_numpy()
         ls_excess = merged["ls_t"] - merged["gs"] - LS_TOLERANCE
-        eps_belief, belief_flag = _clamped(float(logit_safe(max_belief)))
+        eps_belief, belief_flag = _clamped(max_logodds)
         eps_adv, adv_flag = _clamped(float(epsilon_from_rho_alpha(adv, delta)) if abs(adv) < 1 else math.copysign(math.inf, adv))
         rows.append({
             **dict(zip(CONFIG_KEYS, key, strict=True)), "eps_target": eps_target, "delta": delta, "k": k,
@@ -427,8 +430,3 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
     summary["eta_ks_pvalue_bonferroni"] = np.minimum(1.0, summary["eta_ks_pvalue"] * tested)
     summary["eta_ks_failed"] = summary["eta_ks_pvalue_bonferroni"] < ETA_KS_LEVEL
     return summary
-
-
-def logit_safe(rho: float) -> float:
-    """logit ρ for any ρ in (0, 1) (an ε′ from a belief below ½ is negative)."""
-    return float(np.log(rho) - np.log1p(-rho))
