@@ -114,12 +114,17 @@ def epsilon_from_rho_alpha(rho_alpha, delta):
     return _out(2.0 * _gaussian_scale(delta) * stats.norm.isf((1.0 - rho_alpha) / 2.0))
 
 
-def rho_alpha_rdp(steps, noise_multiplier):
+def rho_alpha_rdp(steps, noise_multiplier, sensitivity=1.0):
     """Expected advantage of k full-batch steps with noise multiplier z composed as one
-    k-dimensional Gaussian query: 2Φ(√k/(2z)) − 1 (Section 4.4)."""
+    k-dimensional Gaussian query: 2Φ(√k/(2z)) − 1 (Section 4.4).
+
+    ``sensitivity`` is the L2 sensitivity of the clipped-gradient sum in units of C:
+    1 for add/remove-one neighbours (the paper's formula), 2 for replace-one, which
+    gives 2Φ(√k/z) − 1.
+    """
     steps = np.asarray(steps, dtype=np.float64)
     z = np.asarray(noise_multiplier, dtype=np.float64)
-    return advantage_from_distance(np.sqrt(steps) / z)
+    return advantage_from_distance(np.asarray(sensitivity, dtype=np.float64) * np.sqrt(steps) / z)
 
 
 def rho_alpha_heterogeneous(sensitivities, sigmas):
@@ -285,19 +290,39 @@ def sequential_noise_multiplier(eps: float, steps: int, delta: float) -> float:
 # -------------------------------------------------- rows for a trained DP-SGD run
 
 
+# How ``dpaudit.training.accounting.dpsgd_epsilon`` turned a trained run's composition
+# into ε(δ), by (accountant, sampling): dp-accounting's RDP accountant and its RDP →
+# (ε, δ) conversion (named as in CONVERSIONS), its PLD accountant, or, for shuffled
+# batches with "pld", the exact ε of the composed Gaussian (Balle & Wang 2018).
+TRAIN_CONVERSIONS = {
+    ("rdp", "poisson"): "dp_accounting", ("rdp", "shuffle"): "dp_accounting",
+    ("pld", "poisson"): "pld", ("pld", "shuffle"): "analytic_gaussian",
+}
+# L2 sensitivity of the clipped-gradient sum in units of C, by neighbouring relation
+# (train.json's ``neighbouring_relation``, set by the sampling scheme).
+RELATION_SENSITIVITY = {"add_or_remove_one": 1.0, "replace_one": 2.0}
+
+
 def run_identifiability(train: dict) -> pd.DataFrame:
     """Identifiability rows of one trained run from its accountant's (ε, δ).
 
-    ρ_β and the δ-adjusted ρ_β, ρ_α by Theorem 2 and Yeom's bound hold for any
-    (ε, δ)-DP model. ρ_α by RDP composition (2Φ(√k/(2z)) − 1) assumes full-batch
-    steps, so it is written only for runs whose sampling probability is 1 (the grid's
-    mini-batch runs would need the subsampled analysis, spec P15). A non-private run
-    gets rows with ``applicable = False`` and NaN values, never a made-up number.
+    Every row records the ``conversion`` that produced the ε (``TRAIN_CONVERSIONS``)
+    and the ``neighbouring_relation`` the ε holds for. ρ_β and the δ-adjusted ρ_β, ρ_α
+    by Theorem 2 and Yeom's bound hold for any (ε, δ)-DP model, whatever the relation.
+    ρ_α by RDP composition assumes full-batch steps, so it is written only for runs
+    whose sampling probability is 1 (mini-batch runs would need the subsampled or
+    shuffled analysis, spec P15); its sensitivity follows the relation: C for
+    add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for replace-one (shuffled
+    batches, 2Φ(√k/z) − 1), the same sensitivity the accountant used for the ε. A
+    non-private run gets rows with ``applicable = False`` and NaN values, never a
+    made-up number.
     """
     eps = float(train["epsilon"])
     delta = train.get("delta")
     base = {
         "accountant": train.get("accountant"),
+        "conversion": None,
+        "neighbouring_relation": train.get("neighbouring_relation"),
         "accountant_epsilon": eps,
         "delta": math.nan if delta is None else float(delta),
         "noise_multiplier": float(train.get("noise_multiplier") or math.nan),
@@ -314,6 +339,14 @@ def run_identifiability(train: dict) -> pd.DataFrame:
             for m in metrics
         ])
     delta = float(delta)
+    sampling, relation = train.get("sampling"), train.get("neighbouring_relation")
+    if (train.get("accountant"), sampling) not in TRAIN_CONVERSIONS:
+        raise ValueError(f"train.json: accountant {train.get('accountant')!r} with sampling {sampling!r} is not one "
+                         f"of {sorted(TRAIN_CONVERSIONS)}; the conversion behind epsilon is unknown")
+    if relation != accounting.NEIGHBOURING[sampling]:
+        raise ValueError(f"train.json: neighbouring_relation {relation!r} does not match sampling {sampling!r} "
+                         f"({accounting.NEIGHBOURING[sampling]!r} expected)")
+    base["conversion"] = TRAIN_CONVERSIONS[(train["accountant"], sampling)]
     rows = [
         {**base, "metric": "rho_beta", "value": rho_beta(eps), "formula": "expit(eps)"},
         {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, delta),
@@ -324,12 +357,18 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     ]
     q = base["sampling_probability"]
     full_batch = q == 1.0
+    sensitivity = RELATION_SENSITIVITY[relation]
+    if full_batch:
+        formula = ("2 Phi(sqrt(k) / (2 z)) - 1 (add/remove-one, sensitivity C)" if sensitivity == 1.0
+                   else "2 Phi(sqrt(k) / z) - 1 (replace-one, sensitivity 2C)")
+    elif sampling == "poisson":
+        formula = "not applicable: sampling probability < 1 (needs subsampled RDP)"
+    else:
+        formula = "not applicable: shuffled mini-batches (sampling probability < 1), full-batch composition only"
     rows.append({
         **base, "metric": "rho_alpha_rdp",
-        "value": rho_alpha_rdp(base["steps"], base["noise_multiplier"]) if full_batch else math.nan,
-        "applicable": full_batch,
-        "formula": "2 Phi(sqrt(k) / (2 z)) - 1" if full_batch
-        else "not applicable: sampling probability < 1 (needs subsampled RDP)",
+        "value": rho_alpha_rdp(base["steps"], base["noise_multiplier"], sensitivity) if full_batch else math.nan,
+        "applicable": full_batch, "formula": formula,
     })
     return pd.DataFrame(rows)
 
