@@ -141,9 +141,44 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         else:
             for key, value in SYNTHETIC_DEFAULTS.items():
                 params.setdefault(key, value)
+    problems.extend(_audit_problems(config["audit"]))
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
+
+
+def _audit_problems(audit: Mapping) -> list[str]:
+    """Cross-key checks of an enabled audit that would otherwise fail (or fall back)
+    only inside its jobs: ``runs_per_rho`` keys name one of the dataset's targets,
+    every audited dataset lists the ``sensitivity_pairs`` target, and every target is
+    reachable with the configured steps, δ and conversion."""
+    if not audit["enabled"]:
+        return []
+    from dpaudit.metrics.identifiability import check_rho_beta_reachable
+
+    problems = []
+    extra = audit.get("sensitivity_pairs")
+    for name, options in audit["datasets"].items():
+        where = f"config.audit.datasets.{name}"
+        targets = [float(rho) for rho in options["rho_beta"]]
+        for key in options["runs_per_rho"]:
+            try:
+                known = float(key) in targets
+            except ValueError:
+                known = False
+            if not known:
+                problems.append(f"{where}.runs_per_rho: key {key!r} is not one of {where}.rho_beta "
+                                f"{targets}; allowed: those values (it would otherwise be ignored)")
+        if extra and float(extra["rho_beta"]) not in targets:
+            problems.append(f"config.audit.sensitivity_pairs.rho_beta: {extra['rho_beta']:g} is not among "
+                            f"{where}.rho_beta {targets}; every audited dataset must list it")
+        for index, rho in enumerate(targets):
+            try:
+                check_rho_beta_reachable(rho, audit["steps"], options["delta"], audit["conversion"])
+            except ValueError as error:
+                problems.append(f"{where}.rho_beta[{index}]: {error} (config.audit.conversion, "
+                                f"config.audit.steps, {where}.delta)")
+    return problems
 
 
 def _grid_problems(grid: list[dict], where: str) -> list[str]:

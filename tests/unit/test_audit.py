@@ -246,6 +246,9 @@ def test_blocks_cover_every_run_once():
     configs = audit_grid.audit_configs({"rho_beta": [0.75, 0.9], "runs_per_rho": {"0.9": 7}},
                                   {"neighbourhoods": ["bounded"], "modes": ["ls", "gs"], "pairs": ["max1"], "runs": 3})
     assert len(configs) == 4 and configs["bounded-ls-rho0.9-max1"]["runs"] == 7
+    with pytest.raises(ValueError, match="runs_per_rho"):  # never a silent fallback to audit.runs
+        audit_grid.audit_configs({"rho_beta": [0.9], "runs_per_rho": {"0.95": 7}},
+                                 {"neighbourhoods": ["bounded"], "modes": ["ls"], "pairs": ["max1"], "runs": 3})
     assert isinstance(pd.DataFrame(configs).T, pd.DataFrame)
 
 

@@ -194,6 +194,40 @@ def heterogeneous_epsilon(effective_multipliers, delta: float, conversion: str =
     return rdp_epsilon(float(np.sum(0.5 / z**2)), delta, conversion)["epsilon"]
 
 
+def _rho_beta_gap(rho: float, steps: int, delta: float, conversion: str):
+    """(ε target, gap(log z) = ε(z) − ε target); refuses a target no z in ``Z_BRACKET``
+    reaches, saying why (spec P3: the legacy grid's largest order 63 puts a floor
+    ln(1/δ)/62 under ε however large z is)."""
+    eps = float(epsilon_from_rho_beta(rho))
+    if eps <= 0:
+        raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
+
+    def gap(log_z: float) -> float:
+        return full_batch_epsilon(math.exp(log_z), steps, delta, conversion) - eps
+
+    if gap(math.log(Z_BRACKET[1])) > 0:
+        why = (f"; the legacy order grid (alpha <= 63) keeps eps >= ln(1/delta)/62 = {math.log(1 / delta) / 62:.4g} "
+               "for every z: use conversion continuous or dp_accounting, a larger rho_beta or a larger delta"
+               if conversion == "legacy" else "")
+        raise ValueError(f"rho_beta={rho:g} (eps={eps:.4g}) is unreachable at delta={delta:g}, k={int(steps)} with the "
+                         f"{conversion} conversion: no noise multiplier in {Z_BRACKET} brings eps that low{why}")
+    if gap(math.log(Z_BRACKET[0])) < 0:
+        raise ValueError(f"rho_beta={rho:g} (eps={eps:.4g}) at delta={delta:g}, k={int(steps)} ({conversion}) needs "
+                         f"a noise multiplier below {Z_BRACKET[0]}")
+    return eps, gap
+
+
+def check_rho_beta_reachable(rho: float, steps: int, delta: float, conversion: str = "legacy") -> None:
+    """Raise ValueError (with the reason) unless ``noise_multiplier_for_rho_beta`` can
+    solve this target: cheap, two evaluations, for config-time checks."""
+    if conversion not in CONVERSIONS:
+        raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+    if conversion == "continuous":  # closed form: every ε > 0 has a z
+        noise_multiplier_for_rho_beta(rho, steps, delta, conversion)
+    else:
+        _rho_beta_gap(rho, steps, delta, conversion)
+
+
 def noise_multiplier_for_rho_beta(
     rho: float, steps: int, delta: float, conversion: str = "legacy", xtol: float = 1e-10
 ) -> float:
@@ -202,20 +236,15 @@ def noise_multiplier_for_rho_beta(
     The continuous conversion has the closed-form inverse M = (√(L + ε) − √L)²,
     z = √(k/(2M)), L = ln(1/δ). The others are solved on the authors' bracket.
     """
-    eps = float(epsilon_from_rho_beta(rho))
-    if eps <= 0:
-        raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
     if conversion == "continuous":
+        eps = float(epsilon_from_rho_beta(rho))
+        if eps <= 0:
+            raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
         log_inv_delta = math.log(1.0 / float(_check_delta(delta)))
         m = (math.sqrt(log_inv_delta + eps) - math.sqrt(log_inv_delta)) ** 2
         return math.sqrt(int(steps) / (2.0 * m))
-
-    def gap(log_z: float) -> float:
-        return full_batch_epsilon(math.exp(log_z), steps, delta, conversion) - eps
-
+    _, gap = _rho_beta_gap(rho, steps, delta, conversion)
     lo, hi = (math.log(b) for b in Z_BRACKET)
-    if gap(lo) < 0 or gap(hi) > 0:
-        raise ValueError(f"no noise multiplier in {Z_BRACKET} reaches eps={eps:.4g} ({conversion})")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=xtol))
 
 
