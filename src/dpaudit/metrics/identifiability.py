@@ -289,6 +289,13 @@ def belief(log_odds):
     return _out(special.expit(np.asarray(log_odds, dtype=np.float64)))
 
 
+def belief_in_true_dataset(log_odds, b_true):
+    """β_k of the dataset actually trained on: expit(Λ) when it is D (b = 0), expit(−Λ)
+    when it is D′ (b = 1), Λ being the log-odds of D."""
+    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    return _out(special.expit(sign * np.asarray(log_odds, dtype=np.float64)))
+
+
 def predicted_win_probability(rdp_slope):
     """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (M2 analytic law): Φ(√(M/2))."""
     m = np.asarray(rdp_slope, dtype=np.float64)
