@@ -185,18 +185,19 @@ def test_audit_sensitivity_pairs_target_must_be_a_dataset_target():
     assert "config.audit.sensitivity_pairs.rho_beta" in message and "config.audit.datasets.digits.rho_beta" in message
 
 
-def test_audit_unreachable_target_is_refused_when_the_config_is_read():
+def test_audit_unreachable_target_is_refused_at_parse_time():
     # Spec P3: the legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
-    # above logit(0.52) = 0.080; before, only each audit_block job raised.
-    def unreachable(c):
-        c["audit"]["datasets"]["digits"].update(delta=0.001, rho_beta=[0.9, 0.52])
+    # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/common.smk
+    # runs this check right after validate_config (tests/workflow: the dry-run stops).
+    from dpaudit.training.audit_grid import target_problems
 
-    message = invalid(unreachable)
-    assert "config.audit.datasets.digits.rho_beta[1]" in message and "unreachable" in message
-    assert "legacy" in message and "config.audit.conversion" in message
     config = copy.deepcopy(DEFAULT)
-    unreachable(config)
-    config["audit"]["conversion"] = "continuous"
-    validate_config(config)  # reachable with the closed-form conversion
-    config["audit"].update(conversion="legacy", enabled=False)
-    validate_config(config)  # a disabled audit is not checked
+    config["audit"]["datasets"]["digits"].update(delta=0.001, rho_beta=[0.9, 0.52])
+    audit = validate_config(config)["audit"]
+    problems = target_problems("digits", audit["datasets"]["digits"], audit)
+    assert len(problems) == 1
+    assert "config.audit.datasets.digits.rho_beta[1]" in problems[0] and "unreachable" in problems[0]
+    assert "legacy" in problems[0] and "config.audit.conversion" in problems[0]
+    # Reachable with the closed-form conversion, and at δ = 0.01 with the legacy grid.
+    assert target_problems("digits", audit["datasets"]["digits"], {**audit, "conversion": "continuous"}) == []
+    assert target_problems("digits", {**audit["datasets"]["digits"], "delta": 0.01}, audit) == []

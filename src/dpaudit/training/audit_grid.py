@@ -39,6 +39,23 @@ def audit_configs(dataset_options: Mapping[str, Any], audit: Mapping[str, Any]) 
     return out
 
 
+def target_problems(dataset: str, dataset_options: Mapping[str, Any], audit: Mapping[str, Any]) -> list[str]:
+    """One message per target ρ_β of ``dataset`` that no noise multiplier reaches with the
+    configured steps, δ and conversion (e.g. ρ_β = 0.52 at δ = 0.001 under the legacy
+    order grid), naming the key: a parse-time check, so no audit job fails on it."""
+    from dpaudit.metrics.identifiability import check_rho_beta_reachable
+
+    where = f"config.audit.datasets.{dataset}"
+    problems = []
+    for index, rho in enumerate(dataset_options["rho_beta"]):
+        try:
+            check_rho_beta_reachable(float(rho), audit["steps"], dataset_options["delta"], audit["conversion"])
+        except ValueError as error:
+            problems.append(f"{where}.rho_beta[{index}]: {error} (keys: config.audit.conversion, "
+                            f"config.audit.steps, {where}.delta)")
+    return problems
+
+
 def blocks(runs: int, block_size: int) -> list[int]:
     return list(range(math.ceil(int(runs) / int(block_size))))
 
