@@ -189,6 +189,7 @@ def profile_targets():
 # blocks of runs each job trains, as parse-time lookups.
 from dpaudit.training.audit_grid import audit_configs as _audit_configs
 from dpaudit.training.audit_grid import blocks as _audit_blocks
+from dpaudit.training.audit_grid import target_problems as _audit_target_problems
 
 AUDIT = config["audit"]
 AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}
@@ -198,6 +199,11 @@ if _unprepared:
     raise WorkflowError(
         f"config.audit.datasets: {_unprepared} must also be listed under config.datasets (they are prepared there)"
     )
+_unreachable = [
+    problem for dataset in AUDIT_DATASETS for problem in _audit_target_problems(dataset, AUDIT["datasets"][dataset], AUDIT)
+]
+if _unreachable:
+    raise WorkflowError("invalid configuration:\n  " + "\n  ".join(_unreachable))
 AUDIT_CONFIGS = {
     dataset: _audit_configs(AUDIT["datasets"][dataset], AUDIT) for dataset in AUDIT_DATASETS
 }

@@ -15,4 +15,4 @@ with job_logging(sm) as log:
     write_parquet(sm.output.steps, steps)
     write_parquet(sm.output.summary, summary)
     log.info("%d configurations, %d runs; health failures: %d", len(summary), len(runs),
-             int((summary["ls_violations"] > 0).sum() + (summary["eta_ks_pvalue"] < 0.01).sum()))
+             int((summary["ls_violations"] > 0).sum() + summary["eta_ks_failed"].sum()))

@@ -18,5 +18,6 @@ with job_logging(sm) as log:
         fig.figure_audit(summary, dataset, out[f"audit_{dataset}"], out[f"audit_{dataset}_pdf"])
     parameters = fig.parameter_table(sm.params.datasets, sm.params.steps, sm.params.conversion)
     write_parquet(out.parameters, parameters)
-    fig.write_tables(parameters, fig.success_table(summary), summary, out.tables)
+    targets = {rho for options in sm.params.datasets.values() for rho in options["rho_beta"]}
+    fig.write_tables(parameters, fig.success_table(summary, targets), summary, out.tables)
     log.info("wrote %d figures and the tables", 6 + len(sm.params.datasets))

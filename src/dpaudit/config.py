@@ -144,9 +144,37 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         else:
             for key, value in SYNTHETIC_DEFAULTS.items():
                 params.setdefault(key, value)
+    problems.extend(_audit_problems(config["audit"]))
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
+
+
+def _audit_problems(audit: Mapping) -> list[str]:
+    """Cross-key checks of an enabled audit that would otherwise fall back silently or
+    fail only inside its jobs: ``runs_per_rho`` keys name one of the dataset's targets,
+    and every audited dataset lists the ``sensitivity_pairs`` target. (Whether each
+    target is reachable needs the RDP conversion: ``audit_grid.target_problems``, run
+    at parse time by rules/common.smk, so this module imports no metric code.)"""
+    if not audit["enabled"]:
+        return []
+    problems = []
+    extra = audit.get("sensitivity_pairs")
+    for name, options in audit["datasets"].items():
+        where = f"config.audit.datasets.{name}"
+        targets = [float(rho) for rho in options["rho_beta"]]
+        for key in options["runs_per_rho"]:
+            try:
+                known = float(key) in targets
+            except ValueError:
+                known = False
+            if not known:
+                problems.append(f"{where}.runs_per_rho: key {key!r} is not one of {where}.rho_beta "
+                                f"{targets}; allowed: those values (it would otherwise be ignored)")
+        if extra and float(extra["rho_beta"]) not in targets:
+            problems.append(f"config.audit.sensitivity_pairs.rho_beta: {extra['rho_beta']:g} is not among "
+                            f"{where}.rho_beta {targets}; every audited dataset must list it")
+    return problems
 
 
 def _grid_problems(grid: list[dict], where: str) -> list[str]:

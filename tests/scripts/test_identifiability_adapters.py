@@ -21,13 +21,15 @@ def _run(tmp_path, train, name):
 
 def test_metric_identifiability_rows_for_dpsgd_and_baseline(tmp_path):
     dp = _run(tmp_path, {"mechanism": "dpsgd", "epsilon": 2.197, "delta": 0.01, "noise_multiplier": 1.1,
-                         "steps": 300, "sampling_probability": 0.05, "accountant": "rdp"}, "dp")
+                         "steps": 300, "sampling_probability": 0.05, "accountant": "rdp", "sampling": "poisson",
+                         "neighbouring_relation": "add_or_remove_one"}, "dp")
     assert set(dp["family"]) == {"identifiability"} and set(dp["run"]) == {"dp"}
     values = dp.set_index("metric")["value"]
     # Paper's parameter table: ε = 2.2, δ = 0.01 → ρ_β = 0.9, ρ_α = 0.28.
     assert values["rho_beta"] == pytest.approx(0.9, abs=1e-4)
     assert round(values["rho_alpha_thm2"], 2) == 0.28
     assert math.isnan(values["rho_alpha_rdp"])  # mini-batch run: not applicable, not invented
+    assert set(dp["conversion"]) == {"dp_accounting"}  # the conversion recorded with every number
     base = _run(tmp_path, {"mechanism": "baseline", "epsilon": math.inf, "delta": None}, "base")
     assert not base["applicable"].any() and base["value"].isna().all()
 

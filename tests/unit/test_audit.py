@@ -186,6 +186,48 @@ def test_summary_against_direct_counts():
     assert (steps.groupby("run_id")["ls_t"].min() > 0).any()  # the maximum is such a run
     assert row["eps_prime_sens_max"] == pytest.approx(idf.full_batch_epsilon(2.0, 10, 0.01), rel=1e-9)
     assert row["ls_violations"] == 0 and row["runs"] == 50
+    assert row["eta_undefined_steps"] == int((steps["ls_t"] == 0).sum())  # η_t undefined where LS_t = 0
+
+
+def test_eta_ks_check_is_bonferroni_adjusted_over_the_configurations():
+    # Oracle: scipy's KS p-value per configuration times the number of configurations
+    # (capped at 1); the raw p-value stays. A configuration whose η_t is shifted by 0.5
+    # (as a wrong LLR sign would at z = 2) is flagged at the family-wise level 0.01.
+    rng = np.random.default_rng(14)
+    runs, steps = [], []
+    for mode, config in (("ls", "a"), ("gs", "b"), ("ls", "c")):
+        setup = _setup(rng, mode=mode, z=2.0)
+        r, s, _ = audit.audit_block(setup, range(30), seed=8)
+        keys = {"dataset": "toy", "config": config, "neighbourhood": "bounded", "sens_mode": mode,
+                "rho_target": 0.9, "pair": "max1"}
+        runs.append(r.assign(**{**audit.describe(setup, 0.9, 0.01, "legacy"), **keys}))
+        steps.append(s.assign(**keys, eta_t=s["eta_t"] + (0.5 if config == "c" else 0.0)))
+    summary = idf.summarize_audit(pd.concat(runs), pd.concat(steps)).set_index("config")
+    assert (summary["eta_ks_configurations"] == 3).all()
+    for config, s in zip("abc", steps, strict=True):
+        raw = stats.kstest(s["eta_t"].dropna(), "norm").pvalue
+        assert summary.loc[config, "eta_ks_pvalue"] == pytest.approx(raw, rel=1e-12)
+        assert summary.loc[config, "eta_ks_pvalue_bonferroni"] == pytest.approx(min(1.0, 3 * raw), rel=1e-12)
+    assert summary["eta_ks_failed"].tolist() == [False, False, True]
+
+
+def test_eps_prime_from_beliefs_stays_finite_at_huge_log_odds():
+    # logit(expit(Λ)) overflows to ∞ for Λ ≳ 37 in float64 (expit rounds to 1); ε′ from
+    # the maximum belief must be the maximum log-odds in favour of the true dataset
+    # exactly (oracle: the planted value, rel 1e-12).
+    rng = np.random.default_rng(15)
+    setup = _setup(rng, z=2.0)
+    runs, steps, _ = audit.audit_block(setup, range(5), seed=9)
+    keys = {"dataset": "toy", "config": "c", "neighbourhood": "bounded", "sens_mode": "ls", "rho_target": 0.9,
+            "pair": "max1"}
+    runs = runs.assign(**{**audit.describe(setup, 0.9, 0.01, "legacy"), **keys})
+    assert special.logit(special.expit(800.0)) == math.inf  # the overflow being avoided
+    for b_true, planted in ((0, 800.0), (1, -800.0)):
+        huge = runs.copy()
+        huge.loc[huge["run_id"] == 3, ["final_logodds", "b_true"]] = [planted, b_true]
+        row = idf.summarize_audit(huge, steps.assign(**keys)).iloc[0]
+        assert row["eps_prime_belief"] == pytest.approx(800.0, rel=1e-12) and not row["eps_prime_belief_clamped"]
+        assert row["max_belief"] == 1.0
 
 
 def test_setup_refuses_bad_values():
@@ -204,6 +246,9 @@ def test_blocks_cover_every_run_once():
     configs = audit_grid.audit_configs({"rho_beta": [0.75, 0.9], "runs_per_rho": {"0.9": 7}},
                                   {"neighbourhoods": ["bounded"], "modes": ["ls", "gs"], "pairs": ["max1"], "runs": 3})
     assert len(configs) == 4 and configs["bounded-ls-rho0.9-max1"]["runs"] == 7
+    with pytest.raises(ValueError, match="runs_per_rho"):  # never a silent fallback to audit.runs
+        audit_grid.audit_configs({"rho_beta": [0.9], "runs_per_rho": {"0.95": 7}},
+                                 {"neighbourhoods": ["bounded"], "modes": ["ls"], "pairs": ["max1"], "runs": 3})
     assert isinstance(pd.DataFrame(configs).T, pd.DataFrame)
 
 
@@ -236,3 +281,86 @@ def test_explicit_neighbour_and_pool_choices():
     with pytest.raises(ValueError, match="not among the first 10 members"):
         audit.run_audit_block(examples, info, pd.DataFrame(), "toy", {**options, "neighbour": {"x_star": 30}},
                               shared, "bounded-gs-rho0.9-explicit", {**params, "neighbourhood": "unbounded"}, block=0)
+
+
+def test_eta_is_the_standardized_llr_and_its_ks_check_catches_a_wrong_llr(monkeypatch):
+    # Spec M2/P17: η_t = (L_t − s·LS_t²/(2σ_t²))·σ_t/LS_t (s = ±1 for b = 0/1) equals
+    # ⟨n_t, d_t⟩/(σ_t LS_t), recomputed here from the stored noise and gradient vectors
+    # (float32 storage: rel 1e-4). Both true datasets are played (true_dataset random).
+    rng = np.random.default_rng(13)
+    setup = _setup(rng, z=2.0, steps=10)
+    setup.true_dataset = "random"
+    runs, steps, vectors = audit.audit_block(setup, range(6), seed=7, vector_runs=6)
+    assert set(runs["b_true"]) == {0, 1}
+    v = vectors.set_index(["run_id", "t", "kind"])["values"]
+    for row in steps[steps["ls_t"] > 0].itertuples():
+        noise, g_star, g_alt = (np.asarray(v[(row.run_id, row.t, k)], dtype=np.float64)
+                                for k in ("noise", "g_xstar", "g_xprime"))
+        d = g_star - g_alt
+        assert row.eta_t == pytest.approx(noise @ d / (row.sigma_t * np.linalg.norm(d)), rel=1e-4, abs=1e-4)
+    assert steps.loc[steps["ls_t"] == 0, "eta_t"].isna().all()
+    # With the right LLR the KS p-value of η ~ N(0, 1) is Uniform(0, 1): over 20 seeds
+    # (40 runs × 10 steps each, trained on D) a KS test of the p-values against U(0, 1)
+    # gives p > 0.01. A wrong LLR (sign flipped: η shifts by −LS/σ = −1/z = −0.5; divided
+    # by σ instead of σ²: η scaled by σ_t = 2 LS_t) drives every p-value below 1e-6 with
+    # 400 steps.
+    setup.true_dataset = "D"
+
+    def ks(seed):
+        _, s, _ = audit.audit_block(setup, range(40), seed=seed)
+        return stats.kstest(s["eta_t"].dropna(), "norm").pvalue
+
+    correct = np.array([ks(seed) for seed in range(100, 120)])
+    assert stats.kstest(correct, "uniform").pvalue > 0.01
+    right = idf.log_likelihood_ratio
+    for wrong in (lambda *a: -right(*a), lambda r, mu, mu_p, sigma: right(r, mu, mu_p, sigma) * sigma):
+        monkeypatch.setattr(idf, "log_likelihood_ratio", wrong)
+        assert max(ks(seed) for seed in range(100, 103)) < 1e-6
+    monkeypatch.undo()
+
+
+def test_figure_6_plots_the_belief_in_the_true_dataset(monkeypatch, tmp_path):
+    # With true_dataset random, half the runs train on D′: the box must show the belief in
+    # the dataset trained on. Oracle: the loop's final_belief_D for b = 0 and
+    # 1 − final_belief_D for b = 1 (abs 1e-12), read from the data handed to boxplot.
+    from matplotlib.axes import Axes
+
+    from dpaudit.plots import identifiability as plots
+
+    rng = np.random.default_rng(16)
+    setup = _setup(rng, z=0.5)
+    setup.true_dataset = "random"
+    runs, _, _ = audit.audit_block(setup, range(20), seed=10)
+    assert set(runs["b_true"]) == {0, 1}
+    runs = runs.assign(dataset="toy", pair="max1", rho_target=0.9, neighbourhood="bounded", sens_mode="ls")
+    drawn, boxplot = [], Axes.boxplot
+
+    def spy(self, data, *args, **kwargs):
+        drawn.append([np.asarray(x, dtype=np.float64) for x in data])
+        return boxplot(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "boxplot", spy)
+    plots.figure_6(runs, tmp_path / "f6.png", tmp_path / "f6.pdf")
+    expected = np.where(runs["b_true"] == 0, runs["final_belief_D"], 1.0 - runs["final_belief_D"])
+    assert np.allclose(drawn[0][0], expected, rtol=0, atol=1e-12)
+    assert (drawn[0][0] > 0.5).mean() > 0.8  # z = 0.5: the adversary mostly wins on either side
+
+
+def test_success_table_uses_the_configured_targets():
+    # The paper's table is at ρ_β = 0.9; a configuration without 0.9 used to give an empty
+    # table. Now every configured target has its block, and a target with no
+    # configuration is refused.
+    from dpaudit.plots import identifiability as plots
+
+    rng = np.random.default_rng(17)
+    setup = _setup(rng, z=2.0)
+    runs, steps, _ = audit.audit_block(setup, range(10), seed=12)
+    keys = {"dataset": "toy", "config": "bounded-ls-rho0.75-max1", "neighbourhood": "bounded", "sens_mode": "ls",
+            "rho_target": 0.75, "pair": "max1"}
+    summary = idf.summarize_audit(runs.assign(**{**audit.describe(setup, 0.75, 0.01, "legacy"), **keys}),
+                                  steps.assign(**keys))
+    table = plots.success_table(summary, [0.75])
+    assert len(table) == 1 and table["rho_target"].tolist() == [0.75]
+    assert table["adv_empirical"].iloc[0] == summary["adv_empirical"].iloc[0]
+    with pytest.raises(ValueError, match="no audit configuration at rho_beta"):
+        plots.success_table(summary, [0.75, 0.9])

@@ -187,3 +187,41 @@ def test_large_target_epsilon_warns_once_per_config():
     config["grid"][1]["target_epsilon"] = [4, 16, 100]
     warnings = epsilon_rule_of_thumb_warnings(config)
     assert len(warnings) == 1 and "16, 100" in warnings[0] and "vacuous" in warnings[0]
+
+
+def test_audit_runs_per_rho_key_must_name_a_target():
+    # A mistyped key used to fall back to audit.runs silently.
+    message = invalid(lambda c: c["audit"]["datasets"]["digits"].update(runs_per_rho={"0.95": 7}))
+    assert "config.audit.datasets.digits.runs_per_rho" in message and "'0.95'" in message
+    message = invalid(lambda c: c["audit"]["datasets"]["digits"].update(runs_per_rho={"rho0.9": 7}))
+    assert "config.audit.datasets.digits.runs_per_rho" in message and "rho0.9" in message
+    # Matched by value: "0.90" is the target 0.9, and the audit grid uses it.
+    from dpaudit.training.audit_grid import audit_configs
+
+    config = copy.deepcopy(DEFAULT)
+    config["audit"]["datasets"]["digits"]["runs_per_rho"] = {"0.90": 7}
+    audit = validate_config(config)["audit"]
+    assert {p["runs"] for p in audit_configs(audit["datasets"]["digits"], audit).values()} == {7}
+
+
+def test_audit_sensitivity_pairs_target_must_be_a_dataset_target():
+    message = invalid(lambda c: c["audit"].update(sensitivity_pairs={"pairs": ["max2"], "rho_beta": 0.75, "runs": 5}))
+    assert "config.audit.sensitivity_pairs.rho_beta" in message and "config.audit.datasets.digits.rho_beta" in message
+
+
+def test_audit_unreachable_target_is_refused_at_parse_time():
+    # Spec P3: the legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
+    # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/common.smk
+    # runs this check right after validate_config (tests/workflow: the dry-run stops).
+    from dpaudit.training.audit_grid import target_problems
+
+    config = copy.deepcopy(DEFAULT)
+    config["audit"]["datasets"]["digits"].update(delta=0.001, rho_beta=[0.9, 0.52])
+    audit = validate_config(config)["audit"]
+    problems = target_problems("digits", audit["datasets"]["digits"], audit)
+    assert len(problems) == 1
+    assert "config.audit.datasets.digits.rho_beta[1]" in problems[0] and "unreachable" in problems[0]
+    assert "legacy" in problems[0] and "config.audit.conversion" in problems[0]
+    # Reachable with the closed-form conversion, and at δ = 0.01 with the legacy grid.
+    assert target_problems("digits", audit["datasets"]["digits"], {**audit, "conversion": "continuous"}) == []
+    assert target_problems("digits", {**audit["datasets"]["digits"], "delta": 0.01}, audit) == []

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from dpaudit.metrics import identifiability as idf
+from dpaudit.training import accounting
 
 MNIST_TARGETS = [0.52, 0.75, 0.9, 0.99]
 OTHER_TARGETS = [0.53, 0.75, 0.9, 0.99]
@@ -192,7 +193,8 @@ def test_analytic_law_matches_simulated_beliefs():
 
 def test_run_rows_dpsgd_and_baseline():
     train = {"mechanism": "dpsgd", "epsilon": 2.197, "delta": 1e-3, "noise_multiplier": 9.95,
-             "steps": 30, "sampling_probability": 1.0, "accountant": "rdp"}
+             "steps": 30, "sampling_probability": 1.0, "accountant": "rdp", "sampling": "poisson",
+             "neighbouring_relation": "add_or_remove_one"}
     rows = idf.run_identifiability(train).set_index("metric")
     assert rows.loc["rho_beta", "value"] == pytest.approx(0.9, abs=1e-4)
     assert rows.loc["rho_alpha_thm2", "value"] == pytest.approx(0.229, abs=5e-4)
@@ -202,3 +204,52 @@ def test_run_rows_dpsgd_and_baseline():
     assert math.isnan(minibatch.loc["rho_alpha_rdp", "value"])
     base = idf.run_identifiability({"mechanism": "baseline", "epsilon": math.inf, "delta": None})
     assert not base["applicable"].any() and base["value"].isna().all()
+    assert base["conversion"].isna().all()  # no ε was converted
+
+
+def _tv_distance(distance):
+    """Oracle: total variation between N(0, 1) and N(distance, 1) by numerical
+    integration (quad, abs error < 1e-10): the Bayes-optimal advantage of one test."""
+    from scipy import integrate
+
+    value, _ = integrate.quad(lambda x: abs(stats.norm.pdf(x) - stats.norm.pdf(x, distance)) / 2,
+                              -40, 40 + distance, points=[distance / 2], epsabs=1e-12, limit=200)
+    return value
+
+
+@pytest.mark.parametrize(("accountant", "sampling", "conversion"), [
+    ("rdp", "poisson", "dp_accounting"), ("pld", "poisson", "pld"),
+    ("rdp", "shuffle", "dp_accounting"), ("pld", "shuffle", "analytic_gaussian"),
+])
+def test_run_rows_record_the_conversion_and_the_neighbouring_relation(accountant, sampling, conversion):
+    # The (ε, δ) comes from dpaudit.training.accounting as training computed it; every
+    # row names the conversion and relation. Full batch (q = 1), k = 30, z = 5: k steps of
+    # a Gaussian with sensitivity S·C and noise zC are one test at Mahalanobis distance
+    # S√k/z, S = 1 (add/remove-one, Poisson) or 2 (replace-one, shuffle); the expected
+    # advantage is that test's total variation (oracle: numerical integration, 1e-9).
+    z, k, delta = 5.0, 30, 1e-3
+    eps = accounting.dpsgd_epsilon(z, 1.0, k, delta, accountant, sampling)
+    train = {"mechanism": "dpsgd", "epsilon": eps["epsilon"], "delta": delta, "noise_multiplier": z, "steps": k,
+             "sampling_probability": 1.0, "accountant": accountant, "sampling": sampling,
+             "neighbouring_relation": eps["neighbouring_relation"]}
+    rows = idf.run_identifiability(train)
+    assert (rows["conversion"] == conversion).all() and rows["applicable"].all()
+    assert (rows["neighbouring_relation"] == eps["neighbouring_relation"]).all()
+    sensitivity = 1.0 if sampling == "poisson" else 2.0
+    rdp = rows.set_index("metric").loc["rho_alpha_rdp"]
+    assert rdp["value"] == pytest.approx(_tv_distance(sensitivity * math.sqrt(k) / z), abs=1e-9)
+    assert ("2C" in rdp["formula"]) == (sampling == "shuffle")
+    # Shuffled mini-batches: the full-batch composition does not apply; said, not invented.
+    mini = idf.run_identifiability({**train, "sampling_probability": 0.1}).set_index("metric").loc["rho_alpha_rdp"]
+    assert not mini["applicable"] and math.isnan(mini["value"])
+    assert ("shuffled" in mini["formula"]) == (sampling == "shuffle")
+
+
+def test_run_rows_refuse_an_inconsistent_train_record():
+    train = {"mechanism": "dpsgd", "epsilon": 1.0, "delta": 1e-3, "noise_multiplier": 5.0, "steps": 30,
+             "sampling_probability": 1.0, "accountant": "rdp", "sampling": "shuffle",
+             "neighbouring_relation": "add_or_remove_one"}
+    with pytest.raises(ValueError, match="neighbouring_relation"):
+        idf.run_identifiability(train)
+    with pytest.raises(ValueError, match="conversion behind epsilon is unknown"):
+        idf.run_identifiability({**train, "sampling": None})

@@ -36,7 +36,8 @@ def test_identifiability_tables_print_infinity_and_missing_like_the_other_report
     parameters = pd.DataFrame({"dataset": ["d", None], "epsilon": [math.inf, float("nan")], "k": [0.123456, 2.0]})
     success = pd.DataFrame({"config": ["c"], "advantage": [-math.inf]})
     summary = pd.DataFrame({"dataset": ["d"], "config": ["c"], "ls_max": [1.0], "ls_bound": [2.0],
-                            "ls_violations": [0], "eta_ks_pvalue": [0.5]})
+                            "ls_violations": [0], "eta_ks_pvalue": [0.5], "eta_ks_pvalue_bonferroni": [1.0],
+                            "eta_ks_configurations": [1], "eta_ks_failed": [False]})
     page = tables_html(parameters, success, summary)
     assert "<td>∞</td>" in page and "<td>−∞</td>" in page
     assert "<td>—</td>" in page  # NaN number and None text alike

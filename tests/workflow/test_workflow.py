@@ -100,6 +100,18 @@ def test_invalid_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_unreachable_audit_target_stops_before_any_job(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["audit"]["datasets"]["digits"].update(delta=0.001, rho_beta=[0.52])
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "config.audit.datasets.digits.rho_beta[0]" in output and "unreachable" in output
+    assert "Job stats" not in output
+
+
 def test_paper_epsilon_star_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
     counts = job_counts(result.stdout)

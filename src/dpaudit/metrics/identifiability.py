@@ -114,12 +114,17 @@ def epsilon_from_rho_alpha(rho_alpha, delta):
     return _out(2.0 * _gaussian_scale(delta) * stats.norm.isf((1.0 - rho_alpha) / 2.0))
 
 
-def rho_alpha_rdp(steps, noise_multiplier):
+def rho_alpha_rdp(steps, noise_multiplier, sensitivity=1.0):
     """Expected advantage of k full-batch steps with noise multiplier z composed as one
-    k-dimensional Gaussian query: 2Φ(√k/(2z)) − 1 (Section 4.4)."""
+    k-dimensional Gaussian query: 2Φ(√k/(2z)) − 1 (Section 4.4).
+
+    ``sensitivity`` is the L2 sensitivity of the clipped-gradient sum in units of C:
+    1 for add/remove-one neighbours (the paper's formula), 2 for replace-one, which
+    gives 2Φ(√k/z) − 1.
+    """
     steps = np.asarray(steps, dtype=np.float64)
     z = np.asarray(noise_multiplier, dtype=np.float64)
-    return advantage_from_distance(np.sqrt(steps) / z)
+    return advantage_from_distance(np.asarray(sensitivity, dtype=np.float64) * np.sqrt(steps) / z)
 
 
 def rho_alpha_heterogeneous(sensitivities, sigmas):
@@ -189,6 +194,40 @@ def heterogeneous_epsilon(effective_multipliers, delta: float, conversion: str =
     return rdp_epsilon(float(np.sum(0.5 / z**2)), delta, conversion)["epsilon"]
 
 
+def _rho_beta_gap(rho: float, steps: int, delta: float, conversion: str):
+    """(ε target, gap(log z) = ε(z) − ε target); refuses a target no z in ``Z_BRACKET``
+    reaches, saying why (spec P3: the legacy grid's largest order 63 puts a floor
+    ln(1/δ)/62 under ε however large z is)."""
+    eps = float(epsilon_from_rho_beta(rho))
+    if eps <= 0:
+        raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
+
+    def gap(log_z: float) -> float:
+        return full_batch_epsilon(math.exp(log_z), steps, delta, conversion) - eps
+
+    if gap(math.log(Z_BRACKET[1])) > 0:
+        why = (f"; the legacy order grid (alpha <= 63) keeps eps >= ln(1/delta)/62 = {math.log(1 / delta) / 62:.4g} "
+               "for every z: use conversion continuous or dp_accounting, a larger rho_beta or a larger delta"
+               if conversion == "legacy" else "")
+        raise ValueError(f"rho_beta={rho:g} (eps={eps:.4g}) is unreachable at delta={delta:g}, k={int(steps)} with the "
+                         f"{conversion} conversion: no noise multiplier in {Z_BRACKET} brings eps that low{why}")
+    if gap(math.log(Z_BRACKET[0])) < 0:
+        raise ValueError(f"rho_beta={rho:g} (eps={eps:.4g}) at delta={delta:g}, k={int(steps)} ({conversion}) needs "
+                         f"a noise multiplier below {Z_BRACKET[0]}")
+    return eps, gap
+
+
+def check_rho_beta_reachable(rho: float, steps: int, delta: float, conversion: str = "legacy") -> None:
+    """Raise ValueError (with the reason) unless ``noise_multiplier_for_rho_beta`` can
+    solve this target: cheap, two evaluations, for config-time checks."""
+    if conversion not in CONVERSIONS:
+        raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+    if conversion == "continuous":  # closed form: every ε > 0 has a z
+        noise_multiplier_for_rho_beta(rho, steps, delta, conversion)
+    else:
+        _rho_beta_gap(rho, steps, delta, conversion)
+
+
 def noise_multiplier_for_rho_beta(
     rho: float, steps: int, delta: float, conversion: str = "legacy", xtol: float = 1e-10
 ) -> float:
@@ -197,20 +236,15 @@ def noise_multiplier_for_rho_beta(
     The continuous conversion has the closed-form inverse M = (√(L + ε) − √L)²,
     z = √(k/(2M)), L = ln(1/δ). The others are solved on the authors' bracket.
     """
-    eps = float(epsilon_from_rho_beta(rho))
-    if eps <= 0:
-        raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
     if conversion == "continuous":
+        eps = float(epsilon_from_rho_beta(rho))
+        if eps <= 0:
+            raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
         log_inv_delta = math.log(1.0 / float(_check_delta(delta)))
         m = (math.sqrt(log_inv_delta + eps) - math.sqrt(log_inv_delta)) ** 2
         return math.sqrt(int(steps) / (2.0 * m))
-
-    def gap(log_z: float) -> float:
-        return full_batch_epsilon(math.exp(log_z), steps, delta, conversion) - eps
-
+    _, gap = _rho_beta_gap(rho, steps, delta, conversion)
     lo, hi = (math.log(b) for b in Z_BRACKET)
-    if gap(lo) < 0 or gap(hi) > 0:
-        raise ValueError(f"no noise multiplier in {Z_BRACKET} reaches eps={eps:.4g} ({conversion})")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=xtol))
 
 
@@ -231,9 +265,35 @@ def log_likelihood_ratio(release, mu, mu_prime, sigma):
     return _out(np.sum(centred * diff, axis=-1) / np.asarray(sigma, dtype=np.float64) ** 2)
 
 
+def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
+    """η = (L − s·LS²/(2σ²))·σ/LS with s = +1 when D is the true dataset (b = 0) and −1
+    when D′ is: the adversary's log-likelihood ratio L = ln p(r|D) − ln p(r|D′) (the
+    sign of ``log_likelihood_ratio``) standardized under the true dataset.
+
+    With r = μ^{(b)} + n, L = s·LS²/(2σ²) + ⟨n, d⟩/σ², so η = ⟨n, d⟩/(σ·LS) ~ N(0, 1)
+    (spec M2, P17) if and only if the LLR path is right: a KS test of η then checks the
+    adversary's arithmetic, not only the noise generator. NaN where LS = 0 (the step
+    reveals nothing and η is undefined); callers count those steps.
+    """
+    llr = np.asarray(llr, dtype=np.float64)
+    ls = np.asarray(sensitivity, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eta = (llr - sign * ls**2 / (2.0 * sigma**2)) * sigma / ls
+    return _out(np.where((ls > 0) & (sigma > 0), eta, np.nan))
+
+
 def belief(log_odds):
     """β(D) = expit(Λ) from the cumulative log-odds (uniform prior)."""
     return _out(special.expit(np.asarray(log_odds, dtype=np.float64)))
+
+
+def belief_in_true_dataset(log_odds, b_true):
+    """β_k of the dataset actually trained on: expit(Λ) when it is D (b = 0), expit(−Λ)
+    when it is D′ (b = 1), Λ being the log-odds of D."""
+    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    return _out(special.expit(sign * np.asarray(log_odds, dtype=np.float64)))
 
 
 def predicted_win_probability(rdp_slope):
@@ -266,19 +326,39 @@ def sequential_noise_multiplier(eps: float, steps: int, delta: float) -> float:
 # -------------------------------------------------- rows for a trained DP-SGD run
 
 
+# How ``dpaudit.training.accounting.dpsgd_epsilon`` turned a trained run's composition
+# into ε(δ), by (accountant, sampling): dp-accounting's RDP accountant and its RDP →
+# (ε, δ) conversion (named as in CONVERSIONS), its PLD accountant, or, for shuffled
+# batches with "pld", the exact ε of the composed Gaussian (Balle & Wang 2018).
+TRAIN_CONVERSIONS = {
+    ("rdp", "poisson"): "dp_accounting", ("rdp", "shuffle"): "dp_accounting",
+    ("pld", "poisson"): "pld", ("pld", "shuffle"): "analytic_gaussian",
+}
+# L2 sensitivity of the clipped-gradient sum in units of C, by neighbouring relation
+# (train.json's ``neighbouring_relation``, set by the sampling scheme).
+RELATION_SENSITIVITY = {"add_or_remove_one": 1.0, "replace_one": 2.0}
+
+
 def run_identifiability(train: dict) -> pd.DataFrame:
     """Identifiability rows of one trained run from its accountant's (ε, δ).
 
-    ρ_β and the δ-adjusted ρ_β, ρ_α by Theorem 2 and Yeom's bound hold for any
-    (ε, δ)-DP model. ρ_α by RDP composition (2Φ(√k/(2z)) − 1) assumes full-batch
-    steps, so it is written only for runs whose sampling probability is 1 (the grid's
-    mini-batch runs would need the subsampled analysis, spec P15). A non-private run
-    gets rows with ``applicable = False`` and NaN values, never a made-up number.
+    Every row records the ``conversion`` that produced the ε (``TRAIN_CONVERSIONS``)
+    and the ``neighbouring_relation`` the ε holds for. ρ_β and the δ-adjusted ρ_β, ρ_α
+    by Theorem 2 and Yeom's bound hold for any (ε, δ)-DP model, whatever the relation.
+    ρ_α by RDP composition assumes full-batch steps, so it is written only for runs
+    whose sampling probability is 1 (mini-batch runs would need the subsampled or
+    shuffled analysis, spec P15); its sensitivity follows the relation: C for
+    add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for replace-one (shuffled
+    batches, 2Φ(√k/z) − 1), the same sensitivity the accountant used for the ε. A
+    non-private run gets rows with ``applicable = False`` and NaN values, never a
+    made-up number.
     """
     eps = float(train["epsilon"])
     delta = train.get("delta")
     base = {
         "accountant": train.get("accountant"),
+        "conversion": None,
+        "neighbouring_relation": train.get("neighbouring_relation"),
         "accountant_epsilon": eps,
         "delta": math.nan if delta is None else float(delta),
         "noise_multiplier": float(train.get("noise_multiplier") or math.nan),
@@ -295,6 +375,14 @@ def run_identifiability(train: dict) -> pd.DataFrame:
             for m in metrics
         ])
     delta = float(delta)
+    sampling, relation = train.get("sampling"), train.get("neighbouring_relation")
+    if (train.get("accountant"), sampling) not in TRAIN_CONVERSIONS:
+        raise ValueError(f"train.json: accountant {train.get('accountant')!r} with sampling {sampling!r} is not one "
+                         f"of {sorted(TRAIN_CONVERSIONS)}; the conversion behind epsilon is unknown")
+    if relation != accounting.NEIGHBOURING[sampling]:
+        raise ValueError(f"train.json: neighbouring_relation {relation!r} does not match sampling {sampling!r} "
+                         f"({accounting.NEIGHBOURING[sampling]!r} expected)")
+    base["conversion"] = TRAIN_CONVERSIONS[(train["accountant"], sampling)]
     rows = [
         {**base, "metric": "rho_beta", "value": rho_beta(eps), "formula": "expit(eps)"},
         {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, delta),
@@ -305,12 +393,18 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     ]
     q = base["sampling_probability"]
     full_batch = q == 1.0
+    sensitivity = RELATION_SENSITIVITY[relation]
+    if full_batch:
+        formula = ("2 Phi(sqrt(k) / (2 z)) - 1 (add/remove-one, sensitivity C)" if sensitivity == 1.0
+                   else "2 Phi(sqrt(k) / z) - 1 (replace-one, sensitivity 2C)")
+    elif sampling == "poisson":
+        formula = "not applicable: sampling probability < 1 (needs subsampled RDP)"
+    else:
+        formula = "not applicable: shuffled mini-batches (sampling probability < 1), full-batch composition only"
     rows.append({
         **base, "metric": "rho_alpha_rdp",
-        "value": rho_alpha_rdp(base["steps"], base["noise_multiplier"]) if full_batch else math.nan,
-        "applicable": full_batch,
-        "formula": "2 Phi(sqrt(k) / (2 z)) - 1" if full_batch
-        else "not applicable: sampling probability < 1 (needs subsampled RDP)",
+        "value": rho_alpha_rdp(base["steps"], base["noise_multiplier"], sensitivity) if full_batch else math.nan,
+        "applicable": full_batch, "formula": formula,
     })
     return pd.DataFrame(rows)
 
@@ -319,6 +413,10 @@ def run_identifiability(train: dict) -> pd.DataFrame:
 
 CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
 LS_TOLERANCE = 1e-4  # spec P6: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
+# Family-wise level of the η_t ~ N(0, 1) health check (spec P17): one KS test per
+# configuration, Bonferroni over the configurations of one aggregate (63 in the paper's
+# grid, where an unadjusted p < 0.01 would flag one spuriously about half the time).
+ETA_KS_LEVEL = 0.01
 
 
 def _clamped(value: float) -> tuple[float, bool]:
@@ -332,9 +430,12 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
     ``runs`` has one row per run (``final_logodds``, ``b_true``, ``win``, ``mi_adv``,
     ``test_acc`` and the configuration columns of ``audit.describe``); ``steps`` one
     row per run and step (``ls_t``, ``sigma_t``, ``eta_t``, ``gs``); both carry
-    ``CONFIG_KEYS``. The win-rate
+    ``CONFIG_KEYS``. η_t is the adversary's standardized LLR (``standardized_llr``);
+    the steps where it is undefined (LS_t = 0) are counted in ``eta_undefined_steps``. The win-rate
     interval is Clopper–Pearson at two-sided level ``alpha``; the advantage interval
-    is its image under 2p − 1.
+    is its image under 2p − 1. The η_t KS check flags a configuration when its p-value,
+    Bonferroni-adjusted over the ``eta_ks_configurations`` configurations of this
+    summary, is below ``ETA_KS_LEVEL`` (``eta_ks_failed``; raw ``eta_ks_pvalue`` kept).
     """
     from dpaudit.dp.hypothesis import clopper_pearson
 
@@ -353,7 +454,10 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         adv = 2.0 * wins / r - 1.0
         logodds_true = np.where(group["b_true"].to_numpy() == 0, 1.0, -1.0) * group["final_logodds"].to_numpy()
         belief_true = special.expit(logodds_true)
-        max_belief = float(belief_true.max())
+        # ε′ = logit(max belief) is the max log-odds itself: never through expit, which
+        # rounds to 1 (logit ∞) once the log-odds exceed ~37.
+        max_logodds = float(logodds_true.max())
+        max_belief = float(special.expit(max_logodds))
         merged = step_groups[key]
         # z′_t = σ_t/LS_t; a step with LS_t = 0 (x* and x′ give the same clipped
         # gradient) reveals nothing and adds 0 to Σ 1/(2z′_t²).
@@ -362,7 +466,7 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         sens = np.array([rdp_epsilon(m, delta, first["conversion"])["epsilon"] for m in slope.to_numpy()])
         eta = merged["eta_t"].dropna().to_numpy()
         ls_excess = merged["ls_t"] - merged["gs"] - LS_TOLERANCE
-        eps_belief, belief_flag = _clamped(float(logit_safe(max_belief)))
+        eps_belief, belief_flag = _clamped(max_logodds)
         eps_adv, adv_flag = _clamped(float(epsilon_from_rho_alpha(adv, delta)) if abs(adv) < 1 else math.copysign(math.inf, adv))
         rows.append({
             **dict(zip(CONFIG_KEYS, key, strict=True)), "eps_target": eps_target, "delta": delta, "k": k,
@@ -387,15 +491,17 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
             "test_acc_mean": float(group["test_acc"].mean()),
             "train_acc_mean": float(group["train_acc"].mean()),
             "eta_ks_pvalue": float(stats.kstest(eta, "norm").pvalue) if eta.size > 1 else math.nan,
+            "eta_undefined_steps": int(merged["eta_t"].isna().sum()),  # LS_t = 0: η_t undefined
             "eta_mean": float(eta.mean()) if eta.size else math.nan,
             "eta_std": float(eta.std(ddof=1)) if eta.size > 1 else math.nan,
             "ls_min": float(merged["ls_t"].min()), "ls_max": float(merged["ls_t"].max()),
             "ls_bound": float(merged["gs"].iloc[0]),
             "ls_violations": int((ls_excess > 0).sum()), "steps_total": int(len(merged)),
         })
-    return pd.DataFrame(rows)
-
-
-def logit_safe(rho: float) -> float:
-    """logit ρ for any ρ in (0, 1) (an ε′ from a belief below ½ is negative)."""
-    return float(np.log(rho) - np.log1p(-rho))
+    summary = pd.DataFrame(rows)
+    # Bonferroni over the configurations with a KS p-value; the raw p-value stays.
+    tested = int(summary["eta_ks_pvalue"].notna().sum())
+    summary["eta_ks_configurations"] = tested
+    summary["eta_ks_pvalue_bonferroni"] = np.minimum(1.0, summary["eta_ks_pvalue"] * tested)
+    summary["eta_ks_failed"] = summary["eta_ks_pvalue_bonferroni"] < ETA_KS_LEVEL
+    return summary

@@ -224,7 +224,8 @@ def audit_run(setup: AuditSetup, run_id: int, seed: int, keep_vectors: bool = Fa
         release = (mu if b_true == 0 else mu_prime) + noise
         if sigma > 0:
             llr = float(idf.log_likelihood_ratio(release, mu, mu_prime, sigma))
-            eta = float(noise @ d / (sigma * ls)) if ls > 0 else math.nan
+            # η_t from the adversary's LLR, not from the noise draw: a wrong LLR fails the KS check.
+            eta = float(idf.standardized_llr(llr, ls, sigma, b_true))
         else:  # x* and x′ give identical clipped gradients: nothing to tell apart
             llr, eta = 0.0, math.nan
         log_odds += llr
