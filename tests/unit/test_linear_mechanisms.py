@@ -178,3 +178,34 @@ def test_linear_params_validation():
                           "linear_regularization": 1.0})
     assert "linear_regularization" not in normalize_params({"mechanism": "baseline"})
 
+
+def test_downstream_readers_take_a_linear_train_json(tmp_path):
+    # The real train.json of each linear mechanism through the ledger, the card, the
+    # identifiability rows and the aggregation's run table: pure ε, δ = 0, no made-up σ/q/steps.
+    from dpaudit.aggregate import load_train_infos, runs_frame
+    from dpaudit.dp.card import privacy_card_from_info
+    from dpaudit.dp.ledger import build_ledger
+    from dpaudit.metrics.identifiability import run_identifiability
+
+    df = _frame()
+    infos, runs = [], {}
+    for mechanism in MECHANISMS:
+        info = train_model(df, SPLITS, _params(mechanism, target_epsilon=3.0), tmp_path / f"{mechanism}.keras",
+                           threads=2, log=LOG)
+        path = tmp_path / "results" / "toy" / mechanism / "train.json"
+        write_json(path, {**info, "dataset": "toy", "run": mechanism})
+        infos.append(read_json(path))
+        runs[mechanism] = {"mechanism": mechanism, "target_epsilon": 3.0, "seed": 5}
+    ledger = build_ledger(infos)
+    rows = ledger.runs.set_index("run")
+    assert (rows["epsilon"] == 3.0).all() and (rows["delta"] == 0.0).all() and rows["private"].all()
+    assert (rows["rdp_composition"] == "pure_dp").all() and (rows["neighbouring_relation"] == "replace_one").all()
+    assert rows["noise_multiplier"].isna().all() and (rows["notes"] == "").all()
+    assert ledger.totals["basic_epsilon"].item() == 6.0 and ledger.totals["release_all_epsilon"].item() == 6.0
+    card = privacy_card_from_info(infos[0])
+    assert card.row["epsilon"] == 3.0 and card.row["delta"] == 0.0 and card.row["accountant"] == "pure"
+    assert card.row["max_attack_accuracy"] == pytest.approx(math.exp(3) / (1 + math.exp(3)))
+    assert run_identifiability(infos[1]).set_index("metric").loc["rho_beta", "applicable"]
+    frame = runs_frame({"toy": runs}, load_train_infos(sorted((tmp_path / "results").rglob("train.json"))))
+    assert (frame["accountant_epsilon"] == 3.0).all() and (frame["accountant_delta"] == 0.0).all()
+    assert frame["noise_multiplier"].isna().all() and (frame["accountant"] == "pure").all()
