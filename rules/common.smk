@@ -79,7 +79,9 @@ def run_params(wildcards):
 
 
 def training_params(wildcards):
-    return TRAINING[wildcards.dataset]
+    # Only the settings this run's mechanism uses, so a linear-only key (Λ) never
+    # reruns the Keras runs and an MLP setting never reruns the linear ones.
+    return dpconfig.training_for_mechanism(TRAINING[wildcards.dataset], run_params(wildcards)["mechanism"])
 
 
 def raw_inputs(wildcards):

@@ -11,7 +11,8 @@ with job_logging(sm) as log:
     metrics = epsilon_star_run_metrics(
         read_parquet(sm.input.outputs),
         members_split=dataset["splits"]["members"], nonmembers_split=dataset["splits"]["nonmembers"],
-        utility_split=dataset["splits"]["utility"], classes=int(dataset["classes"]), delta=float(train["delta"]),
+        utility_split=dataset["splits"]["utility"], classes=int(dataset["classes"]),
+        delta=float(train.get("evaluation_delta", train["delta"])),  # a pure ε-DP run: the dataset's δ
         grid_size=options["grid_size"], alpha=options["alpha"], empirical_filter=options["empirical_filter"],
         bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,
         goodness_of_fit=options["goodness_of_fit"] if options["goodness_of_fit"]["enabled"] else None,

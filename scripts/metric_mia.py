@@ -15,7 +15,7 @@ with job_logging(sm) as log:
         members_split=dataset["splits"]["members"],
         nonmembers_split=dataset["splits"]["nonmembers"],
         utility_split=dataset["splits"]["utility"],
-        delta=float(train["delta"]),
+        delta=float(train.get("evaluation_delta", train["delta"])),  # a pure ε-DP run: the dataset's δ
         accountant_epsilon=float(train["epsilon"]),
         seed=options["seed"],
         alpha=options["alpha"],

@@ -15,6 +15,6 @@ with job_logging(sm) as log:
         examples = shadow_training_examples(examples, dataset["splits"], **shadow)
     info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log,
                        checkpoints=sm.params.get("checkpoints", 0), checkpoint_path=sm.output.get("checkpoints"),
-                       run=sm.wildcards.run)
+                       run=sm.wildcards.run, dataset=sm.wildcards.dataset)
     info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run, pmp_shadow=shadow)
     write_json(sm.output.info, info)

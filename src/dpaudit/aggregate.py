@@ -136,12 +136,15 @@ def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 # Summary column -> (header, unit, meaning): the runs table shows these, in this order.
 RUNS_GLOSSARY = {
     "dataset": ("dataset", "—", "dataset the model was trained on"),
-    "mechanism": ("mechanism", "—", "baseline = non-private training; dpsgd = DP-SGD (clipping + Gaussian noise)"),
-    "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for (— for baselines)"),
+    "mechanism": ("mechanism", "—", "baseline = non-private training; dpsgd = DP-SGD (clipping + Gaussian noise); "
+                  "output_perturbation / objective_perturbation = pure ε-DP logistic regression (Chaudhuri et al.)"),
+    "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for; the exact ε of output / "
+                       "objective perturbation (— for baselines)"),
     "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
     "accountant_epsilon": ("accountant ε", "nats", "ε the privacy accountant certifies for the trained model; ∞ = no DP"),
     "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
-    "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions)"),
+    "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions, "
+                   "pure = the mechanism's own pure ε-DP theorem, δ = 0)"),
     "sampling": ("sampling", "—", "batch sampling the accountant assumes (poisson or shuffle)"),
     "noise_multiplier": ("noise multiplier σ", "× clip norm", "std of the Gaussian noise / clipping norm"),
     "clip_norm": ("clip norm C", "L2 norm", "per-example gradient clipping norm"),

@@ -33,7 +33,26 @@ GRID_COLUMNS: dict[str, str] = {
     "learning_rate": "Float64",
     "seed": "Int64",
 }
-DP_ONLY_COLUMNS = ("target_epsilon", "clip_norm", "microbatches")
+# Output and objective perturbation of L2-regularized logistic regression (source
+# 000, Chaudhuri et al. 2011): one exact fit, no epochs, batches or clipping, and
+# binary labels only.
+LINEAR_MECHANISMS = ("output_perturbation", "objective_perturbation")
+# The grid columns each mechanism uses; the others are NA in its rows (mechanism
+# itself is always set).
+MECHANISM_COLUMNS: dict[str, tuple[str, ...]] = {
+    "baseline": ("epochs", "batch_size", "learning_rate", "seed"),
+    "dpsgd": tuple(c for c in GRID_COLUMNS if c != "mechanism"),
+    "output_perturbation": ("target_epsilon", "seed"),
+    "objective_perturbation": ("target_epsilon", "seed"),
+}
+NEEDS_TARGET_EPSILON = ("dpsgd", *LINEAR_MECHANISMS)
+# Classes of the datasets whose class count the config does not set (synthetic's
+# is its ``classes`` key); checked against prepare_dataset in tests/unit/test_config.py.
+DATASET_CLASSES = {"breast_cancer": 2, "digits": 10, "adult": 2, "purchase100": 100, "mnist": 10}
+# Training keys that apply only to the linear mechanisms, and the only shared
+# training keys those use (the MLP architecture, optimizer, accountant and
+# sampling do not apply to them): see ``training_for_mechanism``.
+LINEAR_TRAINING_KEYS = ("linear_regularization",)
 SYNTHETIC_ONLY_KEYS = ("n", "d", "classes", "separation", "seed")
 SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed": 0}
 PATH_SAFE = re.compile(r"^[A-Za-z0-9.+\-]+$")
@@ -134,6 +153,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         problems.extend(_grid_problems(grid, f"config.{where}"))
     config = _fill_defaults(config, schema, schema)
     problems.extend(_profile_problems(config["profile"]))
+    problems.extend(_binary_problems(config))
     for name, params in config["datasets"].items():
         if name != "synthetic":
             misplaced = sorted(set(params) & set(SYNTHETIC_ONLY_KEYS))
@@ -177,19 +197,49 @@ def _audit_problems(audit: Mapping) -> list[str]:
     return problems
 
 
+def dataset_classes(name: str, params: Mapping) -> int:
+    """Number of classes of a configured dataset, known before it is prepared."""
+    if name == "synthetic":
+        return int(params.get("classes", SYNTHETIC_DEFAULTS["classes"]))
+    return DATASET_CLASSES[name]
+
+
+def _binary_problems(config: Mapping) -> list[str]:
+    """The linear mechanisms are binary logistic regression: refuse multi-class datasets."""
+    problems = []
+    for name, params in config["datasets"].items():
+        where = f"config.datasets.{name}.grid" if "grid" in params else "config.grid"
+        grid = params.get("grid", config["grid"])
+        linear = sorted({m for block in grid for m in block["mechanism"] if m in LINEAR_MECHANISMS})
+        classes = dataset_classes(name, params)
+        if linear and classes != 2:
+            problems.append(
+                f"config.datasets.{name}: mechanism {', '.join(linear)} (from {where}) is binary logistic "
+                f"regression, but dataset {name} has {classes} classes; give {name} its own grid without it"
+            )
+    return problems
+
+
 def _grid_problems(grid: list[dict], where: str) -> list[str]:
     problems = []
     for index, block in enumerate(grid):
         mechanisms = set(block["mechanism"])
-        if "dpsgd" in mechanisms and "target_epsilon" not in block:
-            problems.append(f"{where}[{index}]: dpsgd needs target_epsilon (a list of ε > 0)")
-        if mechanisms == {"baseline"}:
-            for key in DP_ONLY_COLUMNS:
-                if key in block:
-                    problems.append(
-                        f"{where}[{index}].{key}: not applicable to mechanism baseline (dpsgd only)"
-                    )
+        for mechanism in sorted(mechanisms & set(NEEDS_TARGET_EPSILON)):
+            if "target_epsilon" not in block:
+                problems.append(f"{where}[{index}]: {mechanism} needs target_epsilon (a list of ε > 0)")
+        for key in block:
+            if key == "mechanism" or any(key in MECHANISM_COLUMNS[m] for m in mechanisms):
+                continue
+            users = [m for m, columns in MECHANISM_COLUMNS.items() if key in columns]
+            problems.append(
+                f"{where}[{index}].{key}: not applicable to mechanism {', '.join(sorted(mechanisms))} "
+                f"({', '.join(users)} only)"
+            )
         for key, values in block.items():
+            if key == "mechanism":
+                # Names fixed by the schema's enum; the '_' in output_perturbation is
+                # unambiguous in a run name because the column names around it are fixed.
+                continue
             for position, value in enumerate(values):
                 non_finite = isinstance(value, float) and not math.isfinite(value)
                 if non_finite or not PATH_SAFE.match(str(value)):
@@ -238,8 +288,8 @@ def grid_table(grid: list[dict], schema: Mapping | None = None) -> pd.DataFrame:
         keys = list(GRID_COLUMNS)
         for combo in itertools.product(*(block.get(k, [None]) for k in keys)):
             row = dict(zip(keys, combo, strict=True))
-            if row["mechanism"] == "baseline":
-                for key in DP_ONLY_COLUMNS:
+            for key in keys[1:]:
+                if key not in MECHANISM_COLUMNS[row["mechanism"]]:
                     row[key] = None
             rows.append(row)
     if not rows:
@@ -268,6 +318,18 @@ def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
     if len(lookup) != len(records):
         raise ConfigError("two grid rows map to the same run name")
     return lookup
+
+
+def training_for_mechanism(training: Mapping, mechanism: str) -> dict:
+    """The training settings one run of ``mechanism`` uses (its train_model params).
+
+    The linear mechanisms get only ``LINEAR_TRAINING_KEYS``; the others get every
+    shared key but those. A run's params thus change only with a setting it uses,
+    and adding a linear-only key never reruns the existing Keras runs.
+    """
+    if mechanism in LINEAR_MECHANISMS:
+        return {k: v for k, v in training.items() if k in LINEAR_TRAINING_KEYS}
+    return {k: v for k, v in training.items() if k not in LINEAR_TRAINING_KEYS}
 
 
 def dataset_grids(config: Mapping) -> dict[str, pd.DataFrame]:

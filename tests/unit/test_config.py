@@ -225,3 +225,105 @@ def test_audit_unreachable_target_is_refused_at_parse_time():
     # Reachable with the closed-form conversion, and at δ = 0.01 with the legacy grid.
     assert target_problems("digits", audit["datasets"]["digits"], {**audit, "conversion": "continuous"}) == []
     assert target_problems("digits", {**audit["datasets"]["digits"], "delta": 0.01}, audit) == []
+
+
+# ---- output_perturbation / objective_perturbation (binary logistic regression)
+
+LINEAR = {"mechanism": ["output_perturbation", "objective_perturbation"], "target_epsilon": [1, 10], "seed": [0, 1]}
+
+
+def _binary(grid):
+    return {"datasets": {"breast_cancer": {}}, "grid": grid}
+
+
+def test_linear_mechanisms_expand_with_na_for_keras_columns():
+    config = validate_config(_binary([{"mechanism": ["baseline"]}, LINEAR]))
+    table = dataset_grids(config)["breast_cancer"]
+    linear = table[table["mechanism"] != "baseline"]
+    assert len(linear) == 2 * 2 * 2 and len(table) == 9
+    for column in ("clip_norm", "microbatches", "epochs", "batch_size", "learning_rate"):
+        assert linear[column].isna().all(), column
+    assert linear["target_epsilon"].notna().all() and config["training"]["linear_regularization"] == 1.0
+    names = list(run_lookup(table))
+    assert ("mechanism~output_perturbation_target_epsilon~1.0_clip_norm~NA_microbatches~NA_epochs~NA_"
+            "batch_size~NA_learning_rate~NA_seed~0") in names
+
+
+def test_linear_rows_never_rename_existing_runs():
+    before = set(run_lookup(grid_table(validate_config(DEFAULT)["grid"])))
+    config = copy.deepcopy(DEFAULT)
+    config["grid"].append({"mechanism": ["output_perturbation"], "target_epsilon": [4]})
+    config["datasets"] = {"synthetic": config["datasets"]["synthetic"]}
+    after = set(run_lookup(grid_table(validate_config(config)["grid"])))
+    assert before < after and len(after - before) == 1
+
+
+@pytest.mark.parametrize("mechanism", ["output_perturbation", "objective_perturbation"])
+def test_linear_mechanism_needs_target_epsilon(mechanism):
+    with pytest.raises(ConfigError, match=rf"config.grid\[0\]: {mechanism} needs target_epsilon"):
+        validate_config(_binary([{"mechanism": [mechanism]}]))
+
+
+@pytest.mark.parametrize("key", ["clip_norm", "microbatches", "epochs", "batch_size", "learning_rate"])
+def test_keras_column_on_linear_block_refused(key):
+    value = 0.5 if key in ("clip_norm", "learning_rate") else 2
+    with pytest.raises(ConfigError) as error:
+        validate_config(_binary([{**LINEAR, key: [value]}]))
+    message = str(error.value)
+    assert f"config.grid[0].{key}" in message and "not applicable to mechanism objective_perturbation" in message
+
+
+def test_mixed_block_keeps_keras_columns_for_the_keras_mechanism():
+    block = {"mechanism": ["dpsgd", "output_perturbation"], "target_epsilon": [2], "epochs": [3, 4]}
+    table = dataset_grids(validate_config(_binary([block])))["breast_cancer"]
+    assert len(table) == 2 + 1  # the linear row does not multiply over epochs
+    assert table.loc[table["mechanism"] == "dpsgd", "epochs"].tolist() == [3, 4]
+
+
+def test_multiclass_dataset_with_linear_mechanism_is_refused_naming_the_key():
+    message = invalid(lambda c: c["grid"].append({"mechanism": ["output_perturbation"], "target_epsilon": [1]}))
+    # DEFAULT has synthetic (2 classes), breast_cancer (2) and digits (10).
+    assert "config.datasets.digits" in message and "output_perturbation" in message and "10 classes" in message
+    assert "config.datasets.synthetic" not in message and "config.datasets.breast_cancer" not in message
+    message = invalid(lambda c: (c["datasets"]["synthetic"].update(classes=3),
+                                 c["datasets"]["digits"].update(grid=[{"mechanism": ["baseline"]}]),
+                                 c["grid"].append({"mechanism": ["objective_perturbation"], "target_epsilon": [1]})))
+    assert "config.datasets.synthetic" in message and "3 classes" in message and "digits" not in message
+
+
+def test_multiclass_dataset_with_its_own_keras_grid_is_accepted():
+    config = copy.deepcopy(DEFAULT)
+    config["datasets"]["digits"]["grid"] = [{"mechanism": ["baseline"]}]
+    config["grid"].append({"mechanism": ["output_perturbation"], "target_epsilon": [1]})
+    grids = dataset_grids(validate_config(config))
+    assert "output_perturbation" in set(grids["synthetic"]["mechanism"])
+    assert set(grids["digits"]["mechanism"]) == {"baseline"}
+
+
+def test_linear_regularization_must_be_positive():
+    message = invalid(lambda c: c["training"].update(linear_regularization=0))
+    assert "config.training.linear_regularization" in message and "> 0" in message
+
+
+def test_dataset_classes_match_prepared_datasets():
+    from dpaudit.config import DATASET_CLASSES, dataset_classes
+    from dpaudit.data import datasets
+
+    for name in ("breast_cancer", "digits"):
+        _, info = datasets.prepare_dataset(name, {}, {})
+        assert info["classes"] == DATASET_CLASSES[name] == dataset_classes(name, {}), name
+    _, info = datasets.prepare_dataset("synthetic", {}, {"n": 40, "d": 2, "classes": 4})
+    assert info["classes"] == dataset_classes("synthetic", {"classes": 4}) == 4
+    assert DATASET_CLASSES["adult"] == len(set(datasets.ADULT_LABELS.values()))
+    assert DATASET_CLASSES["purchase100"] == datasets.PURCHASE_CLASSES
+    assert set(DATASET_CLASSES) | {"synthetic"} == set(datasets.DATASETS)
+
+
+def test_training_settings_per_mechanism():
+    from dpaudit.config import training_for_mechanism
+
+    training = validate_config(DEFAULT)["training"]
+    keras = training_for_mechanism(training, "dpsgd")
+    assert "linear_regularization" not in keras and keras["hidden_units"] == training["hidden_units"]
+    assert training_for_mechanism(training, "baseline") == keras
+    assert training_for_mechanism(training, "output_perturbation") == {"linear_regularization": 1.0}

@@ -123,3 +123,14 @@ def test_card_uses_the_ledgers_relation_name_and_baselines_say_not_applicable():
 def test_plain_language_mentions_vacuous_bound_for_large_eps():
     assert "protects little" in plain_language(10.0, 1e-5)
     assert "protects little" not in plain_language(1.0, 1e-5)
+
+
+
+def test_plain_language_names_the_neighbouring_change():
+    assert "adding or removing any one training example" in plain_language(1.0, 1e-5)
+    assert "adding or removing" in plain_language(1.0, 1e-5, "add_remove")
+    text = plain_language(1.0, 0.0, "replace_one")
+    assert "replacing any one training example by another" in text and "adding" not in text
+    card = privacy_card_from_info({"run": "op", "mechanism": "output_perturbation", "epsilon": 1.0, "delta": 0.0,
+                                   "accountant": "pure", "neighbouring_relation": "replace_one"})
+    assert "replacing any one training example" in card.markdown and "replacing any one" in card.html

@@ -41,6 +41,12 @@ def test_labels_name_the_target_epsilon_and_the_grid_values_that_vary():
         "batch_size": [64, 64, 64], "learning_rate": [0.05] * 3,
     })
     assert strategy_labels(table) == ["non-DP", "ε = 1, C=1", "ε = 1, C=10"]
+    linear = pd.DataFrame({
+        "mechanism": ["dpsgd", "output_perturbation", "objective_perturbation"], "target_epsilon": [1.0] * 3,
+        "clip_norm": [1.0, np.nan, np.nan], "microbatches": [np.nan] * 3, "epochs": [10, np.nan, np.nan],
+        "batch_size": [64, np.nan, np.nan], "learning_rate": [0.05, np.nan, np.nan],
+    })
+    assert strategy_labels(linear) == ["ε = 1", "out-pert ε = 1", "obj-pert ε = 1"]
 
 
 def _outputs(rng, shift, n=300, separated=False):

@@ -253,3 +253,22 @@ def test_run_rows_refuse_an_inconsistent_train_record():
         idf.run_identifiability(train)
     with pytest.raises(ValueError, match="conversion behind epsilon is unknown"):
         idf.run_identifiability({**train, "sampling": None})
+
+
+
+
+@pytest.mark.parametrize("mechanism", ["output_perturbation", "objective_perturbation"])
+def test_run_rows_pure_epsilon_mechanisms(mechanism):
+    # ρ_β = expit(ε) and Yeom's min(1, e^ε − 1) hold for any ε-DP mechanism; the two ρ_α
+    # rows are the Gaussian mechanism's and must not get a number.
+    rows = idf.run_identifiability({"mechanism": mechanism, "epsilon": 0.4, "delta": 0.0, "accountant": "pure",
+                                    "noise_multiplier": None, "steps": None, "sampling_probability": None})
+    rows = rows.set_index("metric")
+    assert rows.loc["rho_beta", "value"] == pytest.approx(1 / (1 + math.exp(-0.4)), rel=1e-12)
+    assert rows.loc["rho_beta_expected", "value"] == pytest.approx(rows.loc["rho_beta", "value"], rel=1e-12)
+    assert rows.loc["yeom_bound", "value"] == pytest.approx(math.exp(0.4) - 1, rel=1e-12)  # < 1: not capped
+    assert rows.loc[["rho_beta", "rho_beta_expected", "yeom_bound"], "applicable"].all()
+    for metric in ("rho_alpha_thm2", "rho_alpha_rdp"):
+        assert not rows.loc[metric, "applicable"] and math.isnan(rows.loc[metric, "value"])
+        assert "pure epsilon-DP" in rows.loc[metric, "formula"]
+    assert (rows["delta"] == 0.0).all() and (rows["accountant"] == "pure").all()

@@ -95,3 +95,16 @@ def test_history_frame_is_long_per_epoch(dataset):
     history = history_frame(dataset["infos"])
     assert len(history) == 3 * len(GRID)
     assert history.loc[history["run"].str.startswith("baseline"), "clipped_fraction"].isna().all()
+
+
+def test_utility_spread_keeps_mechanisms_at_the_same_epsilon_apart():
+    summary = pd.DataFrame({
+        "mechanism": pd.array(["dpsgd", "dpsgd", "output_perturbation", "output_perturbation", "baseline"],
+                              dtype="string"),
+        "target_epsilon": pd.array([1.0, 1.0, 1.0, 1.0, None], dtype="Float64"),
+        "seed": [0, 1, 0, 1, 0], "test_accuracy": [0.8, 0.9, 0.6, 0.7, 0.95]})
+    spread = utility_spread(summary).set_index(["target", "mechanism"])
+    assert len(spread) == 3
+    assert spread.loc[(1.0, "dpsgd"), "mean"] == pytest.approx(0.85)
+    assert spread.loc[(1.0, "output_perturbation"), "mean"] == pytest.approx(0.65)
+    assert spread.loc[(math.inf, "baseline"), "n_seeds"] == 1

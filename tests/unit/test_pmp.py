@@ -408,6 +408,18 @@ def test_baseline_run_gets_not_applicable_rows():
         log=logging.getLogger("test"))
     assert (rows.loc[rows["method"] != "accountant", "status"] == "not_applicable").all()
     assert rows["note"].str.contains("microbatches").any()
+    # a pure ε-DP linear run: finite ε, but no DP-SGD noise for the recipes to bound
+    rows, per_example = pmp_run_metrics(
+        examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
+        {"mechanism": "output_perturbation", "epsilon": 2.0, "delta": 0.0, "accountant": "pure"},
+        model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
+        log=logging.getLogger("test"))
+    pmp = rows[rows["method"] != "accountant"]
+    assert (pmp["status"] == "not_applicable").all() and pmp["value"].isna().all()
+    assert pmp["note"].str.contains("output_perturbation").all() and "inf" not in pmp["note"].iloc[0]
+    accountant = rows[rows["method"] == "accountant"].set_index("metric")["value"]
+    assert accountant["accountant_epsilon"] == 2.0 and per_example.empty
+    assert accountant["mia_bound_dp"] == pytest.approx(math.exp(2.0) / (1 + math.exp(2.0)), rel=1e-12)  # Lemma 6, δ = 0
 
 
 def test_parent_set_is_equal_size_and_refuses_too_few_nonmembers():

@@ -211,3 +211,43 @@ def test_pmp_shadows_train_with_their_own_seeds_and_grid_runs_keep_theirs(tmp_pa
     for shadow in shadows.values():
         per_target.setdefault(shadow["target"], set()).add(shadow["params"]["seed"])
     assert all(len(seeds) == 16 for seeds in per_target.values())
+
+
+LINEAR_GRID_CONFIG = {
+    "datasets": {"synthetic": {"n": 200, "d": 3}},
+    "grid": [
+        {"mechanism": ["baseline"], "epochs": [1]},
+        {"mechanism": ["dpsgd"], "target_epsilon": [4], "epochs": [1]},
+        {"mechanism": ["output_perturbation", "objective_perturbation"], "target_epsilon": [1, 10], "seed": [0, 1]},
+    ],
+    "metrics": {"identifiability": {"enabled": True}, "pmp": {"enabled": True, "shadow_models": 4}},
+}
+
+
+def test_linear_mechanism_grid_job_counts(tmp_path):
+    path = tmp_path / "linear.yaml"
+    path.write_text(yaml.safe_dump(LINEAR_GRID_CONFIG))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path))
+    counts = job_counts(result.stdout)
+    # 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε × 2 seeds = 10 runs; PMP shadow models
+    # (4) only for the DP-SGD run, so train/extract see 14 run names.
+    runs = 1 + 1 + 2 * 2 * 2
+    assert counts["train_model"] == counts["extract_per_example"] == runs + 4
+    for rule in ("metric_mia", "metric_epsilon_star", "metric_identifiability", "metric_pmp", "privacy_card"):
+        assert counts[rule] == runs, rule
+    assert counts["pmp_gather_shadows"] == 1 and counts["budget_ledger"] == 1 and counts["aggregate_metrics"] == 1
+    linear = {job["run"] for job in job_wildcards(result.stdout)
+              if job.get("run", "").startswith(("mechanism~output_perturbation", "mechanism~objective_perturbation"))}
+    assert len(linear) == 8
+    assert all("_clip_norm~NA_microbatches~NA_epochs~NA_batch_size~NA_learning_rate~NA_" in run for run in linear)
+    assert not any("_pmpshadow~" in run for run in linear)
+
+
+def test_linear_mechanism_on_a_multiclass_dataset_stops_before_any_job(tmp_path):
+    config = {**LINEAR_GRID_CONFIG, "datasets": {"synthetic": {"n": 200, "d": 3}, "digits": {}}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Job stats" not in output
+    assert "config.datasets.digits" in output and "10 classes" in output and "output_perturbation" in output

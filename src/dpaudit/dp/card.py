@@ -46,8 +46,12 @@ class PrivacyCard:
     figure_path: str | None
 
 
-def plain_language(eps: float, delta: float) -> str:
-    """What this (ε, δ) promises and what it does not, for a non-specialist."""
+def plain_language(eps: float, delta: float, relation: str | None = None) -> str:
+    """What this (ε, δ) promises and what it does not, for a non-specialist.
+
+    ``relation`` (the ledger's name) says what one neighbouring change is:
+    replace_one = replacing one example by another; otherwise adding or removing one.
+    """
     if math.isinf(eps):
         return (
             "This model was trained without differential privacy (ε = ∞). Nothing bounds how "
@@ -56,9 +60,11 @@ def plain_language(eps: float, delta: float) -> str:
             "below is only a lower bound on what a stronger attacker could do."
         )
     acc = max_attack_accuracy(eps, delta)
+    change = ("replacing any one training example by another" if relation == "replace_one"
+              else "adding or removing any one training example")
     return (
-        f"Differential privacy with ε = {eps:.3g} and δ = {delta:.2g} means that adding or "
-        f"removing any one training example changes the probability of any outcome of "
+        f"Differential privacy with ε = {eps:.3g} and δ = {delta:.2g} means that {change} "
+        f"changes the probability of any outcome of "
         f"training by at most a factor e^ε = {math.exp(eps):.3g}, except with probability δ. "
         f"So no attacker, whatever they already know, can tell whether a given example was "
         f"used with accuracy above {acc:.3f} (50% is guessing)"
@@ -346,7 +352,7 @@ def _markdown(row) -> str:
         out += ["", f"**Warning:** {warn}"]
     if row["figure"]:
         out += ["", f"![attack ROC and DP region]({Path(row['figure']).name})"]
-    out += ["", plain_language(row["epsilon"], row["delta"]), ""]
+    out += ["", plain_language(row["epsilon"], row["delta"], row["neighbouring_relation"]), ""]
     return "\n".join(out)
 
 
@@ -367,5 +373,5 @@ def _html(row) -> str:
     if row["figure"]:
         parts.append(f'<img src="{esc(Path(row["figure"]).name)}" '
                      'alt="attack ROC with the DP region">')
-    parts.append(f"<p>{esc(plain_language(row['epsilon'], row['delta']))}</p></div>")
+    parts.append(f"<p>{esc(plain_language(row['epsilon'], row['delta'], row['neighbouring_relation']))}</p></div>")
     return "".join(parts)

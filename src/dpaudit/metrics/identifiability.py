@@ -352,6 +352,11 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     batches, 2Φ(√k/z) − 1), the same sensitivity the accountant used for the ε. A
     non-private run gets rows with ``applicable = False`` and NaN values, never a
     made-up number.
+
+    A pure ε-DP run of another mechanism (δ = 0: output or objective perturbation)
+    gets ρ_β = expit(ε) (= the δ-adjusted ρ_β at δ = 0) and Yeom's bound, which hold
+    for any ε-DP mechanism; the two ρ_α rows describe the Gaussian mechanism and are
+    marked not applicable.
     """
     eps = float(train["epsilon"])
     delta = train.get("delta")
@@ -368,6 +373,17 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         "applicable": True,
     }
     metrics = ("rho_beta", "rho_beta_expected", "rho_alpha_thm2", "yeom_bound", "rho_alpha_rdp")
+    if train.get("mechanism") != "dpsgd" and math.isfinite(eps) and delta is not None and float(delta) == 0.0:
+        gaussian_only = "not applicable: the Gaussian mechanism's advantage; this run is pure epsilon-DP"
+        base["conversion"] = "none: pure epsilon-DP, epsilon exact"
+        return pd.DataFrame([
+            {**base, "metric": "rho_beta", "value": rho_beta(eps), "formula": "expit(eps)"},
+            {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, 0.0),
+             "formula": "rho_beta + delta (1 - rho_beta), delta = 0"},
+            {**base, "metric": "rho_alpha_thm2", "value": math.nan, "applicable": False, "formula": gaussian_only},
+            {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
+            {**base, "metric": "rho_alpha_rdp", "value": math.nan, "applicable": False, "formula": gaussian_only},
+        ])
     if train.get("mechanism") != "dpsgd" or not math.isfinite(eps) or delta is None:
         return pd.DataFrame([
             {**base, "metric": m, "value": math.nan, "applicable": False,

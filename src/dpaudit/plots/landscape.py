@@ -24,7 +24,7 @@ from scipy.stats import gaussian_kde
 from dpaudit.config import GRID_COLUMNS
 from dpaudit.metrics.epsilon_star import aggregate_strategies, strategy_epsilon_bar
 from dpaudit.metrics.pareto import pareto_frontier
-from dpaudit.plots.privacy_utility import MECHANISM_STYLE, save_figure
+from dpaudit.plots.privacy_utility import MECHANISM_LABELS, MECHANISM_STYLE, save_figure
 
 STRATEGY_COLUMNS = [c for c in GRID_COLUMNS if c != "seed"]
 MIN_KDE_POINTS = 5  # fewer models give a density that is mostly the kernel's own shape
@@ -32,6 +32,8 @@ HEADLINE = {"family": "epsilon_star", "metric": "eps_star", "loss": "logit"}
 FLAG_COLUMNS = ("on_boundary", "at_ceiling", "none_kept", "normal_rejected")
 # short names of grid columns for strategy labels
 _SHORT = {"clip_norm": "C", "microbatches": "mb", "epochs": "E", "batch_size": "B", "learning_rate": "lr"}
+# strategy labels name the mechanism when it is not DP-SGD (its ε alone would be ambiguous)
+_MECHANISM_SHORT = {"output_perturbation": "out-pert", "objective_perturbation": "obj-pert"}
 plt.rcParams["pdf.fonttype"] = 42  # TrueType in PDFs
 
 
@@ -83,6 +85,8 @@ def strategy_labels(table: pd.DataFrame) -> list[str]:
     for row in table.itertuples(index=False):
         target = row.target_epsilon
         head = "non-DP" if row.mechanism == "baseline" or pd.isna(target) else f"ε = {float(target):g}"
+        if row.mechanism in _MECHANISM_SHORT:
+            head = f"{_MECHANISM_SHORT[row.mechanism]} {head}"
         extra = [f"{_SHORT.get(c, c)}={getattr(row, c):g}" for c in varying if not pd.isna(getattr(row, c))]
         labels.append(", ".join([head, *extra]))
     return labels
@@ -172,7 +176,7 @@ def plot_landscape(summary: pd.DataFrame, strategies: pd.DataFrame, dataset: str
         ax.errorbar(x, y, xerr=[x - rows["eps_star_min"], rows["eps_star_max"] - x],
                     yerr=[y - rows["util_min"], rows["util_max"] - y], fmt=marker, color=colour,
                     ecolor=colour, elinewidth=0.8, capsize=2, alpha=0.85,
-                    label="non-private (ε = ∞)" if mechanism == "baseline" else "DP-SGD")
+                    label=MECHANISM_LABELS[mechanism])
         per_model = models[models["mechanism"] == mechanism]
         _marginal(top, per_model["epsilon_star"].to_numpy(float), colour, vertical=False, lower=0.0)
         _marginal(right, per_model["utility"].to_numpy(float), colour, vertical=True, lower=0.0, upper=1.0)

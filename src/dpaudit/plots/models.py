@@ -183,10 +183,22 @@ def plot_training_curves(runs: pd.DataFrame, history: pd.DataFrame, dataset: str
 
 
 def utility_spread(summary: pd.DataFrame) -> pd.DataFrame:
-    """Test accuracy per target ε across seeds: mean, standard deviation, min, max, number of seeds."""
+    """Test accuracy per target ε and mechanism across seeds: mean, standard deviation, min, max, number of seeds.
+
+    Mechanisms are kept apart: DP-SGD and output perturbation at the same ε are different models.
+    """
     runs = run_frame(summary)
-    return (runs.groupby("target")["test_accuracy"]
+    return (runs.groupby(["target", "mechanism"])["test_accuracy"]
             .agg(mean="mean", std="std", min="min", max="max", n_seeds="count").reset_index())
+
+
+_MECHANISM_TICK = {"output_perturbation": "output pert.", "objective_perturbation": "objective pert."}
+
+
+def _target_label(target: float, mechanism: str) -> str:
+    """Tick label of one (target ε, mechanism) group; the mechanism is named unless baseline or DP-SGD."""
+    label = epsilon_label(target).replace(" (no DP)", "\n(no DP)")
+    return f"{label}\n{_MECHANISM_TICK[mechanism]}" if mechanism in _MECHANISM_TICK else label
 
 
 def plot_utility(summary: pd.DataFrame, dataset: str, png, pdf=None) -> pd.DataFrame:
@@ -194,16 +206,16 @@ def plot_utility(summary: pd.DataFrame, dataset: str, png, pdf=None) -> pd.DataF
     runs = run_frame(summary)
     colours = epsilon_colours(runs["target"])
     spread = utility_spread(summary)
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(spread)), 4.2))
     for i, row in enumerate(spread.itertuples()):
-        points = runs[runs["target"] == row.target]["test_accuracy"]
+        points = runs[(runs["target"] == row.target) & (runs["mechanism"] == row.mechanism)]["test_accuracy"]
         ax.scatter(np.full(len(points), i) + np.linspace(-0.1, 0.1, len(points)), points,
                    color=colours[row.target], edgecolors="k", linewidths=0.5, s=36, zorder=3)
         ax.errorbar(i + 0.25, row.mean, yerr=0 if np.isnan(row.std) else row.std, fmt="_", color="0.2",
                     capsize=4, markersize=12, zorder=2)
         ax.annotate(f"{row.mean:.3f} ± {0 if np.isnan(row.std) else row.std:.3f}\n({row.n_seeds} seeds)",
                     (i + 0.3, row.mean), fontsize=7, va="center")
-    ax.set_xticks(range(len(spread)), [epsilon_label(t).replace(" (no DP)", "\n(no DP)") for t in spread["target"]])
+    ax.set_xticks(range(len(spread)), [_target_label(r.target, r.mechanism) for r in spread.itertuples()], fontsize=8)
     ax.set_xlim(-0.5, len(spread) - 0.1)
     ax.set_xlabel("target ε of the model (grid value)")
     ax.set_ylabel("test accuracy (utility split)")

@@ -12,7 +12,18 @@ import pandas as pd
 import dpaudit.plots  # noqa: F401  (selects the Agg backend)
 from dpaudit.io import atomic_path
 
-MECHANISM_STYLE = {"baseline": ("tab:red", "s"), "dpsgd": ("tab:blue", "o")}
+MECHANISM_STYLE = {
+    "baseline": ("tab:red", "s"),
+    "dpsgd": ("tab:blue", "o"),
+    "output_perturbation": ("tab:green", "^"),
+    "objective_perturbation": ("tab:purple", "D"),
+}
+MECHANISM_LABELS = {
+    "baseline": "non-private (ε = ∞)",
+    "dpsgd": "DP-SGD",
+    "output_perturbation": "output perturbation (logistic regression)",
+    "objective_perturbation": "objective perturbation (logistic regression)",
+}
 
 
 def _epsilon_positions(epsilon: np.ndarray) -> tuple[np.ndarray, float]:
@@ -36,7 +47,7 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
             chosen = (rows["mechanism"] == mechanism).to_numpy()
             if not chosen.any():
                 continue
-            label = "non-private (ε = ∞)" if mechanism == "baseline" else "DP-SGD"
+            label = MECHANISM_LABELS[mechanism]
             top.scatter(x_eps[chosen], rows["test_accuracy"].to_numpy(float)[chosen], c=colour,
                         marker=marker, label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
             bottom.scatter(rows["attack_auc"].to_numpy(float)[chosen],

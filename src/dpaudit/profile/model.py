@@ -54,8 +54,13 @@ def check_regularization(lam: float, key: str = "lam") -> float:
     return lam
 
 
-def check_view(features: np.ndarray, labels: np.ndarray, row_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Refuse views the paper's guarantees do not cover, naming the offending rows."""
+def check_view(features: np.ndarray, labels: np.ndarray, row_ids: np.ndarray | None = None, *,
+               allow_zero_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Refuse views the paper's guarantees do not cover, naming the offending rows.
+
+    Zero rows are refused by default (the profile perturbs along each row); a fit
+    that only needs the minimizer (a grid mechanism) passes ``allow_zero_rows``.
+    """
     features = np.asarray(features, dtype=np.float64)
     labels = np.asarray(labels)
     if features.ndim != 2 or labels.shape != (features.shape[0],):
@@ -72,7 +77,7 @@ def check_view(features: np.ndarray, labels: np.ndarray, row_ids: np.ndarray | N
     if not np.isin(labels, (-1, 1)).all():
         raise ValueError(f"labels must be −1 or +1; row ids {_rows(~np.isin(labels, (-1, 1)))} are not")
     norms = np.linalg.norm(features, axis=1)
-    if (norms == 0).any():
+    if not allow_zero_rows and (norms == 0).any():
         raise ValueError(f"zero-norm feature rows (no direction to perturb) in row ids {_rows(norms == 0)}")
     if (norms > 1 + NORM_SLACK).any():
         raise ValueError(f"rows outside the unit ball (‖x‖ > 1) in row ids {_rows(norms > 1 + NORM_SLACK)}")
@@ -96,9 +101,9 @@ def objective(features: np.ndarray, labels: np.ndarray, weights: np.ndarray, lam
     return float(np.mean(np.logaddexp(0.0, -margins)) + 0.5 * lam * weights @ weights)
 
 
-def fit(features: np.ndarray, labels: np.ndarray, lam: float = 1.0) -> BaseModel:
+def fit(features: np.ndarray, labels: np.ndarray, lam: float = 1.0, *, allow_zero_rows: bool = False) -> BaseModel:
     """A(x): the exact minimizer of J, by Newton's method from 0."""
-    features, labels = check_view(features, labels)
+    features, labels = check_view(features, labels, allow_zero_rows=allow_zero_rows)
     lam = check_regularization(lam)
     n, d = features.shape
     weights = np.zeros(d)

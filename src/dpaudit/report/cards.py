@@ -111,7 +111,8 @@ LEDGER_TOTALS_GLOSSARY = {
 }
 LEDGER_RUNS_GLOSSARY = {
     "dataset": ("dataset", "—", "dataset the model was trained on"),
-    "mechanism": ("mechanism", "—", "baseline = non-private; dpsgd = DP-SGD"),
+    "mechanism": ("mechanism", "—", "baseline = non-private; dpsgd = DP-SGD; output_perturbation / "
+                  "objective_perturbation = pure ε-DP logistic regression"),
     "epsilon": ("ε", "nats", "the run's accountant ε; ∞ = no DP"),
     "delta": ("δ", "probability", "the run's δ (— for baselines)"),
     "exp_epsilon": ("e^ε", "factor", "risk multiplier: how much one example can change any outcome's odds"),

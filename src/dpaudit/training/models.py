@@ -55,6 +55,38 @@ def build_mlp(input_dim: int, params: dict[str, Any], seed: int):
     return keras.Sequential(layers, name="mlp")
 
 
+def build_linear(weights: np.ndarray, feature_scale: float):
+    """The released weights w of a binary linear model as a Keras model.
+
+    ``Rescaling(1/feature_scale)`` divides raw rows as training did, then a bias-free
+    ``logits`` Dense(2) with kernel columns (0, w) gives logits (0, w·x̃), so the
+    Softmax output is P(y = 1 | x) = σ(w·x̃) and the cross-entropy is the logistic
+    loss. Standard layers only: it loads without custom objects, and extraction
+    reads it like any MLP (the scale travels inside the model). The per-example
+    gradient over the 2-column kernel has √2 times the norm of the logistic-loss
+    gradient over w (the two columns get opposite copies of it).
+    """
+    from dpaudit import _tf
+
+    keras = _tf.keras
+    weights = np.asarray(weights, dtype=np.float64).ravel()
+    if not (np.isfinite(feature_scale) and feature_scale > 0):
+        raise ValueError(f"feature_scale must be finite and positive, got {feature_scale!r}")
+    d = weights.size
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(d,), dtype="float32", name="x"),
+            keras.layers.Rescaling(1.0 / float(feature_scale), name="feature_scale"),
+            keras.layers.Dense(2, use_bias=False, name=LOGITS_LAYER),
+            keras.layers.Softmax(name="probs"),
+        ],
+        name="linear",
+    )
+    kernel = np.column_stack([np.zeros(d), weights]).astype(np.float32)
+    model.get_layer(LOGITS_LAYER).set_weights([kernel])
+    return model
+
+
 def logits_model(model):
     """A model sharing ``model``'s weights whose output is the ``logits`` layer."""
     from dpaudit import _tf

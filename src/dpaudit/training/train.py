@@ -1,5 +1,8 @@
 """Train a baseline or DP-SGD Keras model on the members split (the training driver).
 
+Output and objective perturbation of logistic regression (numpy/scipy, no
+TensorFlow training) are dispatched to ``dpaudit.training.linear``.
+
 Parameters are checked and filled here (``normalize_params``), the noise is
 calibrated by ``dpaudit.training.accounting``, batches come from
 ``dpaudit.training.sampling``, and each update is one step of
@@ -23,8 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.config import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
+from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits
 from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name
 
@@ -39,7 +44,9 @@ __all__ = [
     "train_model",
 ]
 
-MECHANISMS = ("baseline", "dpsgd")
+MECHANISMS = ("baseline", "dpsgd", *LINEAR_MECHANISMS)
+# The parameters a linear mechanism reads; any other parameter set for one is refused.
+LINEAR_PARAMS = ("mechanism", "target_epsilon", "seed", "linear_regularization", "delta", "n_classes")
 OPTIMIZERS = ("sgd", "adam")
 
 MICROBATCH_ACCOUNTING_NOTE = (
@@ -72,6 +79,7 @@ DEFAULTS: dict[str, Any] = {
     "dp_implementation": "auto",
     "n_classes": None,
     "microbatches": None,
+    "linear_regularization": None,  # linear mechanisms only; None = DEFAULT_REGULARIZATION
 }
 
 
@@ -102,10 +110,15 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
     unknown = set(params) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown training parameters: {sorted(unknown)}")
-    p = {**DEFAULTS, **{k: _none_if_na(v) for k, v in params.items()}}
+    given = {k: _none_if_na(v) for k, v in params.items()}
+    p = {**DEFAULTS, **given}
     p["mechanism"] = str(p["mechanism"])
     if p["mechanism"] not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {p['mechanism']!r}")
+    if p["mechanism"] in LINEAR_MECHANISMS:
+        return _normalize_linear(p, given)
+    if p.pop("linear_regularization") is not None:
+        raise ValueError(f"linear_regularization applies to {LINEAR_MECHANISMS} only, not {p['mechanism']}")
     p["optimizer"] = str(p["optimizer"]).lower()
     if p["optimizer"] not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {p['optimizer']!r}")
@@ -148,6 +161,28 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+def _normalize_linear(p: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    mechanism = p["mechanism"]
+    extra = sorted(k for k, v in given.items() if k not in LINEAR_PARAMS and v is not None)
+    if extra:
+        raise ValueError(f"parameter(s) {extra} do not apply to mechanism {mechanism} (it reads {LINEAR_PARAMS})")
+    epsilon = p["target_epsilon"]
+    if epsilon is None or not 0 < float(epsilon) < math.inf:
+        raise ValueError(f"{mechanism} needs a finite target_epsilon > 0, got {epsilon!r}")
+    lam = DEFAULT_REGULARIZATION if p["linear_regularization"] is None else float(p["linear_regularization"])
+    if not 0 < lam < math.inf:
+        raise ValueError(f"linear_regularization must be finite and > 0, got {lam!r}")
+    return {
+        "mechanism": mechanism,
+        "target_epsilon": float(epsilon),
+        "seed": int(p["seed"]),
+        "linear_regularization": lam,
+        # the dataset's δ: not the guarantee's (δ = 0) but the one the audits use
+        "delta": None if p["delta"] is None else float(p["delta"]),
+        "n_classes": None if p["n_classes"] is None else int(p["n_classes"]),
+    }
+
+
 def _resolve_implementation(p: dict[str, Any]) -> str:
     impl = p["dp_implementation"]
     if p["microbatches"] is not None:
@@ -176,12 +211,14 @@ def train_model(
     threads: int,
     log: logging.Logger,
     run: str | None = None,
+    dataset: str | None = None,
     checkpoints: int = 0,
     checkpoint_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
 
-    ``run`` (the run's name in the grid) only labels error messages.
+    ``run`` and ``dataset`` (the run's name in the grid, its dataset) only label
+    error messages.
     ``checkpoints = K > 0`` also saves the weights at K evenly spaced step
     indices (the first is the initialisation) to ``checkpoint_path`` (.npz, see
     ``_CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
@@ -192,6 +229,9 @@ def train_model(
     model_path = Path(model_path)
     if model_path.suffix not in (".keras", ".h5"):
         raise ValueError(f"model_path must end in .keras or .h5, got {model_path}")
+    if p["mechanism"] in LINEAR_MECHANISMS:
+        return train_linear(examples, splits, p, model_path, threads=threads, log=log, run=run, dataset=dataset,
+                            checkpoints=checkpoints, checkpoint_path=checkpoint_path)
 
     members = examples[examples["split"] == splits["members"]]
     utility = examples[examples["split"] == splits["utility"]]

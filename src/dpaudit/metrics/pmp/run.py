@@ -120,9 +120,12 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                 ("mia_bound_dp", mia_success_bound_delta(eps_accountant, 0.0 if delta is None else float(delta)),
                  "balanced MIA success bound (e^eps + delta)/(1 + e^eps) at the accountant epsilon"))]
     reason = None
-    if train.get("mechanism") != "dpsgd" or not math.isfinite(eps_accountant):
+    if not math.isfinite(eps_accountant):
         reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
                   "and a finite PMP value for it would be made up")
+    elif train.get("mechanism") != "dpsgd":
+        reason = (f"not applicable: mechanism {train.get('mechanism')} (epsilon = {eps_accountant:g}) is not DP-SGD; "
+                  "Recipes A, B and C bound DP-SGD's Gaussian noise on clipped gradients")
     elif train.get("microbatches"):
         reason = ("not applicable: microbatches clip group means, not examples; Recipes A and B assume "
                   "per-example clipping")
