@@ -28,7 +28,7 @@ def test_audit_data_table_equals_the_metrics_table_for_every_run(tiny_run):
                                           estimator="empirical", loss="logit"),
     }
     for estimator in ("parametric", "empirical"):
-        for field, suffix in (("boot_low", "low"), ("boot_high", "high")):
+        for field, suffix in (("boot_low", "low"), ("boot_high", "high"), ("argmax_count", "argmax_count")):
             expected[f"epsilon_star_{estimator}_{suffix}"] = _metric(
                 table, field, family="epsilon_star", metric="eps_star", estimator=estimator, loss="logit")
     for column, values in expected.items():

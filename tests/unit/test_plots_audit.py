@@ -26,7 +26,7 @@ def _metrics_table() -> pd.DataFrame:
                              "loss": loss, "value": value + shift, "boot_low": value + shift - 0.5,
                              "boot_high": value + shift + 0.25, "at_ceiling": estimator == "empirical" and i == 1,
                              "on_boundary": estimator == "parametric" and i == 2, "separated": False,
-                             "none_kept": False})
+                             "none_kept": False, "argmax_count": 1.0 if (estimator, i) == ("empirical", 0) else 7.0})
     return pd.DataFrame(rows)
 
 
@@ -48,6 +48,7 @@ def test_audit_table_carries_the_metrics_values_for_every_run():
             assert audit.loc[run, f"{column}_high"] == details.loc[estimator, "boot_high"]
             assert audit.loc[run, f"{column}_at_ceiling"] == details.loc[estimator, "at_ceiling"]
             assert audit.loc[run, f"{column}_on_boundary"] == details.loc[estimator, "on_boundary"]
+            assert audit.loc[run, f"{column}_argmax_count"] == details.loc[estimator, "argmax_count"]
     # baselines last, DP runs by ε
     assert audit.index.tolist() == ["r1", "r2", "r0"]
 
@@ -85,3 +86,17 @@ def test_audit_figure_draws_undefined_epsilon_star_as_a_note_not_a_point(tmp_pat
     assert np.isnan(audit.set_index("run").loc["r2", "epsilon_star_empirical"])
     plot_audit(audit, tmp_path / "b.png")
     assert (tmp_path / "b.png").stat().st_size > 0
+
+
+def test_hollow_markers_flag_ceiling_boundary_and_values_decided_by_one_example():
+    from dpaudit.plots.audit import _flagged
+
+    audit = audit_table(_metrics_table()).set_index("run")
+    # r0: empirical ε* rests on one example; r1: empirical at its ceiling; r2: parametric on the filter edge.
+    empirical = dict(zip(audit.index, _flagged(audit, "epsilon_star_empirical"), strict=True))
+    parametric = dict(zip(audit.index, _flagged(audit, "epsilon_star_parametric"), strict=True))
+    assert empirical == {"r0": True, "r1": True, "r2": False}
+    assert parametric == {"r0": False, "r1": False, "r2": True}
+    # a missing count (NaN: ε* undefined) is not a flag of its own
+    audit.loc["r0", "epsilon_star_empirical_argmax_count"] = np.nan
+    assert not _flagged(audit, "epsilon_star_empirical")[list(audit.index).index("r0")]

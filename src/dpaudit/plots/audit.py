@@ -31,8 +31,13 @@ LOWER_BOUND_COLUMNS = {"value": "epsilon_lower_bound", "alpha": "alpha", "ci_met
 EPSILON_STAR = {"parametric": "epsilon_star_parametric", "empirical": "epsilon_star_empirical"}
 # Per estimator, the eps_star row's bootstrap interval and flags, copied unchanged
 # (the figure draws the interval and hollow markers for flagged values).
-EPSILON_STAR_DETAILS = {"boot_low": "low", "boot_high": "high", "at_ceiling": "at_ceiling",
-                        "on_boundary": "on_boundary", "separated": "separated", "none_kept": "none_kept"}
+EPSILON_STAR_DETAILS = {"boot_low": "low", "boot_high": "high", "argmax_count": "argmax_count",
+                        "at_ceiling": "at_ceiling", "on_boundary": "on_boundary", "separated": "separated",
+                        "none_kept": "none_kept"}
+NUMERIC_DETAILS = ("boot_low", "boot_high", "argmax_count")
+# An ε* whose maximising ratio rests on fewer examples than this (``argmax_count``: the
+# rate in the ratio's denominator times its set size) is one or two losses deciding the value.
+FEW_EXAMPLES = 2.0
 SERIES = {  # column -> (label, colour, marker)
     "epsilon_lower_bound": ("certified ε lower bound (attack, CI)", "tab:blue", "o"),
     "epsilon_star_parametric": ("ε* parametric (logit loss)", "tab:orange", "D"),
@@ -94,7 +99,7 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
         audit[column] = audit[column].astype("float64")
         for source, name in EPSILON_STAR_DETAILS.items():
             target = f"{column}_{name}"
-            if source in ("boot_low", "boot_high"):
+            if source in NUMERIC_DETAILS:
                 audit[target] = audit[target].astype("float64") if target in audit else np.nan
             else:
                 audit[target] = audit[target].astype("boolean").fillna(False).astype(bool) if target in audit else False
@@ -105,10 +110,12 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _flagged(rows: pd.DataFrame, column: str) -> np.ndarray:
-    """ε* values at the finite-sample ceiling or on the filter boundary (drawn hollow)."""
+    """ε* values at the finite-sample ceiling, on the filter boundary or decided by fewer than
+    ``FEW_EXAMPLES`` examples (drawn hollow)."""
     if column not in EPSILON_STAR.values():
         return np.zeros(len(rows), dtype=bool)
-    return (rows[f"{column}_at_ceiling"] | rows[f"{column}_on_boundary"]).to_numpy(bool)
+    few = (rows[f"{column}_argmax_count"].astype("float64") < FEW_EXAMPLES).to_numpy(bool)  # NaN: not flagged
+    return (rows[f"{column}_at_ceiling"] | rows[f"{column}_on_boundary"]).to_numpy(bool) | few
 
 
 def _jitter(n_series: int) -> np.ndarray:
@@ -201,7 +208,8 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
         ax.xaxis.set_minor_locator(plt.NullLocator())
     handles, labels = ax.get_legend_handles_labels()
     handles.append(plt.Line2D([], [], marker="D", ls="none", mfc="white", mec="0.3", mew=1.5))
-    labels.append("hollow: ε* at its sample ceiling or filter edge;\nbars: ε* bootstrap interval")
+    labels.append("hollow: ε* at its sample ceiling, on the filter edge\nor decided by < 2 examples; "
+                  "bars: ε* bootstrap interval")
     # Below the axes: inside, the legend would hide markers and intervals.
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
     undefined = sum(int(audit[f"{c}_separated"].sum() + audit[f"{c}_none_kept"].sum())
