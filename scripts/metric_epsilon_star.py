@@ -1,6 +1,6 @@
 """Snakemake adapter: Epsilon* (source 002) of one run, with its flags, interval and utility."""
 
-from dpaudit.aggregate import with_keys
+from dpaudit.aggregate import evaluation_delta, with_keys
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.epsilon_star import epsilon_star_run_metrics
@@ -12,7 +12,7 @@ with job_logging(sm) as log:
         read_parquet(sm.input.outputs),
         members_split=dataset["splits"]["members"], nonmembers_split=dataset["splits"]["nonmembers"],
         utility_split=dataset["splits"]["utility"], classes=int(dataset["classes"]),
-        delta=float(train.get("evaluation_delta", train["delta"])),  # a pure ε-DP run: the dataset's δ
+        delta=evaluation_delta(train),
         grid_size=options["grid_size"], alpha=options["alpha"], empirical_filter=options["empirical_filter"],
         bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,
         goodness_of_fit=options["goodness_of_fit"] if options["goodness_of_fit"]["enabled"] else None,

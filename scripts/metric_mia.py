@@ -1,6 +1,6 @@
 """Snakemake adapter: loss-threshold membership-inference metrics of one run."""
 
-from dpaudit.aggregate import with_keys
+from dpaudit.aggregate import evaluation_delta, with_keys
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.mia import mia_metrics
@@ -15,7 +15,7 @@ with job_logging(sm) as log:
         members_split=dataset["splits"]["members"],
         nonmembers_split=dataset["splits"]["nonmembers"],
         utility_split=dataset["splits"]["utility"],
-        delta=float(train.get("evaluation_delta", train["delta"])),  # a pure ε-DP run: the dataset's δ
+        delta=evaluation_delta(train),
         accountant_epsilon=float(train["epsilon"]),
         seed=options["seed"],
         alpha=options["alpha"],

@@ -265,6 +265,12 @@ def log_likelihood_ratio(release, mu, mu_prime, sigma):
     return _out(np.sum(centred * diff, axis=-1) / np.asarray(sigma, dtype=np.float64) ** 2)
 
 
+def _true_sign(b_true) -> np.ndarray:
+    """+1 where D is the true dataset (b = 0), −1 where D′ is: turns quantities about D
+    (the log-odds Λ, the LLR's drift) into quantities about the true dataset."""
+    return np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+
+
 def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
     """η = (L − s·LS²/(2σ²))·σ/LS with s = +1 when D is the true dataset (b = 0) and −1
     when D′ is: the adversary's log-likelihood ratio L = ln p(r|D) − ln p(r|D′) (the
@@ -278,7 +284,7 @@ def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
     llr = np.asarray(llr, dtype=np.float64)
     ls = np.asarray(sensitivity, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
-    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    sign = _true_sign(b_true)
     with np.errstate(divide="ignore", invalid="ignore"):
         eta = (llr - sign * ls**2 / (2.0 * sigma**2)) * sigma / ls
     return _out(np.where((ls > 0) & (sigma > 0), eta, np.nan))
@@ -292,7 +298,7 @@ def belief(log_odds):
 def belief_in_true_dataset(log_odds, b_true):
     """β_k of the dataset actually trained on: expit(Λ) when it is D (b = 0), expit(−Λ)
     when it is D′ (b = 1), Λ being the log-odds of D."""
-    sign = np.where(np.asarray(b_true) == 0, 1.0, -1.0)
+    sign = _true_sign(b_true)
     return _out(special.expit(sign * np.asarray(log_odds, dtype=np.float64)))
 
 
@@ -468,7 +474,7 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
         wins = int(group["win"].sum())
         lo, hi = clopper_pearson(wins, r, alpha)
         adv = 2.0 * wins / r - 1.0
-        logodds_true = np.where(group["b_true"].to_numpy() == 0, 1.0, -1.0) * group["final_logodds"].to_numpy()
+        logodds_true = _true_sign(group["b_true"].to_numpy()) * group["final_logodds"].to_numpy()
         belief_true = special.expit(logodds_true)
         # ε′ = logit(max belief) is the max log-odds itself: never through expit, which
         # rounds to 1 (logit ∞) once the log-odds exceed ~37.

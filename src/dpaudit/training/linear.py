@@ -44,7 +44,7 @@ from dpaudit.config import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
-from dpaudit.training.models import build_linear, features
+from dpaudit.training.models import build_linear, features, save_model
 
 __all__ = [
     "DEFAULT_REGULARIZATION",
@@ -198,11 +198,7 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
 
     _tf.configure(threads, p["seed"])
     model = build_linear(weights, scale)
-    with atomic_path(model_path, suffix=model_path.suffix) as tmp:
-        if model_path.suffix == ".h5":
-            model.save(tmp, include_optimizer=False)
-        else:
-            model.save(tmp)
+    save_model(model, model_path)
     if checkpoints:
         # The pmp family reads checkpoints of DP-SGD runs only; a linear run has no
         # trajectory, so its file holds no checkpoint (zero steps represented).

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+
+from dpaudit.io import atomic_path
 
 LOGITS_LAYER = "logits"
 
@@ -85,6 +88,21 @@ def build_linear(weights: np.ndarray, feature_scale: float):
     kernel = np.column_stack([np.zeros(d), weights]).astype(np.float32)
     model.get_layer(LOGITS_LAYER).set_weights([kernel])
     return model
+
+
+def save_model(model, model_path: str | Path) -> None:
+    """Save ``model`` atomically, without an optimizer, as .keras or .h5 (by the path's suffix).
+
+    A model saved with a DP optimizer does not load without custom objects (DESIGN §9);
+    only the logits view is ever compiled, never the saved Sequential, so the .keras
+    format (which has no include_optimizer switch) stores no optimizer either.
+    """
+    model_path = Path(model_path)
+    with atomic_path(model_path, suffix=model_path.suffix) as tmp:
+        if model_path.suffix == ".h5":
+            model.save(tmp, include_optimizer=False)
+        else:
+            model.save(tmp)
 
 
 def logits_model(model):

@@ -30,7 +30,7 @@ from dpaudit.config import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
-from dpaudit.training.models import build_mlp, features, logits_model, predict_logits
+from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
 from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name
 
 __all__ = [
@@ -381,15 +381,7 @@ def train_model(
             raise ValueError("checkpoints > 0 needs a checkpoint_path")
         recorder.save(checkpoint_path)
 
-    # Saved without the optimizer: a model saved with a DP optimizer does not load
-    # without custom objects (DESIGN §9). Only the logits view was compiled, never
-    # the saved Sequential, so the .keras format (which has no include_optimizer
-    # switch) stores no optimizer either.
-    with atomic_path(model_path, suffix=model_path.suffix) as tmp:
-        if model_path.suffix == ".h5":
-            model.save(tmp, include_optimizer=False)
-        else:
-            model.save(tmp)
+    save_model(model, model_path)
 
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
