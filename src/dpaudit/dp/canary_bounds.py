@@ -1,0 +1,371 @@
+"""ε lower bounds and estimates from canary scores: the statistics of the canary audit.
+
+A canary audit plants m canaries, each included in training independently with
+probability ½, and scores every canary after training (higher = "looks included").
+Three estimators turn the scores into statements about ε; all live here, beside
+Clopper–Pearson in ``dpaudit.dp.hypothesis``, so every family imports them from one
+place.
+
+* One-run bound (Steinke, Nasr, Jagielski 2023, "Privacy auditing with one (1)
+  training run", Thm. 5.2): the auditor guesses "in" for the k₊ highest scores and
+  "out" for the k₋ lowest and abstains on the rest; with r = k₊ + k₋ guesses and v
+  correct, an (ε, δ)-DP mechanism has
+  P[W ≥ v] ≤ β + 2mδ·max_{1≤i≤v} (P[B ≥ v − i] − β)/i,  B ~ Bin(r, e^ε/(1+e^ε)),
+  β = P[B ≥ v]. ε_LB is the largest ε whose p-value is ≤ the significance. The
+  guess counts are chosen from a fixed candidate list with a Bonferroni correction.
+* f-DP one-run bound (Mahloujifar, Melis, Chaudhuri 2025, "Auditing f-differential
+  privacy in one run", the capped reconstruction recursion of their Sec. 4): the
+  same guesses tested against the trade-off curve of the Gaussian mechanism that is
+  exactly (ε, δ)-DP; it is a lower bound on ε for mechanisms whose trade-off curve
+  is at least that Gaussian one, tighter than the Steinke bound there.
+* GDP estimate (Nasr et al. 2023, "Tight auditing of differentially private machine
+  learning"): one-sided Clopper–Pearson upper bounds on FPR and FNR at every
+  threshold (Bonferroni over the 2K bounds), μ = max Φ⁻¹(1 − FPR_UB) − Φ⁻¹(FNR_UB)
+  clamped at 0, and ε(μ, δ) from δ(ε; μ) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
+  (Dong, Roth, Su 2019, Cor. 2.13). An estimate under a Gaussian trade-off, not a
+  distribution-free bound.
+
+Every estimator also reports its ceiling: what perfect guessing (perfectly separated
+scores) certifies with the same counts and confidence. A bound at its ceiling says
+"the audit could not have shown more", not "ε is this".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, special, stats
+
+from dpaudit.dp.hypothesis import clopper_pearson_upper
+from dpaudit.dp.mechanisms import gaussian_epsilon_analytic, gaussian_sigma_analytic
+
+__all__ = [
+    "GUESS_SIDES",
+    "GdpEstimate",
+    "OneRunBound",
+    "check_significance",
+    "default_guess_counts",
+    "gdp_epsilon",
+    "gdp_estimate",
+    "guesses_curve",
+    "one_run_audit",
+    "one_run_epsilon",
+    "one_run_fdp_epsilon",
+    "one_run_fdp_rejects",
+    "one_run_p_value",
+]
+
+GUESS_SIDES = ("top", "both")
+# ε beyond this is reported as the search limit: e^64 guesses are never made.
+_EPS_SEARCH_LIMIT = 64.0
+
+
+def check_significance(alpha: float) -> float:
+    alpha = float(alpha)
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"significance (1 − confidence) must lie in (0, 0.5), got {alpha}")
+    return alpha
+
+
+def _check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0.0 <= delta < 1.0 or math.isnan(delta):
+        raise ValueError(f"delta must lie in [0, 1), got {delta}")
+    return delta
+
+
+def _check_counts(m: int, r: int, v: int) -> tuple[int, int, int]:
+    m, r, v = int(m), int(r), int(v)
+    if not 0 <= v <= r <= m or m < 1:
+        raise ValueError(f"one-run counts need 0 <= correct <= guesses <= canaries >= 1, got {v}, {r}, {m}")
+    return m, r, v
+
+
+# ------------------------------------------------------------------ one-run (Steinke et al.)
+
+
+def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """p-value of "the mechanism is (ε, δ)-DP" after v correct of r guesses on m canaries.
+
+    Steinke et al. 2023, Thm. 5.2 (its δ term is 2mδ·max_i (P[B ≥ v − i] − β)/i).
+    """
+    m, r, v = _check_counts(m, r, v)
+    delta = _check_delta(delta)
+    if v == 0:
+        return 1.0
+    q = special.expit(float(eps))
+    beta = float(stats.binom.sf(v - 1, r, q))
+    if delta == 0.0:
+        return min(beta, 1.0)
+    i = np.arange(1, v + 1)
+    tails = stats.binom.sf(v - i - 1, r, q)
+    slack = float(np.max((tails - beta) / i))
+    return min(beta + 2.0 * m * delta * slack, 1.0)
+
+
+def _largest_rejected(reject_gap, lo: float = 0.0) -> float:
+    """Largest ε with reject_gap(ε) > 0 (gap decreasing in ε); ``lo`` when none is."""
+    if reject_gap(lo) <= 0:
+        return lo
+    hi = max(1.0, 2.0 * lo)
+    while reject_gap(hi) > 0:
+        if hi >= _EPS_SEARCH_LIMIT:
+            return _EPS_SEARCH_LIMIT
+        lo, hi = hi, 2.0 * hi
+    return float(optimize.brentq(reject_gap, lo, hi, xtol=1e-6))
+
+
+def one_run_epsilon(m: int, r: int, v: int, alpha: float, delta: float) -> float:
+    """Largest ε at which (ε, δ)-DP is rejected at significance α (0 when none is)."""
+    m, r, v = _check_counts(m, r, v)
+    alpha = check_significance(alpha)
+    delta = _check_delta(delta)
+    if v == 0 or one_run_p_value(m, r, v, 0.0, 0.0) > alpha:
+        return 0.0  # even pure 0-DP is not rejected, so nothing larger is
+    return _largest_rejected(lambda eps: alpha - one_run_p_value(m, r, v, eps, delta))
+
+
+# ------------------------------------------------------------------ f-DP one-run (Mahloujifar et al.)
+
+
+def _gaussian_mu(eps: float, delta: float) -> float:
+    """μ = 1/σ of the Gaussian mechanism (sensitivity 1) that is exactly (ε, δ)-DP."""
+    if delta <= 0.0:
+        return math.inf  # only δ > 0 has a Gaussian curve; refused by the caller
+    if eps <= 0.0:
+        return 0.0
+    return 1.0 / gaussian_sigma_analytic(1.0, eps, delta)
+
+
+def one_run_fdp_rejects(m: int, r: int, v: int, alpha: float, mu: float) -> float:
+    """Positive when v correct of r guesses rejects μ-GDP at significance α.
+
+    The capped recursion of Mahloujifar et al. (2025): starting from the mass
+    α·v/m of correct and α·(r − v)/m of wrong guesses, walk down the correct
+    guesses; each step raises the wrong-guess mass to at least the Gaussian
+    trade-off curve's inverse at the correct-guess mass, Φ(Φ⁻¹(x) − μ), and moves
+    the correct-guess mass accordingly. The claim is rejected when the final masses
+    exceed the guessing rate r/m. Returns that excess.
+    """
+    correct = alpha * v / m
+    wrong = alpha * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        raised = max(wrong, float(special.ndtr(special.ndtri(correct) - mu)))
+        if raised == wrong:
+            break  # neither mass can change again
+        correct = min(correct + i / (r - i) * (raised - wrong), 1.0)
+        wrong = raised
+    return correct + wrong - r / m
+
+
+def one_run_fdp_epsilon(m: int, r: int, v: int, alpha: float, delta: float) -> float:
+    """Largest ε whose exactly-(ε, δ)-DP Gaussian trade-off curve is rejected at α."""
+    m, r, v = _check_counts(m, r, v)
+    alpha = check_significance(alpha)
+    delta = _check_delta(delta)
+    if delta == 0.0:
+        raise ValueError("the f-DP one-run bound compares with a Gaussian curve and needs delta > 0")
+    if v == 0:
+        return 0.0
+    return _largest_rejected(lambda eps: one_run_fdp_rejects(m, r, v, alpha, _gaussian_mu(eps, delta)))
+
+
+# ------------------------------------------------------------------ guesses from scores
+
+
+@dataclass(frozen=True)
+class OneRunBound:
+    """A one-run bound with what it depends on (see ``one_run_audit``)."""
+
+    epsilon: float
+    ceiling: float
+    ceiling_max: float
+    method: str
+    canaries: int
+    guesses: int
+    guesses_top: int
+    guesses_bottom: int
+    correct: int
+    candidates: int
+    alpha: float
+    alpha_per_candidate: float
+    delta: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_guess_counts(m: int) -> list[int]:
+    """1-2-5 steps from 10 up to m, and m itself."""
+    counts = [c * 10**e for e in range(1, 8) for c in (1, 2, 5) if c * 10**e < m]
+    return [*counts, int(m)]
+
+
+def _guess_candidates(m: int, counts, sides) -> list[tuple[int, int]]:
+    out = []
+    for count in counts:
+        count = int(count)
+        if not 1 <= count <= m:
+            raise ValueError(f"guess counts must lie in [1, {m}] (the canaries), got {count}")
+        for side in sides:
+            if side == "top":
+                out.append((count, 0))
+            elif side == "both":
+                if count >= 2:
+                    out.append((count - count // 2, count // 2))
+            else:
+                raise ValueError(f"guess side must be one of {GUESS_SIDES}, got {side!r}")
+    return sorted(set(out))
+
+
+def _sorted_inclusion(scores, included) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64)
+    included = np.asarray(included, dtype=bool)
+    if scores.shape != included.shape or scores.ndim != 1 or scores.size == 0:
+        raise ValueError("scores and included must be 1-D arrays of the same, non-zero length")
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{int((~np.isfinite(scores)).sum())} canary score(s) are not finite")
+    # Ties broken by canary position, a choice made before looking at inclusion.
+    order = np.lexsort((np.arange(scores.size), -scores))
+    return included[order]
+
+
+def one_run_audit(scores, included, *, alpha: float, delta: float, method: str = "steinke",
+                  guess_counts=None, sides=GUESS_SIDES) -> OneRunBound:
+    """One-run ε lower bound from canary scores (higher = guessed in).
+
+    Every candidate (k₊, k₋) guesses "in" for the k₊ highest and "out" for the k₋
+    lowest scores; candidates are the guess counts (default ``default_guess_counts``)
+    times the sides (``top``: k₋ = 0; ``both``: k₊ ≈ k₋). The bound is the largest
+    over candidates, each at α / #candidates (Bonferroni), so the choice is paid for.
+    ``ceiling`` is what perfect guessing certifies with the chosen candidate's
+    counts, ``ceiling_max`` the largest over candidates (the audit's best case).
+    ``method``: ``steinke`` or ``fdp`` (Gaussian trade-off, needs δ > 0).
+    """
+    alpha = check_significance(alpha)
+    delta = _check_delta(delta)
+    if method not in ("steinke", "fdp"):
+        raise ValueError(f"method must be 'steinke' or 'fdp', got {method!r}")
+    bound = one_run_epsilon if method == "steinke" else one_run_fdp_epsilon
+    sorted_in = _sorted_inclusion(scores, included)
+    m = sorted_in.size
+    candidates = _guess_candidates(m, guess_counts or default_guess_counts(m), sides)
+    per = alpha / len(candidates)
+    in_top = np.concatenate([[0], np.cumsum(sorted_in)])
+    out_bottom = np.concatenate([[0], np.cumsum(~sorted_in[::-1])])
+    best = None
+    ceiling_max = 0.0
+    for top, bottom in candidates:
+        r = top + bottom
+        if top + bottom > m:
+            continue
+        v = int(in_top[top] + out_bottom[bottom])
+        ceiling = bound(m, r, r, per, delta)
+        ceiling_max = max(ceiling_max, ceiling)
+        eps = bound(m, r, v, per, delta)
+        if best is None or eps > best[0]:
+            best = (eps, ceiling, top, bottom, v)
+    eps, ceiling, top, bottom, v = best
+    return OneRunBound(epsilon=float(eps), ceiling=float(ceiling), ceiling_max=float(ceiling_max),
+                       method=method, canaries=int(m), guesses=int(top + bottom), guesses_top=int(top),
+                       guesses_bottom=int(bottom), correct=int(v), candidates=len(candidates),
+                       alpha=alpha, alpha_per_candidate=per, delta=delta)
+
+
+def guesses_curve(scores, included, *, alpha: float, delta: float, guess_counts=None) -> pd.DataFrame:
+    """The Steinke bound of the top-r guesses for each r, at α each (no correction: a
+    diagnostic of where the bound saturates, not a certificate), with its ceiling."""
+    alpha = check_significance(alpha)
+    sorted_in = _sorted_inclusion(scores, included)
+    m = sorted_in.size
+    counts = sorted(set(int(c) for c in (guess_counts or default_guess_counts(m))))
+    in_top = np.concatenate([[0], np.cumsum(sorted_in)])
+    rows = []
+    for r in counts:
+        v = int(in_top[r])
+        rows.append({"guesses": r, "correct": v, "epsilon": one_run_epsilon(m, r, v, alpha, delta),
+                     "ceiling": one_run_epsilon(m, r, r, alpha, delta), "canaries": m,
+                     "alpha": alpha, "delta": delta})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ GDP estimate (Nasr et al.)
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """ε of μ-GDP at δ: the ε of the Gaussian mechanism with σ = 1/μ (Dong et al. 2019,
+    Cor. 2.13; computed in log space by ``dpaudit.dp.mechanisms``)."""
+    mu = float(mu)
+    if not mu >= 0 or math.isnan(mu):
+        raise ValueError(f"mu must be >= 0, got {mu}")
+    if mu == 0.0:
+        return 0.0
+    if math.isinf(mu):
+        return math.inf
+    return gaussian_epsilon_analytic(1.0 / mu, delta)
+
+
+@dataclass(frozen=True)
+class GdpEstimate:
+    mu: float
+    epsilon: float
+    mu_ceiling: float
+    ceiling: float
+    threshold: float
+    fpr_upper: float
+    fnr_upper: float
+    thresholds: int
+    included: int
+    excluded: int
+    alpha: float
+    delta: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _gdp_mu(fpr_ub: np.ndarray, fnr_ub: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return special.ndtri(1.0 - fpr_ub) - special.ndtri(fnr_ub)
+
+
+def gdp_estimate(scores, included, *, alpha: float, delta: float) -> GdpEstimate:
+    """GDP estimate of ε from canary scores (test "in" iff score ≥ t, every distinct t).
+
+    Bonferroni over 2K one-sided Clopper–Pearson bounds (K thresholds), μ clamped at 0
+    (a worse-than-chance test is no evidence). ``ceiling``: the estimate when one
+    threshold separates the scores perfectly, with the same K and counts.
+    """
+    alpha = check_significance(alpha)
+    delta = _check_delta(delta)
+    if delta == 0.0:
+        raise ValueError("the GDP estimate converts μ to ε at a delta > 0")
+    scores = np.asarray(scores, dtype=np.float64)
+    included = np.asarray(included, dtype=bool)
+    if scores.shape != included.shape or scores.ndim != 1:
+        raise ValueError("scores and included must be 1-D arrays of the same length")
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{int((~np.isfinite(scores)).sum())} canary score(s) are not finite")
+    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
+    n_pos, n_neg = pos.size, neg.size
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"the GDP estimate needs included and excluded canaries, got {n_pos} and {n_neg}")
+    thresholds = np.unique(scores)
+    k = thresholds.size
+    per = alpha / (2 * k)
+    fn = np.searchsorted(pos, thresholds, side="left")  # included scored below t
+    fp = n_neg - np.searchsorted(neg, thresholds, side="left")  # excluded scored at or above t
+    fpr_ub = clopper_pearson_upper(fp, n_neg, per)
+    fnr_ub = clopper_pearson_upper(fn, n_pos, per)
+    mus = _gdp_mu(np.atleast_1d(fpr_ub), np.atleast_1d(fnr_ub))
+    best = int(np.argmax(mus))
+    mu = max(float(mus[best]), 0.0)
+    mu_ceiling = max(float(_gdp_mu(np.array([clopper_pearson_upper(0, n_neg, per)]),
+                                   np.array([clopper_pearson_upper(0, n_pos, per)]))[0]), 0.0)
+    return GdpEstimate(mu=mu, epsilon=gdp_epsilon(mu, delta), mu_ceiling=mu_ceiling,
+                       ceiling=gdp_epsilon(mu_ceiling, delta), threshold=float(thresholds[best]),
+                       fpr_upper=float(np.atleast_1d(fpr_ub)[best]), fnr_upper=float(np.atleast_1d(fnr_ub)[best]),
+                       thresholds=int(k), included=int(n_pos), excluded=int(n_neg), alpha=alpha, delta=delta)
