@@ -75,6 +75,15 @@ def test_gdp_estimate_converges_to_mu_on_exact_gaussian_scores():
     assert est.epsilon <= est.ceiling
 
 
+def test_candidate_thresholds_are_rank_quantiles_of_the_pooled_scores():
+    scores = np.arange(1000.0)
+    grid = cb.candidate_thresholds(scores, 5)
+    # ranks 1, 5, 22, 106, 500 (rounded geomspace to m/2): the k-th highest score, and the
+    # threshold leaving the k lowest below it
+    np.testing.assert_array_equal(grid, [1, 5, 22, 106, 500, 894, 978, 995, 999])
+    np.testing.assert_array_equal(cb.candidate_thresholds(scores, None), scores)
+
+
 def test_gdp_estimate_clamps_worse_than_chance_at_zero():
     rng = np.random.default_rng(3)
     included = rng.random(2000) < 0.5
@@ -89,8 +98,12 @@ def test_ceilings_bound_the_estimates_and_are_reached_by_perfect_separation():
     perfect = included.astype(float) + 1e-3 * rng.random(500)
     bound = cb.one_run_audit(perfect, included, alpha=0.05, delta=1e-5)
     assert bound.epsilon == pytest.approx(bound.ceiling) and bound.ceiling <= bound.ceiling_max
-    gdp = cb.gdp_estimate(perfect, included, alpha=0.05, delta=1e-5)
+    # Every score a threshold: the separating one is among them and reaches the ceiling;
+    # the rank grid need not contain it, and stays below.
+    gdp = cb.gdp_estimate(perfect, included, alpha=0.05, delta=1e-5, per_tail=None)
     assert gdp.mu == pytest.approx(gdp.mu_ceiling) and gdp.epsilon == pytest.approx(gdp.ceiling)
+    grid = cb.gdp_estimate(perfect, included, alpha=0.05, delta=1e-5)
+    assert 0 < grid.epsilon <= grid.ceiling and grid.thresholds < gdp.thresholds
     noisy = included + rng.standard_normal(500)
     for method in ("steinke", "fdp"):
         b = cb.one_run_audit(noisy, included, alpha=0.05, delta=1e-5, method=method)

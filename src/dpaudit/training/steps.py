@@ -58,7 +58,7 @@ groups) whose gradient norm exceeded C (seed001 §4).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 DP_IMPLEMENTATIONS = (
     "auto",
@@ -190,8 +190,24 @@ def build_train_step(
     microbatches: int | None = None,
     dropout_seed: int = 0,
     dropout_masks: Callable | None = None,
+    gradient_canaries: int = 0,
+    canary_gradient_norm: float | None = None,
+    broken: Mapping[str, float] | None = None,
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
+
+    ``gradient_canaries = m > 0`` (the white-box canary audit, ``dpaudit.training.canary``):
+    the model's last m inputs are canary coordinates that the data never use (the
+    caller feeds data rows without them; the step pads zeros, so no data gradient
+    touches their weights). Canary i's gradient is ``canary_gradient_norm`` (default C)
+    at kernel entry (d + i, 0) of the first Dense layer; the step takes a third
+    argument, the [m] 0/1 mask of canaries sampled into this batch, clips each
+    sampled canary gradient like an example's (factor min(1, C/norm)), adds it to the
+    clipped sum before the noise, and returns a fourth value: the noised sum at the
+    canary coordinates divided by C (s_i + σ·z for a clipped canary). ``noise_step``
+    then takes the mask too. ``broken`` is a test-only hook (never a config value):
+    ``noise_factor`` scales the noise actually drawn (the accountant keeps σ) and
+    ``disable_clipping`` skips clipping; the vectorized optimizer supports neither.
 
     ``step(x, y)`` applies one update and returns (summed CE, #correct, clipped
     fraction) of the batch (training-mode logits); the clipped fraction is the share
@@ -238,7 +254,44 @@ def build_train_step(
     if mechanism != "dpsgd":
         raise ValueError(f"unknown mechanism {mechanism!r}")
     clip = float(clip_norm)
-    sigma = float(noise_multiplier)
+    broken = dict(broken or {})
+    unknown_hooks = set(broken) - {"noise_factor", "disable_clipping"}
+    if unknown_hooks:
+        raise ValueError(f"unknown broken-mechanism hook(s) {sorted(unknown_hooks)}")
+    # The noise actually drawn; the accountant (the caller) keeps the claimed σ.
+    sigma = float(noise_multiplier) * float(broken.get("noise_factor", 1.0))
+    # Clipping threshold of the clip factors; the noise stays σ·C with the claimed C.
+    clip_for_factors = math.inf if broken.get("disable_clipping") else clip
+    m_canary = int(gradient_canaries)
+    if m_canary < 0 or m_canary >= d:
+        raise ValueError(f"gradient_canaries must lie in [0, {d}) (the model's inputs), got {m_canary}")
+    if (m_canary or broken) and implementation == "vectorized_optimizer":
+        raise ValueError("canaries and broken-mechanism hooks need a gradient path of dpaudit, not vectorized_optimizer")
+    d_data = d - m_canary
+    canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
+    if not canary_norm > 0 or not math.isfinite(canary_norm):
+        raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")
+    if m_canary:
+        signature = [tf.TensorSpec([None, d_data], tf.float32), tf.TensorSpec([None], tf.int64),
+                     tf.TensorSpec([m_canary], tf.float32)]
+    first_kernel = variables[0]
+    canary_factor = min(1.0, clip_for_factors / canary_norm)
+
+    def model_input(x):
+        return tf.pad(x, [[0, 0], [0, m_canary]]) if m_canary else x
+
+    def noised_update(clipped, units, canary_mask=None):
+        """Clipped sum (+ sampled canaries) + N(0, σ²C²), divided by the fixed divisor."""
+        if m_canary:
+            column = tf.reshape(canary_mask * (canary_norm * canary_factor), [m_canary, 1])
+            width = int(first_kernel.shape[1])
+            clipped = [tf.pad(column, [[d_data, 0], [0, width - 1]]) + clipped[0], *clipped[1:]]
+        noised = _tf.gradient_clipping_utils.add_aggregate_noise(clipped, units, clip, sigma, loss_reduction="sum")
+        observed = noised[0][d_data:, 0] / clip if m_canary else None
+        return [g / divisor for g in noised], observed
+
+    def finish(outputs, observed):
+        return (*outputs, observed) if m_canary else outputs
     if (implementation == "microbatch_group_gradients") != (microbatches is not None):
         raise ValueError("microbatches go with implementation microbatch_group_gradients only")
     # TF Privacy divides by the number of microbatches; per-example DP-SGD by B.
@@ -259,25 +312,25 @@ def build_train_step(
         base_apply = opt.apply_gradients
 
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y):
+        def step(x, y, canary_mask=None):
+            x = model_input(x)
             # clip_grads.compute_clipped_gradients_and_outputs, unrolled so the
             # per-example norms are available for the clipped fraction.
             norms = _tf.clip_grads.compute_gradient_norms(
                 net, registry, x, y, trainable_vars=variables
             )
-            weights = _tf.clip_grads.compute_clip_weights(clip, norms)
+            weights = (tf.ones_like(norms) if math.isinf(clip_for_factors)
+                       else _tf.clip_grads.compute_clip_weights(clip, norms))
             with tf.GradientTape() as tape:
                 logits = net(x, training=True)
                 clipped_loss = net.loss(y, logits, weights)
             clipped = tape.gradient(
                 clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
             )
-            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
-                clipped, tf.shape(y)[0], clip, sigma, loss_reduction="sum"
-            )
-            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
+            update, observed = noised_update(clipped, tf.shape(y)[0], canary_mask)
+            opt.apply_gradients(zip(update, variables, strict=True))
             losses, correct = batch_stats(y, logits)
-            return tf.reduce_sum(losses), correct, fraction_above_clip(norms)
+            return finish((tf.reduce_sum(losses), correct, fraction_above_clip(norms)), observed)
 
     elif implementation == "masked_ghost_clipping":
         opt = plain_optimizer()
@@ -286,7 +339,8 @@ def build_train_step(
         sample_masks = dropout_masks or dropout_mask_sampler(dropout_layers(chain, keras), dropout_seed)
 
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y):
+        def step(x, y, canary_mask=None):
+            x = model_input(x)
             masks = sample_masks(tf.shape(x)[0])
             with tf.GradientTape() as tape:
                 logits, taps = _tapped_forward(chain, x, tf, masks)
@@ -295,7 +349,7 @@ def build_train_step(
             deltas = tape.gradient(summed, [z for _, z, _ in taps])
             norms = tf.sqrt(_ghost_squared_norms(taps, deltas, tf))
             # C / max(C, ‖g_i‖) = min(1, C/‖g_i‖), and 1 for a zero gradient.
-            factors = clip / tf.maximum(clip, norms)
+            factors = tf.ones_like(norms) if math.isinf(clip_for_factors) else clip / tf.maximum(clip, norms)
             clipped = {}
             for (h, _, layer), delta in zip(taps, deltas, strict=True):
                 # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
@@ -303,11 +357,9 @@ def build_train_step(
                 clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
                 if layer.use_bias:
                     clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
-            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
-                [clipped[v.ref()] for v in variables], tf.shape(y)[0], clip, sigma, loss_reduction="sum"
-            )
-            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
-            return summed, correct, fraction_above_clip(norms)
+            update, observed = noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask)
+            opt.apply_gradients(zip(update, variables, strict=True))
+            return finish((summed, correct, fraction_above_clip(norms)), observed)
 
     elif implementation == "vectorized_optimizer":
         cls = (
@@ -355,7 +407,8 @@ def build_train_step(
         chain = _dense_chain(net, keras)
 
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y):
+        def step(x, y, canary_mask=None):
+            x = model_input(x)
             m = tf.shape(y)[0]
             # np.array_split sizes: the first m mod k groups hold one example more.
             sizes = m // k + tf.cast(tf.range(k) < m % k, tf.int32)
@@ -389,28 +442,24 @@ def build_train_step(
                     group_grads[layer.bias.ref()] = gb
             norms = tf.sqrt(sq)
             # C / max(C, ‖g‖) = min(1, C/‖g‖), and 1 for an empty group's zero gradient.
-            factors = clip / tf.maximum(clip, norms)
+            factors = tf.ones_like(norms) if math.isinf(clip_for_factors) else clip / tf.maximum(clip, norms)
             clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
-            noised = _tf.gradient_clipping_utils.add_aggregate_noise(
-                clipped, k, clip, sigma, loss_reduction="sum"
-            )
-            opt.apply_gradients(zip([g / divisor for g in noised], variables, strict=True))
+            update, observed = noised_update(clipped, k, canary_mask)
+            opt.apply_gradients(zip(update, variables, strict=True))
             nonempty = sizes > 0
             n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > clip, nonempty), tf.float32))
             fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
-            return tf.reduce_sum(losses), correct, fraction
+            return finish((tf.reduce_sum(losses), correct, fraction), observed)
 
     else:
         raise ValueError(f"unknown DP implementation {implementation!r}")
 
-    @tf.function(input_signature=[], autograph=False)
-    def noise_step():
+    @tf.function(input_signature=signature[2:], autograph=False)
+    def noise_step(canary_mask=None):
         zeros = [tf.zeros_like(v) for v in variables]
-        noised = _tf.gradient_clipping_utils.add_aggregate_noise(
-            zeros, 1, clip, sigma, loss_reduction="sum"
-        )
-        base_apply(zip([g / divisor for g in noised], variables, strict=True))
-        return tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)
+        update, observed = noised_update(zeros, 1, canary_mask)
+        base_apply(zip(update, variables, strict=True))
+        return finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), observed)
 
     return step, noise_step, opt
 

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,9 @@ from dpaudit.config import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
+
+if TYPE_CHECKING:
+    from dpaudit.training.canary import CanaryPlan
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
 from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name
 
@@ -214,6 +217,8 @@ def train_model(
     dataset: str | None = None,
     checkpoints: int = 0,
     checkpoint_path: str | Path | None = None,
+    canaries: CanaryPlan | None = None,
+    broken: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
 
@@ -223,12 +228,25 @@ def train_model(
     indices (the first is the initialisation) to ``checkpoint_path`` (.npz, see
     ``_CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
     recomputes per-example clipped gradients at each of them.
+
+    ``canaries`` (a ``dpaudit.training.canary.CanaryPlan``) turns the run into an
+    audit twin: the included input canaries join the members, the gradient canaries
+    get their own input coordinates (initial weights of the data coordinates equal the
+    released model's), and ``info["canary_observations"]`` holds the noised update at
+    every gradient canary's coordinate per step (steps × m, divided by C);
+    ``model_path`` may then be None (no model is saved) and ``info["canary_net"]`` is
+    the trained logits model. ``broken`` is the test-only hook of
+    ``dpaudit.training.steps.build_train_step``.
     """
     wall0 = time.perf_counter()
     p = normalize_params(params)
-    model_path = Path(model_path)
-    if model_path.suffix not in (".keras", ".h5"):
-        raise ValueError(f"model_path must end in .keras or .h5, got {model_path}")
+    if canaries is not None or broken:
+        if p["mechanism"] != "dpsgd":
+            raise ValueError(f"canary twins and broken-mechanism hooks apply to dpsgd runs, not {p['mechanism']}")
+    if model_path is not None or canaries is None:
+        model_path = Path(model_path)
+        if model_path.suffix not in (".keras", ".h5"):
+            raise ValueError(f"model_path must end in .keras or .h5, got {model_path}")
     if p["mechanism"] in LINEAR_MECHANISMS:
         return train_linear(examples, splits, p, model_path, threads=threads, log=log, run=run, dataset=dataset,
                             checkpoints=checkpoints, checkpoint_path=checkpoint_path)
@@ -261,6 +279,17 @@ def train_model(
     n_classes = int(p["n_classes"] or int(examples["label"].max()) + 1)
     batch_size = p["batch_size"]
     q = batch_size / n
+    m_gradient = 0
+    if canaries is not None:
+        # The sampling rate, the divisor B and the step count stay the released run's:
+        # an included input canary is one more example sampled at rate q.
+        x = np.concatenate([x, canaries.input_x[canaries.input_included]]).astype(np.float32)
+        y = np.concatenate([y, canaries.input_labels[canaries.input_included]])
+        n_train = len(x)
+        m_gradient = int(canaries.gradient_included.size)
+        x_util = np.pad(x_util, [(0, 0), (0, m_gradient)])  # the model's canary inputs are 0
+    else:
+        n_train = n
     spe = sampling.steps_per_epoch(n, batch_size)
     steps = spe * p["epochs"]
     k = p["microbatches"]
@@ -298,6 +327,8 @@ def train_model(
         }
 
     model = build_mlp(d, {**p, "n_classes": n_classes}, seed=p["seed"])
+    if m_gradient:
+        model = _with_canary_inputs(model, d, m_gradient, {**p, "n_classes": n_classes})
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
     net = logits_model(model)
     step, noise_step, opt = build_train_step(
@@ -312,14 +343,24 @@ def train_model(
         implementation=implementation or "fast_gradient_clipping",
         microbatches=k,
         dropout_seed=int(np.random.SeedSequence(dropout_seed).generate_state(1)[0]),
+        gradient_canaries=m_gradient,
+        canary_gradient_norm=None if canaries is None else canaries.gradient_norm,
+        broken=broken,
     )
 
     sampler_seed = [p["seed"], 1]
     rng = np.random.default_rng(sampler_seed)
     if p["sampling"] == "poisson":
-        batches = sampling.poisson_batches(n, q, steps, rng)
+        batches = sampling.poisson_batches(n_train, q, steps, rng)
     else:
-        batches = sampling.shuffle_batches(n, batch_size, p["epochs"], rng)
+        batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
+    canary_masks = canary_rng = None
+    observations: list[np.ndarray] = []
+    if m_gradient:
+        # Gradient canaries are sampled like examples of a Poisson batch (rate q), for
+        # either sampling mode; only the included ones can be drawn.
+        canary_rng = np.random.default_rng([p["seed"], canaries.seed, 3])
+        canary_masks = canaries.gradient_included.astype(np.float32)
 
     # seed002 §9.9: with fixed-size batches, drop the remainder so k divides the batch.
     drop_remainder = k is not None and p["sampling"] == "shuffle"
@@ -337,15 +378,22 @@ def train_model(
             if recorder is not None:
                 recorder.before_step()
             idx = next(batches)
+            extra = ()
+            if canary_masks is not None:
+                extra = (tf.constant(canary_masks * (canary_rng.random(m_gradient) < q).astype(np.float32)),)
             if drop_remainder and len(idx) % k:
                 dropped += len(idx) % k
                 idx = idx[: len(idx) - len(idx) % k]
             if len(idx) == 0:
                 empty_batches += 1
                 if noise_step is not None:
-                    noise_step()
+                    out = noise_step(*extra)
+                    if extra:
+                        observations.append(out[3].numpy())
                 continue
-            ls, cs, fraction = step(tf.constant(x[idx]), tf.constant(y[idx]))
+            ls, cs, fraction, *observed = step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
+            if observed:
+                observations.append(observed[0].numpy())
             loss_sum += float(ls)
             correct += float(cs)
             seen += len(idx)
@@ -381,7 +429,8 @@ def train_model(
             raise ValueError("checkpoints > 0 needs a checkpoint_path")
         recorder.save(checkpoint_path)
 
-    save_model(model, model_path)
+    if model_path is not None:
+        save_model(model, model_path)
 
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
@@ -430,10 +479,25 @@ def train_model(
         "history": history,
         "train_seconds": train_seconds,
         "wall_time_seconds": time.perf_counter() - wall0,
-        "model_file": model_path.name,
+        "model_file": None if model_path is None else model_path.name,
         "versions": _tf.versions(),
     }
+    if canaries is not None:
+        info["canary_observations"] = np.stack(observations) if observations else np.zeros((0, m_gradient))
+        info["canary_net"] = net
+        info["n_members_with_canaries"] = int(n_train)
     return info
+
+
+def _with_canary_inputs(model, d: int, m: int, p: dict[str, Any]):
+    """The same MLP with m extra inputs: data weights as initialised for ``model``
+    (the released run's initialisation), canary-coordinate weights 0."""
+    twin = build_mlp(d + m, p, seed=p["seed"])
+    weights = model.get_weights()
+    first = np.zeros((d + m, weights[0].shape[1]), dtype=weights[0].dtype)
+    first[:d] = weights[0]
+    twin.set_weights([first, *weights[1:]])
+    return twin
 
 
 class _CheckpointRecorder:

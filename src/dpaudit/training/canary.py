@@ -1,0 +1,151 @@
+"""Audit twins of DP-SGD runs: the released run's training with canaries planted.
+
+An audit twin trains on the released run's data with its hyperparameters, sampling
+rate, step count, noise multiplier, optimizer and gradient code path
+(``dpaudit.training.train.train_model`` and ``dpaudit.training.steps``), plus two
+kinds of canaries, each included independently with probability ½:
+
+* gradient canaries (white box): canary i owns one input coordinate that no data row
+  uses; while included, it is sampled into each batch at the run's rate q and
+  contributes a gradient of norm ``gradient_norm`` (clipped to C by the step) at the
+  first layer's weight (d + i, 0). The auditor sees the noised update at that weight
+  in every step (what an observer of all iterates reconstructs from consecutive
+  weights and the optimizer's rule).
+* input canaries (black box): rows of the non-member split with their label changed
+  to the next class, so that a model that memorises them fits them against the data.
+  The included ones join the training set; the auditor sees the final model only.
+
+The released model is not touched: the twin is a separate training run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.training.models import features, predict_logits
+
+__all__ = ["CanaryPlan", "plan_canaries", "run_canary_twin"]
+
+
+@dataclass(frozen=True)
+class CanaryPlan:
+    """Which canaries exist and which are included (fixed before training)."""
+
+    gradient_included: np.ndarray  # bool [m_gradient]
+    input_x: np.ndarray  # float32 [m_input, d]
+    input_labels: np.ndarray  # int64 [m_input], the changed labels
+    input_example_ids: np.ndarray  # int64 [m_input], where the rows came from
+    input_included: np.ndarray  # bool [m_input]
+    gradient_norm: float
+    seed: int
+
+
+def plan_canaries(examples: pd.DataFrame, splits: dict[str, str], *, gradient_canaries: int,
+                  input_canaries: int, gradient_norm: float, n_classes: int, seed: int) -> CanaryPlan:
+    """Draw the canaries and their inclusion bits from ``seed`` (NumPy SeedSequence)."""
+    if gradient_canaries < 0 or input_canaries < 0:
+        raise ValueError(f"canary counts must be >= 0, got {gradient_canaries} and {input_canaries}")
+    if not np.isfinite(gradient_norm) or gradient_norm <= 0:
+        raise ValueError(f"canary gradient_norm must be finite and > 0, got {gradient_norm}")
+    rng = np.random.default_rng([int(seed), 17])
+    gradient_included = rng.random(int(gradient_canaries)) < 0.5
+    pool = examples[examples["split"] == splits["nonmembers"]]
+    if input_canaries > len(pool):
+        raise ValueError(
+            f"{input_canaries} input canaries requested but the non-member split {splits['nonmembers']!r} "
+            f"has {len(pool)} rows; set metrics.canary.input_canaries <= {len(pool)}"
+        )
+    chosen = np.sort(rng.choice(len(pool), size=int(input_canaries), replace=False))
+    rows = pool.iloc[chosen]
+    labels = (rows["label"].to_numpy(dtype=np.int64) + 1) % int(n_classes)
+    input_included = rng.random(int(input_canaries)) < 0.5
+    x = features(rows) if len(rows) else np.zeros((0, 0), np.float32)
+    return CanaryPlan(gradient_included=gradient_included, input_x=x, input_labels=labels,
+                      input_example_ids=rows["example_id"].to_numpy(dtype=np.int64),
+                      input_included=input_included, gradient_norm=float(gradient_norm), seed=int(seed))
+
+
+def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """Σ_t log[(1 − q) + q·exp((2u_t − 1)/(2σ²))] per column: the log-likelihood ratio of
+    "included" (u_t ~ (1 − q)N(0, σ²) + qN(1, σ²)) against "excluded" (u_t ~ N(0, σ²)),
+    with u_t the update at the canary's coordinate in units of C."""
+    u = np.asarray(observations, dtype=np.float64)
+    return np.logaddexp(np.log1p(-q), np.log(q) + (2.0 * u - 1.0) / (2.0 * sigma**2)).sum(axis=0)
+
+
+def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], *,
+                    gradient_canaries: int, input_canaries: int, gradient_norm_factor: float, seed: int,
+                    threads: int, log: logging.Logger, run: str | None = None,
+                    broken: dict[str, float] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Train the audit twin of a DP-SGD run; return per-canary scores and the twin's record.
+
+    Scores (higher = looks included): white box ``llr`` (``subsampled_gaussian_llr`` with
+    the run's q and σ, as the auditor knows them) and ``sum`` (Σ_t u_t); black box
+    ``neg_loss`` (minus the final twin's cross-entropy on the canary's changed label).
+    ``broken`` is the test-only hook of ``dpaudit.training.steps.build_train_step``.
+    """
+    from dpaudit.training.train import normalize_params, train_model
+
+    p = normalize_params(params)
+    if p["mechanism"] != "dpsgd":
+        raise ValueError(f"audit twins are for dpsgd runs, got {p['mechanism']}")
+    n_classes = int(p["n_classes"] or int(examples["label"].max()) + 1)
+    plan = plan_canaries(examples, splits, gradient_canaries=gradient_canaries, input_canaries=input_canaries,
+                         gradient_norm=gradient_norm_factor * p["clip_norm"], n_classes=n_classes, seed=seed)
+    t0 = time.perf_counter()
+    info = train_model(examples, splits, params, None, threads=threads, log=log, run=run,
+                       canaries=plan, broken=broken)
+    seconds = time.perf_counter() - t0
+    observations = info.pop("canary_observations")
+    net = info.pop("canary_net")
+    q, sigma = info["sampling_probability"], info["noise_multiplier"]
+    frames = []
+    if gradient_canaries:
+        ids = np.arange(gradient_canaries, dtype=np.int64)
+        for kind, score in (("llr", subsampled_gaussian_llr(observations, q, sigma)),
+                            ("sum", observations.astype(np.float64).sum(axis=0))):
+            frames.append(pd.DataFrame({"canary_id": ids, "included": plan.gradient_included,
+                                        "score": score, "threat_model": "white_box", "score_kind": kind,
+                                        "example_id": pd.array([None] * gradient_canaries, dtype="Int64")}))
+    if input_canaries:
+        d = plan.input_x.shape[1]
+        x = np.concatenate([plan.input_x, np.zeros((input_canaries, gradient_canaries), np.float32)], axis=1)
+        logits = predict_logits(net, x).astype(np.float64)
+        lse = np.logaddexp.reduce(logits, axis=1)
+        loss = lse - logits[np.arange(input_canaries), plan.input_labels]
+        assert x.shape[1] == d + gradient_canaries
+        frames.append(pd.DataFrame({"canary_id": np.arange(input_canaries, dtype=np.int64),
+                                    "included": plan.input_included, "score": -loss,
+                                    "threat_model": "black_box", "score_kind": "neg_loss",
+                                    "example_id": pd.array(plan.input_example_ids, dtype="Int64")}))
+    scores = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    record = {
+        "gradient_canaries": int(gradient_canaries),
+        "gradient_included": int(plan.gradient_included.sum()),
+        "input_canaries": int(input_canaries),
+        "input_included": int(plan.input_included.sum()),
+        "gradient_norm": plan.gradient_norm,
+        "gradient_norm_factor": float(gradient_norm_factor),
+        "canary_seed": int(seed),
+        "sampling_probability": q,
+        "noise_multiplier": sigma,
+        "clip_norm": p["clip_norm"],
+        "steps": info["steps"],
+        "observed_steps": int(observations.shape[0]),
+        "epsilon": info["epsilon"],
+        "delta": info["delta"],
+        "accountant": info["accountant"],
+        "twin_train_seconds": seconds,
+        "dp_implementation": info["dp_implementation"],
+        "broken": dict(broken or {}),
+        "history": info["history"],
+    }
+    log.info("audit twin: %d gradient and %d input canaries, %d steps in %.1fs",
+             gradient_canaries, input_canaries, info["steps"], seconds)
+    return scores, record
