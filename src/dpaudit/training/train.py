@@ -283,8 +283,9 @@ def train_model(
     if canaries is not None:
         # The sampling rate, the divisor B and the step count stay the released run's:
         # an included input canary is one more example sampled at rate q.
-        x = np.concatenate([x, canaries.input_x[canaries.input_included]]).astype(np.float32)
-        y = np.concatenate([y, canaries.input_labels[canaries.input_included]])
+        if canaries.input_included.any():
+            x = np.concatenate([x, canaries.input_x[canaries.input_included]]).astype(np.float32)
+            y = np.concatenate([y, canaries.input_labels[canaries.input_included]])
         n_train = len(x)
         m_gradient = int(canaries.gradient_included.size)
         x_util = np.pad(x_util, [(0, 0), (0, m_gradient)])  # the model's canary inputs are 0

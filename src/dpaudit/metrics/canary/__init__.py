@@ -1,0 +1,1 @@
+"""Canary audits: ε lower bounds and estimates from planted canaries (family ``canary``)."""

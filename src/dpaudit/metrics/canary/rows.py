@@ -1,0 +1,141 @@
+"""Metric rows of the canary family: every estimator on every score, and the verdict.
+
+Per (threat model, score kind) of a run's ``scores.parquet``:
+
+* ``epsilon_lb_one_run``: Steinke et al. 2023's one-run lower bound (distribution
+  free; its δ term 2mδ makes it weak when m·δ is not ≪ the significance);
+* ``epsilon_lb_one_run_fdp``: Mahloujifar et al. 2025's bound against the Gaussian
+  trade-off curve of an exactly (ε, δ)-DP Gaussian mechanism (assumes that shape);
+* ``epsilon_gdp_estimate``: Nasr et al. 2023's GDP estimate (an estimate under a
+  Gaussian trade-off, not a bound);
+* ``epsilon_lb_many_runs``: linear mechanisms only, Clopper–Pearson over R releases.
+
+Each carries its ceiling (what perfect guessing certifies with the same counts) in
+``ceiling``. The run's ``audit_verdict`` row compares the distribution-free bounds
+(one-run Steinke, many-runs) with the accountant's ε: ``above_promise`` when a bound
+exceeds it (the mechanism leaks more than it claims, with the audit's confidence),
+``too_weak`` when no such bound could have reached it (every ceiling below ε),
+``consistent`` otherwise; value 1 for above_promise, else 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.dp import canary_bounds as cb
+
+__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "verdict"]
+
+# Rows whose bound holds for every (ε, δ)-DP mechanism; only these can flag a run.
+DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
+
+ROW_DTYPES: dict[str, str] = {
+    "metric": "string",
+    "value": "float64",
+    "threat_model": "string",
+    "score_kind": "string",
+    "ceiling": "float64",
+    "ceiling_max": "float64",
+    "mu": "float64",
+    "mu_ceiling": "float64",
+    "canaries": "Int64",
+    "included": "Int64",
+    "guesses": "Int64",
+    "guesses_top": "Int64",
+    "guesses_bottom": "Int64",
+    "correct": "Int64",
+    "candidates": "Int64",
+    "thresholds": "Int64",
+    "confidence": "float64",
+    "delta": "float64",
+    "accountant_epsilon_promised": "float64",
+    "verdict": "string",
+    "applicable": "boolean",
+    "note": "string",
+}
+
+
+def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
+    columns = {}
+    for column, dtype in ROW_DTYPES.items():
+        values = [row.get(column) for row in rows]
+        if dtype == "float64":
+            columns[column] = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+        else:
+            columns[column] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(columns)
+
+
+def verdict(bounds: Sequence[tuple[float, float]], accountant_epsilon: float) -> str:
+    """``above_promise`` / ``too_weak`` / ``consistent`` from (bound, ceiling_max) pairs of
+    distribution-free bounds (see the module docstring)."""
+    if not bounds:
+        return "too_weak"
+    if any(bound > accountant_epsilon for bound, _ in bounds):
+        return "above_promise"
+    if all(ceiling < accountant_epsilon for _, ceiling in bounds):
+        return "too_weak"
+    return "consistent"
+
+
+def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
+                guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
+                many_runs: Mapping | None = None) -> pd.DataFrame:
+    """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
+    or the linear many-runs audit; columns threat_model, score_kind, included, score).
+
+    ``many_runs``: the linear audit's result (keys epsilon, ceiling, releases per side),
+    reported as ``epsilon_lb_many_runs``.
+    """
+    accountant_epsilon = float(accountant_epsilon)
+    if math.isnan(accountant_epsilon) or accountant_epsilon <= 0:
+        raise ValueError(f"accountant_epsilon must be > 0, got {accountant_epsilon}")
+    alpha = cb.check_significance(alpha)
+    rows: list[dict] = []
+    distribution_free: list[tuple[float, float]] = []
+    base = {"confidence": 1.0 - alpha, "delta": float(delta), "accountant_epsilon_promised": accountant_epsilon,
+            "applicable": True}
+    one_run_groups = scores[scores["threat_model"] != "many_runs"] if len(scores) else scores
+    for (threat, kind), group in (one_run_groups.groupby(["threat_model", "score_kind"], sort=True)
+                                  if len(one_run_groups) else []):
+        values = group["score"].to_numpy(np.float64)
+        included = group["included"].to_numpy(bool)
+        keys = {**base, "threat_model": threat, "score_kind": kind, "canaries": int(values.size),
+                "included": int(included.sum())}
+        for method, metric in (("steinke", "epsilon_lb_one_run"), ("fdp", "epsilon_lb_one_run_fdp")):
+            if method == "fdp" and delta <= 0:
+                continue
+            b = cb.one_run_audit(values, included, alpha=alpha, delta=delta, method=method,
+                                 guess_counts=guess_counts)
+            rows.append({**keys, "metric": metric, "value": b.epsilon, "ceiling": b.ceiling,
+                         "ceiling_max": b.ceiling_max, "guesses": b.guesses, "guesses_top": b.guesses_top,
+                         "guesses_bottom": b.guesses_bottom, "correct": b.correct, "candidates": b.candidates})
+            if metric in DISTRIBUTION_FREE:
+                distribution_free.append((b.epsilon, b.ceiling_max))
+        if included.all() or not included.any() or delta <= 0:
+            continue
+        g = cb.gdp_estimate(values, included, alpha=alpha, delta=delta, per_tail=gdp_thresholds_per_tail)
+        rows.append({**keys, "metric": "epsilon_gdp_estimate", "value": g.epsilon, "ceiling": g.ceiling,
+                     "mu": g.mu, "mu_ceiling": g.mu_ceiling, "thresholds": g.thresholds,
+                     "note": "estimate under a Gaussian trade-off curve, not a distribution-free bound"})
+    if many_runs is not None:
+        rows.append({**base, "metric": "epsilon_lb_many_runs", "threat_model": "many_runs",
+                     "score_kind": "log_density_ratio", "value": many_runs["epsilon"],
+                     "ceiling": many_runs["ceiling"], "ceiling_max": many_runs["ceiling"],
+                     "canaries": many_runs.get("releases"), "delta": many_runs.get("delta", delta)})
+        distribution_free.append((float(many_runs["epsilon"]), float(many_runs["ceiling"])))
+    outcome = verdict(distribution_free, accountant_epsilon)
+    rows.append({**base, "metric": "audit_verdict", "value": float(outcome == "above_promise"),
+                 "verdict": outcome,
+                 "ceiling_max": max((c for _, c in distribution_free), default=math.nan),
+                 "note": "compares the distribution-free bounds (one-run, many-runs) with the accountant's epsilon"})
+    return _frame(rows)
+
+
+def not_applicable_rows(reason: str) -> pd.DataFrame:
+    """The row of a run the canary family does not audit (a non-private baseline)."""
+    return _frame([{"metric": "audit_verdict", "value": math.nan, "applicable": False, "note": reason}])

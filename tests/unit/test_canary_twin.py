@@ -1,0 +1,142 @@
+"""The white- and black-box canary audit of DP-SGD: the real step code (tiny TF models) and a
+numpy mirror of the canaries' observations for the statistical checks."""
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpaudit.metrics.canary.rows import canary_rows, verdict
+from dpaudit.training import accounting
+from dpaudit.training.canary import plan_canaries, run_canary_twin, subsampled_gaussian_llr
+
+LOG = logging.getLogger("test_canary_twin")
+SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
+
+
+def _frame(n_train=200, n_hold=80, n_test=40, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    n = n_train + n_hold + n_test
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+    split = np.array(["train"] * n_train + ["holdout"] * n_hold + ["test"] * n_test)
+    return pd.DataFrame({"example_id": np.arange(n, dtype=np.int64), "split": split, "label": y, "x": list(x)})
+
+
+# q = 20/200, 2 epochs = 20 steps; δ = 1e-5 keeps the one-run bound's δ term 2mδ = 0.02
+# below the 5 % significance with m = 1,000 gradient canaries.
+PARAMS = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "learning_rate": 0.05, "optimizer": "sgd",
+          "momentum": 0.9, "hidden_units": [8], "clip_norm": 1.0, "target_epsilon": 1.0, "delta": 1e-5,
+          "accountant": "rdp", "sampling": "poisson", "seed": 1}
+
+
+def _twin(broken=None, factor=10.0, input_canaries=40, seed=0):
+    return run_canary_twin(_frame(), SPLITS, PARAMS, gradient_canaries=1000, input_canaries=input_canaries,
+                           gradient_norm_factor=factor, seed=seed, threads=1, log=LOG, broken=broken)
+
+
+def _rows(scores, record):
+    return canary_rows(scores, accountant_epsilon=record["epsilon"], delta=record["delta"], alpha=0.05)
+
+
+def _value(rows, metric, threat="white_box", kind="llr"):
+    hit = rows[(rows["metric"] == metric) & (rows["threat_model"] == threat) & (rows["score_kind"] == kind)]
+    assert len(hit) == 1, (metric, threat, kind)
+    return float(hit["value"].iloc[0])
+
+
+def _verdict(rows):
+    return rows.loc[rows["metric"] == "audit_verdict", "verdict"].iloc[0]
+
+
+def test_correct_twin_observations_follow_the_subsampled_gaussian_the_auditor_assumes():
+    scores, record = _twin()
+    assert record["epsilon"] == pytest.approx(1.0, abs=0.01) and record["observed_steps"] == record["steps"] == 20
+    white = scores[scores["threat_model"] == "white_box"]
+    plain = white[white["score_kind"] == "sum"]
+    sigma, q, steps = record["noise_multiplier"], record["sampling_probability"], record["steps"]
+    # The plain sum over T steps of u = s + σz: N(0, Tσ²) for an excluded canary; an
+    # included one adds Binomial(T, q) draws of 1. Two-sided checks at α = 1e-3 (seeded).
+    out = plain.loc[~plain["included"], "score"].to_numpy()
+    inc = plain.loc[plain["included"], "score"].to_numpy()
+    assert stats.kstest(out / (sigma * np.sqrt(steps)), "norm").pvalue > 1e-3
+    shift = inc.mean() - out.mean()
+    se = np.sqrt(inc.var() / inc.size + out.var() / out.size)
+    assert abs(shift - steps * q) < 3.3 * se
+    rows = _rows(scores, record)
+    assert _verdict(rows) != "above_promise"
+    assert _value(rows, "epsilon_lb_one_run") <= record["epsilon"]
+    black = scores[scores["threat_model"] == "black_box"]
+    assert len(black) == 40 and black["example_id"].notna().all()
+
+
+def test_noise_ten_times_too_small_is_caught_and_flagged():
+    # Power (issue 17): the step draws σ/10 while the accountant claims ε = 1.
+    scores, record = _twin(broken={"noise_factor": 0.1})
+    rows = _rows(scores, record)
+    assert _value(rows, "epsilon_lb_one_run") > 1.0
+    assert _verdict(rows) == "above_promise"
+
+
+def test_clipping_disabled_is_caught_and_flagged():
+    # Power: clipping off; a canary's gradient (10 C, like an outlier example's) enters
+    # unclipped while the noise stays σC.
+    scores, record = _twin(broken={"disable_clipping": True}, input_canaries=0)
+    rows = _rows(scores, record)
+    assert _value(rows, "epsilon_lb_one_run") > 1.0
+    assert _verdict(rows) == "above_promise"
+
+
+def test_twin_leaves_the_data_weights_initialised_like_the_released_model(tmp_path):
+    from dpaudit.training.train import train_model
+
+    params = {**PARAMS, "epochs": 1, "target_epsilon": None, "noise_multiplier": 1e-6, "learning_rate": 0.0}
+    released = train_model(_frame(), SPLITS, params, tmp_path / "m.keras", threads=1, log=LOG)
+    from dpaudit import _tf
+
+    weights = _tf.keras.models.load_model(tmp_path / "m.keras").get_weights()
+    plan = plan_canaries(_frame(), SPLITS, gradient_canaries=7, input_canaries=0, gradient_norm=1.0,
+                         n_classes=2, seed=0)
+    twin = train_model(_frame(), SPLITS, params, None, threads=1, log=LOG, canaries=plan)
+    twin_weights = twin["canary_net"].get_weights()
+    # learning rate 0: the weights are the initialisation; data rows equal, canary rows 0.
+    np.testing.assert_array_equal(twin_weights[0][:5], weights[0])
+    np.testing.assert_array_equal(twin_weights[0][5:], 0.0)
+    for a, b in zip(twin_weights[1:], weights[1:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert released["steps"] == twin["steps"]
+
+
+def _mirror_scores(rng, m, q, sigma, steps):
+    """numpy mirror of the white-box twin: u_t = s_t + σz_t at each canary's coordinate."""
+    included = rng.random(m) < 0.5
+    sampled = (rng.random((steps, m)) < q) & included
+    u = sampled + sigma * rng.standard_normal((steps, m))
+    return pd.DataFrame({"included": included, "score": subsampled_gaussian_llr(u, q, sigma),
+                         "threat_model": "white_box", "score_kind": "llr"})
+
+
+def test_correct_dpsgd_mirror_is_flagged_no_more_often_than_the_confidence_allows():
+    # Validity over 20 seeds: the Poisson-subsampled Gaussian at the accountant's σ for
+    # ε = 2 (q = 0.1, 50 steps, δ = 1e-5). Each audit certifies above ε with probability
+    # ≤ 5 %; more than 3 of 20 has probability 0.016 under that bound.
+    q, steps, delta, eps = 0.1, 50, 1e-5, 2.0
+    sigma = accounting.calibrate_noise(eps, q, steps, delta, "rdp", "poisson")
+    claimed = accounting.dpsgd_epsilon(sigma, q, steps, delta, "rdp", "poisson")["epsilon"]
+    rng = np.random.default_rng(2024)
+    flagged, bounds = 0, []
+    for _ in range(20):
+        rows = canary_rows(_mirror_scores(rng, 1000, q, sigma, steps), accountant_epsilon=claimed,
+                           delta=delta, alpha=0.05)
+        flagged += _verdict(rows) == "above_promise"
+        bounds.append(_value(rows, "epsilon_lb_one_run"))
+    assert flagged <= 3, bounds
+
+
+def test_verdict_names_the_three_outcomes():
+    assert verdict([(1.5, 3.0)], 1.0) == "above_promise"
+    assert verdict([(0.2, 0.5)], 1.0) == "too_weak"
+    assert verdict([(0.2, 3.0)], 1.0) == "consistent"
+    assert verdict([], 1.0) == "too_weak"
