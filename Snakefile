@@ -18,6 +18,7 @@ include: "rules/privacy.smk"
 include: "rules/profile.smk"
 include: "rules/audit.smk"
 include: "rules/pmp.smk"
+include: "rules/canary.smk"
 include: "rules/aggregate.smk"
 
 
@@ -34,4 +35,5 @@ rule all:
         report_figures(),
         profile_targets(),
         audit_figures(),
+        canary_figures(),
     default_target: True

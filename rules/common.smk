@@ -34,7 +34,7 @@ TRAINING = {
 }
 FAMILIES = ["mia", "privacy_card"] + [
     family
-    for family in ("epsilon_star", "identifiability", "pmp")
+    for family in ("epsilon_star", "identifiability", "pmp", "canary")
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
@@ -72,6 +72,8 @@ localrules:
     pmp_gather_shadows,
     plot_audit,
     plot_model_figures,
+    plot_canary,
+    metric_canary,
 
 
 def run_params(wildcards):
@@ -383,3 +385,35 @@ def card_labels(wildcards):
     epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
     seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
     return {"model": f"{mechanism} · {epsilon}{seed_text}"}
+
+
+# ---------------------------------------------------------------- canary audits (issue 17)
+CANARY_MECHANISMS = ("dpsgd", *dpconfig.LINEAR_MECHANISMS)
+
+
+def canary_audited(wildcards):
+    return run_params(wildcards)["mechanism"] in CANARY_MECHANISMS
+
+
+def canary_metric_inputs(wildcards):
+    inputs = {"train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json"}
+    if canary_audited(wildcards):
+        inputs["scores"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/scores.parquet"
+        inputs["record"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/audit.json"
+    return inputs
+
+
+def canary_dpsgd_files(wildcards, name):
+    """A dataset's audit-twin files (DP-SGD runs only), in grid order."""
+    return [
+        f"results/canary/{wildcards.dataset}/{run}/{name}"
+        for run, params in RUNS[wildcards.dataset].items()
+        if params["mechanism"] == "dpsgd"
+    ]
+
+
+def canary_figures():
+    if "canary" not in FAMILIES:
+        return []
+    datasets = [d for d in DATASETS if any(p["mechanism"] == "dpsgd" for p in RUNS[d].values())]
+    return [f"results/figures/canary_{kind}_{d}.png" for d in datasets for kind in ("guesses", "tradeoff")]

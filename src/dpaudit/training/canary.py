@@ -30,7 +30,7 @@ import pandas as pd
 
 from dpaudit.training.models import features, predict_logits
 
-__all__ = ["CanaryPlan", "plan_canaries", "run_canary_twin"]
+__all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin", "subsampled_gaussian_llr"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +149,32 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
     log.info("audit twin: %d gradient and %d input canaries, %d steps in %.1fs",
              gradient_canaries, input_canaries, info["steps"], seconds)
     return scores, record
+
+
+def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], train: dict[str, Any],
+                  options: dict[str, Any], *, threads: int, log: logging.Logger,
+                  run: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-canary scores and the audit's record for one released run (``train`` is its
+    train.json): the audit twin for DP-SGD, many releases for the linear mechanisms."""
+    mechanism = params["mechanism"]
+    if mechanism == "dpsgd":
+        scores, record = run_canary_twin(
+            examples, splits, params, gradient_canaries=int(options["gradient_canaries"]),
+            input_canaries=int(options["input_canaries"]),
+            gradient_norm_factor=float(options["gradient_norm_factor"]), seed=int(options["seed"]),
+            threads=threads, log=log, run=run)
+        released = float(train["noise_multiplier"])
+        if not np.isclose(record["noise_multiplier"], released, rtol=1e-9, atol=0.0):
+            raise RuntimeError(
+                f"audit twin of run {run!r} calibrated noise_multiplier={record['noise_multiplier']!r}, "
+                f"the released model {released!r}: the twin would not audit the released mechanism"
+            )
+        record["released_train_seconds"] = train.get("train_seconds")
+        return scores, record
+    from dpaudit.config import LINEAR_MECHANISMS
+
+    if mechanism in LINEAR_MECHANISMS:
+        from dpaudit.training.canary_linear import linear_canary_scores
+
+        return linear_canary_scores(examples, splits, params, train, options, log=log)
+    raise ValueError(f"the canary audit covers dpsgd and {LINEAR_MECHANISMS}, not {mechanism!r}")

@@ -28,7 +28,7 @@ import pandas as pd
 
 from dpaudit.dp import canary_bounds as cb
 
-__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "verdict"]
+__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "run_canary_metrics", "verdict"]
 
 # Rows whose bound holds for every (ε, δ)-DP mechanism; only these can flag a run.
 DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
@@ -139,3 +139,17 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
 def not_applicable_rows(reason: str) -> pd.DataFrame:
     """The row of a run the canary family does not audit (a non-private baseline)."""
     return _frame([{"metric": "audit_verdict", "value": math.nan, "applicable": False, "note": reason}])
+
+
+def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapping | None,
+                       options: Mapping, *, delta: float) -> pd.DataFrame:
+    """The canary rows of one run from its train.json, scores.parquet and audit.json
+    (the latter two None for a run the family does not audit)."""
+    if scores is None:
+        return not_applicable_rows(f"not applicable: no canary audit for mechanism {train.get('mechanism')}")
+    guess_counts = options["guess_counts"]
+    return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta,
+                       alpha=1.0 - float(options["confidence"]),
+                       guess_counts=None if guess_counts == "auto" else list(guess_counts),
+                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]),
+                       many_runs=(record or {}).get("many_runs"))

@@ -1,0 +1,183 @@
+"""Figures of the canary audit, per dataset.
+
+* Guesses figure: the white-box one-run bound (Steinke et al. 2023) of each DP-SGD
+  model against the number of guesses r (the top-r canary scores), with the ceiling
+  perfect guessing reaches at that r. Where the bound stops growing with r, more
+  guesses do not help; where it hugs the ceiling, more canaries would.
+* Trade-off panel: per target ε (first seed), the accountant's trade-off curve
+  (dp_accounting's privacy loss distribution of the run: Poisson-subsampled Gaussian,
+  composed over its steps), the canaries' empirical trade-off (FNR against FPR of the
+  white-box likelihood-ratio score) and the Gaussian curve of the fitted GDP μ. An
+  empirical curve below the accountant's would be a violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import special
+
+import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.dp.canary_bounds import guesses_curve
+from dpaudit.plots.privacy_utility import save_figure
+
+__all__ = ["accountant_tradeoff", "canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
+           "plot_tradeoff"]
+
+WHITE_BOX = ("white_box", "llr")
+
+
+def _white_box(scores: pd.DataFrame) -> pd.DataFrame:
+    threat, kind = WHITE_BOX
+    return scores[(scores["threat_model"] == threat) & (scores["score_kind"] == kind)]
+
+
+def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, alpha: float) -> pd.DataFrame:
+    """``guesses_curve`` of every audited DP-SGD run (``runs``: dicts with dataset, run,
+    target_epsilon, seed, accountant_epsilon, delta), stacked with its run keys."""
+    frames = []
+    for run, frame in zip(runs, scores, strict=True):
+        white = _white_box(frame)
+        if white.empty:
+            continue
+        curve = guesses_curve(white["score"].to_numpy(float), white["included"].to_numpy(bool),
+                              alpha=alpha, delta=float(run["delta"]))
+        frames.append(curve.assign(**{k: run[k] for k in ("dataset", "run", "target_epsilon", "seed",
+                                                           "accountant_epsilon")}))
+    if not frames:
+        return pd.DataFrame(columns=["dataset", "run", "target_epsilon", "seed", "accountant_epsilon", "guesses",
+                                     "correct", "epsilon", "ceiling", "canaries", "alpha", "delta"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _target_colours(targets) -> dict:
+    cmap = plt.get_cmap("viridis")
+    targets = sorted(set(float(t) for t in targets))
+    return {t: cmap(0.15 + 0.7 * i / max(len(targets) - 1, 1)) for i, t in enumerate(targets)}
+
+
+def plot_guesses(table: pd.DataFrame, dataset: str, png: str | Path, pdf: str | Path | None = None) -> None:
+    fig, ax = plt.subplots(figsize=(7.4, 4.8))
+    if table.empty:
+        ax.text(0.5, 0.5, "no DP-SGD run with gradient canaries", ha="center", transform=ax.transAxes)
+    colours = _target_colours(table["target_epsilon"]) if len(table) else {}
+    ceiling_drawn = False
+    for (target, seed), rows in table.groupby(["target_epsilon", "seed"], sort=True):
+        colour = colours[float(target)]
+        style = "-" if seed == table["seed"].min() else "--"
+        ax.plot(rows["guesses"], rows["epsilon"], style, marker="o", ms=4, color=colour,
+                label=f"target ε = {target:g}, seed {seed} (accountant ε {rows['accountant_epsilon'].iloc[0]:.2f})")
+        if not ceiling_drawn:
+            ax.plot(rows["guesses"], rows["ceiling"], color="0.4", lw=1.2, ls=":",
+                    label="ceiling: all r guesses right")
+            ceiling_drawn = True
+        ax.axhline(float(rows["accountant_epsilon"].iloc[0]), color=colour, lw=0.7, alpha=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("guesses r (the r highest white-box canary scores guessed 'in')")
+    ax.set_ylabel("one-run ε lower bound (Steinke et al. 2023)")
+    level = f"{1 - float(table['alpha'].iloc[0]):.0%}" if len(table) else ""
+    m = int(table["canaries"].iloc[0]) if len(table) else 0
+    ax.set_title(f"{dataset}: one-run bound vs guesses ({m} canaries, {level} per point, thin lines: accountant ε)",
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.subplots_adjust(left=0.09, right=0.62, bottom=0.12, top=0.92)
+    save_figure(fig, png, pdf)
+
+
+def accountant_tradeoff(noise_multiplier: float, sampling_probability: float, steps: int,
+                        fpr: np.ndarray, *, discretization: float = 1e-3) -> np.ndarray:
+    """Lowest FNR at each FPR that the accountant allows: the trade-off curve dual to the
+    privacy profile δ(ε) of dp_accounting's PLD (add-or-remove, Poisson subsampling),
+    f(α) = sup_ε max(0, 1 − δ(ε) − e^ε α, e^{−ε}(1 − δ(ε) − α))."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    dist = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
+                                       sampling_prob=float(sampling_probability),
+                                       value_discretization_interval=discretization)
+    dist = dist.self_compose(int(steps))
+    eps = np.linspace(0.0, 40.0, 801)
+    delta = np.asarray(dist.get_delta_for_epsilon(eps), dtype=np.float64)
+    fpr = np.asarray(fpr, dtype=np.float64)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        first = 1.0 - delta[None, :] - np.exp(eps)[None, :] * fpr
+        second = np.exp(-eps)[None, :] * (1.0 - delta[None, :] - fpr)
+    return np.clip(np.nanmax(np.maximum(first, second), axis=1), 0.0, 1.0)
+
+
+def empirical_tradeoff(scores: np.ndarray, included: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(FPR, FNR) of "in iff score ≥ t" over every distinct t (and t = +inf)."""
+    scores = np.asarray(scores, np.float64)
+    included = np.asarray(included, bool)
+    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
+    t = np.concatenate([np.unique(scores), [np.inf]])
+    fpr = (neg.size - np.searchsorted(neg, t, side="left")) / neg.size
+    fnr = np.searchsorted(pos, t, side="left") / pos.size
+    return fpr, fnr
+
+
+def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf: str | Path | None = None) -> None:
+    """``panels``: dicts with target_epsilon, accountant_epsilon, noise_multiplier,
+    sampling_probability, steps, mu (the GDP estimate) and scores (white-box frame)."""
+    count = max(len(panels), 1)
+    fig, axes = plt.subplots(1, count, figsize=(3.9 * count, 4.4), squeeze=False)
+    grid = np.concatenate([np.geomspace(1e-6, 1e-2, 60), np.linspace(0.01, 1.0, 100)])
+    for ax, panel in zip(axes[0], panels, strict=False):
+        white = _white_box(panel["scores"])
+        fpr, fnr = empirical_tradeoff(white["score"].to_numpy(float), white["included"].to_numpy(bool))
+        ax.plot(grid, accountant_tradeoff(panel["noise_multiplier"], panel["sampling_probability"],
+                                          panel["steps"], grid),
+                color="k", lw=1.6, label=f"accountant (PLD), ε = {panel['accountant_epsilon']:.2f}")
+        ax.step(fpr, fnr, where="post", color="tab:blue", lw=1.0, label="canaries (white box, LLR score)")
+        mu = float(panel["mu"])
+        ax.plot(grid, special.ndtr(special.ndtri(1.0 - grid) - mu), color="tab:orange", ls="--",
+                label=f"Gaussian curve of the GDP estimate, μ = {mu:.2f}")
+        ax.plot(grid, 1.0 - grid, color="0.7", lw=0.8, ls=":", label="no privacy loss (FNR = 1 − FPR)")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("equal")
+        ax.set_xlabel("FPR (excluded canaries guessed in)")
+        ax.set_title(f"target ε = {panel['target_epsilon']:g}", fontsize=9)
+        ax.grid(alpha=0.3)
+    if not panels:
+        axes[0][0].text(0.5, 0.5, "no DP-SGD run with gradient canaries", ha="center")
+    axes[0][0].set_ylabel("FNR (included canaries guessed out)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(f"{dataset}: trade-off curves, accountant vs canaries (first seed per target)", fontsize=10)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.3, top=0.88, wspace=0.25)
+    save_figure(fig, png, pdf)
+
+
+def canary_figures(table: pd.DataFrame, records: Sequence[Mapping], scores: Sequence[pd.DataFrame], dataset: str,
+                   *, alpha: float, guesses_png, guesses_pdf, tradeoff_png, tradeoff_pdf) -> pd.DataFrame:
+    """Both figures of one dataset from the metrics table, the audit twins' records
+    (audit.json) and their scores; returns the guesses table (the figure's data)."""
+    keys = table[table["dataset"] == dataset].drop_duplicates(["dataset", "run"]).set_index("run")
+    runs = []
+    for record in records:
+        row = keys.loc[record["run"]]
+        runs.append({"dataset": dataset, "run": record["run"], "target_epsilon": float(row["target_epsilon"]),
+                     "seed": int(row["seed"]), "accountant_epsilon": float(record["epsilon"]),
+                     "delta": float(record["delta"])})
+    guesses = guesses_table(runs, scores, alpha=alpha)
+    plot_guesses(guesses, dataset, guesses_png, guesses_pdf)
+    threat, kind = WHITE_BOX
+    gdp = table[(table["dataset"] == dataset) & (table["family"] == "canary")
+                & (table["metric"] == "epsilon_gdp_estimate") & (table["threat_model"] == threat)
+                & (table["score_kind"] == kind)].set_index("run")
+    panels, seen = [], set()
+    for run, record, frame in sorted(zip(runs, records, scores, strict=True),
+                                     key=lambda item: (item[0]["target_epsilon"], item[0]["seed"])):
+        if run["target_epsilon"] in seen or _white_box(frame).empty or run["run"] not in gdp.index:
+            continue
+        seen.add(run["target_epsilon"])
+        panels.append({**run, "noise_multiplier": record["noise_multiplier"],
+                       "sampling_probability": record["sampling_probability"], "steps": record["steps"],
+                       "mu": float(gdp.loc[run["run"], "mu"]), "scores": frame})
+    plot_tradeoff(panels, dataset, tradeoff_png, tradeoff_pdf)
+    return guesses
