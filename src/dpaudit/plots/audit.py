@@ -86,12 +86,12 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
             rows["n_nonmembers"].astype("int64"), rows["lower_bound_delta"].astype(float), float(alpha))
     for estimator, column in EPSILON_STAR.items():
         if "estimator" in table.columns:
-            star = table[(table["family"] == "epsilon_star") & (table["metric"] == "eps_star")
+            star = table[(table["family"] == "epsilon_star") & (table["metric"] == "epsilon_star")
                          & (table["estimator"] == estimator).fillna(False) & (table["loss"] == "logit").fillna(False)]
         else:
             star = table.iloc[0:0]
         if star.duplicated(["dataset", "run"]).any():
-            raise ValueError(f"several {estimator} eps_star rows (logit loss) for one run")
+            raise ValueError(f"several {estimator} epsilon_star rows (logit loss) for one run")
         details = {source: f"{column}_{name}" for source, name in EPSILON_STAR_DETAILS.items()
                    if source in star.columns}
         audit = audit.merge(star[["dataset", "run", "value", *details]].rename(columns={"value": column, **details}),
