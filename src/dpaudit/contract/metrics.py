@@ -294,13 +294,15 @@ PMP = [
 _PROFILE = ("view", "n", "d", "lam", "draws", "profile_seed", "epsilon_grid_min", "epsilon_grid_max")
 PROFILE = [
     Metric("profile", "epsilon_low", "ε_low",
-           "Largest ε of the grid at which the typical privacy loss is still on its low plateau (τ_low).",
+           "Largest grid ε whose per-neighbour progress τ_k over ranks k ≥ n/10 stays at most tau_low (the "
+           "typical profile's low plateau; NaN when the grid misses it).",
            "nats", "measurement", (*_PROFILE, "tau_low")),
     Metric("profile", "epsilon_low_predicted", "ε_low (predicted)",
            "ε_low predicted from the farthest neighbour, 2 t_d(τ_low)/(nΛδ_max).",
            "nats", "estimate", (*_PROFILE, "tau_low")),
     Metric("profile", "epsilon_high", "ε_high",
-           "Smallest ε of the grid at which the typical privacy loss reaches its high plateau (τ_high).",
+           "Smallest grid ε at which the top-ranked neighbour's progress reaches tau_high (the typical "
+           "profile's high plateau; NaN when the grid misses it).",
            "nats", "measurement", (*_PROFILE, "tau_high")),
     Metric("profile", "epsilon_high_predicted", "ε_high (predicted)",
            "ε_high predicted from the farthest neighbour, 2 t_d(τ_high)/(nΛδ_max).",
@@ -311,7 +313,7 @@ PROFILE = [
            "Largest worst-case shift ‖Δ_i‖ of the base model when one row is removed (row y_max_row_id).",
            "norm", "measurement", (*_PROFILE, "y_max_row_id")),
     Metric("profile", "t_d", "t_d(τ)",
-           "Progress t at which the d-dimensional typical profile reaches fraction tau of its high plateau.",
+           "The t at which the per-neighbour progress (H_d(t)/t − c_d)/(1 − c_d) first reaches tau after its dip.",
            "—", "diagnostic", (*_PROFILE, "tau")),
 ]
 
