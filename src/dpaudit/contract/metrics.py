@@ -190,7 +190,8 @@ PRIVACY_CARD = [
            "Best TPR − FPR the run's (ε, δ) allows, tanh(ε/2) + 2δ/(1 + e^ε).",
            "fraction", "bound", _CARD),
     Metric("privacy_card", "tpr_bound_at_fpr", "TPR bound at FPR",
-           "Largest TPR the run's (ε, δ) allows any attack at FPR fpr_target, e^ε·fpr_target + δ (capped).",
+           "Largest TPR the run's (ε, δ) allows any attack at FPR fpr_target, "
+           "min(e^ε·fpr_target + δ, 1 − e^−ε(1 − δ − fpr_target)).",
            "fraction", "bound", (*_CARD, "fpr_target")),
     Metric("privacy_card", "dp_region_epsilon_lower_bound", "DP-region test ε lower bound",
            "Lower bound on ε from testing every point of the attack ROC against the DP region "
