@@ -29,7 +29,7 @@ LOWER_BOUND_COLUMNS = {"value": "epsilon_lower_bound", "alpha": "alpha", "ci_met
                        "tp": "tp", "fp": "fp", "n_members": "n_members", "n_nonmembers": "n_nonmembers",
                        "delta": "lower_bound_delta"}
 EPSILON_STAR = {"parametric": "epsilon_star_parametric", "empirical": "epsilon_star_empirical"}
-# Per estimator, the eps_star row's bootstrap interval and flags, copied unchanged
+# Per estimator, the epsilon_star row's bootstrap interval and flags, copied unchanged
 # (the figure draws the interval and hollow markers for flagged values).
 EPSILON_STAR_DETAILS = {"boot_low": "low", "boot_high": "high", "argmax_count": "argmax_count",
                         "at_ceiling": "at_ceiling", "on_boundary": "on_boundary", "separated": "separated",
