@@ -17,6 +17,7 @@ import numpy as np
 
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
+from dpaudit.metrics.mia import RocCurve
 
 
 def make_grid(n_runs: int, seed: int = 0) -> list[dict]:
@@ -39,14 +40,15 @@ def make_grid(n_runs: int, seed: int = 0) -> list[dict]:
     return infos
 
 
-def synthetic_roc(rng, n=201):
-    # A binormal ROC (shift mu) on a grid of FPR values that are counts/5000.
+def synthetic_roc(rng, n=201, size=5000) -> RocCurve:
+    # A binormal ROC (shift mu) on a grid of FPR values that are counts/size, from flag-nobody (0, 0) on.
     from scipy import stats
 
     mu = rng.uniform(0.0, 1.0)
-    fpr = np.unique(np.r_[0.0, np.round(np.logspace(-4, 0, n) * 5000) / 5000])
-    tpr = np.round(stats.norm.sf(stats.norm.isf(np.clip(fpr, 1e-12, 1)) - mu) * 5000) / 5000
-    return fpr, tpr
+    fp = np.unique(np.r_[0, np.round(np.logspace(-4, 0, n) * size)]).astype(np.int64)
+    tp = np.round(stats.norm.sf(stats.norm.isf(np.clip(fp / size, 1e-12, 1)) - mu) * size).astype(np.int64)
+    return RocCurve(thresholds=np.r_[-np.inf, np.arange(fp.size - 1.0)], tp=tp, fp=fp, tpr=tp / size,
+                    fpr=fp / size, n_members=size, n_nonmembers=size)
 
 
 def main(n_runs: int = 1000) -> dict:
@@ -59,17 +61,15 @@ def main(n_runs: int = 1000) -> dict:
     t_ledger = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    for info, (fpr, tpr) in zip(infos, rocs, strict=True):
-        privacy_card_from_info(info, fpr=fpr, tpr=tpr, n_members=5000, n_nonmembers=5000,
-                               generalization_gap=0.05, utility=0.8)
+    for info, roc in zip(infos, rocs, strict=True):
+        privacy_card_from_info(info, roc=roc, generalization_gap=0.05, utility=0.8)
     t_cards = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory() as tmp:
         renderer = CardFigureRenderer()
         t0 = time.perf_counter()
-        for info, (fpr, tpr) in zip(infos, rocs, strict=True):
-            privacy_card_from_info(info, fpr=fpr, tpr=tpr, n_members=5000, n_nonmembers=5000,
-                                   generalization_gap=0.05, utility=0.8,
+        for info, roc in zip(infos, rocs, strict=True):
+            privacy_card_from_info(info, roc=roc, generalization_gap=0.05, utility=0.8,
                                    figure_path=Path(tmp) / f"{info['run']}.png",
                                    renderer=renderer)
         t_cards_fig = time.perf_counter() - t0

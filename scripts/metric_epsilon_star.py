@@ -1,6 +1,7 @@
 """Snakemake adapter: Epsilon* (source 002) of one run, with its flags, interval and utility."""
 
-from dpaudit.aggregate import evaluation_delta, with_keys
+from dpaudit.aggregate import evaluation_delta
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.epsilon_star import epsilon_star_run_metrics
@@ -17,9 +18,9 @@ with job_logging(sm) as log:
         bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,
         goodness_of_fit=options["goodness_of_fit"] if options["goodness_of_fit"]["enabled"] else None,
     )
-    metrics = with_keys(metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="epsilon_star")
+    metrics = metric_rows("epsilon_star", metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_parquet(sm.output[0], metrics)
-    eps = metrics[metrics["metric"] == "eps_star"]
+    eps = metrics[metrics["metric"] == "epsilon_star"]
     for row in eps.itertuples():
         log.info("%s %s ε* = %.4f [%.4f, %.4f] ceiling %.4f at_ceiling=%s on_boundary=%s n_kept=%d normal_rejected=%s",
                  row.loss, row.estimator, row.value, row.boot_low, row.boot_high, row.ceiling, row.at_ceiling,

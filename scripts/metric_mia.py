@@ -1,6 +1,7 @@
 """Snakemake adapter: loss-threshold membership-inference metrics of one run."""
 
-from dpaudit.aggregate import evaluation_delta, with_keys
+from dpaudit.aggregate import evaluation_delta
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.mia import mia_metrics
@@ -23,6 +24,6 @@ with job_logging(sm) as log:
         loss_column=options["loss"],
         ci_method=options["ci_method"],
     )
-    metrics = with_keys(metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="mia")
+    metrics = metric_rows("mia", metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_parquet(sm.output[0], metrics)
     log.info("%d metric rows", len(metrics))

@@ -1,6 +1,6 @@
 """Snakemake adapter: practical membership privacy (Lowy et al., source 003) of one run."""
 
-from dpaudit.aggregate import with_keys
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.pmp.run import pmp_run_metrics
@@ -14,8 +14,8 @@ with job_logging(sm) as log:
         model_path=sm.input.model, checkpoints_path=sm.input.checkpoints, options=sm.params.options,
         shadow_scores=shadows, threads=sm.threads, log=log,
     )
-    keys = {"dataset": sm.wildcards.dataset, "run": sm.wildcards.run, "family": "pmp"}
-    write_parquet(sm.output.metrics, with_keys(rows, **keys))
-    write_parquet(sm.output.per_example, per_example.assign(dataset=keys["dataset"], run=keys["run"]))
-    headline = rows[rows["metric"].isin(["eps_pmp", "emp_eps_lower"])]
+    keys = {"dataset": sm.wildcards.dataset, "run": sm.wildcards.run}
+    write_parquet(sm.output.metrics, metric_rows("pmp", rows, **keys))
+    write_parquet(sm.output.per_example, per_example.assign(**keys))
+    headline = rows[rows["metric"].isin(["epsilon_pmp", "empirical_epsilon_lower_bound"])]
     log.info("PMP: %s", dict(zip(headline["method"], headline["value"].round(4), strict=True)))

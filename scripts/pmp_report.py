@@ -10,4 +10,4 @@ with job_logging(sm) as log:
     write_parquet(sm.output.table, table)
     with atomic_path(sm.output.html, suffix=".html") as tmp:
         tmp.write_text(html)
-    log.info("%d runs, %d with a failed ordering check", len(table), int((table["ordering_ok"] == 0).sum()))
+    log.info("%d runs, %d with a failed ordering check", len(table), int(table["ordering_holds"].eq(False).sum()))

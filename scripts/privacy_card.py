@@ -1,6 +1,6 @@
 """Snakemake adapter: the privacy card of one trained model (source 001)."""
 
-from dpaudit.aggregate import with_keys
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_bytes, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.report.cards import build_privacy_card
@@ -12,7 +12,7 @@ with job_logging(sm) as log:
         read_parquet(sm.input.outputs), read_parquet(sm.input.mia), train, read_json(sm.input.info),
         sm.output.figure, alpha=sm.params.alpha, loss_column=sm.params.loss,
     )
-    rows = with_keys(rows, dataset=sm.wildcards.dataset, run=sm.wildcards.run, family="privacy_card")
+    rows = metric_rows("privacy_card", rows, dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_bytes(sm.output.card, page.encode())
     write_parquet(sm.output.metrics, rows)
-    log.info("card written; ROC inside DP region: %s", rows.loc[rows["metric"] == "roc_inside_dp_region", "value"].item())
+    log.info("card written; ROC inside DP region: %s", rows.loc[rows["metric"] == "roc_inside_dp_region", "value_bool"].item())

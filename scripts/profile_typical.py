@@ -7,7 +7,8 @@ from dpaudit.profile.study import typical_artifacts
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     base = read_json(sm.input.base)
-    out = typical_artifacts(read_parquet(sm.input.worst_case), view_name=sm.wildcards.view, n=base["n"],
+    out = typical_artifacts(read_parquet(sm.input.worst_case), view_name=sm.wildcards.view,
+                            dataset=base["view"]["dataset"], n=base["n"],
                             lam=sm.params.lam, log10_epsilons=sm.params.log10_epsilons, draws=sm.params.draws,
                             seed=sm.params.seed)
     for name in ("typical", "per_neighbour", "metrics"):

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract import metrics as vocabulary
 from dpaudit.io import read_json, read_parquet
 
-KEY_COLUMNS = ["dataset", "run", "family", "metric"]
-# Families measured once per dataset view rather than per trained run (no run key).
-DATASET_LEVEL_FAMILIES = frozenset({"profile"})
+KEY_COLUMNS = list(vocabulary.KEY_COLUMNS)
+# Families measured once per dataset rather than per trained run (no run key).
+DATASET_LEVEL_FAMILIES = frozenset(f.name for f in vocabulary.FAMILIES.values() if f.level == "dataset")
 TRAIN_COLUMNS = {
     "accountant_epsilon": "epsilon",
     "accountant_delta": "delta",
@@ -29,20 +30,14 @@ SUMMARY_METRICS = {
     "test_accuracy": {"family": "mia", "metric": "test_accuracy"},
     "train_accuracy": {"family": "mia", "metric": "train_accuracy"},
     "generalization_gap": {"family": "mia", "metric": "generalization_gap"},
-    "attack_auc": {"family": "mia", "metric": "auc"},
-    "attack_advantage": {"family": "mia", "metric": "max_advantage"},
+    "attack_auc": {"family": "mia", "metric": "attack_auc"},
+    "attack_advantage": {"family": "mia", "metric": "attack_advantage"},
     "epsilon_lower_bound": {"family": "mia", "metric": "epsilon_lower_bound"},
-    "epsilon_star": {"family": "epsilon_star", "metric": "eps_star", "estimator": "parametric", "loss": "logit"},
-    "epsilon_star_empirical": {"family": "epsilon_star", "metric": "eps_star", "estimator": "empirical", "loss": "logit"},
-    "utility": {"family": "epsilon_star", "metric": "utility"},
+    "epsilon_star": {"family": "epsilon_star", "metric": "epsilon_star", "estimator": "parametric", "loss": "logit"},
+    "epsilon_star_empirical": {"family": "epsilon_star", "metric": "epsilon_star", "estimator": "empirical",
+                               "loss": "logit"},
+    "landscape_utility": {"family": "epsilon_star", "metric": "landscape_utility"},
 }
-
-
-def with_keys(frame: pd.DataFrame, *, dataset: str, run: str, family: str) -> pd.DataFrame:
-    """Prefix a run's metric rows with the key columns every metric file carries."""
-    return frame.assign(dataset=dataset, run=run, family=family)[
-        ["dataset", "run", "family", *(c for c in frame.columns if c not in ("dataset", "run", "family"))]
-    ]
 
 
 def evaluation_delta(train: Mapping) -> float:
@@ -97,6 +92,7 @@ def collect_metrics(metric_files: Sequence[str | Path], runs: pd.DataFrame) -> p
     missing = [c for c in KEY_COLUMNS if c not in long.columns]
     if missing:
         raise ValueError(f"metric files lack key column(s) {missing}")
+    vocabulary.check_metric_table(long)
     dataset_level = long["family"].isin(DATASET_LEVEL_FAMILIES).to_numpy()
     for column in KEY_COLUMNS:
         absent = long[column].isna().to_numpy(copy=True)
@@ -143,15 +139,34 @@ def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                                ignore_index=True)
 
 
+def _metric_entry(column: str) -> tuple[str, str, str]:
+    """Glossary triple of a summary column taken from a metric: the vocabulary's, plus the row filter."""
+    where = dict(SUMMARY_METRICS[column])
+    label, unit, meaning = vocabulary.glossary_entry(where.pop("family"), where.pop("metric"))
+    if where:
+        label = f"{label} ({', '.join(str(v) for v in where.values())})"
+        meaning = f"{meaning} Rows with {', '.join(f'{k} = {v}' for k, v in where.items())}."
+    return label, unit, meaning
+
+
+def _tpr_entry(target: float) -> tuple[str, str, str]:
+    label, unit, meaning = vocabulary.glossary_entry("mia", "tpr_at_fpr")
+    return f"{label} {target:g}", unit, meaning.replace("fpr_target", f"{target:g}")
+
+
+def _mechanism_meaning() -> str:
+    return "; ".join(f"{name} = {label}" for name, label in vocabulary.MECHANISM_LABELS.items())
+
+
 # Summary column -> (header, unit, meaning): the runs table shows these, in this order.
+# Metric columns take their header, unit and meaning from dpaudit.contract.metrics.
 RUNS_GLOSSARY = {
     "dataset": ("dataset", "—", "dataset the model was trained on"),
-    "mechanism": ("mechanism", "—", "baseline = non-private training; dpsgd = DP-SGD (clipping + Gaussian noise); "
-                  "output_perturbation / objective_perturbation = pure ε-DP logistic regression (Chaudhuri et al.)"),
+    "mechanism": ("mechanism", "—", _mechanism_meaning()),
     "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for; the exact ε of output / "
                        "objective perturbation (— for baselines)"),
     "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
-    "accountant_epsilon": ("accountant ε", "nats", "ε the privacy accountant certifies for the trained model; ∞ = no DP"),
+    "accountant_epsilon": vocabulary.glossary_entry("mia", "accountant_epsilon"),
     "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
     "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions, "
                    "pure = the mechanism's own pure ε-DP theorem, δ = 0)"),
@@ -162,30 +177,29 @@ RUNS_GLOSSARY = {
     "epochs": ("epochs", "count", "passes over the training data"),
     "batch_size": ("batch size", "examples", "expected batch size (Poisson: sampling rate × n)"),
     "learning_rate": ("learning rate", "—", "optimizer step size"),
-    "test_accuracy": ("test accuracy", "fraction", "accuracy on the utility split"),
-    "train_accuracy": ("train accuracy", "fraction", "accuracy on the members (training split)"),
-    "generalization_gap": ("generalization gap", "fraction", "train accuracy − test accuracy"),
-    "attack_auc": ("attack AUC", "fraction", "AUC of the loss-threshold membership-inference attack; 0.5 = chance"),
-    "attack_advantage": ("attack advantage", "fraction", "max over thresholds of TPR − FPR of that attack"),
-    "tpr_at_fpr_0.001": ("TPR at FPR 10⁻³", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.001"),
-    "tpr_at_fpr_0.01": ("TPR at FPR 10⁻²", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.01"),
-    "tpr_at_fpr_0.1": ("TPR at FPR 10⁻¹", "fraction", "attack TPR at the largest threshold with FPR ≤ 0.1"),
-    "epsilon_lower_bound": ("ε lower bound", "nats",
-                            "certified lower bound on the model's DP ε from the attack (Clopper–Pearson)"),
-    "epsilon_star": ("ε* parametric", "nats",
-                     "Epsilon* (Negoescu et al.), parametric estimator, logit loss; not a bound on DP ε"),
-    "epsilon_star_empirical": ("ε* empirical", "nats",
-                               "Epsilon*, empirical estimator, logit loss (capped by a finite-sample ceiling)"),
-    "utility": ("utility (ε* family)", "fraction", "utility the Epsilon* family records for the landscape"),
+    **{c: _metric_entry(c) for c in ("test_accuracy", "train_accuracy", "generalization_gap", "attack_auc",
+                                     "attack_advantage")},
+    **{f"tpr_at_fpr_{t:g}": _tpr_entry(t) for t in (0.001, 0.01, 0.1)},
+    **{c: _metric_entry(c) for c in ("epsilon_lower_bound", "epsilon_star", "epsilon_star_empirical",
+                                     "landscape_utility")},
     "run": ("run", "—", "the run's full parameter string (paths under results/ use it)"),
 }
+
+
+def runs_glossary(columns) -> dict[str, tuple[str, str, str]]:
+    """The glossary of the runs table's columns, in RUNS_GLOSSARY order (other TPR targets appended)."""
+    glossary = {c: v for c, v in RUNS_GLOSSARY.items() if c in columns}
+    for column in columns:
+        if column.startswith("tpr_at_fpr_") and column not in glossary:
+            glossary[column] = _tpr_entry(float(column.removeprefix("tpr_at_fpr_")))
+    return glossary
 
 
 def summary_html(summary: pd.DataFrame) -> str:
     """The runs table as a sortable, filterable page (itables, offline) with a glossary."""
     from dpaudit.report import tables
 
-    glossary = {c: v for c, v in RUNS_GLOSSARY.items() if c in summary.columns}
+    glossary = runs_glossary(summary.columns)
     intro = (
         "<h3>Runs</h3><p>One row per trained model. ε = ∞ marks non-private baselines; the attack is the "
         "loss-threshold membership-inference attack on members (training split) vs non-members (holdout split). "

@@ -19,6 +19,8 @@ import jsonschema
 import pandas as pd
 import yaml
 
+from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 # Order fixes the run name; every row carries every column, so adding a row (or a
@@ -33,10 +35,10 @@ GRID_COLUMNS: dict[str, str] = {
     "learning_rate": "Float64",
     "seed": "Int64",
 }
+# The mechanisms and their display names are declared in dpaudit.contract.metrics.
 # Output and objective perturbation of L2-regularized logistic regression (source
 # 000, Chaudhuri et al. 2011): one exact fit, no epochs, batches or clipping, and
 # binary labels only.
-LINEAR_MECHANISMS = ("output_perturbation", "objective_perturbation")
 # The grid columns each mechanism uses; the others are NA in its rows (mechanism
 # itself is always set).
 MECHANISM_COLUMNS: dict[str, tuple[str, ...]] = {

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -79,8 +79,12 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(handle)
 
 
-def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table) -> None:
+def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table,
+                  metadata: Mapping[bytes, bytes] | None = None) -> None:
+    """Atomic zstd Parquet; ``metadata`` is added to the file's key-value metadata."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     with atomic_path(path, suffix=".parquet") as tmp:
         pq.write_table(table, tmp, compression="zstd")
 

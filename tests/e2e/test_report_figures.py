@@ -22,15 +22,15 @@ def test_audit_data_table_equals_the_metrics_table_for_every_run(tiny_run):
     expected = {
         "epsilon_lower_bound": _metric(table, family="mia", metric="epsilon_lower_bound"),
         "accountant_epsilon": _metric(table, family="mia", metric="accountant_epsilon"),
-        "epsilon_star_parametric": _metric(table, family="epsilon_star", metric="eps_star",
+        "epsilon_star_parametric": _metric(table, family="epsilon_star", metric="epsilon_star",
                                            estimator="parametric", loss="logit"),
-        "epsilon_star_empirical": _metric(table, family="epsilon_star", metric="eps_star",
+        "epsilon_star_empirical": _metric(table, family="epsilon_star", metric="epsilon_star",
                                           estimator="empirical", loss="logit"),
     }
     for estimator in ("parametric", "empirical"):
         for field, suffix in (("boot_low", "low"), ("boot_high", "high"), ("argmax_count", "argmax_count")):
             expected[f"epsilon_star_{estimator}_{suffix}"] = _metric(
-                table, field, family="epsilon_star", metric="eps_star", estimator=estimator, loss="logit")
+                table, field, family="epsilon_star", metric="epsilon_star", estimator=estimator, loss="logit")
     for column, values in expected.items():
         assert len(values) == len(audit), f"{column}: {len(values)} metric rows for {len(audit)} runs"
         for run, value in values.items():

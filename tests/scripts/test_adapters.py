@@ -83,7 +83,8 @@ def test_metric_mia_writes_keyed_long_rows(metric_files):
     frame = read_parquet(metric_files[0][0])
     assert {"dataset", "run", "family", "metric", "value"} <= set(frame.columns)
     assert set(frame["family"]) == {"mia"} and set(frame["dataset"]) == {"toy"}
-    assert {"auc", "tpr_at_fpr", "epsilon_lower_bound", "accountant_epsilon"} <= set(frame["metric"])
+    assert {"attack_auc", "tpr_at_fpr", "epsilon_lower_bound", "accountant_epsilon"} <= set(frame["metric"])
+    assert frame["value"].dtype == "float64" and frame["value_bool"].isna().all()
 
 
 def test_aggregate_and_plot_adapters(tmp_path, metric_files):
@@ -98,6 +99,9 @@ def test_aggregate_and_plot_adapters(tmp_path, metric_files):
     run_script("aggregate_metrics", fake)
     table = read_parquet(tmp_path / "tables" / "metrics.parquet")
     assert table[["dataset", "run", "family", "metric"]].notna().all().all()
+    from dpaudit.contract.metrics import SCHEMA_VERSION, read_schema_version
+
+    assert read_schema_version(tmp_path / "tables" / "metrics.parquet") == SCHEMA_VERSION
     by_mechanism = table.drop_duplicates("run").set_index("mechanism")["accountant_epsilon"]
     assert by_mechanism["baseline"] == math.inf and by_mechanism["dpsgd"] == 2.0
     html = (tmp_path / "tables" / "runs.html").read_text()

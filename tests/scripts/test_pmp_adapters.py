@@ -64,13 +64,15 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
     run_script("metric_pmp", fake)
     rows = read_parquet(tmp_path / "m.parquet")
     assert set(rows["family"]) == {"pmp"} and set(rows["dataset"]) == {"toy"}
-    assert (rows.loc[rows["method"] != "accountant", "status"] == "not_applicable").all()
+    assert (rows["status"] == "not_applicable").all() and (rows["accountant_epsilon"] == math.inf).all()
     report = FakeSnakemake("pmp_report", input={"metrics": [tmp_path / "m.parquet"]},
                            output={"table": tmp_path / "r.parquet", "html": tmp_path / "r.html"},
                            log=[tmp_path / "r.log"])
     run_script("pmp_report", report)
     table = read_parquet(tmp_path / "r.parquet")
     assert table["status"].tolist() == ["not_applicable"] and "n/a" in (tmp_path / "r.html").read_text()
+    # no DP guarantee: the balanced MIA success bound at the accountant's ε = ∞ is the trivial 1
+    assert table["accountant_epsilon"].tolist() == [math.inf] and table["accountant_mia_success_bound"].tolist() == [1.0]
 
 
 def test_pmp_gather_shadows_one_table(tmp_path):

@@ -93,9 +93,11 @@ def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, me
     run_script("aggregate_metrics", fake)
     table = read_parquet(tmp_path / "metrics.parquet")
     profile = table[table["family"] == "profile"]
-    assert set(profile["metric"]) == {"eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "beta_star",
-                                      "delta_max", "y_max_row_id", "t_d_tau_low", "t_d_tau_mid", "t_d_tau_high"}
-    assert profile["run"].isna().all() and set(profile["dataset"]) == {"bc_toy"}
+    assert set(profile["metric"]) == {"epsilon_low", "epsilon_low_predicted", "epsilon_high",
+                                      "epsilon_high_predicted", "beta_star", "delta_max", "t_d"}
+    assert sorted(profile.loc[profile["metric"] == "t_d", "tau"]) == [0.05, 0.5, 0.95]
+    assert profile["run"].isna().all() and set(profile["dataset"]) == {"breast_cancer"}
+    assert set(profile["view"]) == {"bc_toy"}
     per_run = table[table["family"] != "profile"]
     assert per_run["run"].notna().all() and per_run["mechanism"].notna().all()
     assert per_run.drop_duplicates("run").set_index("mechanism").loc["baseline", "accountant_epsilon"] == math.inf

@@ -353,7 +353,7 @@ def test_epsilon_star_metrics_long_format():
     assert str(frame["on_boundary"].dtype) == "boolean"
     for col in ("n_tr", "n_pop", "grid_size", "n_kept"):
         assert str(frame[col].dtype) == "int64"
-    eps = frame[frame["metric"] == "eps_star"].set_index(["loss", "estimator"])["value"]
+    eps = frame[frame["metric"] == "epsilon_star"].set_index(["loss", "estimator"])["value"]
     assert eps[("logit", "empirical")] == pytest.approx(eps[("ce", "empirical")], abs=1e-12)
     direct = parametric_epsilon_star(logit_tr, logit_pop, 1e-5, grid_size=50_000)
     assert eps[("logit", "parametric")] == direct.eps_star
@@ -364,7 +364,7 @@ def test_epsilon_star_metrics_long_format():
     emp = frame[frame["estimator"] == "empirical"]
     assert emp[["mu_tr", "sd_tr", "mu_pop", "sd_pop", "lo", "hi", "alpha"]].isna().all().all()
     assert (emp["filter_lo"] == 1e-3).all() and (par["filter_lo"] == 1e-5).all()
-    assert set(frame["metric"]) == {"eps_star", "m1", "m2", "m3", "m4"}
+    assert set(frame["metric"]) == {"epsilon_star", "m1", "m2", "m3", "m4"}
     # frames of many runs concatenate without dtype drift, including an all-NA argmax
     empty = epsilon_star_metrics(
         {"logit": np.arange(100.0)},

@@ -74,7 +74,7 @@ def test_perfectly_separated_run_sits_on_the_ceiling_and_is_flagged():
     ceiling = _brute_force_ceiling(n_tr, n_pop, delta, 1e-3)
     assert res.eps_star == pytest.approx(ceiling, rel=1e-13)
     frame = epsilon_star_metrics({"logit": members}, {"logit": nonmembers}, delta, grid_size=10_000)
-    row = frame[(frame["metric"] == "eps_star") & (frame["estimator"] == "empirical")].iloc[0]
+    row = frame[(frame["metric"] == "epsilon_star") & (frame["estimator"] == "empirical")].iloc[0]
     assert row["at_ceiling"] and not row["none_kept"] and not row["separated"]
     assert row["ceiling"] == pytest.approx(ceiling, rel=1e-13)
     # the winning ratio rests on one example (m2's denominator FNR = 1/n_tr)
@@ -84,7 +84,7 @@ def test_perfectly_separated_run_sits_on_the_ceiling_and_is_flagged():
 def test_fully_separated_losses_are_nan_and_flagged_never_zero():
     members, nonmembers = np.arange(200.0), 1_000.0 + np.arange(100.0)
     frame = epsilon_star_metrics({"logit": members}, {"logit": nonmembers}, 1e-4, grid_size=10_000)
-    rows = frame[frame["metric"] == "eps_star"].set_index("estimator")
+    rows = frame[frame["metric"] == "epsilon_star"].set_index("estimator")
     emp = rows.loc["empirical"]
     assert math.isnan(emp["value"]) and emp["none_kept"] and emp["separated"] and emp["n_kept"] == 0
     # beyond the ceiling (one example of each set moved across the gap reaches it): flagged as on it
@@ -107,7 +107,7 @@ def test_parametric_ceiling_flag_near_the_supremum():
 def test_identical_losses_keep_nothing_and_are_not_separated():
     frame = epsilon_star_metrics({"logit": np.ones(50)}, {"logit": np.ones(40)}, 1e-3,
                                  estimators=("empirical",))
-    row = frame[frame["metric"] == "eps_star"].iloc[0]
+    row = frame[frame["metric"] == "epsilon_star"].iloc[0]
     assert math.isnan(row["value"]) and row["none_kept"] and not row["separated"] and pd.isna(row["at_ceiling"])
 
 
@@ -168,7 +168,7 @@ def test_parametric_bootstrap_se_matches_the_spread_over_independent_samples():
         frame = epsilon_star_metrics({"logit": members}, {"logit": nonmembers}, delta, grid_size=grid,
                                      estimators=("parametric",),
                                      bootstrap={"resamples": 100, "seed": r, "grid_size": grid})
-        row = frame[frame["metric"] == "eps_star"].iloc[0]
+        row = frame[frame["metric"] == "epsilon_star"].iloc[0]
         estimates.append(row["value"])
         ses.append(row["boot_se"])
         assert row["boot_low"] <= row["boot_high"] and row["boot_resamples"] == 100
@@ -200,9 +200,9 @@ def test_goodness_of_fit_rows_and_flag_on_the_parametric_row():
     # 300 non-members cannot hold out 200 and still be fitted: half of them is used, and recorded
     assert gof.loc["members", "gof_n_samples"] == 200 and gof.loc["nonmembers", "gof_n_samples"] == 150
     assert (gof["gof_repeats"] == 5).all()
-    par = frame[(frame["metric"] == "eps_star") & (frame["estimator"] == "parametric")].iloc[0]
+    par = frame[(frame["metric"] == "epsilon_star") & (frame["estimator"] == "parametric")].iloc[0]
     assert par["normal_rejected"]
-    emp = frame[(frame["metric"] == "eps_star") & (frame["estimator"] == "empirical")].iloc[0]
+    emp = frame[(frame["metric"] == "epsilon_star") & (frame["estimator"] == "empirical")].iloc[0]
     assert pd.isna(emp["normal_rejected"])
 
 

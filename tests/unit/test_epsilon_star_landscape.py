@@ -10,7 +10,8 @@ import pytest
 from scipy import integrate
 from scipy.special import expit
 
-from dpaudit.aggregate import RUN_COLUMNS, collect_metrics, with_keys
+from dpaudit.aggregate import RUN_COLUMNS, collect_metrics
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_parquet, write_json, write_parquet
 from dpaudit.metrics.epsilon_star import NormalFit, epsilon_star_run_metrics, mechanism_epsilon_bar
 from dpaudit.plots.landscape import (
@@ -72,7 +73,7 @@ def metrics_table():
             utility_split="test", classes=2, delta=1e-3, grid_size=2_000,
             bootstrap={"resamples": 20, "seed": 0, "grid_size": 1_000},
             goodness_of_fit={"n_samples": 100, "repeats": 2, "alpha": 0.05, "seed": 0})
-        frames.append(with_keys(frame, dataset="toy", run=run, family="epsilon_star"))
+        frames.append(metric_rows("epsilon_star", frame, dataset="toy", run=run))
         runs.append({"dataset": "toy", "run": run, "mechanism": mechanism, "target_epsilon": target,
                      "clip_norm": 1.0 if target else None, "microbatches": None, "epochs": 10, "batch_size": 64,
                      "learning_rate": 0.05, "seed": seed, "accountant_epsilon": target or math.inf,
@@ -95,11 +96,11 @@ def test_landscape_strategies_carry_epsilon_bar_and_flags(metrics_table, tmp_pat
     assert (tmp_path / "l.png").stat().st_size > 0 and (tmp_path / "l.pdf").read_bytes()[:4] == b"%PDF"
     dp = strategies.set_index("mechanism").loc["dpsgd"]
     # the separated seed has no ε* (NaN, flagged) and is left out of the strategy mean
-    separated = table[(table["run"] == "dpsgd_5") & (table["metric"] == "eps_star") & (table["loss"] == "logit")]
+    separated = table[(table["run"] == "dpsgd_5") & (table["metric"] == "epsilon_star") & (table["loss"] == "logit")]
     assert separated["value"].isna().all() and separated["none_kept"].all() and separated["separated"].all()
     assert dp["n_models"] == 5
     # ε̄ equals the library bound over the 5 defined seeds' fits (oracle: direct call)
-    rows = table[(table["metric"] == "eps_star") & (table["loss"] == "logit") & (table["estimator"] == "parametric")
+    rows = table[(table["metric"] == "epsilon_star") & (table["loss"] == "logit") & (table["estimator"] == "parametric")
                  & table["run"].isin([f"dpsgd_{s}" for s in range(5)])]
     fits = [NormalFit(*r) for r in rows[["mu_tr", "sd_tr", "mu_pop", "sd_pop"]].to_numpy(float)]
     assert dp["eps_bar"] == pytest.approx(mechanism_epsilon_bar(fits, 1e-3).eps_bar, rel=1e-12)
@@ -121,7 +122,7 @@ def test_metric_and_landscape_adapters(tmp_path):
         output={"table": str(out)}, params={"options": options}, wildcards={"dataset": "toy", "run": "r"},
         log=[tmp_path / "log.txt"]))
     frame = read_parquet(out)
-    eps = frame[frame["metric"] == "eps_star"]
+    eps = frame[frame["metric"] == "epsilon_star"]
     assert len(eps) == 4 and (eps["boot_resamples"] == 10).all() and (eps["boot_level"] == 0.9).all()
     assert eps["ceiling"].notna().all() and (frame["metric"] == "normal_fit_pvalue").sum() == 4
     options["bootstrap"]["resamples"] = 0

@@ -32,7 +32,7 @@ def test_run_metrics_equal_the_library_on_the_split_losses_plus_a_utility_row():
         {"logit": nonmembers["loss_logit"], "ce": nonmembers["loss_ce"]}, 1e-4, grid_size=10_000)
     np.testing.assert_allclose(frame["value"].to_numpy()[:-1], direct["value"].to_numpy(), rtol=0, atol=0)
     utility = frame.iloc[-1]
-    assert utility["metric"] == "utility" and utility["utility_kind"] == "auroc"
+    assert utility["metric"] == "landscape_utility" and utility["utility_kind"] == "auroc"
     # AUROC by brute-force pair counting on the test split (ties count ½).
     test = outputs[outputs["split"] == "test"]
     p_pos = np.where(test["label"] == 1, test["p_true"], 1 - test["p_true"])

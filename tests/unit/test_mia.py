@@ -536,8 +536,8 @@ def test_mia_metrics_schema_and_values():
     assert tuple(out.columns) == mia.OUTPUT_COLUMNS
     assert {c: str(t) for c, t in out.dtypes.items()} == mia.OUTPUT_DTYPES
     assert out["metric"].tolist() == [
-        "auc",
-        "max_advantage",
+        "attack_auc",
+        "attack_advantage",
         "tpr_at_fpr",
         "tpr_at_fpr",
         "tpr_at_fpr",
@@ -553,11 +553,11 @@ def test_mia_metrics_schema_and_values():
     nonmembers = frame[frame.split == "holdout"]
     test = frame[frame.split == "test"]
     # Independent oracle for the AUC: pair counting.
-    assert rows.loc["auc", "value"] == pytest.approx(
+    assert rows.loc["attack_auc", "value"] == pytest.approx(
         _brute_auc(members.loss_ce.to_numpy(), nonmembers.loss_ce.to_numpy()), abs=1e-12
     )
-    assert rows.loc["auc", "loss"] == "loss_ce"
-    assert (rows.loc["auc", "n_members"], rows.loc["auc", "n_nonmembers"]) == (200, 150)
+    assert rows.loc["attack_auc", "loss"] == "loss_ce"
+    assert (rows.loc["attack_auc", "n_members"], rows.loc["attack_auc", "n_nonmembers"]) == (200, 150)
 
     # Baselines carry ε = +inf, never 0 or NaN (seed001 §5 pitfall 8).
     assert rows.loc["accountant_epsilon", "value"] == math.inf
@@ -617,7 +617,7 @@ def test_mia_metrics_roc_metrics_invariant_to_monotone_loss():
     frame = _outputs(seed=3)
     ce = mia.mia_metrics(frame, accountant_epsilon=1.0, loss_column="loss_ce", **KW)
     logit = mia.mia_metrics(frame, accountant_epsilon=1.0, loss_column="loss_logit", **KW)
-    for name in ("auc", "max_advantage", "tpr_at_fpr", "epsilon_lower_bound"):
+    for name in ("attack_auc", "attack_advantage", "tpr_at_fpr", "epsilon_lower_bound"):
         a, b = ce[ce.metric == name], logit[logit.metric == name]
         np.testing.assert_allclose(a["value"], b["value"], rtol=1e-12)
         assert a["tp"].tolist() == b["tp"].tolist()

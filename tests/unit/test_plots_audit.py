@@ -18,11 +18,11 @@ def _metrics_table() -> pd.DataFrame:
         rows.append({**keys, "family": "mia", "metric": "epsilon_lower_bound", "value": 0.1 * i,
                      "alpha": 0.05, "ci_method": "split", "tp": 40 + i, "fp": 3 - i, "n_members": 100,
                      "n_nonmembers": 100, "delta": 1e-3})
-        rows.append({**keys, "family": "mia", "metric": "auc", "value": 0.6})
+        rows.append({**keys, "family": "mia", "metric": "attack_auc", "value": 0.6})
         for estimator, value in (("parametric", 2.0 + i), ("empirical", 1.5 + i)):
             for loss in ("logit", "ce"):
                 shift = 0.0 if loss == "logit" else 10.0
-                rows.append({**keys, "family": "epsilon_star", "metric": "eps_star", "estimator": estimator,
+                rows.append({**keys, "family": "epsilon_star", "metric": "epsilon_star", "estimator": estimator,
                              "loss": loss, "value": value + shift, "boot_low": value + shift - 0.5,
                              "boot_high": value + shift + 0.25, "at_ceiling": estimator == "empirical" and i == 1,
                              "on_boundary": estimator == "parametric" and i == 2, "separated": False,
@@ -38,10 +38,10 @@ def test_audit_table_carries_the_metrics_values_for_every_run():
         bound = rows[rows["metric"] == "epsilon_lower_bound"].iloc[0]
         assert audit.loc[run, "epsilon_lower_bound"] == bound["value"]
         assert audit.loc[run, "accountant_epsilon"] == bound["accountant_epsilon"]
-        star = rows[(rows["metric"] == "eps_star") & (rows["loss"] == "logit")].set_index("estimator")["value"]
+        star = rows[(rows["metric"] == "epsilon_star") & (rows["loss"] == "logit")].set_index("estimator")["value"]
         assert audit.loc[run, "epsilon_star_parametric"] == star["parametric"]
         assert audit.loc[run, "epsilon_star_empirical"] == star["empirical"]
-        details = rows[(rows["metric"] == "eps_star") & (rows["loss"] == "logit")].set_index("estimator")
+        details = rows[(rows["metric"] == "epsilon_star") & (rows["loss"] == "logit")].set_index("estimator")
         for estimator in ("parametric", "empirical"):
             column = f"epsilon_star_{estimator}"
             assert audit.loc[run, f"{column}_low"] == details.loc[estimator, "boot_low"]
@@ -78,7 +78,7 @@ def test_audit_figure_writes_png_and_truetype_pdf(tmp_path):
 def test_audit_figure_draws_undefined_epsilon_star_as_a_note_not_a_point(tmp_path):
     # A perfectly separated run has ε* = NaN (i8a): the figure still renders and says so.
     table = _metrics_table()
-    chosen = (table["metric"] == "eps_star") & (table["run"] == "r2") & (table["estimator"] == "empirical")
+    chosen = (table["metric"] == "epsilon_star") & (table["run"] == "r2") & (table["estimator"] == "empirical")
     table.loc[chosen, ["value", "boot_low", "boot_high"]] = np.nan
     table.loc[chosen, "separated"] = True
     audit = audit_table(table)

@@ -393,20 +393,18 @@ def test_baseline_run_gets_not_applicable_rows():
         {"mechanism": "baseline", "epsilon": math.inf, "delta": None, "accountant": None},
         model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
         log=logging.getLogger("test"))
-    pmp = rows[rows["method"] != "accountant"]
-    assert (pmp["status"] == "not_applicable").all() and pmp["value"].isna().all()
-    assert "not applicable" in pmp["note"].iloc[0]
+    assert (rows["status"] == "not_applicable").all() and rows["value"].isna().all()
+    assert "not applicable" in rows["note"].iloc[0]
     assert per_example.empty
-    # no DP guarantee: the accountant's MIA success bound is the trivial 1 (e^ε/(1 + e^ε) at ε = ∞)
-    accountant = rows[rows["method"] == "accountant"].set_index("metric")["value"]
-    assert accountant["accountant_epsilon"] == math.inf and accountant["mia_bound_dp"] == 1.0
+    # the accountant's ε is a column of every row (the mia family writes it as a metric)
+    assert (rows["accountant_epsilon"] == math.inf).all() and "accountant" not in set(rows["method"])
     # per-group clipping (microbatches) breaks the recipes' assumption: rows say so, no crash
     rows, _ = pmp_run_metrics(
         examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
         {"mechanism": "dpsgd", "epsilon": 2.0, "delta": 1e-3, "accountant": "rdp", "microbatches": 4},
         model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
         log=logging.getLogger("test"))
-    assert (rows.loc[rows["method"] != "accountant", "status"] == "not_applicable").all()
+    assert (rows["status"] == "not_applicable").all()
     assert rows["note"].str.contains("microbatches").any()
     # a pure ε-DP linear run: finite ε, but no DP-SGD noise for the recipes to bound
     rows, per_example = pmp_run_metrics(
@@ -414,12 +412,9 @@ def test_baseline_run_gets_not_applicable_rows():
         {"mechanism": "output_perturbation", "epsilon": 2.0, "delta": 0.0, "accountant": "pure"},
         model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
         log=logging.getLogger("test"))
-    pmp = rows[rows["method"] != "accountant"]
-    assert (pmp["status"] == "not_applicable").all() and pmp["value"].isna().all()
-    assert pmp["note"].str.contains("output_perturbation").all() and "inf" not in pmp["note"].iloc[0]
-    accountant = rows[rows["method"] == "accountant"].set_index("metric")["value"]
-    assert accountant["accountant_epsilon"] == 2.0 and per_example.empty
-    assert accountant["mia_bound_dp"] == pytest.approx(math.exp(2.0) / (1 + math.exp(2.0)), rel=1e-12)  # Lemma 6, δ = 0
+    assert (rows["status"] == "not_applicable").all() and rows["value"].isna().all()
+    assert rows["note"].str.contains("output_perturbation").all() and "inf" not in rows["note"].iloc[0]
+    assert (rows["accountant_epsilon"] == 2.0).all() and per_example.empty
 
 
 def test_parent_set_is_equal_size_and_refuses_too_few_nonmembers():
@@ -548,48 +543,68 @@ def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
         rows, per_example = pmp_run_metrics(examples, SPLITS, train, model_path=tmp_path / "m.keras",
                                             checkpoints_path=tmp_path / "c.npz", options={"alpha": 0.05},
                                             shadow_scores=shadows, threads=1, log=log)
-    return rows.set_index(["method", "metric"]), per_example
+    # One row per (method, metric) indexed; the quantile rows and the add/remove ε row are in attrs["all"].
+    single = rows["quantile"].isna() & (rows["neighbouring_relation"] != "add_remove")
+    indexed = rows[single].set_index(["method", "metric"])
+    indexed.attrs["all"] = rows
+    return indexed, per_example
 
 
 def test_ordering_failure_is_flagged_in_a_row_and_logged(tmp_path, caplog):
     # Noise multiplier 1000: Recipe B's ε̃ is ~0, while 400 perfectly separating shadow
-    # models certify ε̂ > 0, so ε̂ ≲ ε̃ fails: ordering_ok = 0, a note, and a log warning.
+    # models certify ε̂ > 0, so ε̂ ≲ ε̃ fails: ordering_holds is False, a note, and a log warning.
     rows, _ = _dpsgd_run(tmp_path, 400, noise_multiplier=1000.0, caplog=caplog)
-    eps_c, eps_b = rows.loc[("empirical_lira", "emp_eps_lower"), "value"], rows.loc[("dpsgd_clt", "eps_pmp"), "value"]
+    eps_c = rows.loc[("empirical_lira", "empirical_epsilon_lower_bound"), "value"]
+    eps_b = rows.loc[("dpsgd_clt", "epsilon_pmp"), "value"]
     assert eps_c > 1.0 > 0.01 > eps_b
-    flag = rows.loc[("dpsgd_clt", "ordering_ok")]
-    assert flag["value"] == 0.0 and "emp_eps_lower=" in flag["note"] and "> eps_pmp=" in flag["note"]
+    flag = rows.loc[("dpsgd_clt", "ordering_holds")]
+    assert flag["value"] is False
+    assert "empirical_epsilon_lower_bound=" in flag["note"] and "> epsilon_pmp=" in flag["note"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("PMP ordering check failed" in m and "emp_eps_lower" in m for m in warnings), warnings
+    assert any("PMP ordering check failed" in m and "empirical_epsilon_lower_bound" in m for m in warnings), warnings
 
 
 def test_recipe_c_rows_point_estimate_certifiable_max_and_mia_bounds(tmp_path, caplog):
     delta = 1e-3
     rows, per_example = _dpsgd_run(tmp_path, 400, noise_multiplier=1.0, caplog=caplog)
-    bound = rows.loc[("empirical_lira", "emp_eps_lower")]
+    bound = rows.loc[("empirical_lira", "empirical_epsilon_lower_bound")]
     # parameter columns: family-wise α and the level of each one-sided bound, α/(2·2n) with 2n = 20
     assert bound["alpha"] == 0.05 and bound["alpha_per_bound"] == pytest.approx(0.05 / 40, rel=1e-15)
     assert bound["n_shadow_models"] == 400 and bound["n_eval_models"] == 200 and bound["note"] == ""
     # perfect separation: the bound reaches the certifiable maximum, and the point estimate
     # (its own method, named as such) is +inf from plug-in rates TPR = 1, FPR = 0
-    ceiling = rows.loc[("empirical_lira", "emp_eps_certifiable_max"), "value"]
+    ceiling = rows.loc[("empirical_lira", "empirical_epsilon_certifiable"), "value"]
     assert bound["value"] == pytest.approx(ceiling, rel=1e-12) and ceiling > 0
-    point = rows.loc[("empirical_lira_point", "emp_eps_point")]
+    point = rows.loc[("empirical_lira_point", "empirical_epsilon_point")]
     assert point["value"] == math.inf and "NOT a bound" in point["label"]
     assert per_example["emp_eps_certifiable_x"].max() == ceiling
     assert np.isinf(per_example["emp_eps_point_x"]).all()
-    # Lemma 6 (and its δ form) at ε̂ and at the accountant ε: closed form (e^ε + δ)/(1 + e^ε)
+    # Lemma 6 (and its δ form) at ε̂ and at Recipe B's global ε: closed form (e^ε + δ)/(1 + e^ε)
     e = math.exp(bound["value"])
-    assert rows.loc[("empirical_lira", "mia_bound_pmp"), "value"] == pytest.approx(e / (1 + e), rel=1e-12)
-    assert rows.loc[("empirical_lira", "mia_bound_pmp_delta"), "value"] == pytest.approx(
+    assert rows.loc[("empirical_lira", "mia_success_bound_pmp"), "value"] == pytest.approx(e / (1 + e), rel=1e-12)
+    assert rows.loc[("empirical_lira", "mia_success_bound_pmp_delta"), "value"] == pytest.approx(
         (e + delta) / (1 + e), rel=1e-12)
-    assert rows.loc[("accountant", "mia_bound_dp"), "value"] == pytest.approx(
-        (math.exp(3.0) + delta) / (1 + math.exp(3.0)), rel=1e-12)
+    every = rows.attrs["all"]
+    glob = every[(every["method"] == "dpsgd_clt") & (every["metric"] == "epsilon_global")].set_index(
+        "neighbouring_relation")["value"]
+    g = math.exp(glob["replace_one"])
+    assert rows.loc[("dpsgd_clt", "mia_success_bound_global"), "value"] == pytest.approx(
+        (g + delta) / (1 + g), rel=1e-12)
+    assert glob["add_remove"] <= glob["replace_one"]  # replace-one neighbours are farther apart
+    # quantiles of the per-example values are rows with a quantile column, from the per-example frame
+    quantiles = every[every["metric"] == "empirical_epsilon_lower_bound_quantile"].set_index("quantile")["value"]
+    assert quantiles[0.5] == np.quantile(per_example["emp_eps_lower_x"], 0.5)
+    assert quantiles[0.99] == np.quantile(per_example["emp_eps_lower_x"], 0.99)
+    # every row is declared in the vocabulary
+    from dpaudit.contract.metrics import metric_rows
+
+    written = metric_rows("pmp", every, dataset="d", run="r")
+    assert written["value_bool"].notna().sum() == 1  # ordering_holds
 
 
 def test_recipe_c_with_16_shadow_models_says_it_is_vacuous(tmp_path, caplog):
     rows, _ = _dpsgd_run(tmp_path, 16, noise_multiplier=1.0, caplog=caplog)
-    assert rows.loc[("empirical_lira", "emp_eps_certifiable_max"), "value"] == 0.0
-    assert rows.loc[("empirical_lira", "emp_eps_lower"), "value"] == 0.0
-    assert "vacuous" in rows.loc[("empirical_lira", "emp_eps_lower"), "note"]
+    assert rows.loc[("empirical_lira", "empirical_epsilon_certifiable"), "value"] == 0.0
+    assert rows.loc[("empirical_lira", "empirical_epsilon_lower_bound"), "value"] == 0.0
+    assert "vacuous" in rows.loc[("empirical_lira", "empirical_epsilon_lower_bound"), "note"]
     assert any("cannot certify" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)

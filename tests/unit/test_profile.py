@@ -319,7 +319,8 @@ def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
     delta_max = np.linalg.norm(shifts, axis=1).max()
     worst = pd.DataFrame({"row_id": np.arange(1, n + 1), "Delta_0": shifts[:, 0], "Delta_1": shifts[:, 1],
                           "delta_norm": np.linalg.norm(shifts, axis=1)})
-    out = typical_artifacts(worst, view_name="toy", n=n, lam=lam, log10_epsilons=[-1, 0, 1, 2], draws=10, seed=0)
+    out = typical_artifacts(worst, view_name="toy", dataset="breast_cancer", n=n, lam=lam,
+                            log10_epsilons=[-1, 0, 1, 2], draws=10, seed=0)
     th = out["thresholds"]
     # Spec §3.11, d = 2: t(0.05) = 3.24, t(0.5) = 10.0, t(0.95) = 109, quoted to 3 significant digits
     # (half a unit in the last digit is ≤ 5e-3 relative): ε(τ) = 2 t(τ)/(nΛδ_max).
@@ -329,10 +330,19 @@ def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
     assert th["eps_high_predicted"] == pytest.approx(2 * 109.0 / (n * lam * delta_max), rel=6e-3)
     assert th["beta_star"] == pytest.approx(n * lam * th["eps_low_predicted"] / 2, rel=1e-14)
     assert th["definitions"]["tau_mid"] == 0.5 and th["delta_max"] == delta_max
-    rows = out["metrics"].set_index("metric")["value"]
-    for key in ("eps_low", "eps_low_predicted", "eps_high", "eps_high_predicted", "t_d_tau_low", "t_d_tau_mid",
-                "t_d_tau_high", "beta_star", "delta_max", "y_max_row_id"):
-        assert rows[key] == pytest.approx(th[key], nan_ok=True), key
+    metrics = out["metrics"]
+    assert set(metrics["dataset"]) == {"breast_cancer"} and set(metrics["view"]) == {"toy"}
+    assert metrics["run"].isna().all() and metrics["value"].dtype == np.float64
+    single = metrics[metrics["metric"] != "t_d"].set_index("metric")
+    for name, key in (("epsilon_low", "eps_low"), ("epsilon_low_predicted", "eps_low_predicted"),
+                      ("epsilon_high", "eps_high"), ("epsilon_high_predicted", "eps_high_predicted"),
+                      ("beta_star", "beta_star"), ("delta_max", "delta_max")):
+        assert single.loc[name, "value"] == pytest.approx(th[key], nan_ok=True), name
+    # the row behind δ_max is a parameter column of its row, never a value
+    assert single.loc["delta_max", "y_max_row_id"] == th["y_max_row_id"]
+    t_d = metrics[metrics["metric"] == "t_d"].set_index("tau")["value"]
+    for tau, key in ((0.05, "t_d_tau_low"), (0.5, "t_d_tau_mid"), (0.95, "t_d_tau_high")):
+        assert t_d[tau] == pytest.approx(th[key], rel=1e-15), key
 
 
 def test_thresholds_read_back_as_floats_when_the_grid_misses_a_plateau(tmp_path):
@@ -400,17 +410,20 @@ def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_ro
 
     runs = pd.DataFrame({"dataset": ["d"], "run": ["r"], "mechanism": ["baseline"]})
     per_run = tmp_path / "a.parquet"
-    write_parquet(per_run, pd.DataFrame({"dataset": ["d"], "run": ["r"], "family": ["mia"], "metric": ["auc"],
-                                         "value": [0.5]}))
+    from dpaudit.contract.metrics import metric_rows
+
+    write_parquet(per_run, metric_rows("mia", [{"metric": "attack_auc", "value": 0.5, "loss": "loss_ce",
+                                                "n_members": 2, "n_nonmembers": 2}], dataset="d", run="r"))
     view = tmp_path / "b.parquet"
-    write_parquet(view, pd.DataFrame({"dataset": ["v"], "run": [None], "family": ["profile"], "metric": ["eps_low"],
-                                      "value": [3.0]}))
+    profile = {"view": "v", "n": 2, "d": 2, "lam": 1.0, "draws": 1, "profile_seed": 0, "epsilon_grid_min": 0.1,
+               "epsilon_grid_max": 1.0, "tau_low": 0.05}
+    write_parquet(view, metric_rows("profile", [{"metric": "epsilon_low", "value": 3.0, **profile}], dataset="d"))
     table = collect_metrics([per_run, view], runs)
     assert table.set_index("family").loc["mia", "mechanism"] == "baseline"
     assert pd.isna(table.set_index("family").loc["profile", "run"])
     orphan = tmp_path / "c.parquet"
-    write_parquet(orphan, pd.DataFrame({"dataset": ["d"], "run": [None], "family": ["mia"], "metric": ["auc"],
-                                        "value": [0.5]}))
+    write_parquet(orphan, pd.DataFrame({"dataset": ["d"], "run": [None], "family": ["mia"], "metric": ["attack_auc"],
+                                        "value": [0.5], "value_bool": pd.array([None], dtype="boolean")}))
     with pytest.raises(ValueError, match="missing 'run' key"):
         collect_metrics([per_run, orphan], runs)
 

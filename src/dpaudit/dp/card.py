@@ -25,6 +25,7 @@ from dpaudit.dp.hypothesis import (
     tpr_bound,
 )
 from dpaudit.dp.ledger import normalise_relation, parse_float
+from dpaudit.metrics.mia import RocCurve, roc_auc, tpr_at_fpr
 
 __all__ = [
     "CardFigureRenderer",
@@ -169,12 +170,6 @@ class CardFigureRenderer:
         return str(path)
 
 
-def _tpr_at(fpr, tpr, target):
-    """Best TPR among ROC points with FPR ≤ target (no interpolation, so it is achieved)."""
-    ok = fpr <= target
-    return float(tpr[ok].max()) if ok.any() else 0.0
-
-
 def _fmt(v, spec=".4g"):
     if v is None:
         return "—"
@@ -193,8 +188,7 @@ def _fmt(v, spec=".4g"):
 def privacy_card(run: str, eps, delta, *, dataset: str | None = None,
                  mechanism: str | None = None, accountant: str | None = None,
                  neighbouring_relation: str | None = None, unit_of_protection: str | None = None,
-                 sampling: str | None = None, fpr=None, tpr=None,
-                 n_members: int | None = None, n_nonmembers: int | None = None,
+                 sampling: str | None = None, roc: RocCurve | None = None,
                  eps_lower_bound: float | None = None, generalization_gap: float | None = None,
                  utility: float | None = None, utility_name: str = "accuracy",
                  figure_path: str | os.PathLike | None = None, alpha: float = 0.05,
@@ -202,16 +196,18 @@ def privacy_card(run: str, eps, delta, *, dataset: str | None = None,
     """Build the privacy card of one model.
 
     Theory (from eps, delta; eps = inf or 'inf' for a non-private model): e^ε,
-    max attack accuracy and advantage, TPR bound at FPR 1e-3 and 1e-2.
-    Measurement (all optional, passed in): the attack ROC (``fpr``, ``tpr`` arrays),
-    ``n_members``/``n_nonmembers`` (needed for the sampling-error check
-    ``roc_inside_dp_region`` and to compute the ε lower bound when
-    ``eps_lower_bound`` is not given), generalization gap, utility.
+    max attack accuracy and advantage bounds, TPR bounds at the FPRs of ``CARD_FPRS``.
+    Measurement (all optional, passed in): the attack ROC (``roc``, a
+    ``dpaudit.metrics.mia.RocCurve``: its TPR at ``CARD_FPRS`` and AUC are the mia
+    family's functions, its counts feed the sampling-error check
+    ``roc_inside_dp_region`` and the ε lower bound when ``eps_lower_bound`` is not
+    given), generalization gap, utility.
     ``figure_path``: write the ROC/DP-region PNG there (None: no figure).
 
-    Row keys: dataset, run, mechanism, epsilon, delta, exp_epsilon, max_attack_accuracy,
-    max_advantage, tpr_bound_at_fpr_0_001, tpr_bound_at_fpr_0_01,
-    attack_tpr_at_fpr_0_001, attack_tpr_at_fpr_0_01, attack_auc, dp_region_eps_lower_bound,
+    Row keys (names as in dpaudit.contract.metrics where the card writes them as
+    metrics; ``*_at_fpr`` values are dicts FPR -> value): dataset, run, mechanism,
+    epsilon, delta, exp_epsilon, max_attack_accuracy_bound, max_advantage_bound,
+    tpr_bound_at_fpr, attack_tpr_at_fpr, attack_auc, dp_region_epsilon_lower_bound,
     lower_bound_exceeds_epsilon, roc_inside_dp_region, roc_violations,
     generalization_gap, utility, utility_name, accountant, neighbouring_relation,
     unit_of_protection, sampling, figure.
@@ -229,38 +225,30 @@ def privacy_card(run: str, eps, delta, *, dataset: str | None = None,
         "epsilon": eps,
         "delta": delta,
         "exp_epsilon": math.exp(eps) if eps < 709 else math.inf,
-        "max_attack_accuracy": max_attack_accuracy(eps, delta),
-        "max_advantage": max_advantage(eps, delta),
-        "tpr_bound_at_fpr_0_001": tpr_bound(CARD_FPRS[0], eps, delta),
-        "tpr_bound_at_fpr_0_01": tpr_bound(CARD_FPRS[1], eps, delta),
+        "max_attack_accuracy_bound": max_attack_accuracy(eps, delta),
+        "max_advantage_bound": max_advantage(eps, delta),
+        "tpr_bound_at_fpr": {target: tpr_bound(target, eps, delta) for target in CARD_FPRS},
     }
     f = t = None
     inside = None
     n_viol = None
-    if fpr is not None and tpr is not None:
-        f = np.asarray(fpr, dtype=np.float64)
-        t = np.asarray(tpr, dtype=np.float64)
-        order = np.lexsort((t, f))
-        f, t = f[order], t[order]
-        row["attack_tpr_at_fpr_0_001"] = _tpr_at(f, t, CARD_FPRS[0])
-        row["attack_tpr_at_fpr_0_01"] = _tpr_at(f, t, CARD_FPRS[1])
-        ff = np.r_[0.0, f, 1.0]
-        tt = np.r_[0.0, t, 1.0]
-        row["attack_auc"] = float(np.sum(np.diff(ff) * (tt[1:] + tt[:-1]) / 2.0))
-        if n_members and n_nonmembers:
-            check = roc_inside_dp_region(f, t, eps, delta, n_members, n_nonmembers, alpha)
-            inside, n_viol = check["inside"], check["n_violations"]
-            if eps_lower_bound is None:
-                eps_lower_bound = check["eps_lower_bound"]
+    if roc is not None:
+        # The ROC points past flag-nobody (FPR = TPR = 0), as the DP-region test and the figure take them.
+        f, t = roc.fpr[1:], roc.tpr[1:]
+        row["attack_tpr_at_fpr"] = {target: point.tpr for target, point in tpr_at_fpr(roc, CARD_FPRS).items()}
+        row["attack_auc"] = roc_auc(roc)
+        check = roc_inside_dp_region(f, t, eps, delta, roc.n_members, roc.n_nonmembers, alpha)
+        inside, n_viol = check["inside"], check["n_violations"]
+        if eps_lower_bound is None:
+            eps_lower_bound = check["eps_lower_bound"]
     else:
-        row["attack_tpr_at_fpr_0_001"] = math.nan
-        row["attack_tpr_at_fpr_0_01"] = math.nan
+        row["attack_tpr_at_fpr"] = dict.fromkeys(CARD_FPRS, math.nan)
         row["attack_auc"] = math.nan
     lb = math.nan if eps_lower_bound is None else float(eps_lower_bound)
     # Named apart from the mia family's certified split-half bound
     # (``epsilon_lower_bound``): this one is the DP-region test's, Bonferroni over
     # every ROC point. Both come from dpaudit.dp.hypothesis.
-    row["dp_region_eps_lower_bound"] = lb
+    row["dp_region_epsilon_lower_bound"] = lb
     # A measured lower bound above the accountant's ε means a bug or a wrong assumption.
     row["lower_bound_exceeds_epsilon"] = bool(lb > eps) if not math.isnan(lb) else None
     row["roc_inside_dp_region"] = inside
@@ -309,10 +297,9 @@ def _lines(row):
         ("ε", _fmt(row["epsilon"])),
         ("δ", dp_only(_fmt(row["delta"], ".2g"))),
         ("e^ε (risk multiplier)", _fmt(row["exp_epsilon"])),
-        ("max attack accuracy", _fmt(row["max_attack_accuracy"])),
-        ("max attack advantage (TPR − FPR)", _fmt(row["max_advantage"])),
-        ("TPR bound at FPR 10⁻³", _fmt(row["tpr_bound_at_fpr_0_001"])),
-        ("TPR bound at FPR 10⁻²", _fmt(row["tpr_bound_at_fpr_0_01"])),
+        ("max attack accuracy", _fmt(row["max_attack_accuracy_bound"])),
+        ("max attack advantage (TPR − FPR)", _fmt(row["max_advantage_bound"])),
+        *((f"TPR bound at FPR {target:g}", _fmt(value)) for target, value in row["tpr_bound_at_fpr"].items()),
         ("accountant", dp_only(_fmt(row["accountant"]))),
         ("neighbouring relation", dp_only(_fmt(row["neighbouring_relation"]))),
         ("unit of protection", _fmt(row["unit_of_protection"])),
@@ -320,11 +307,10 @@ def _lines(row):
     ]
     inside = row["roc_inside_dp_region"]
     measured = [
-        ("attack TPR at FPR 10⁻³", _fmt(row["attack_tpr_at_fpr_0_001"])),
-        ("attack TPR at FPR 10⁻²", _fmt(row["attack_tpr_at_fpr_0_01"])),
+        *((f"attack TPR at FPR {target:g}", _fmt(value)) for target, value in row["attack_tpr_at_fpr"].items()),
         ("attack AUC", _fmt(row["attack_auc"])),
         ("ε lower bound of the DP-region test (all ROC points, Bonferroni)",
-         _fmt(row["dp_region_eps_lower_bound"])),
+         _fmt(row["dp_region_epsilon_lower_bound"])),
         ("ROC inside DP region (up to sampling error)",
          dp_only("—" if inside is None else ("yes" if inside else f"NO ({row['roc_violations']} points)"))),
         ("generalization gap", _fmt(row["generalization_gap"])),

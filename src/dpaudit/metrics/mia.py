@@ -59,9 +59,10 @@ __all__ = [
 
 DEFAULT_FPR_TARGETS: tuple[float, ...] = (0.001, 0.01, 0.1)
 CI_METHODS: tuple[str, ...] = ("split", "bonferroni")
+# The mia family's metric names, as declared in dpaudit.contract.metrics.
 METRIC_NAMES: tuple[str, ...] = (
-    "auc",
-    "max_advantage",
+    "attack_auc",
+    "attack_advantage",
     "tpr_at_fpr",
     "epsilon_lower_bound",
     "accountant_epsilon",
@@ -534,7 +535,7 @@ def mia_metrics(
 
     Returns one row per value with columns ``OUTPUT_COLUMNS`` and dtypes
     ``OUTPUT_DTYPES``; parameters that do not apply to a metric are NA.
-    Rows (in order): auc, max_advantage, one tpr_at_fpr per target,
+    Rows (in order): attack_auc, attack_advantage, one tpr_at_fpr per target,
     epsilon_lower_bound, accountant_epsilon, train_accuracy, test_accuracy,
     generalization_gap (= train − test accuracy).
     """
@@ -589,12 +590,12 @@ def mia_metrics(
     n_m, n_n = roc.n_members, roc.n_nonmembers
     counts = {"loss": loss_column, "n_members": n_m, "n_nonmembers": n_n}
 
-    rows: list[dict[str, object]] = [{"metric": "auc", "value": roc_auc(roc), **counts}]
+    rows: list[dict[str, object]] = [{"metric": "attack_auc", "value": roc_auc(roc), **counts}]
 
     adv = max_advantage(roc)
     rows.append(
         {
-            "metric": "max_advantage",
+            "metric": "attack_advantage",
             "value": adv.advantage,
             "fpr_realized": adv.fpr,
             "threshold": adv.threshold,

@@ -29,7 +29,7 @@ LOWER_BOUND_COLUMNS = {"value": "epsilon_lower_bound", "alpha": "alpha", "ci_met
                        "tp": "tp", "fp": "fp", "n_members": "n_members", "n_nonmembers": "n_nonmembers",
                        "delta": "lower_bound_delta"}
 EPSILON_STAR = {"parametric": "epsilon_star_parametric", "empirical": "epsilon_star_empirical"}
-# Per estimator, the eps_star row's bootstrap interval and flags, copied unchanged
+# Per estimator, the epsilon_star row's bootstrap interval and flags, copied unchanged
 # (the figure draws the interval and hollow markers for flagged values).
 EPSILON_STAR_DETAILS = {"boot_low": "low", "boot_high": "high", "argmax_count": "argmax_count",
                         "at_ceiling": "at_ceiling", "on_boundary": "on_boundary", "separated": "separated",
@@ -86,12 +86,12 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
             rows["n_nonmembers"].astype("int64"), rows["lower_bound_delta"].astype(float), float(alpha))
     for estimator, column in EPSILON_STAR.items():
         if "estimator" in table.columns:
-            star = table[(table["family"] == "epsilon_star") & (table["metric"] == "eps_star")
+            star = table[(table["family"] == "epsilon_star") & (table["metric"] == "epsilon_star")
                          & (table["estimator"] == estimator).fillna(False) & (table["loss"] == "logit").fillna(False)]
         else:
             star = table.iloc[0:0]
         if star.duplicated(["dataset", "run"]).any():
-            raise ValueError(f"several {estimator} eps_star rows (logit loss) for one run")
+            raise ValueError(f"several {estimator} epsilon_star rows (logit loss) for one run")
         details = {source: f"{column}_{name}" for source, name in EPSILON_STAR_DETAILS.items()
                    if source in star.columns}
         audit = audit.merge(star[["dataset", "run", "value", *details]].rename(columns={"value": column, **details}),

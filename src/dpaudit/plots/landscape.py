@@ -22,13 +22,14 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 
 from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract.metrics import MECHANISM_LABELS
 from dpaudit.metrics.epsilon_star import aggregate_strategies, strategy_epsilon_bar
 from dpaudit.metrics.pareto import pareto_frontier
-from dpaudit.plots.privacy_utility import MECHANISM_LABELS, MECHANISM_STYLE, save_figure
+from dpaudit.plots.privacy_utility import MECHANISM_STYLE, save_figure
 
 STRATEGY_COLUMNS = [c for c in GRID_COLUMNS if c != "seed"]
 MIN_KDE_POINTS = 5  # fewer models give a density that is mostly the kernel's own shape
-HEADLINE = {"family": "epsilon_star", "metric": "eps_star", "loss": "logit"}
+HEADLINE = {"family": "epsilon_star", "metric": "epsilon_star", "loss": "logit"}
 FLAG_COLUMNS = ("on_boundary", "at_ceiling", "none_kept", "normal_rejected")
 # short names of grid columns for strategy labels
 _SHORT = {"clip_norm": "C", "microbatches": "mb", "epochs": "E", "batch_size": "B", "learning_rate": "lr"}
@@ -60,7 +61,7 @@ def strategy_table(summary: pd.DataFrame, diagnostics: pd.DataFrame | None = Non
     """
     frames = []
     for dataset, rows in summary.groupby("dataset", sort=True):
-        table = aggregate_strategies(rows, STRATEGY_COLUMNS, eps_col="epsilon_star", util_col="utility")
+        table = aggregate_strategies(rows, STRATEGY_COLUMNS, eps_col="epsilon_star", util_col="landscape_utility")
         front = pareto_frontier(table["eps_star_mean"].to_numpy(), table["util_mean"].to_numpy())
         table["nondominated"] = front.nondominated
         table["on_pareto"] = front.on_frontier
@@ -179,7 +180,7 @@ def plot_landscape(summary: pd.DataFrame, strategies: pd.DataFrame, dataset: str
                     label=MECHANISM_LABELS[mechanism])
         per_model = models[models["mechanism"] == mechanism]
         _marginal(top, per_model["epsilon_star"].to_numpy(float), colour, vertical=False, lower=0.0)
-        _marginal(right, per_model["utility"].to_numpy(float), colour, vertical=True, lower=0.0, upper=1.0)
+        _marginal(right, per_model["landscape_utility"].to_numpy(float), colour, vertical=True, lower=0.0, upper=1.0)
     if "eps_bar" in table and table["eps_bar"].notna().any():
         bar = table[table["eps_bar"].notna()]
         ax.scatter(bar["eps_bar"], bar["util_mean"], marker="x", color="0.25", s=30, zorder=3,
@@ -266,12 +267,12 @@ def landscape_for_dataset(table: pd.DataFrame, dataset: str, dataset_info: dict,
 
     table = table[table["dataset"] == dataset]
     summary = summary_from_table(table)
-    if summary["epsilon_star"].isna().all() or summary["utility"].isna().all():
+    if summary["epsilon_star"].isna().all() or summary["landscape_utility"].isna().all():
         raise ValueError(f"no ε* / utility values for dataset {dataset!r}; is metrics.epsilon_star enabled?")
-    missing = summary["epsilon_star"].isna() | summary["utility"].isna()
+    missing = summary["epsilon_star"].isna() | summary["landscape_utility"].isna()
     diagnostics = run_diagnostics(table)
     strategies = strategy_table(summary[~missing], diagnostics)
-    kinds = table.loc[table["metric"] == "utility", "utility_kind"].dropna().unique()
+    kinds = table.loc[table["metric"] == "landscape_utility", "utility_kind"].dropna().unique()
     label = {"auroc": "AUROC on the non-training set", "accuracy": "test accuracy"}.get(
         kinds[0] if len(kinds) == 1 else "", "utility")
     note = f"\n{dataset_info['version_note']}" if dataset_info.get("version_note") else ""

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (selects the Agg backend)
+from dpaudit.contract.metrics import MECHANISM_LABELS
 from dpaudit.io import atomic_path
 
 MECHANISM_STYLE = {
@@ -17,12 +18,6 @@ MECHANISM_STYLE = {
     "dpsgd": ("tab:blue", "o"),
     "output_perturbation": ("tab:green", "^"),
     "objective_perturbation": ("tab:purple", "D"),
-}
-MECHANISM_LABELS = {
-    "baseline": "non-private (ε = ∞)",
-    "dpsgd": "DP-SGD",
-    "output_perturbation": "output perturbation (logistic regression)",
-    "objective_perturbation": "objective perturbation (logistic regression)",
 }
 
 

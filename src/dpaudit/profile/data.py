@@ -77,7 +77,7 @@ def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int 
     if unknown:
         raise ValueError(f"{path}: unexpected income values {unknown}")
     labels = np.where(income == ">50K", 1, -1)
-    meta = {"source": "adult.data", "sha256": sha256_file(path), "columns": list(columns)}
+    meta = {"dataset": "adult", "source": "adult.data", "sha256": sha256_file(path), "columns": list(columns)}
     return make_view(raw, labels, names, first_rows=first_rows, scale_on_subset=scale_on_subset, metadata=meta,
                      key=key)
 
@@ -91,7 +91,7 @@ def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | 
     columns = tuple(int(c) for c in columns)
     names = tuple(str(bunch.feature_names[c]) for c in columns)
     labels = np.where(bunch.target == 1, 1, -1)
-    meta = {"source": "sklearn.datasets.load_breast_cancer", "columns": list(columns)}
+    meta = {"dataset": "breast_cancer", "source": "sklearn.datasets.load_breast_cancer", "columns": list(columns)}
     return make_view(bunch.data[:, columns], labels, names, first_rows=first_rows,
                      scale_on_subset=scale_on_subset, metadata=meta, key=key)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json
 from dpaudit.profile import mechanisms, model, neighbours, profiles
 from dpaudit.profile.data import ProfileView
@@ -115,9 +116,13 @@ def single_model_artifact(worst: pd.DataFrame, *, n: int, lam: float, log10_epsi
     return pd.concat(frames, ignore_index=True), {k: v.tolist() for k, v in offsets.items()}
 
 
-def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float, log10_epsilons,
+def typical_artifacts(worst: pd.DataFrame, *, view_name: str, dataset: str, n: int, lam: float, log10_epsilons,
                       draws: int, seed: int, tracked_rows: int = 8) -> dict:
-    """Figs. 5–7: typical profiles, per-neighbour means, thresholds and the metric rows."""
+    """Figs. 5–7: typical profiles, per-neighbour means, thresholds and the metric rows.
+
+    The metric rows (family ``profile``, dataset-level: no run) carry the source ``dataset``
+    in the key and the view's name in the ``view`` column.
+    """
     shifts = shifts_of(worst)
     d = shifts.shape[1]
     row_ids = worst["row_id"].to_numpy()
@@ -163,11 +168,18 @@ def typical_artifacts(worst: pd.DataFrame, *, view_name: str, n: int, lam: float
                    "rank_floor": thresholds.rank_floor, "low_plateau": "mean of the 3 smallest ε",
                    "high_plateau": "sorted δ", "predicted": "ε(τ) = 2 t_d(τ)/(nΛδ_max); β* = nΛ eps_low_predicted/2",
                    "c_d": profiles.small_t_slope(d), "n": n, "d": d, **common}
-    metrics = pd.DataFrame({"dataset": view_name, "run": pd.NA, "family": "profile", "metric": list(summary),
-                            "value": [float(v) for v in summary.values()], "n": n, "d": d, "tau_low": thresholds.tau_low,
-                            "tau_mid": profiles.TAU_MID, "tau_high": thresholds.tau_high, "draws": draws,
-                            "profile_seed": seed, "lam": lam,
-                            "eps_grid_min": float(result.epsilon.min()), "eps_grid_max": float(result.epsilon.max())})
+    values = {"epsilon_low": thresholds.eps_low, "epsilon_low_predicted": predicted_low,
+              "epsilon_high": thresholds.eps_high, "epsilon_high_predicted": predicted_high,
+              "beta_star": summary["beta_star"], "delta_max": delta_max}
+    records = [{"metric": name, "value": float(value)} for name, value in values.items()]
+    records[-1]["y_max_row_id"] = summary["y_max_row_id"]  # the row behind δ_max: a column, not a value
+    records += [{"metric": "t_d", "value": float(transition[tau]), "tau": float(tau)}
+                for tau in (profiles.TAU_LOW, profiles.TAU_MID, profiles.TAU_HIGH)]
+    frame = pd.DataFrame.from_records(records).astype({"y_max_row_id": "Int64", "tau": "float64"})
+    frame = frame.assign(view=view_name, n=n, d=d, tau_low=thresholds.tau_low, tau_mid=profiles.TAU_MID,
+                         tau_high=thresholds.tau_high, draws=draws, profile_seed=seed, lam=lam,
+                         epsilon_grid_min=float(result.epsilon.min()), epsilon_grid_max=float(result.epsilon.max()))
+    metrics = metric_rows("profile", frame, dataset=dataset)
     return {"typical": typical, "per_neighbour": per_neighbour, "metrics": metrics,
             "thresholds": {**summary, "definitions": definitions}}
 

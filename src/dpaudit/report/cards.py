@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
 from dpaudit.metrics.mia import roc_curve
 
-CARD_METRICS = (
-    "exp_epsilon", "max_attack_accuracy", "max_advantage", "tpr_bound_at_fpr_0_001",
-    "tpr_bound_at_fpr_0_01", "attack_tpr_at_fpr_0_001", "attack_tpr_at_fpr_0_01", "attack_auc",
-    "dp_region_eps_lower_bound", "roc_violations",
-)
+# The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
+# and the DP-region test. The measured attack (TPR at low FPR, AUC) is the mia family's; the
+# card shows it but does not write it again.
+CARD_METRICS = ("exp_epsilon", "max_attack_accuracy_bound", "max_advantage_bound")
 
 
 class DPRegionViolation(RuntimeError):
@@ -61,7 +61,7 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
     roc = roc_curve(members, nonmembers)
     card = privacy_card_from_info(
         {**train, "unit_of_protection": train.get("unit_of_protection", "example")},
-        fpr=roc.fpr[1:], tpr=roc.tpr[1:], n_members=roc.n_members, n_nonmembers=roc.n_nonmembers,
+        roc=roc,
         generalization_gap=_metric(mia, "generalization_gap"), utility=_metric(mia, "test_accuracy"),
         utility_name="test accuracy", figure_path=figure_path, alpha=alpha,
         renderer=CardFigureRenderer(),
@@ -71,21 +71,22 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
         raise DPRegionViolation(
             f"{row['dataset']}/{row['run']}: the measured attack ROC leaves the DP region of "
             f"ε={row['epsilon']}, δ={row['delta']} ({row['roc_violations']} point(s); DP-region test ε lower "
-            f"bound {row['dp_region_eps_lower_bound']:.4g}). Check sampling, neighbouring relation and accountant."
+            f"bound {row['dp_region_epsilon_lower_bound']:.4g}). Check sampling, neighbouring relation and accountant."
         )
     figure = Path(figure_path).read_bytes()
     data_uri = "data:image/png;base64," + base64.b64encode(figure).decode()
     body = card.html.replace(f'src="{html.escape(Path(figure_path).name)}"', f'src="{data_uri}"')
-    rows = pd.DataFrame({
-        "metric": list(CARD_METRICS) + ["roc_inside_dp_region"],
-        "value": [float(row[m]) if row[m] is not None else math.nan for m in CARD_METRICS]
-        + [math.nan if row["roc_inside_dp_region"] is None else float(row["roc_inside_dp_region"])],
-    })
+    test = {"alpha": alpha, "loss": loss_column, "n_members": roc.n_members, "n_nonmembers": roc.n_nonmembers}
+    records = [{"metric": m, "value": float(row[m])} for m in CARD_METRICS]
+    records += [{"metric": "tpr_bound_at_fpr", "value": float(value), "fpr_target": float(target)}
+                for target, value in row["tpr_bound_at_fpr"].items()]
+    records += [{"metric": "dp_region_epsilon_lower_bound", "value": float(row["dp_region_epsilon_lower_bound"]), **test},
+                {"metric": "roc_violations", "value": math.nan if row["roc_violations"] is None
+                 else float(row["roc_violations"]), **test},
+                {"metric": "roc_inside_dp_region", "value": row["roc_inside_dp_region"], **test}]
+    rows = pd.DataFrame.from_records(records).astype({"fpr_target": "float64", "alpha": "float64",
+                                                       "n_members": "Int64", "n_nonmembers": "Int64"})
     rows["delta"] = float(row["delta"])
-    rows["alpha"] = alpha
-    rows["loss"] = loss_column
-    rows["n_members"] = roc.n_members
-    rows["n_nonmembers"] = roc.n_nonmembers
     return _page(f"Privacy card {row['dataset']}/{row['run']}", body), rows
 
 
@@ -115,9 +116,9 @@ LEDGER_RUNS_GLOSSARY = {
                   "objective_perturbation = pure ε-DP logistic regression"),
     "epsilon": ("ε", "nats", "the run's accountant ε; ∞ = no DP"),
     "delta": ("δ", "probability", "the run's δ (— for baselines)"),
-    "exp_epsilon": ("e^ε", "factor", "risk multiplier: how much one example can change any outcome's odds"),
-    "max_attack_accuracy": ("max attack accuracy", "fraction", "best membership-inference accuracy (ε, δ) allows"),
-    "max_advantage": ("max advantage", "fraction", "best TPR − FPR (ε, δ) allows"),
+    "exp_epsilon": vocabulary.glossary_entry("privacy_card", "exp_epsilon"),
+    "max_attack_accuracy": vocabulary.glossary_entry("privacy_card", "max_attack_accuracy_bound"),
+    "max_advantage": vocabulary.glossary_entry("privacy_card", "max_advantage_bound"),
     "tpr_bound_at_fpr_0_001": ("TPR bound at FPR 10⁻³", "fraction", "largest TPR (ε, δ) allows at FPR 0.001"),
     "tpr_bound_at_fpr_0_01": ("TPR bound at FPR 10⁻²", "fraction", "largest TPR (ε, δ) allows at FPR 0.01"),
     "accountant": ("accountant", "—", "privacy accountant of the run"),

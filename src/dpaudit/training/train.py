@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.config import LINEAR_MECHANISMS
+from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
@@ -47,7 +47,6 @@ __all__ = [
     "train_model",
 ]
 
-MECHANISMS = ("baseline", "dpsgd", *LINEAR_MECHANISMS)
 # The parameters a linear mechanism reads; any other parameter set for one is refused.
 LINEAR_PARAMS = ("mechanism", "target_epsilon", "seed", "linear_regularization", "delta", "n_classes")
 OPTIMIZERS = ("sgd", "adam")

@@ -1,7 +1,7 @@
 """Per-model long-format Epsilon* rows (Negoescu et al.), as the workflow's metric rule writes them.
 
-Each (loss variant, estimator) gives an ``eps_star`` row and the four term rows
-m1..m4. The ``eps_star`` row also carries what a reader needs to trust the
+Each (loss variant, estimator) gives an ``epsilon_star`` row and the four term rows
+m1..m4. The ``epsilon_star`` row also carries what a reader needs to trust the
 value: the estimator's ceiling for these sample sizes and filter and whether
 the value sits on it (perfectly separated losses count as on it: they are
 beyond it, yet keep no threshold), whether no threshold was kept (then the
@@ -61,7 +61,7 @@ _METRIC_COLUMNS: dict[str, str] = {
     "n_pop": "int64",
     "grid_size": "int64",
     "n_kept": "int64",
-    # eps_star rows only (NA on the others)
+    # epsilon_star rows only (NA on the others)
     "ceiling": "float64",
     "at_ceiling": "boolean",
     "none_kept": "boolean",
@@ -75,7 +75,7 @@ _METRIC_COLUMNS: dict[str, str] = {
     "boot_seed": "Int64",
     "boot_grid_size": "Int64",
     "boot_undefined": "Int64",
-    # parametric eps_star rows (either set) and normal_fit_pvalue rows (one set)
+    # parametric epsilon_star rows (either set) and normal_fit_pvalue rows (one set)
     "normal_rejected": "boolean",
     "gof_set": "str",
     "gof_ks_stat": "float64",
@@ -141,7 +141,7 @@ def _result_rows(
         "grid_size": res.grid_size,
         "n_kept": res.n_kept,
     }
-    rows = [{"metric": "eps_star", "value": res.eps_star, **params, **eps_extra}]
+    rows = [{"metric": "epsilon_star", "value": res.eps_star, **params, **eps_extra}]
     rows += [{"metric": name, "value": value, **params} for name, value in zip(TERMS, res.m, strict=True)]
     return rows
 
@@ -192,10 +192,10 @@ def epsilon_star_metrics(
 ) -> pd.DataFrame:
     """Long-format eps* table of one model: one row per (loss, estimator, metric).
 
-    Metrics are eps_star and m1..m4 (each term's maximum over kept thresholds,
+    Metrics are epsilon_star and m1..m4 (each term's maximum over kept thresholds,
     not floored; NaN when no threshold survives the filter). Every row carries
     the parameters of its computation; fit columns (mu/sd, lo, hi, alpha) are
-    NaN for the empirical estimator. ``eps_star`` rows add the ceiling and the
+    NaN for the empirical estimator. ``epsilon_star`` rows add the ceiling and the
     flags (module docstring). ``bootstrap`` (keys resamples, level, seed,
     grid_size) adds the interval columns; ``goodness_of_fit`` (keys n_samples,
     repeats, alpha, seed) adds ``normal_fit_pvalue`` rows per set and the
@@ -261,7 +261,7 @@ def epsilon_star_run_metrics(
     bootstrap: Mapping | None = None,
     goodness_of_fit: Mapping | None = None,
 ) -> pd.DataFrame:
-    """ε* of one model on both loss variants and both estimators, plus its utility row.
+    """ε* of one model on both loss variants and both estimators, plus its landscape_utility row.
 
     Members are the training split, the population sample is the non-member split
     (seed002 §3: all of them, unbalanced). δ is the run's δ (the one DP training used).
@@ -298,7 +298,7 @@ def epsilon_star_run_metrics(
     # The utility row has no grid or kept-point counts: counts become nullable here
     # (NA = not applicable), the same for every run, so run frames still concatenate.
     dtypes = {k: ("Int64" if v in ("int64", "Int64") else v) for k, v in _METRIC_COLUMNS.items()}
-    utility_row = pd.DataFrame([{"metric": "utility", "value": measured["utility"], "delta": delta,
+    utility_row = pd.DataFrame([{"metric": "landscape_utility", "value": measured["utility"], "delta": delta,
                                  "n_pop": measured["n_utility"]}])
     frame = pd.concat([frame.astype(dtypes), utility_row.astype({k: dtypes[k] for k in utility_row})],
                       ignore_index=True)

@@ -84,21 +84,42 @@ def _load_checkpoints(path) -> list[dict]:
     return out
 
 
-def _rows(method: str, values: Mapping[str, float], common: Mapping, status: str = "ok", note: str = "") -> list[dict]:
-    return [{"method": method, "metric": name, "value": float(value), "status": status,
-             "label": METHOD_LABELS.get(method, method), "note": note, **common}
-            for name, value in values.items()]
+QUANTILES = (0.5, 0.99)  # of the per-example values, written as rows with a ``quantile`` column
 
 
-def _summary(eps_pmp_x: np.ndarray, res: Mapping, delta: float) -> dict:
+def _rows(method: str, values: Mapping[str, float | bool | Mapping], common: Mapping, status: str = "ok",
+          note: str = "") -> list[dict]:
+    """Long rows of one method; a value given as a dict adds its items as parameter columns.
+
+    Metric names are those of dpaudit.contract.metrics (family pmp); a flag stays a bool.
+    """
+    rows = []
+    for name, value in values.items():
+        extra = {}
+        if isinstance(value, Mapping):
+            extra = {k: v for k, v in value.items() if k != "value"}
+            value = value["value"]
+        rows.append({"method": method, "metric": name, "value": value if isinstance(value, bool) else float(value),
+                     "status": status, "label": METHOD_LABELS.get(method, method), "note": note, **common, **extra})
+    return rows
+
+
+def _quantile_rows(method: str, name: str, per_example: np.ndarray, common: Mapping, note: str = "") -> list[dict]:
+    return [row for q in QUANTILES
+            for row in _rows(method, {name: {"value": float(np.quantile(per_example, q)), "quantile": q}}, common,
+                             note=note)]
+
+
+def _summary(res: Mapping, delta: float) -> dict:
     eps_pmp = float(res["eps_pmp"])
     return {
-        "eps_global_same_method": res["eps_global"], "eps_X": res["eps_X"], "eps_pmp": eps_pmp,
-        "eps_pmp_q50": float(np.quantile(eps_pmp_x, 0.5)), "eps_pmp_q99": float(np.quantile(eps_pmp_x, 0.99)),
-        "ratio": eps_pmp / res["eps_global"] if res["eps_global"] > 0 else math.nan,
-        "ratio_X": eps_pmp / res["eps_X"] if res["eps_X"] > 0 else math.nan,
-        "mia_bound_dp": mia_success_bound_delta(res["eps_global"], delta),
-        "mia_bound_pmp": mia_success_bound(eps_pmp), "mia_bound_pmp_delta": mia_success_bound_delta(eps_pmp, delta),
+        "epsilon_global": {"value": res["eps_global"], "neighbouring_relation": "replace_one"},
+        "epsilon_parent_set": res["eps_X"], "epsilon_pmp": eps_pmp,
+        "epsilon_pmp_ratio_global": eps_pmp / res["eps_global"] if res["eps_global"] > 0 else math.nan,
+        "epsilon_pmp_ratio_parent_set": eps_pmp / res["eps_X"] if res["eps_X"] > 0 else math.nan,
+        "mia_success_bound_global": mia_success_bound_delta(res["eps_global"], delta),
+        "mia_success_bound_pmp": mia_success_bound(eps_pmp),
+        "mia_success_bound_pmp_delta": mia_success_bound_delta(eps_pmp, delta),
         "mip_eta": mip_eta(eps_pmp),
     }
 
@@ -111,14 +132,13 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     o = {**OPTION_DEFAULTS, **options}
     eps_accountant = float(train["epsilon"])
     delta = train.get("delta")
+    # The accountant's ε is a column of every row (the mia family writes it as a metric, and the
+    # privacy card its balanced MIA success bound, max_attack_accuracy_bound).
     common = {"delta": math.nan if delta is None else float(delta), "accountant": train.get("accountant") or "none",
-              "parent_seed": int(o["parent_seed"]), "nonmember_pool": o["nonmember_pool"]}
-    rows = [{"method": "accountant", "metric": metric, "value": value, "status": "ok",
-             "label": "accountant epsilon (as trained)", "note": note, **common}
-            for metric, value, note in (
-                ("accountant_epsilon", eps_accountant, ""),
-                ("mia_bound_dp", mia_success_bound_delta(eps_accountant, 0.0 if delta is None else float(delta)),
-                 "balanced MIA success bound (e^eps + delta)/(1 + e^eps) at the accountant epsilon"))]
+              "accountant_epsilon": eps_accountant, "parent_seed": int(o["parent_seed"]),
+              "nonmember_pool": o["nonmember_pool"], "neighbouring_relation": None, "quantile": math.nan,
+              "n_shadow_models": None, "n_eval_models": None, "alpha": math.nan}
+    rows: list[dict] = []
     reason = None
     if not math.isfinite(eps_accountant):
         reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
@@ -131,7 +151,8 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                   "per-example clipping")
     if reason is not None:
         for method in ("gauss_single_step", "dpsgd_clt", "empirical_lira"):
-            rows += _rows(method, {"eps_pmp": math.nan, "mia_bound_pmp": math.nan}, common, "not_applicable", reason)
+            rows += _rows(method, {"epsilon_pmp": math.nan, "mia_success_bound_pmp": math.nan}, common,
+                          "not_applicable", reason)
         log.info("PMP rows marked not applicable (mechanism=%s, epsilon=%s): %s",
                  train.get("mechanism"), eps_accountant, reason)
         return pd.DataFrame(rows), pd.DataFrame()
@@ -155,8 +176,9 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
 
     final = _clipped_gradients(model, gradient_fn, None, x, y, clip)
     res_a = recipe_a_single_step(final, z, clip, delta)
-    rows += _rows("gauss_single_step", _summary(res_a["eps_pmp_x"], res_a, delta),
-                  common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1})
+    a_common = common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1}
+    rows += _rows("gauss_single_step", _summary(res_a, delta), a_common)
+    rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common)
     per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
 
     res_b = None
@@ -170,16 +192,17 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         res_b = recipe_b_trajectory(grads, sampling_rate=q, noise_multiplier=z, clip=clip, delta=delta,
                                     n_partners=int(o["partners"]), seed=int(o["seed"]),
                                     projection_dim=int(o["projection_dim"]))
-        values = _summary(res_b["eps_pmp_x"], res_b, delta) | {
-            "eps_global_add_remove": res_b["eps_global_add_remove"]}
-        rows += _rows("dpsgd_clt", values, common | {
-            "n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
-            "checkpoints": res_b["checkpoints"]})
+        b_common = common | {"n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
+                             "checkpoints": res_b["checkpoints"]}
+        rows += _rows("dpsgd_clt", _summary(res_b, delta), b_common)
+        rows += _rows("dpsgd_clt", {"epsilon_global": {"value": res_b["eps_global_add_remove"],
+                                                       "neighbouring_relation": "add_remove"}}, b_common)
+        rows += _quantile_rows("dpsgd_clt", "epsilon_pmp_quantile", res_b["eps_pmp_x"], b_common)
         per_example["eps_pmp_x_dpsgd_clt"] = res_b["eps_pmp_x"]
         per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
         per_example["mu_max_dpsgd_clt"] = res_b["mu_max_x"]
     else:
-        rows += _rows("dpsgd_clt", {"eps_pmp": math.nan}, common, "not_computed", "no checkpoints")
+        rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_computed", "no checkpoints")
 
     res_c = None
     if shadow_scores is not None and not shadow_scores.empty:
@@ -192,13 +215,16 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         eps_c = res_c["emp_eps_lower"]
         vacuous = res_c["emp_eps_certifiable"] <= 0
         note = ("vacuous at this budget: no outcome of the evaluation models can certify eps > 0 "
-                "(see emp_eps_certifiable_max; more shadow models needed)" if vacuous else "")
+                "(see empirical_epsilon_certifiable; more shadow models needed)" if vacuous else "")
         rows += _rows("empirical_lira", {
-            "emp_eps_lower": eps_c, "emp_eps_q50": res_c["emp_eps_q50"], "emp_eps_q99": res_c["emp_eps_q99"],
-            "emp_eps_certifiable_max": res_c["emp_eps_certifiable"],
-            "mia_bound_pmp": mia_success_bound(eps_c), "mia_bound_pmp_delta": mia_success_bound_delta(eps_c, delta),
+            "empirical_epsilon_lower_bound": eps_c,
+            "empirical_epsilon_certifiable": res_c["emp_eps_certifiable"],
+            "mia_success_bound_pmp": mia_success_bound(eps_c),
+            "mia_success_bound_pmp_delta": mia_success_bound_delta(eps_c, delta),
         }, c_common, note=note)
-        rows += _rows("empirical_lira_point", {"emp_eps_point": res_c["emp_eps_point"]}, c_common,
+        rows += _quantile_rows("empirical_lira", "empirical_epsilon_lower_bound_quantile", res_c["emp_eps_lower_x"],
+                               c_common, note=note)
+        rows += _rows("empirical_lira_point", {"empirical_epsilon_point": res_c["emp_eps_point"]}, c_common,
                       note="max over x of plug-in estimates: biased upward, not a lower bound")
         if vacuous:
             log.warning("Recipe C with %d shadow models cannot certify any eps > 0 at n_parent=%d, alpha=%g "
@@ -208,7 +234,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         per_example["emp_eps_point_x"] = res_c["emp_eps_point_x"]
         per_example["emp_eps_certifiable_x"] = res_c["emp_eps_certifiable_x"]
     else:
-        rows += _rows("empirical_lira", {"emp_eps_lower": math.nan}, common, "not_computed",
+        rows += _rows("empirical_lira", {"empirical_epsilon_lower_bound": math.nan}, common, "not_computed",
                       "metrics.pmp.shadow_models = 0")
 
     rows += _ordering_rows(res_b, res_c, eps_accountant, common, log)
@@ -219,13 +245,14 @@ def _ordering_rows(res_b, res_c, eps_accountant, common, log) -> list[dict]:
     """Spec §3: ε̂ ≲ ε̃ (B) ≤ ε(X) (B) ≤ ε (B, same method); a failure is flagged and logged, never dropped."""
     if res_b is None:
         return []
-    chain = [("eps_pmp", res_b["eps_pmp"]), ("eps_X", res_b["eps_X"]), ("eps_global_same_method", res_b["eps_global"])]
+    chain = [("epsilon_pmp", res_b["eps_pmp"]), ("epsilon_parent_set", res_b["eps_X"]),
+             ("epsilon_global", res_b["eps_global"])]
     if res_c is not None:
-        chain.insert(0, ("emp_eps_lower", res_c["emp_eps_lower"]))
+        chain.insert(0, ("empirical_epsilon_lower_bound", res_c["emp_eps_lower"]))
     failures = [f"{a}={va:.4g} > {b}={vb:.4g}" for (a, va), (b, vb) in zip(chain, chain[1:], strict=False)
                 if va > vb * (1 + 1e-9) + 1e-12]
     note = "; ".join(failures) if failures else "ordering holds"
     if failures:
         log.warning("PMP ordering check failed (Recipe B is a heuristic, so this is a warning): %s", note)
-    return _rows("dpsgd_clt", {"ordering_ok": float(not failures)}, common, "ok", note)
+    return _rows("dpsgd_clt", {"ordering_holds": not failures}, common, "ok", note)
 
