@@ -48,7 +48,7 @@ def _value(rows, metric, threat="white_box", kind="llr"):
 
 
 def _verdict(rows):
-    return rows.loc[rows["metric"] == "audit_verdict", "verdict"].iloc[0]
+    return rows.loc[rows["metric"] == "measured_above_promise", "verdict"].iloc[0]
 
 
 def test_correct_twin_observations_follow_the_subsampled_gaussian_the_auditor_assumes():
@@ -140,3 +140,18 @@ def test_verdict_names_the_three_outcomes():
     assert verdict([(0.2, 0.5)], 1.0) == "too_weak"
     assert verdict([(0.2, 3.0)], 1.0) == "consistent"
     assert verdict([], 1.0) == "too_weak"
+
+
+def test_canary_rows_are_declared_in_the_metric_vocabulary():
+    from dpaudit.contract.metrics import metric_rows
+    from dpaudit.metrics.canary.rows import not_applicable_rows
+
+    rng = np.random.default_rng(0)
+    rows = canary_rows(_mirror_scores(rng, 200, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05)
+    written = metric_rows("canary", rows, dataset="d", run="r")
+    flag = written[written["metric"] == "measured_above_promise"]
+    assert flag["value_bool"].notna().all() and flag["value"].isna().all()
+    assert set(written["metric"]) == {"epsilon_lb_one_run", "epsilon_lb_one_run_fdp", "epsilon_gdp_estimate",
+                                      "measured_above_promise"}
+    na = metric_rows("canary", not_applicable_rows("baseline"), dataset="d", run="r")
+    assert na["value_bool"].isna().all() and not na["applicable"].any()

@@ -147,6 +147,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("pmp", "practical membership privacy (Lowy et al., source 003)"),
     Family("profile", "privacy profile of private logistic regression (LeBlond et al. 2023, source 000)",
            level="dataset"),
+    Family("canary", "canary audits (Steinke, Nasr, Jagielski 2023; Mahloujifar, Melis, Chaudhuri 2025; "
+           "Nasr et al. 2023)"),
 )}
 
 _COUNTS = ("loss", "n_members", "n_nonmembers")
@@ -319,7 +321,31 @@ PROFILE = [
 ]
 
 # One list per family; a new family (e.g. canary) adds its list here and its Family above.
-METRICS: tuple[Metric, ...] = (*MIA, *PRIVACY_CARD, *EPSILON_STAR, *IDENTIFIABILITY, *PMP, *PROFILE)
+_CANARY = ("threat_model", "score_kind", "canaries", "included", "confidence", "delta", "ceiling", "applicable")
+_GUESSES = ("ceiling_max", "guesses", "guesses_top", "guesses_bottom", "correct", "candidates")
+CANARY = [
+    Metric("canary", "epsilon_lb_one_run", "one-run ε lower bound",
+           "Largest ε at which (ε, δ)-DP is rejected by the guesses on the canaries' scores (Steinke, Nasr, "
+           "Jagielski 2023, Theorem 5.2), Bonferroni over the guess counts, with ceiling the value perfect "
+           "guessing certifies.", "nats", "bound", (*_CANARY, *_GUESSES)),
+    Metric("canary", "epsilon_lb_one_run_fdp", "one-run ε lower bound (f-DP)",
+           "Largest ε whose exactly (ε, δ)-DP Gaussian trade-off curve is rejected by the same guesses "
+           "(Mahloujifar, Melis, Chaudhuri 2025), a bound for mechanisms at least as private as that curve "
+           "allows.", "nats", "bound", (*_CANARY, *_GUESSES)),
+    Metric("canary", "epsilon_gdp_estimate", "GDP ε estimate",
+           "ε at δ of the largest Gaussian-DP μ consistent with Clopper–Pearson bounds on the canary test's "
+           "FPR and FNR (Nasr, Hayes, Steinke and others 2023), an estimate under a Gaussian trade-off curve.",
+           "nats", "estimate", (*_CANARY, "mu", "mu_ceiling", "thresholds", "note")),
+    Metric("canary", "epsilon_lb_many_runs", "many-runs ε lower bound",
+           "Clopper–Pearson ε lower bound from R releases on D and R on a worst-case neighbour D′ scored by "
+           "their exact log-density ratio (linear mechanisms).", "nats", "bound", (*_CANARY, "ceiling_max")),
+    Metric("canary", "measured_above_promise", "measured above promise",
+           "Whether a distribution-free canary bound exceeds the accountant's ε (verdict says above_promise, "
+           "consistent, or too_weak when every ceiling is below ε).", "—", "diagnostic",
+           ("verdict", "ceiling_max", "confidence", "applicable", "note"), dtype="bool"),
+]
+
+METRICS: tuple[Metric, ...] = (*MIA, *PRIVACY_CARD, *EPSILON_STAR, *IDENTIFIABILITY, *PMP, *PROFILE, *CANARY)
 
 # Renamed when the vocabulary was introduced (schema version 2): (family, old name, new name).
 # "—" as new name: no longer written by that family (the value lives where the new entry says).

@@ -11,11 +11,11 @@ Per (threat model, score kind) of a run's ``scores.parquet``:
 * ``epsilon_lb_many_runs``: linear mechanisms only, Clopper–Pearson over R releases.
 
 Each carries its ceiling (what perfect guessing certifies with the same counts) in
-``ceiling``. The run's ``audit_verdict`` row compares the distribution-free bounds
+``ceiling``. The run's ``measured_above_promise`` flag (its ``verdict`` column) compares the distribution-free bounds
 (one-run Steinke, many-runs) with the accountant's ε: ``above_promise`` when a bound
 exceeds it (the mechanism leaks more than it claims, with the audit's confidence),
 ``too_weak`` when no such bound could have reached it (every ceiling below ε),
-``consistent`` otherwise; value 1 for above_promise, else 0.
+``consistent`` otherwise. Metric names and meanings: ``dpaudit.contract.metrics``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
 ROW_DTYPES: dict[str, str] = {
     "metric": "string",
     "value": "float64",
+    "value_bool": "boolean",
     "threat_model": "string",
     "score_kind": "string",
     "ceiling": "float64",
@@ -52,7 +53,6 @@ ROW_DTYPES: dict[str, str] = {
     "thresholds": "Int64",
     "confidence": "float64",
     "delta": "float64",
-    "accountant_epsilon_promised": "float64",
     "verdict": "string",
     "applicable": "boolean",
     "note": "string",
@@ -97,8 +97,7 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     alpha = cb.check_significance(alpha)
     rows: list[dict] = []
     distribution_free: list[tuple[float, float]] = []
-    base = {"confidence": 1.0 - alpha, "delta": float(delta), "accountant_epsilon_promised": accountant_epsilon,
-            "applicable": True}
+    base = {"confidence": 1.0 - alpha, "delta": float(delta), "applicable": True}
     one_run_groups = scores[scores["threat_model"] != "many_runs"] if len(scores) else scores
     for (threat, kind), group in (one_run_groups.groupby(["threat_model", "score_kind"], sort=True)
                                   if len(one_run_groups) else []):
@@ -129,7 +128,7 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
                      "canaries": many_runs.get("releases"), "delta": many_runs.get("delta", delta)})
         distribution_free.append((float(many_runs["epsilon"]), float(many_runs["ceiling"])))
     outcome = verdict(distribution_free, accountant_epsilon)
-    rows.append({**base, "metric": "audit_verdict", "value": float(outcome == "above_promise"),
+    rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
                  "verdict": outcome,
                  "ceiling_max": max((c for _, c in distribution_free), default=math.nan),
                  "note": "compares the distribution-free bounds (one-run, many-runs) with the accountant's epsilon"})
@@ -138,7 +137,7 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
 
 def not_applicable_rows(reason: str) -> pd.DataFrame:
     """The row of a run the canary family does not audit (a non-private baseline)."""
-    return _frame([{"metric": "audit_verdict", "value": math.nan, "applicable": False, "note": reason}])
+    return _frame([{"metric": "measured_above_promise", "applicable": False, "note": reason}])
 
 
 def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapping | None,
