@@ -38,8 +38,24 @@ NUMERIC_DETAILS = ("boot_low", "boot_high", "argmax_count")
 # An ε* whose maximising ratio rests on fewer examples than this (``argmax_count``: the
 # rate in the ratio's denominator times its set size) is one or two losses deciding the value.
 FEW_EXAMPLES = 2.0
-SERIES = {  # column -> (label, colour, marker)
-    "epsilon_lower_bound": ("certified ε lower bound (attack, CI)", "tab:blue", "o"),
+# The canary audit's rungs (family canary): column -> (metric, threat model, score kind).
+CANARY_RUNGS = {
+    "canary_gdp_white_box": ("epsilon_gdp_estimate", "white_box", "llr"),
+    "canary_one_run_fdp_white_box": ("epsilon_lb_one_run_fdp", "white_box", "llr"),
+    "canary_one_run_white_box": ("epsilon_lb_one_run", "white_box", "llr"),
+    "canary_one_run_black_box": ("epsilon_lb_one_run", "black_box", "neg_loss"),
+    "canary_many_runs": ("epsilon_lb_many_runs", "many_runs", "log_density_ratio"),
+}
+# Rungs whose ceiling (what perfect guessing certifies) is drawn as a bar-end tick.
+CEILING_RUNGS = ("canary_one_run_white_box", "canary_one_run_fdp_white_box", "canary_many_runs")
+SERIES = {  # column -> (label, colour, marker), the ε ladder from strongest to weakest attacker
+    "canary_gdp_white_box": ("white box, GDP estimate (canaries; assumes a Gaussian trade-off)",
+                             "tab:purple", "P"),
+    "canary_one_run_fdp_white_box": ("white box, one-run bound vs Gaussian curve (f-DP)", "tab:brown", "v"),
+    "canary_one_run_white_box": ("white box, one-run bound (distribution-free); –: its ceiling", "tab:red", "s"),
+    "canary_many_runs": ("many-runs bound (linear mechanisms); –: its ceiling", "tab:olive", "X"),
+    "canary_one_run_black_box": ("black box, one-run bound (input canaries, last model)", "tab:cyan", "h"),
+    "epsilon_lower_bound": ("natural split: certified attack bound (CI)", "tab:blue", "o"),
     "epsilon_star_parametric": ("ε* parametric (logit loss)", "tab:orange", "D"),
     "epsilon_star_empirical": ("ε* empirical (logit loss)", "tab:green", "^"),
 }
@@ -103,10 +119,34 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
                 audit[target] = audit[target].astype("float64") if target in audit else np.nan
             else:
                 audit[target] = audit[target].astype("boolean").fillna(False).astype(bool) if target in audit else False
+    audit = _with_canary_rungs(audit, table)
     order = audit["mechanism"].eq("baseline").astype(int)
     return (audit.assign(_baseline=order)
             .sort_values(["dataset", "_baseline", "accountant_epsilon", "seed"], ignore_index=True)
             .drop(columns="_baseline"))
+
+
+def _with_canary_rungs(audit: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Each canary rung's value and ceiling as columns ``<rung>`` and ``<rung>_ceiling``
+    (NaN where a run has no such row, e.g. the family is off or the run a baseline)."""
+    canary = table[table["family"] == "canary"] if "threat_model" in table.columns else table.iloc[0:0]
+    for column, (metric, threat, kind) in CANARY_RUNGS.items():
+        rows = canary[(canary["metric"] == metric) & (canary["threat_model"] == threat).fillna(False)
+                      & (canary["score_kind"] == kind).fillna(False)]
+        if rows.duplicated(["dataset", "run"]).any():
+            raise ValueError(f"several canary {metric} rows ({threat}, {kind}) for one run")
+        # The audit's best case: the largest ceiling over its guess candidates where there are several.
+        ceiling = "ceiling_max" if rows["ceiling_max"].notna().any() else "ceiling"
+        picked = rows[["dataset", "run", "value", ceiling]].rename(
+            columns={"value": column, ceiling: f"{column}_ceiling"})
+        audit = audit.merge(picked, on=["dataset", "run"], how="left", validate="one_to_one")
+        audit[[column, f"{column}_ceiling"]] = audit[[column, f"{column}_ceiling"]].astype("float64")
+    verdicts = canary[canary["metric"] == "measured_above_promise"]
+    verdicts = (verdicts[["dataset", "run", "verdict"]] if "verdict" in verdicts.columns
+                else pd.DataFrame({"dataset": [], "run": [], "verdict": []}))
+    audit = audit.merge(verdicts.rename(columns={"verdict": "canary_verdict"}), on=["dataset", "run"],
+                        how="left", validate="one_to_one")
+    return audit
 
 
 def _flagged(rows: pd.DataFrame, column: str) -> np.ndarray:
@@ -120,7 +160,7 @@ def _flagged(rows: pd.DataFrame, column: str) -> np.ndarray:
 
 def _jitter(n_series: int) -> np.ndarray:
     """Multiplicative x offsets that keep a model's three markers side by side."""
-    return np.exp(np.linspace(-0.06, 0.06, n_series))
+    return np.exp(np.linspace(-0.12, 0.12, n_series))
 
 
 def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
@@ -133,7 +173,7 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     upper = audit["epsilon_upper"].to_numpy(float)
     y_top = max([1.0, *finite_values.tolist(), *upper[np.isfinite(upper)].tolist(),
                  *private["accountant_epsilon"].tolist()]) * 1.6
-    fig, (ax, ax_inf) = plt.subplots(1, 2, figsize=(8.2, 6.2), sharey=True,
+    fig, (ax, ax_inf) = plt.subplots(1, 2, figsize=(8.6, 7.0), sharey=True,
                                      gridspec_kw={"width_ratios": [5, 1]})
     offsets = _jitter(len(SERIES))
 
@@ -156,6 +196,10 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
                 has = np.isfinite(low) & np.isfinite(high)
                 axis.vlines(xs[has], np.maximum(low[has], 0.0), np.minimum(high[has], y_top / 1.05),
                             colors=colour, lw=1.0, alpha=0.8, zorder=2)
+            if column in CEILING_RUNGS:
+                ceiling = rows[f"{column}_ceiling"].to_numpy(float)[shown]
+                has = np.isfinite(ceiling) & (ceiling < y_top)
+                axis.scatter(xs[has], ceiling[has], marker="_", s=90, c=colour, linewidths=1.6, zorder=3)
             if column == "epsilon_lower_bound":
                 top = rows["epsilon_upper"].to_numpy(float)[shown]
                 clipped = np.minimum(top, y_top / 1.05)
@@ -211,16 +255,22 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     labels.append("hollow: ε* at its sample ceiling, on the filter edge\nor decided by < 2 examples; "
                   "bars: ε* bootstrap interval")
     # Below the axes: inside, the legend would hide markers and intervals.
-    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.legend(handles, labels, fontsize=7.5, loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 0.02))
     undefined = sum(int(audit[f"{c}_separated"].sum() + audit[f"{c}_none_kept"].sum())
                     for c in EPSILON_STAR.values())
     if undefined:
-        fig.text(0.5, 0.125, f"{undefined} ε* value(s) undefined (perfect separation or no threshold kept): "
+        fig.text(0.5, 0.005, f"{undefined} ε* value(s) undefined (perfect separation or no threshold kept): "
                  "not drawn, see the ε* table", ha="center", va="bottom", fontsize=7, color="0.3")
     alpha = audit["alpha"].dropna()
     level = f"{1 - 2 * float(alpha.iloc[0]):.0%}" if len(alpha) else "?"
-    ax.set_title(f"{dataset}: promised vs measured privacy (lower bound holds w.p. ≥ {level})", fontsize=10)
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.94, bottom=0.3, wspace=0.06)
+    title = f"{dataset}: promised vs measured privacy (natural-split bound holds w.p. ≥ {level})"
+    verdicts = audit["canary_verdict"].dropna() if "canary_verdict" in audit else pd.Series(dtype=object)
+    if len(verdicts):
+        counts = verdicts.value_counts()
+        title += ("\ncanary verdicts: " + ", ".join(
+            f"{int(counts.get(v, 0))} {v.replace('_', ' ')}" for v in ("above_promise", "consistent", "too_weak")))
+    ax.set_title(title, fontsize=10)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.33, wspace=0.06)
     save_figure(fig, png, pdf)
 
 

@@ -81,8 +81,8 @@ def plot_guesses(table: pd.DataFrame, dataset: str, png: str | Path, pdf: str | 
     ax.set_ylabel("one-run ε lower bound (Steinke et al. 2023)")
     level = f"{1 - float(table['alpha'].iloc[0]):.0%}" if len(table) else ""
     m = int(table["canaries"].iloc[0]) if len(table) else 0
-    ax.set_title(f"{dataset}: one-run bound vs guesses ({m} canaries, {level} per point, thin lines: accountant ε)",
-                 fontsize=9)
+    ax.set_title(f"{dataset}: one-run bound vs guesses\n({m} gradient canaries, {level} confidence per point; "
+                 "thin lines: accountant ε)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.subplots_adjust(left=0.09, right=0.62, bottom=0.12, top=0.92)
@@ -135,13 +135,13 @@ def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf:
         ax.step(fpr, fnr, where="post", color="tab:blue", lw=1.0, label="canaries (white box, LLR score)")
         mu = float(panel["mu"])
         ax.plot(grid, special.ndtr(special.ndtri(1.0 - grid) - mu), color="tab:orange", ls="--",
-                label=f"Gaussian curve of the GDP estimate, μ = {mu:.2f}")
+                label="Gaussian curve of the GDP estimate μ (panel title)")
         ax.plot(grid, 1.0 - grid, color="0.7", lw=0.8, ls=":", label="no privacy loss (FNR = 1 − FPR)")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
         ax.set_xlabel("FPR (excluded canaries guessed in)")
-        ax.set_title(f"target ε = {panel['target_epsilon']:g}", fontsize=9)
+        ax.set_title(f"target ε = {panel['target_epsilon']:g}, GDP μ = {mu:.2f}", fontsize=9)
         ax.grid(alpha=0.3)
     if not panels:
         axes[0][0].text(0.5, 0.5, "no DP-SGD run with gradient canaries", ha="center")
