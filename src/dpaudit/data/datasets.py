@@ -46,7 +46,6 @@ __all__ = [
     "PURCHASE_MEMBER",
     "PURCHASE_TEST_SIZE",
     "SPLITS",
-    "check_delta",
     "features",
     "prepare_dataset",
     "random_split",
@@ -651,44 +650,3 @@ def prepare_dataset(
     if name == "mnist":
         return _mnist(raw_files, params)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
-
-
-# ---------------------------------------------------------------------------
-# delta
-
-
-def check_delta(
-    delta: float | str, n_members: int, allow_large_delta: bool = False
-) -> tuple[float, list[str]]:
-    """Resolve and sanity-check δ against the number of members n.
-
-    ``'auto'`` resolves to 1/(n ln n) (seed002 §2.4: δ ≪ 1/n; the natural-log
-    reading, since (log n)/n would exceed 1/n). A numeric δ above 1/(n ln n) gets
-    a warning; δ ≥ 1/n is an error unless ``allow_large_delta``, because
-    releasing one random member's record in the clear is already (0, 1/n)-DP,
-    so such a δ guarantees nothing. Numeric strings are accepted because YAML 1.1 reads
-    ``1e-5`` (no dot) as a string. Returns (δ, warnings).
-    """
-    n = int(n_members)
-    if n < 2:
-        raise ValueError(f"n_members must be at least 2 to resolve delta, got {n_members}")
-    rule = 1.0 / (n * math.log(n))
-    if isinstance(delta, str) and delta.strip().lower() == "auto":
-        return rule, []
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be 'auto' or a number, got {delta!r}") from None
-    if not 0.0 <= value < 1.0:  # also rejects NaN
-        raise ValueError(f"delta must lie in [0, 1), got {value}")
-    warnings: list[str] = []
-    if value >= 1.0 / n:
-        message = f"delta={value:g} >= 1/n = {1.0 / n:g} (n = {n} members)"
-        if not allow_large_delta:
-            raise ValueError(message + "; set allow_large_delta to use it anyway")
-        warnings.append(message + " (allowed by allow_large_delta)")
-    elif value > rule:
-        warnings.append(
-            f"delta={value:g} exceeds the rule of thumb 1/(n ln n) = {rule:.4g} (n = {n} members)"
-        )
-    return value, warnings
