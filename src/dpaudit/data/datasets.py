@@ -47,6 +47,7 @@ __all__ = [
     "PURCHASE_TEST_SIZE",
     "SPLITS",
     "features",
+    "members_before_download",
     "prepare_dataset",
     "random_split",
     "stratified_split",
@@ -64,6 +65,12 @@ SYNTHETIC_DEFAULTS: dict[str, Any] = {
 }
 DEFAULT_SPLIT_SEED = 0
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
+# Class sizes of the scikit-learn bundled datasets (checked against the loaders in
+# tests/unit/test_datasets.py): their member counts are known before any job.
+BUNDLED_CLASS_SIZES = {
+    "breast_cancer": (212, 357),
+    "digits": (178, 182, 177, 183, 181, 182, 181, 179, 174, 180),
+}
 
 ADULT_COLUMNS = (
     "age",
@@ -147,12 +154,34 @@ def stratified_split(
     split = np.empty(labels.shape[0], dtype=object)
     for value in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == value))
-        n_train = int(round(fractions[0] * idx.size))
-        n_holdout = int(round(fractions[1] * idx.size))
+        n_train = _share(fractions[0], idx.size)
+        n_holdout = _share(fractions[1], idx.size)
         split[idx[:n_train]] = "train"
         split[idx[n_train : n_train + n_holdout]] = "holdout"
         split[idx[n_train + n_holdout :]] = "test"
     return split.astype(str)
+
+
+def _share(fraction: float, size: int) -> int:
+    """Examples of a class of ``size`` that go to a split of ``fraction`` (the one rounding rule)."""
+    return int(round(fraction * size))
+
+
+def members_before_download(name: str, params: Mapping[str, Any]) -> int | None:
+    """Members (training examples) of a configured dataset when known before any job runs:
+    synthetic (from ``n`` and ``classes``) and the bundled breast_cancer and digits
+    (stratified 50/25/25 split); None for the downloaded datasets."""
+    if name == "synthetic":
+        n = int(params.get("n", SYNTHETIC_DEFAULTS["n"]))
+        classes = int(params.get("classes", SYNTHETIC_DEFAULTS["classes"]))
+        # _synthetic's labels are arange(n) % classes, permuted.
+        sizes = [n // classes + (1 if c < n % classes else 0) for c in range(classes)]
+    elif name in BUNDLED_CLASS_SIZES:
+        sizes = list(BUNDLED_CLASS_SIZES[name])
+    else:
+        return None
+    fraction = float(params.get("split_fractions", DEFAULT_FRACTIONS)[0])
+    return sum(_share(fraction, size) for size in sizes if size)
 
 
 def random_split(n: int, seed: int, test_size: float = PURCHASE_TEST_SIZE) -> np.ndarray:
