@@ -58,8 +58,10 @@ SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed
 # Features d of the datasets whose d the config does not set (the audit's ssim
 # image_shape must multiply to it); checked against prepare_dataset in the tests.
 DATASET_FEATURES = {"breast_cancer": 30, "digits": 64, "mnist": 784, "purchase100": 600}
-# Raw columns of the privacy-profile sources (profile.views.<name>.columns index them).
+# Raw columns of the privacy-profile sources (profile.views.<name>.columns index them)
+# and, for adult, the numeric ones a view can use (the others are categorical text).
 PROFILE_SOURCE_COLUMNS = {"adult": 15, "breast_cancer": 30}
+PROFILE_ADULT_NUMERIC_COLUMNS = (0, 2, 4, 10, 11, 12)
 # The one rule for every config value that becomes part of a file path (dataset and
 # view names, grid values in run names, ...): letters, digits, '.', '_', '+', '-', not
 # starting with '.' (so no '/', no '..', no hidden files). Grid values are numbers,
@@ -489,6 +491,9 @@ def _profile_problems(profile: Mapping) -> list[str]:
             if column >= width:
                 problems.append(f"config.profile.views.{name}.columns[{position}]: column {column} does not exist "
                                 f"in source {view['source']} ({width} columns); write a column in 0..{width - 1}")
+            elif view["source"] == "adult" and column not in PROFILE_ADULT_NUMERIC_COLUMNS:
+                problems.append(f"config.profile.views.{name}.columns[{position}]: adult column {column} is not "
+                                f"numeric; write one of {list(PROFILE_ADULT_NUMERIC_COLUMNS)}")
         if view["figures"] and len(view["columns"]) != 2:
             problems.append(f"config.profile.views.{name}.figures: Figs 2-7 plot two parameter coordinates and this "
                             f"view has {len(view['columns'])} columns; set figures: false (its thresholds and exact "
