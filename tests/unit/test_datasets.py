@@ -364,3 +364,8 @@ def test_adult_real_files(real_adult):
     train_age = age[:32_561]
     standardized = (age - train_age.mean()) / train_age.std()
     np.testing.assert_allclose(x[:, col["age"]], standardized, rtol=1e-6, atol=1e-6)
+
+
+def test_non_finite_features_are_refused_naming_the_dataset():
+    with pytest.raises(ValueError, match=r"dataset synthetic: \d+ non-finite feature value\(s\) .*config.datasets.synthetic"):
+        prepare_dataset("synthetic", {}, {"n": 40, "d": 2, "separation": float("inf")})

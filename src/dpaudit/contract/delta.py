@@ -9,7 +9,8 @@ Range. The δ of an (ε, δ) guarantee lies in the open interval (0, 1):
   (``evaluation_delta``). The only other legitimate δ = 0 is a *test* of a pure
   ε-DP claim: the ε lower bound from attack rates (``dpaudit.dp.hypothesis``, the
   MIA family) and the δ-adjusted belief ρ_β + δ(1 − ρ_β) of the identifiability
-  family reduce to their pure-ε forms at δ = 0. Those callers say so explicitly
+  family reduce to their pure-ε forms at δ = 0, and so does ε* (seed002's Fig. 3
+  simulations evaluate it at δ = 0). Those callers say so explicitly
   with ``check_delta(..., allow_pure=True)``; nothing else admits 0.
 * δ ≥ 1 makes every mechanism (ε, δ)-DP, so it states nothing.
 

@@ -669,13 +669,28 @@ def prepare_dataset(
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
     if name == "synthetic":
-        return _synthetic(params)
-    if name in ("breast_cancer", "digits"):
-        return _sklearn(name, params)
-    if name == "adult":
-        return _adult(raw_files, params)
-    if name == "purchase100":
-        return _purchase(raw_files, params)
-    if name == "mnist":
-        return _mnist(raw_files, params)
-    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        table, info = _synthetic(params)
+    elif name in ("breast_cancer", "digits"):
+        table, info = _sklearn(name, params)
+    elif name == "adult":
+        table, info = _adult(raw_files, params)
+    elif name == "purchase100":
+        table, info = _purchase(raw_files, params)
+    elif name == "mnist":
+        table, info = _mnist(raw_files, params)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    _check_finite(name, table)
+    return table, info
+
+
+def _check_finite(name: str, table: pa.Table) -> None:
+    """Refuse non-finite features: every later job (training, ε*, the audit) would turn them into NaN."""
+    x = features(table)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        row, column = (int(i[0]) for i in np.nonzero(bad))
+        example_id = int(table.column("example_id")[row].as_py())
+        raise ValueError(f"dataset {name}: {int(bad.sum())} non-finite feature value(s) (the first: example_id "
+                         f"{example_id}, feature {column}); check the raw data or the dataset's parameters under "
+                         f"config.datasets.{name}")
