@@ -445,3 +445,19 @@ def test_distribution_levels_refused_when_empty_or_not_in_unit_interval():
 
     with pytest.raises(ValueError, match="grid_size"):
         quantile_levels(0)
+
+
+def test_bootstrap_and_goodness_of_fit_refuse_nan_levels_and_filters():
+    from dpaudit.metrics.epsilon_star.bootstrap import bootstrap_epsilon_star
+    from dpaudit.metrics.epsilon_star.goodness_of_fit import normal_fit_check
+
+    rng = np.random.default_rng(0)
+    tr, pop = rng.normal(size=40), rng.normal(size=40)
+    with pytest.raises(ValueError, match="empirical_filter: the rate filter"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="empirical", resamples=2, empirical_filter=float("nan"))
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="empirical", resamples=2, level=float("nan"))
+    with pytest.raises(ValueError, match=r"^alpha \(the shift"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="parametric", resamples=2, alpha=float("nan"))
+    with pytest.raises(ValueError, match="goodness-of-fit alpha"):
+        normal_fit_check(tr, alpha=float("nan"))
