@@ -198,11 +198,7 @@ from dpaudit.training.audit_grid import target_problems as _audit_target_problem
 AUDIT = config["audit"]
 AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}
 AUDIT_DATASETS = sorted(AUDIT["datasets"]) if AUDIT["enabled"] else []
-_unprepared = sorted(set(AUDIT_DATASETS) - set(DATASETS))
-if _unprepared:
-    raise WorkflowError(
-        f"config.audit.datasets: {_unprepared} must also be listed under config.datasets (they are prepared there)"
-    )
+# (every audited dataset is also under config.datasets: checked by dpaudit.config)
 _unreachable = [
     problem for dataset in AUDIT_DATASETS for problem in _audit_target_problems(dataset, AUDIT["datasets"][dataset], AUDIT)
 ]

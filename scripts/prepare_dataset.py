@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from dpaudit.data.datasets import check_delta, prepare_dataset
+from dpaudit.contract.delta import resolve_delta
+from dpaudit.data.datasets import prepare_dataset
 from dpaudit.io import write_json, write_parquet
 from dpaudit.logs import job_logging
 
@@ -10,7 +11,8 @@ sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     raw = {name: Path(path) for name, path in sm.input.items()}
     examples, info = prepare_dataset(sm.wildcards.dataset, raw, dict(sm.params.dataset))
-    resolved, warnings = check_delta(sm.params.delta, info["n_members"], sm.params.allow_large_delta)
+    resolved, warnings = resolve_delta(sm.params.delta, info["n_members"], sm.params.allow_large_delta,
+                                       name="config.training.delta")
     for warning in warnings:
         log.warning(warning)
     info["delta"] = {"config": sm.params.delta, "resolved": resolved, "warnings": warnings}

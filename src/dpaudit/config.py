@@ -57,7 +57,23 @@ DATASET_CLASSES = {"breast_cancer": 2, "digits": 10, "adult": 2, "purchase100": 
 LINEAR_TRAINING_KEYS = ("linear_regularization",)
 SYNTHETIC_ONLY_KEYS = ("n", "d", "classes", "separation", "seed")
 SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed": 0}
-PATH_SAFE = re.compile(r"^[A-Za-z0-9.+\-]+$")
+# Features d of the datasets whose d the config does not set (the audit's ssim
+# image_shape must multiply to it); checked against prepare_dataset in the tests.
+DATASET_FEATURES = {"breast_cancer": 30, "digits": 64, "mnist": 784, "purchase100": 600}
+# Raw columns of the privacy-profile sources (profile.views.<name>.columns index them)
+# and, for adult, the numeric ones a view can use (the others are categorical text).
+PROFILE_SOURCE_COLUMNS = {"adult": 15, "breast_cancer": 30}
+PROFILE_ADULT_NUMERIC_COLUMNS = (0, 2, 4, 10, 11, 12)
+# The one rule for every config value that becomes part of a file path (dataset and
+# view names, grid values in run names, ...): letters, digits, '.', '_', '+', '-', not
+# starting with '.' (so no '/', no '..', no hidden files). Grid values are numbers,
+# whose text never holds the '_' that separates a run name's columns.
+PATH_SAFE = re.compile(r"^(?!\.)[A-Za-z0-9._+\-]+$")
+PATH_SAFE_TEXT = "letters, digits, '.', '_', '+', '-', not starting with '.'"
+# A schema node with this annotation admits ±inf and NaN (none does today); every
+# other number in the config must be finite.
+ALLOW_NON_FINITE = "x-allow-non-finite"
+_NUMBER_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 class ConfigError(ValueError):
@@ -101,21 +117,106 @@ def _allowed(schema: Mapping) -> str:
     return " ".join(bits) or "see workflow/schemas/config.schema.yaml"
 
 
+def path_safe_problem(value: Any, where: str) -> str | None:
+    """The message for a config value that cannot be part of a file path (None if it can)."""
+    non_finite = isinstance(value, float) and not math.isfinite(value)
+    if non_finite or isinstance(value, bool) or not PATH_SAFE.match(str(value)):
+        return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); "
+                f"write a finite value or name of {PATH_SAFE_TEXT}")
+    return None
+
+
+def _resolve(schema: Mapping, root: Mapping) -> Mapping:
+    if "$ref" in schema:
+        return root["$defs"][schema["$ref"].split("/")[-1]]
+    return schema
+
+
+def _child_schemas(schema: Mapping, key: Any, root: Mapping) -> list[Mapping]:
+    """The schema nodes that describe ``instance[key]`` (one per oneOf/anyOf alternative)."""
+    schema = _resolve(schema, root)
+    out = []
+    for option in [schema, *schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        option = _resolve(option, root)
+        if isinstance(key, int):
+            if isinstance(option.get("items"), Mapping):
+                out.append(option["items"])
+        elif key in option.get("properties", {}):
+            out.append(option["properties"][key])
+        elif isinstance(option.get("additionalProperties"), Mapping):
+            out.append(option["additionalProperties"])
+    return out
+
+
+def _types(schema: Mapping, root: Mapping) -> set[str]:
+    schema = _resolve(schema, root)
+    kinds = schema.get("type", [])
+    kinds = {kinds} if isinstance(kinds, str) else set(kinds)
+    for option in [*schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        kinds |= _types(option, root)
+    return kinds
+
+
+def _coerce_numbers(instance: Any, schemas: list[Mapping], root: Mapping) -> Any:
+    """Numeric strings where the schema expects a number become floats: YAML 1.1 reads a
+    float only with a dot and a signed exponent, so ``delta: 1e-5`` arrives as '1e-5'."""
+    if isinstance(instance, str):
+        if _NUMBER_TEXT.match(instance.strip()) and any("number" in _types(s, root) for s in schemas):
+            return float(instance)
+        return instance
+    if isinstance(instance, dict):
+        return {k: _coerce_numbers(v, [c for s in schemas for c in _child_schemas(s, k, root)], root)
+                for k, v in instance.items()}
+    if isinstance(instance, list):
+        return [_coerce_numbers(v, [c for s in schemas for c in _child_schemas(s, i, root)], root)
+                for i, v in enumerate(instance)]
+    return instance
+
+
+def _non_finite(instance: Any, schemas: list[Mapping], root: Mapping, parts: tuple) -> dict[str, str]:
+    """One recursive walk: every ±inf or NaN anywhere in the config, by key path, unless the
+    schema node of that key says ``x-allow-non-finite: true``."""
+    found: dict[str, str] = {}
+    if isinstance(instance, float) and not math.isfinite(instance):
+        if not any(_resolve(s, root).get(ALLOW_NON_FINITE) for s in schemas):
+            where = _key_path(parts)
+            allowed = "; allowed: " + _allowed(_resolve(schemas[0], root)) if schemas else ""
+            found[where] = f"{where}: {instance!r} is not a finite number; write a finite number{allowed}"
+    elif isinstance(instance, dict) or isinstance(instance, list):
+        items = instance.items() if isinstance(instance, dict) else enumerate(instance)
+        for key, value in items:
+            children = [c for s in schemas for c in _child_schemas(s, key, root)]
+            found.update(_non_finite(value, children, root, (*parts, key)))
+    return found
+
+
 def _schema_errors(config: Mapping, schema: Mapping) -> list[str]:
+    """One line per key path: the non-finite numbers, then the schema's errors (several
+    errors of one key, e.g. two bounds, are joined on its one line)."""
+    by_path = {where: [message] for where, message in _non_finite(config, [schema], schema, ()).items()}
     validator = jsonschema.Draft202012Validator(schema)
-    messages = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         where = _key_path(error.absolute_path)
+        if where in by_path and "finite" in by_path[where][0]:
+            continue  # the non-finite value is the problem; its bounds say nothing more
         if error.validator == "additionalProperties":
             extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            messages.append(
-                f"{where}: unknown key(s) {', '.join(map(repr, extra))}; allowed keys: "
-                + ", ".join(error.schema.get("properties", {}))
-            )
+            text = (f"unknown key(s) {', '.join(map(repr, extra))}; allowed keys: "
+                    + ", ".join(error.schema.get("properties", {})))
         elif error.validator == "propertyNames":
-            messages.append(f"{where}: {error.message}; allowed: {_allowed(error.schema['propertyNames'])}")
+            text = f"{error.message}; allowed: {_allowed(error.schema['propertyNames'])}"
         else:
-            messages.append(f"{where}: {error.message}; allowed: {_allowed(error.schema)}")
+            text = f"{error.message}; allowed: {_allowed(error.schema)}"
+        by_path.setdefault(where, [])
+        if text not in by_path[where]:
+            by_path[where].append(text)
+    messages = []
+    for where, texts in by_path.items():
+        if texts and texts[0].startswith(where + ":"):
+            messages.append(texts[0])
+        else:
+            # several errors of one key: keep one line, the messages joined
+            messages.append(f"{where}: " + " | ".join(texts))
     return messages
 
 
@@ -141,10 +242,12 @@ def _fill_defaults(instance: Any, schema: Mapping, root: Mapping) -> Any:
 def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     """Return a validated copy of ``config`` with every default filled in.
 
-    Raises ConfigError listing every problem with its key path and allowed values.
+    Raises ConfigError listing every problem with its key path and what to write
+    instead: schema errors and non-finite numbers first (one line per key), then the
+    cross-key checks the schema cannot express.
     """
     schema = load_schema() if schema is None else schema
-    config = copy.deepcopy(dict(config))
+    config = _coerce_numbers(copy.deepcopy(dict(config)), [schema], schema)
     problems = _schema_errors(config, schema)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
@@ -154,6 +257,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     for where, grid in grids.items():
         problems.extend(_grid_problems(grid, f"config.{where}"))
     config = _fill_defaults(config, schema, schema)
+    problems.extend(_path_problems(config))
     problems.extend(_profile_problems(config["profile"]))
     problems.extend(_binary_problems(config))
     for name, params in config["datasets"].items():
@@ -166,24 +270,115 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         else:
             for key, value in SYNTHETIC_DEFAULTS.items():
                 params.setdefault(key, value)
-    problems.extend(_audit_problems(config["audit"]))
+            if params["n"] < 4 * params["classes"]:
+                problems.append(
+                    f"config.datasets.synthetic.classes: {params['classes']} classes need n >= 4 x classes = "
+                    f"{4 * params['classes']} examples and config.datasets.synthetic.n is {params['n']}; "
+                    f"write classes <= {params['n'] // 4} or a larger n"
+                )
+    problems.extend(_size_problems(config, schema))
+    problems.extend(_audit_problems(config))
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
 
 
-def _audit_problems(audit: Mapping) -> list[str]:
+def batch_size_problem(batch_size: int, n_members: int, dataset: str, where: str) -> str | None:
+    """The one message for a batch size above the members (parse time and training job)."""
+    if int(batch_size) <= int(n_members):
+        return None
+    # q = B/n > 1 has no meaning, and training with n instead would differ silently
+    # from the run's name and its recorded parameters.
+    return (f"{where}: batch_size={int(batch_size)} exceeds the {int(n_members)} members (training examples) "
+            f"of dataset {dataset}; write batch_size <= {int(n_members)}")
+
+
+def _grid_blocks(config: Mapping, name: str) -> tuple[str, list[dict]]:
+    params = config["datasets"][name]
+    if "grid" in params:
+        return f"config.datasets.{name}.grid", params["grid"]
+    return "config.grid", config["grid"]
+
+
+def _size_problems(config: Mapping, schema: Mapping) -> list[str]:
+    """Checks against a dataset's members n where n is known before any job (synthetic and
+    the bundled breast_cancer and digits; dpaudit.data.datasets.members_before_download):
+    microbatches <= batch_size <= n, and a numeric training.delta below 1/n."""
+    from dpaudit.contract.delta import large_delta_problem
+    from dpaudit.data.datasets import members_before_download
+
+    defaults = {key: spec["default"] for key, spec in schema["$defs"]["grid"]["items"]["properties"].items()
+                if "default" in spec}
+    problems: list[str] = []
+    seen: set[str] = set()
+    delta = config["training"]["delta"]
+    for name, params in config["datasets"].items():
+        where, grid = _grid_blocks(config, name)
+        n = members_before_download(name, params)
+        for index, block in enumerate(grid):
+            keras = [m for m in block["mechanism"] if m in ("baseline", "dpsgd")]
+            if not keras:
+                continue
+            sizes = block.get("batch_size", defaults["batch_size"])
+            if "dpsgd" in keras:
+                for position, k in enumerate(block.get("microbatches", [])):
+                    smaller = [b for b in sizes if k > b]
+                    message = (f"{where}[{index}].microbatches[{position}]: microbatches={k} exceeds batch_size "
+                               f"{smaller} (most groups would be empty in every step); write microbatches <= "
+                               f"{min(sizes)}")
+                    if smaller and message not in seen:
+                        seen.add(message)
+                        problems.append(message)
+            if n is None:
+                continue
+            for position, b in enumerate(sizes):
+                key = f"{where}[{index}].batch_size" + (f"[{position}]" if "batch_size" in block else " (default)")
+                message = batch_size_problem(b, n, name, key)
+                if message is not None and message not in seen:
+                    seen.add(message)
+                    problems.append(message)
+        if n is not None and delta != "auto" and not config["training"]["allow_large_delta"]:
+            problem = large_delta_problem(float(delta), n)
+            if problem is not None:
+                problems.append(f"config.training.delta: dataset {name}: {problem}")
+    return problems
+
+
+def _path_problems(config: Mapping) -> list[str]:
+    """Every config value that becomes part of a file path passes ``path_safe_problem``
+    (grid values are checked with the grid)."""
+    names = [(f"config.datasets key {name!r}", name) for name in config["datasets"]]
+    names += [(f"config.audit.datasets key {name!r}", name) for name in config["audit"]["datasets"]]
+    names += [(f"config.profile.views key {name!r}", name) for name in config["profile"]["views"]]
+    names += [(f"config.profile.samples.views[{i}]", name)
+              for i, name in enumerate(config["profile"]["samples"]["views"])]
+    names += [("config.simulations.ks_fit.dataset", config["simulations"]["ks_fit"]["dataset"])]
+    return [problem for where, value in names if (problem := path_safe_problem(value, where)) is not None]
+
+
+def _audit_problems(config: Mapping) -> list[str]:
     """Cross-key checks of an enabled audit that would otherwise fall back silently or
-    fail only inside its jobs: ``runs_per_rho`` keys name one of the dataset's targets,
-    and every audited dataset lists the ``sensitivity_pairs`` target. (Whether each
-    target is reachable needs the RDP conversion: ``audit_grid.target_problems``, run
-    at parse time by rules/common.smk, so this module imports no metric code.)"""
+    fail only inside its jobs: at least one audited dataset, each also under datasets;
+    ``runs_per_rho`` keys name one of the dataset's targets; every audited dataset lists
+    the ``sensitivity_pairs`` target; pair ``explicit`` has a ``neighbour``; a sigmoid
+    output has a binary dataset; ``ssim`` knows its image shape, which multiplies to
+    the dataset's d. (Whether each target is reachable needs the RDP conversion:
+    ``audit_grid.target_problems``, run at parse time by rules/common.smk, so this
+    module imports no metric code.)"""
+    audit = config["audit"]
     if not audit["enabled"]:
         return []
+    if not audit["datasets"]:
+        return ["config.audit.enabled: true but config.audit.datasets is empty, so nothing would be audited; "
+                "add a dataset under config.audit.datasets or set config.audit.enabled: false"]
     problems = []
     extra = audit.get("sensitivity_pairs")
     for name, options in audit["datasets"].items():
         where = f"config.audit.datasets.{name}"
+        if name not in config["datasets"]:
+            problems.append(f"{where}: {name} must also be listed under config.datasets (it is prepared there); "
+                            f"add it there or remove it here")
+            continue
         targets = [float(rho) for rho in options["rho_beta"]]
         for key in options["runs_per_rho"]:
             try:
@@ -196,7 +391,42 @@ def _audit_problems(audit: Mapping) -> list[str]:
         if extra and float(extra["rho_beta"]) not in targets:
             problems.append(f"config.audit.sensitivity_pairs.rho_beta: {extra['rho_beta']:g} is not among "
                             f"{where}.rho_beta {targets}; every audited dataset must list it")
+        if "explicit" in audit["pairs"] and "neighbour" not in options:
+            problems.append(f"{where}: config.audit.pairs lists 'explicit' but {where}.neighbour is missing; "
+                            "write neighbour: {x_star: <member example_id>, x_prime: <non-member example_id>}")
+        classes = dataset_classes(name, config["datasets"][name])
+        if options["output"] == "sigmoid" and classes != 2:
+            problems.append(f"{where}.output: sigmoid is one unit for binary labels and {name} has {classes} "
+                            "classes; write output: softmax")
+        problems.extend(_ssim_problems(name, options, config["datasets"][name], where))
     return problems
+
+
+def dataset_features(name: str, params: Mapping) -> int | None:
+    """Number of features d of a configured dataset when known before it is prepared."""
+    if name == "synthetic":
+        return int(params.get("d", SYNTHETIC_DEFAULTS["d"]))
+    return DATASET_FEATURES.get(name)
+
+
+def _ssim_problems(name: str, options: Mapping, params: Mapping, where: str) -> list[str]:
+    if options["distance"] != "ssim":
+        given = [key for key in ("image_shape", "data_range") if key in options]
+        if given:
+            return [f"{where}: {', '.join(given)} apply to distance ssim only and distance is "
+                    f"{options['distance']!r}; remove them or write distance: ssim"]
+        return []
+    shape = options.get("image_shape")
+    if shape is None:
+        if name == "mnist":  # prepare_dataset records MNIST's image shape
+            return []
+        return [f"{where}.image_shape: distance ssim compares images and {name} records no image shape; "
+                "write image_shape: [height, width] (e.g. [8, 8] for digits)"]
+    d = dataset_features(name, params)
+    if d is not None and math.prod(shape) != d:
+        return [f"{where}.image_shape: {list(shape)} has {math.prod(shape)} pixels but {name} has d = {d} "
+                f"features; write an image_shape whose product is {d}"]
+    return []
 
 
 def dataset_classes(name: str, params: Mapping) -> int:
@@ -210,8 +440,7 @@ def _binary_problems(config: Mapping) -> list[str]:
     """The linear mechanisms are binary logistic regression: refuse multi-class datasets."""
     problems = []
     for name, params in config["datasets"].items():
-        where = f"config.datasets.{name}.grid" if "grid" in params else "config.grid"
-        grid = params.get("grid", config["grid"])
+        where, grid = _grid_blocks(config, name)
         linear = sorted({m for block in grid for m in block["mechanism"] if m in LINEAR_MECHANISMS})
         classes = dataset_classes(name, params)
         if linear and classes != 2:
@@ -243,12 +472,9 @@ def _grid_problems(grid: list[dict], where: str) -> list[str]:
                 # unambiguous in a run name because the column names around it are fixed.
                 continue
             for position, value in enumerate(values):
-                non_finite = isinstance(value, float) and not math.isfinite(value)
-                if non_finite or not PATH_SAFE.match(str(value)):
-                    problems.append(
-                        f"{where}[{index}].{key}[{position}]: {value!r} is not path-safe; "
-                        "allowed: finite values written with letters, digits, '.', '+', '-'"
-                    )
+                problem = path_safe_problem(value, f"{where}[{index}].{key}[{position}]")
+                if problem is not None:
+                    problems.append(problem)
     return problems
 
 
@@ -262,6 +488,14 @@ def _profile_problems(profile: Mapping) -> list[str]:
                         f"({[grid[i] for i in unordered]}) are not above the value before")
     views = profile["views"]
     for name, view in views.items():
+        width = PROFILE_SOURCE_COLUMNS[view["source"]]
+        for position, column in enumerate(view["columns"]):
+            if column >= width:
+                problems.append(f"config.profile.views.{name}.columns[{position}]: column {column} does not exist "
+                                f"in source {view['source']} ({width} columns); write a column in 0..{width - 1}")
+            elif view["source"] == "adult" and column not in PROFILE_ADULT_NUMERIC_COLUMNS:
+                problems.append(f"config.profile.views.{name}.columns[{position}]: adult column {column} is not "
+                                f"numeric; write one of {list(PROFILE_ADULT_NUMERIC_COLUMNS)}")
         if view["figures"] and len(view["columns"]) != 2:
             problems.append(f"config.profile.views.{name}.figures: Figs 2-7 plot two parameter coordinates and this "
                             f"view has {len(view['columns'])} columns; set figures: false (its thresholds and exact "

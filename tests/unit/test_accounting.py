@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dpaudit.training.accounting import calibrate_noise, dpsgd_epsilon, resolve_delta
+from dpaudit.training.accounting import calibrate_noise, dpsgd_epsilon
 
 # Abadi et al. 2016 / tensorflow-privacy's compute_dp_sgd_privacy tutorial setting:
 # n = 60,000, batch 256, σ = 1.1, 60 epochs, δ = 1e-5 → ε ≈ 2.60 with RDP (the
@@ -64,13 +64,3 @@ def test_zero_noise_is_infinite_epsilon():
     assert dpsgd_epsilon(0.0, Q, 10, DELTA)["epsilon"] == math.inf
 
 
-def test_resolve_delta():
-    assert resolve_delta("auto", 60_000) == pytest.approx(1 / (60_000 * math.log(60_000)), rel=1e-15)
-    assert resolve_delta("auto", 1000) == pytest.approx(1.4476482730108394e-4, rel=1e-12)
-    assert resolve_delta(1e-5, 100) == 1e-5
-    assert resolve_delta("1e-6", 100) == 1e-6
-    for bad in (0, 1, -1e-5, "often", float("nan")):
-        with pytest.raises(ValueError):
-            resolve_delta(bad, 100)
-    with pytest.raises(ValueError):
-        resolve_delta("auto", 1)

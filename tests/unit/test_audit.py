@@ -240,6 +240,38 @@ def test_setup_refuses_bad_values():
                          mode="ls", noise_multiplier=1.0)
 
 
+@pytest.mark.parametrize(("key", "value"), [("clip_norm", math.nan), ("learning_rate", math.nan),
+                                            ("noise_multiplier", math.inf), ("noise_multiplier", math.nan),
+                                            ("clip_norm", 0.0), ("learning_rate", -1.0)])
+def test_setup_refuses_non_finite_numbers_naming_them(key, value):
+    # A NaN clip norm or learning rate used to train on NaN weights and report "health failures: 0".
+    rng = np.random.default_rng(11)
+    good = _setup(rng)
+    fields = {f: getattr(good, f) for f in good.__dataclass_fields__}
+    with pytest.raises(ValueError, match=rf"AuditSetup {key} must be a finite number"):
+        audit.AuditSetup(**{**fields, key: value})
+
+
+def test_setup_refuses_empty_or_non_finite_data():
+    rng = np.random.default_rng(11)
+    good = _setup(rng)
+    fields = {f: getattr(good, f) for f in good.__dataclass_fields__}
+    bad_x = good.x.copy()
+    bad_x[1, 0] = np.nan
+    with pytest.raises(ValueError, match="AuditSetup x holds non-finite"):
+        audit.AuditSetup(**{**fields, "x": bad_x})
+    with pytest.raises(ValueError, match="AuditSetup x_test must be a non-empty"):
+        audit.AuditSetup(**{**fields, "x_test": good.x_test[:0], "y_test": good.y_test[:0]})
+
+
+def test_ssim_shape_mismatch_names_image_shape_and_d():
+    a = np.zeros((2, 64))
+    with pytest.raises(ValueError, match=r"image_shape \[7, 7\] \(49 pixels\) does not match the d = 64"):
+        audit.distance_matrix(a, a, "ssim", image_shape=(7, 7), data_range=1.0)
+    with pytest.raises(ValueError, match="data_range must be a finite number"):
+        audit.distance_matrix(a, a, "ssim", image_shape=(8, 8), data_range=math.nan)
+
+
 def test_blocks_cover_every_run_once():
     ids = [i for b in audit_grid.blocks(103, 25) for i in audit_grid.block_run_ids(b, 103, 25)]
     assert ids == list(range(103))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,6 @@ from sklearn.datasets import load_breast_cancer, load_digits
 
 from dpaudit.data.datasets import (
     ADULT_NUMERIC,
-    check_delta,
     features,
     prepare_dataset,
     stratified_split,
@@ -368,42 +366,6 @@ def test_adult_real_files(real_adult):
     np.testing.assert_allclose(x[:, col["age"]], standardized, rtol=1e-6, atol=1e-6)
 
 
-# ---------------------------------------------------------------------------
-# delta
-
-
-def test_check_delta_auto_matches_seed002():
-    # specs/seed002.md §2.4: Adult n = 32,561 -> 2.956e-6; Purchase n = 208,731 -> 3.911e-7.
-    delta, warnings = check_delta("auto", 32_561)
-    assert delta == pytest.approx(2.956e-6, rel=1e-3)
-    assert delta == 1 / (32_561 * math.log(32_561))
-    assert warnings == []
-    assert check_delta("auto", 208_731)[0] == pytest.approx(3.911e-7, rel=1e-3)
-
-
-def test_check_delta_numeric_cases():
-    n = 1000  # 1/(n ln n) = 1.448e-4, 1/n = 1e-3
-    assert check_delta(1e-5, n) == (1e-5, [])
-    assert check_delta(0.0, n) == (0.0, [])
-    # YAML 1.1 reads 1e-5 as a string.
-    assert check_delta("1e-5", n) == (1e-5, [])
-
-    delta, warnings = check_delta(5e-4, n)
-    assert delta == 5e-4
-    assert len(warnings) == 1
-    assert "1/(n ln n)" in warnings[0]
-
-    with pytest.raises(ValueError, match="allow_large_delta"):
-        check_delta(1e-3, n)  # exactly 1/n
-    with pytest.raises(ValueError, match="allow_large_delta"):
-        check_delta(0.01, n)
-    delta, warnings = check_delta(0.01, n, allow_large_delta=True)
-    assert delta == 0.01
-    assert len(warnings) == 1
-    assert ">= 1/n" in warnings[0]
-
-    for bad in (-1e-6, 1.0, float("nan"), "often", None):
-        with pytest.raises(ValueError, match="delta"):
-            check_delta(bad, n)
-    with pytest.raises(ValueError, match="n_members"):
-        check_delta("auto", 1)
+def test_non_finite_features_are_refused_naming_the_dataset():
+    with pytest.raises(ValueError, match=r"dataset synthetic: \d+ non-finite feature value\(s\) .*config.datasets.synthetic"):
+        prepare_dataset("synthetic", {}, {"n": 40, "d": 2, "separation": float("inf")})

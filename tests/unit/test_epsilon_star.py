@@ -402,3 +402,62 @@ def test_aggregate_strategies_hand_values():
     # lowest eps* (first hull vertex); s4 is dominated by s1 and s2.
     assert out["nondominated"].tolist() == [True, True, True, False]
     assert out["on_pareto"].tolist() == [True, True, True, False]
+
+
+# ---------------------------------------------------------------- refused inputs (numbers from outside)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.1, 0.5])
+def test_empirical_filter_that_keeps_nothing_is_refused(bad):
+    # A NaN filter used to keep no threshold, so every ε* was NaN.
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="filter_bound: the rate filter .* keeps no threshold"):
+        empirical_epsilon_star(rng.normal(size=50), rng.normal(size=50), 1e-5, filter_bound=bad)
+
+
+def test_filter_bounds_of_epsilon_star_from_rates_are_checked():
+    from dpaudit.metrics.epsilon_star.estimators import empirical_rates, epsilon_star_from_rates
+
+    rng = np.random.default_rng(0)
+    rates = empirical_rates(rng.normal(size=50), rng.normal(size=50))
+    with pytest.raises(ValueError, match="keeps no threshold"):
+        epsilon_star_from_rates(rates, 1e-5, lower=1e-3, upper_margin=float("nan"))
+    with pytest.raises(ValueError, match="delta"):
+        epsilon_star_from_rates(rates, float("nan"), lower=1e-3)
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), 0.0])
+def test_parametric_alpha_refused_up_front_not_as_degenerate_fit(alpha):
+    from dpaudit.metrics.epsilon_star.estimators import parametric_epsilon_star
+
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"^alpha \(the shift"):
+        parametric_epsilon_star(rng.normal(size=50), rng.normal(size=50), 1e-5, grid_size=100, alpha=alpha)
+
+
+def test_distribution_levels_refused_when_empty_or_not_in_unit_interval():
+    from dpaudit.metrics.epsilon_star.estimators import distribution_rates
+
+    for levels in ([], [float("nan")], [0.0, 0.5], [0.5, 1.0]):
+        with pytest.raises(ValueError, match="levels must be a non-empty array"):
+            distribution_rates(stats.norm(0, 1), stats.norm(1, 1), levels)
+    from dpaudit.metrics.epsilon_star.estimators import quantile_levels
+
+    with pytest.raises(ValueError, match="grid_size"):
+        quantile_levels(0)
+
+
+def test_bootstrap_and_goodness_of_fit_refuse_nan_levels_and_filters():
+    from dpaudit.metrics.epsilon_star.bootstrap import bootstrap_epsilon_star
+    from dpaudit.metrics.epsilon_star.goodness_of_fit import normal_fit_check
+
+    rng = np.random.default_rng(0)
+    tr, pop = rng.normal(size=40), rng.normal(size=40)
+    with pytest.raises(ValueError, match="empirical_filter: the rate filter"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="empirical", resamples=2, empirical_filter=float("nan"))
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="empirical", resamples=2, level=float("nan"))
+    with pytest.raises(ValueError, match=r"^alpha \(the shift"):
+        bootstrap_epsilon_star(tr, pop, 1e-5, estimator="parametric", resamples=2, alpha=float("nan"))
+    with pytest.raises(ValueError, match="goodness-of-fit alpha"):
+        normal_fit_check(tr, alpha=float("nan"))

@@ -222,9 +222,10 @@ def test_dropout_dpsgd_trains_with_masked_ghost_clipping(tmp_path):
 
 def test_batch_size_above_member_count_is_refused_with_key_run_and_count(tmp_path):
     df = _frame()  # 120 members
-    with pytest.raises(ValueError, match=r"batch_size=121 of run 'batch_size~121' exceeds the 120 examples"):
+    with pytest.raises(ValueError, match=r"run 'batch_size~121': batch_size=121 exceeds the 120 members "
+                                         r"\(training examples\) of dataset toy; write batch_size <= 120"):
         train_model(df, SPLITS, _dp_params(batch_size=121), tmp_path / "m.keras", threads=2, log=LOG,
-                    run="batch_size~121")
+                    run="batch_size~121", dataset="toy")
     assert not (tmp_path / "m.keras").exists()
     # B = n is allowed (q = 1) and recorded as given.
     info = train_model(df, SPLITS, {"mechanism": "baseline", "epochs": 1, "batch_size": 120, "hidden_units": []},
@@ -350,6 +351,7 @@ def test_baseline_info_has_infinite_epsilon(tmp_path):
     )
     assert info["epsilon"] == math.inf and info["noise_multiplier"] == 0.0
     assert info["clipped_fraction"] is None and info["microbatches"] is None
+    assert info["loss_diverged"] is False and info["warnings"] == []
     json.dumps(info, default=str)  # plain Python values only (inf is handled by io.write_json)
 
 
@@ -440,3 +442,63 @@ def test_same_seed_gives_identical_models(tmp_path, dropout, microbatches):
     wa, wb, wc = (load(tmp_path / f"{k}.keras").get_weights() for k in "abc")
     assert all(np.array_equal(a, b) for a, b in zip(wa, wb, strict=True))
     assert not all(np.array_equal(a, c) for a, c in zip(wa, wc, strict=True))
+
+
+# ---------------------------------------------------------------- defaults, non-finite values, divergence
+
+
+def test_library_defaults_equal_the_schema_defaults():
+    from dpaudit.config import load_schema
+    from dpaudit.training.linear import DEFAULT_REGULARIZATION
+    from dpaudit.training.train import DEFAULTS
+
+    schema = load_schema()
+    shared = {k: v["default"] for k, v in schema["properties"]["training"]["properties"].items() if "default" in v}
+    grid = {k: v["default"] for k, v in schema["$defs"]["grid"]["items"]["properties"].items() if "default" in v}
+    # Exceptions (documented at DEFAULTS): a baseline has no clip_norm; the library takes
+    # the resolved numeric δ; linear_regularization None means DEFAULT_REGULARIZATION;
+    # allow_large_delta is a prepare_dataset check.
+    assert shared.pop("linear_regularization") == DEFAULT_REGULARIZATION and DEFAULTS["linear_regularization"] is None
+    assert shared.pop("delta") == "auto" and DEFAULTS["delta"] is None
+    assert grid.pop("clip_norm") == [1.0] and DEFAULTS["clip_norm"] is None
+    shared.pop("allow_large_delta")
+    compared = {**shared, **{k: v[0] for k, v in grid.items()}}
+    assert {k: DEFAULTS[k] for k in compared} == compared
+    assert set(compared) >= {"learning_rate", "momentum", "optimizer", "epochs", "batch_size", "seed"}
+
+
+@pytest.mark.parametrize(("key", "value"), [("momentum", math.nan), ("dropout", math.nan),
+                                            ("learning_rate", math.nan), ("learning_rate", math.inf),
+                                            ("clip_norm", math.nan), ("noise_multiplier", math.inf),
+                                            ("momentum", 1.0), ("dropout", -0.1), ("learning_rate", 0.0)])
+def test_non_finite_or_out_of_range_hyperparameters_are_refused_naming_them(key, value):
+    base = {"mechanism": "dpsgd", "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": 1e-3}
+    # (a NaN clip_norm is NA, i.e. missing, which dpsgd refuses as "dpsgd needs clip_norm > 0")
+    with pytest.raises(ValueError, match=rf"^({key} must be a finite number|dpsgd needs {key} > 0)"):
+        normalize_params({**base, key: value})
+
+
+def test_nan_delta_for_dpsgd_is_refused():
+    with pytest.raises(ValueError, match="delta"):
+        normalize_params({"mechanism": "dpsgd", "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": math.nan})
+
+
+def test_loss_divergence_flag():
+    from dpaudit.training.train import LOSS_DIVERGENCE_RATIO, loss_divergence
+
+    assert LOSS_DIVERGENCE_RATIO == 2.0
+    assert loss_divergence([{"loss": 1.0}, {"loss": 2.0}], 0.1) == (False, None)  # exactly 2x: not flagged
+    diverged, warning = loss_divergence([{"loss": 0.7}, {"loss": 0.3}, {"loss": 1.5}], 0.5, "run~a")
+    assert diverged and "run 'run~a'" in warning and "learning_rate=0.5" in warning and "1.5" in warning
+    assert loss_divergence([{"loss": 0.7}], 0.5) == (False, None)  # one epoch: nothing to compare
+
+
+def test_non_finite_training_loss_fails_naming_run_and_learning_rate(tmp_path):
+    df = _frame(n_train=20, n_hold=4, n_test=4, d=2)
+    df["x"] = [row * np.float32(1e30) for row in df["x"]]
+    params = {"mechanism": "baseline", "epochs": 2, "batch_size": 10, "hidden_units": [], "learning_rate": 1e10,
+              "sampling": "shuffle"}
+    with pytest.raises(ValueError, match=r"run 'lr~1e10' \(dataset toy\): training loss became non-finite .*"
+                                         r"learning_rate=1e\+10"):
+        train_model(df, SPLITS, params, tmp_path / "m.keras", threads=2, log=LOG, run="lr~1e10", dataset="toy")
+    assert not (tmp_path / "m.keras").exists()

@@ -112,6 +112,23 @@ def test_unreachable_audit_target_stops_before_any_job(tmp_path):
     assert "Job stats" not in output
 
 
+def test_unquoted_delta_and_non_finite_values_as_yaml_writes_them(tmp_path):
+    """Through Snakemake's own YAML loading: `delta: 1e-5` (a string in YAML 1.1) dry-runs
+    as the number; `.nan` for a momentum stops before any job, naming the key."""
+    text = (ROOT / "config" / "config.yaml").read_text()
+    assert "  delta: auto\n" in text and "  momentum: 0.9\n" in text
+    good = tmp_path / "delta.yaml"
+    good.write_text(text.replace("  delta: auto\n", "  delta: 1e-5\n"))
+    result = snakemake(tmp_path, "-n", "--configfile", str(good))
+    assert job_counts(result.stdout)["train_model"] > 0
+    bad = tmp_path / "nan.yaml"
+    bad.write_text(text.replace("  momentum: 0.9\n", "  momentum: .nan\n"))
+    result = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "config.training.momentum: nan is not a finite number" in output
+    assert "Job stats" not in output
+
+
 def test_paper_epsilon_star_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
     counts = job_counts(result.stdout)

@@ -46,8 +46,8 @@ __all__ = [
     "PURCHASE_MEMBER",
     "PURCHASE_TEST_SIZE",
     "SPLITS",
-    "check_delta",
     "features",
+    "members_before_download",
     "prepare_dataset",
     "random_split",
     "stratified_split",
@@ -65,6 +65,12 @@ SYNTHETIC_DEFAULTS: dict[str, Any] = {
 }
 DEFAULT_SPLIT_SEED = 0
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
+# Class sizes of the scikit-learn bundled datasets (checked against the loaders in
+# tests/unit/test_datasets.py): their member counts are known before any job.
+BUNDLED_CLASS_SIZES = {
+    "breast_cancer": (212, 357),
+    "digits": (178, 182, 177, 183, 181, 182, 181, 179, 174, 180),
+}
 
 ADULT_COLUMNS = (
     "age",
@@ -148,12 +154,34 @@ def stratified_split(
     split = np.empty(labels.shape[0], dtype=object)
     for value in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == value))
-        n_train = int(round(fractions[0] * idx.size))
-        n_holdout = int(round(fractions[1] * idx.size))
+        n_train = _share(fractions[0], idx.size)
+        n_holdout = _share(fractions[1], idx.size)
         split[idx[:n_train]] = "train"
         split[idx[n_train : n_train + n_holdout]] = "holdout"
         split[idx[n_train + n_holdout :]] = "test"
     return split.astype(str)
+
+
+def _share(fraction: float, size: int) -> int:
+    """Examples of a class of ``size`` that go to a split of ``fraction`` (the one rounding rule)."""
+    return int(round(fraction * size))
+
+
+def members_before_download(name: str, params: Mapping[str, Any]) -> int | None:
+    """Members (training examples) of a configured dataset when known before any job runs:
+    synthetic (from ``n`` and ``classes``) and the bundled breast_cancer and digits
+    (stratified 50/25/25 split); None for the downloaded datasets."""
+    if name == "synthetic":
+        n = int(params.get("n", SYNTHETIC_DEFAULTS["n"]))
+        classes = int(params.get("classes", SYNTHETIC_DEFAULTS["classes"]))
+        # _synthetic's labels are arange(n) % classes, permuted.
+        sizes = [n // classes + (1 if c < n % classes else 0) for c in range(classes)]
+    elif name in BUNDLED_CLASS_SIZES:
+        sizes = list(BUNDLED_CLASS_SIZES[name])
+    else:
+        return None
+    fraction = float(params.get("split_fractions", DEFAULT_FRACTIONS)[0])
+    return sum(_share(fraction, size) for size in sizes if size)
 
 
 def random_split(n: int, seed: int, test_size: float = PURCHASE_TEST_SIZE) -> np.ndarray:
@@ -641,54 +669,28 @@ def prepare_dataset(
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
     if name == "synthetic":
-        return _synthetic(params)
-    if name in ("breast_cancer", "digits"):
-        return _sklearn(name, params)
-    if name == "adult":
-        return _adult(raw_files, params)
-    if name == "purchase100":
-        return _purchase(raw_files, params)
-    if name == "mnist":
-        return _mnist(raw_files, params)
-    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        table, info = _synthetic(params)
+    elif name in ("breast_cancer", "digits"):
+        table, info = _sklearn(name, params)
+    elif name == "adult":
+        table, info = _adult(raw_files, params)
+    elif name == "purchase100":
+        table, info = _purchase(raw_files, params)
+    elif name == "mnist":
+        table, info = _mnist(raw_files, params)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    _check_finite(name, table)
+    return table, info
 
 
-# ---------------------------------------------------------------------------
-# delta
-
-
-def check_delta(
-    delta: float | str, n_members: int, allow_large_delta: bool = False
-) -> tuple[float, list[str]]:
-    """Resolve and sanity-check δ against the number of members n.
-
-    ``'auto'`` resolves to 1/(n ln n) (seed002 §2.4: δ ≪ 1/n; the natural-log
-    reading, since (log n)/n would exceed 1/n). A numeric δ above 1/(n ln n) gets
-    a warning; δ ≥ 1/n is an error unless ``allow_large_delta``, because
-    releasing one random member's record in the clear is already (0, 1/n)-DP,
-    so such a δ guarantees nothing. Numeric strings are accepted because YAML 1.1 reads
-    ``1e-5`` (no dot) as a string. Returns (δ, warnings).
-    """
-    n = int(n_members)
-    if n < 2:
-        raise ValueError(f"n_members must be at least 2 to resolve delta, got {n_members}")
-    rule = 1.0 / (n * math.log(n))
-    if isinstance(delta, str) and delta.strip().lower() == "auto":
-        return rule, []
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be 'auto' or a number, got {delta!r}") from None
-    if not 0.0 <= value < 1.0:  # also rejects NaN
-        raise ValueError(f"delta must lie in [0, 1), got {value}")
-    warnings: list[str] = []
-    if value >= 1.0 / n:
-        message = f"delta={value:g} >= 1/n = {1.0 / n:g} (n = {n} members)"
-        if not allow_large_delta:
-            raise ValueError(message + "; set allow_large_delta to use it anyway")
-        warnings.append(message + " (allowed by allow_large_delta)")
-    elif value > rule:
-        warnings.append(
-            f"delta={value:g} exceeds the rule of thumb 1/(n ln n) = {rule:.4g} (n = {n} members)"
-        )
-    return value, warnings
+def _check_finite(name: str, table: pa.Table) -> None:
+    """Refuse non-finite features: every later job (training, ε*, the audit) would turn them into NaN."""
+    x = features(table)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        row, column = (int(i[0]) for i in np.nonzero(bad))
+        example_id = int(table.column("example_id")[row].as_py())
+        raise ValueError(f"dataset {name}: {int(bad.sum())} non-finite feature value(s) (the first: example_id "
+                         f"{example_id}, feature {column}); check the raw data or the dataset's parameters under "
+                         f"config.datasets.{name}")

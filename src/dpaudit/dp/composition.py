@@ -16,6 +16,8 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import optimize, special
 
+from dpaudit.contract.delta import check_delta
+
 __all__ = [
     "CLASSIC_RDP_ORDERS",
     "LEDGER_RDP_ORDERS",
@@ -222,8 +224,7 @@ def rdp_to_dp(orders, rdp, delta: float, conversion: str = "classic") -> tuple[f
     """
     orders = np.asarray(orders, dtype=np.float64)
     rdp = np.asarray(rdp, dtype=np.float64)
-    if not 0 < delta < 1:
-        raise ValueError("delta must be in (0, 1)")
+    delta = check_delta(delta)
     if conversion == "classic":
         with np.errstate(divide="ignore", invalid="ignore"):
             eps = rdp + math.log(1.0 / delta) / (orders - 1.0)

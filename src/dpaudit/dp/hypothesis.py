@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from dpaudit.contract.delta import check_delta
+
 __all__ = [
     "clopper_pearson",
     "clopper_pearson_lower",
@@ -196,13 +198,6 @@ def epsilon_terms_from_counts(tp, fp, n_members: int, n_nonmembers: int, delta: 
     )
 
 
-def check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must lie in [0, 1), got {delta}")
-    return delta
-
-
 def epsilon_from_counts(
     tp, fp, n_members: int, n_nonmembers: int, *, delta: float, alpha: float = 0.05
 ) -> np.ndarray | float:
@@ -215,7 +210,7 @@ def epsilon_from_counts(
     ≥ 1 − 2α for a threshold fixed before seeing these counts.
     """
     alpha = check_one_sided_alpha(alpha)
-    check_delta(delta)
+    check_delta(delta, allow_pure=True)  # δ = 0 tests a pure ε-DP claim
     scalar = np.ndim(tp) == 0 and np.ndim(fp) == 0
     eps = np.maximum(epsilon_terms_from_counts(tp, fp, int(n_members), int(n_nonmembers), delta, alpha), 0.0)
     return float(eps[0]) if scalar else eps

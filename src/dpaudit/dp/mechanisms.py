@@ -12,6 +12,8 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from dpaudit.contract.delta import check_delta
+
 __all__ = [
     "approximate_bounds",
     "approximate_bounds_threshold",
@@ -47,13 +49,6 @@ def _check_eps(eps: float, *, allow_zero: bool = False) -> float:
     return eps
 
 
-def _check_delta(delta: float, *, allow_zero: bool = False) -> float:
-    delta = float(delta)
-    if not (0 < delta < 1 or (allow_zero and delta == 0)):
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    return delta
-
-
 # ---------------------------------------------------------------- Laplace (M1)
 
 
@@ -85,7 +80,7 @@ def gaussian_sigma_classical(sensitivity: float, eps: float, delta: float) -> fl
     (spec M2: at δ = 1e-5, ε = 10 the true δ is 2.3e-5), so ε > 1 is refused.
     """
     eps = _check_eps(eps)
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     if eps > 1:
         raise ValueError(
             f"the classical Gaussian calibration is only proved for eps <= 1 (got eps={eps}); "
@@ -100,7 +95,7 @@ def gaussian_epsilon_classical(noise_multiplier: float, delta: float) -> float:
     Refuses results above 1, where the formula it inverts is not proved: that is
     exactly the DP-SGD regime (σ_mult = 1.1 gives 4.40), which needs RDP or PLD.
     """
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     eps = math.sqrt(2.0 * math.log(1.25 / delta)) / float(noise_multiplier)
     if eps > 1:
         raise ValueError(
@@ -148,7 +143,7 @@ def gaussian_sigma_analytic(sensitivity: float, eps: float, delta: float) -> flo
     Valid for every ε > 0, unlike the classical formula.
     """
     eps = _check_eps(eps)
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     log_delta = math.log(delta)
 
     def gap(log_sigma):
@@ -164,7 +159,7 @@ def gaussian_sigma_analytic(sensitivity: float, eps: float, delta: float) -> flo
 
 def gaussian_epsilon_analytic(noise_multiplier: float, delta: float) -> float:
     """Smallest ε with δ(ε) ≤ δ for noise sd = noise_multiplier·Δ2 (one release)."""
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     log_delta = math.log(delta)
 
     def gap(eps):

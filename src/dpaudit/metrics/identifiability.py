@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from dpaudit.contract.delta import check_delta
 from dpaudit.dp.composition import rdp_to_dp
 from dpaudit.training import accounting
 
@@ -40,13 +41,6 @@ Z_BRACKET = (0.01, 2048.0)
 def _out(value):
     value = np.asarray(value, dtype=np.float64)
     return float(value) if value.ndim == 0 else value
-
-
-def _check_delta(delta) -> np.ndarray:
-    delta = np.asarray(delta, dtype=np.float64)
-    if np.any(~((delta > 0) & (delta < 1))):
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    return delta
 
 
 # ------------------------------------------------------------------ beliefs (M3, M4)
@@ -66,9 +60,8 @@ def rho_beta_expected(eps, delta):
     Written as 1 − (1 − δ)·expit(−ε) so it stays exact when ρ_β is close to 1.
     """
     eps = np.asarray(eps, dtype=np.float64)
-    delta = np.asarray(delta, dtype=np.float64)
-    if np.any((delta < 0) | (delta >= 1)):
-        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    # δ = 0 is the pure-ε belief bound ρ_β (dpaudit.contract.delta).
+    delta = np.asarray(check_delta(delta, allow_pure=True), dtype=np.float64)
     return _out(1.0 - (1.0 - delta) * special.expit(-eps))
 
 
@@ -85,7 +78,7 @@ def epsilon_from_rho_beta(rho):
 
 def _gaussian_scale(delta) -> np.ndarray:
     """√(2 ln(1.25/δ)): the classical calibration's σ/Δ·ε (Eq. 1)."""
-    return np.sqrt(2.0 * np.log(1.25 / _check_delta(delta)))
+    return np.sqrt(2.0 * np.log(1.25 / check_delta(delta)))
 
 
 def advantage_from_distance(distance):
@@ -159,7 +152,7 @@ def rdp_epsilon(rdp_slope: float, delta: float, conversion: str = "legacy") -> d
     """
     if conversion not in CONVERSIONS:
         raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
-    delta = float(_check_delta(delta))
+    delta = float(check_delta(delta))
     m = float(rdp_slope)
     if not m >= 0:
         raise ValueError(f"RDP slope must be >= 0, got {rdp_slope}")
@@ -240,7 +233,7 @@ def noise_multiplier_for_rho_beta(
         eps = float(epsilon_from_rho_beta(rho))
         if eps <= 0:
             raise ValueError("rho_beta = 0.5 (eps = 0) needs infinite noise")
-        log_inv_delta = math.log(1.0 / float(_check_delta(delta)))
+        log_inv_delta = math.log(1.0 / float(check_delta(delta)))
         m = (math.sqrt(log_inv_delta + eps) - math.sqrt(log_inv_delta)) ** 2
         return math.sqrt(int(steps) / (2.0 * m))
     _, gap = _rho_beta_gap(rho, steps, delta, conversion)

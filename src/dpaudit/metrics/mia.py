@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.delta import check_delta
 from dpaudit.dp.hypothesis import (
-    check_delta,
     check_one_sided_alpha,
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -402,7 +402,7 @@ def epsilon_lower_bound(
     Input order does not matter for Bonferroni; for the split, permute inputs
     consistently (e.g. sort by example id) to reproduce a result.
     """
-    delta = check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)  # δ = 0 tests a pure ε-DP claim
     alpha = check_one_sided_alpha(alpha)
     members = _as_losses(member_losses, "member_losses")
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
@@ -544,7 +544,7 @@ def mia_metrics(
         raise ValueError(f"outputs is missing column(s) {missing}")
     if ci_method not in CI_METHODS:
         raise ValueError(f"ci_method must be one of {CI_METHODS}, got {ci_method!r}")
-    delta = check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)  # δ = 0 tests a pure ε-DP claim
     alpha = check_one_sided_alpha(alpha)
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon < 0:

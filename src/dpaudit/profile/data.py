@@ -62,14 +62,24 @@ def make_view(raw: np.ndarray, labels: np.ndarray, names: tuple[str, ...], *, fi
                                  "scale_fitted_on": "subset" if scale_on_subset else "full", "n": int(keep.size)})
 
 
+def _columns(columns, width: int, source: str, key: str) -> tuple[int, ...]:
+    """The 0-based raw columns, refused with the view's key and the valid range when out of range."""
+    columns = tuple(int(c) for c in columns)
+    for position, column in enumerate(columns):
+        if not 0 <= column < width:
+            raise ValueError(f"{key}[{position}]: column {column} does not exist in source {source} "
+                             f"({width} columns); write a column in 0..{width - 1}")
+    return columns
+
+
 def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int | None = None,
-               scale_on_subset: bool = True, key: str = "first_rows") -> ProfileView:
+               scale_on_subset: bool = True, key: str = "first_rows", columns_key: str = "columns") -> ProfileView:
     """Numeric Adult view from the raw ``adult.data``: t = +1 for income ">50K", −1 otherwise."""
     from dpaudit.data.datasets import _read_adult
     from dpaudit.data.download import sha256_file
 
+    columns = _columns(columns, len(ADULT_COLUMN_NAMES), "adult", columns_key)
     frame, _ = _read_adult(path)
-    columns = tuple(int(c) for c in columns)
     names = tuple(ADULT_COLUMN_NAMES[c] for c in columns)
     raw = frame[list(names)].astype(np.float64).to_numpy()
     income = frame["income"].str.rstrip(".")
@@ -83,12 +93,13 @@ def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int 
 
 
 def breast_cancer_view(columns=BREAST_CANCER_TWO_FEATURES, *, first_rows: int | None = None,
-                       scale_on_subset: bool = True, key: str = "first_rows") -> ProfileView:
+                       scale_on_subset: bool = True, key: str = "first_rows",
+                       columns_key: str = "columns") -> ProfileView:
     """Offline view (scikit-learn's copy of WDBC): t = +1 for benign (target 1), −1 for malignant."""
     from sklearn.datasets import load_breast_cancer
 
     bunch = load_breast_cancer()
-    columns = tuple(int(c) for c in columns)
+    columns = _columns(columns, len(bunch.feature_names), "breast_cancer", columns_key)
     names = tuple(str(bunch.feature_names[c]) for c in columns)
     labels = np.where(bunch.target == 1, 1, -1)
     meta = {"dataset": "breast_cancer", "source": "sklearn.datasets.load_breast_cancer", "columns": list(columns)}
@@ -102,7 +113,7 @@ VIEW_LOADERS = {"adult": adult_view, "breast_cancer": breast_cancer_view}
 def load_view(spec: dict, raw_path: str | Path | None = None, name: str = "<name>") -> ProfileView:
     """The view a config entry (``profile.views.<name>``) describes; Adult reads ``raw_path``."""
     options = {"first_rows": spec.get("first_rows"), "scale_on_subset": spec.get("scale_on_subset", True),
-               "key": f"profile.views.{name}.first_rows"}
+               "key": f"profile.views.{name}.first_rows", "columns_key": f"profile.views.{name}.columns"}
     if spec["source"] == "adult":
         if raw_path is None:
             raise ValueError("an adult view needs the raw adult.data file")

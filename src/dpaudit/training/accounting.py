@@ -32,6 +32,8 @@ from dp_accounting import dp_event, gaussian_mechanism
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpaudit.contract.delta import check_delta
+
 ACCOUNTANTS = ("rdp", "pld")
 SAMPLINGS = ("poisson", "shuffle")
 NEIGHBOURING = {"poisson": "add_or_remove_one", "shuffle": "replace_one"}
@@ -39,25 +41,6 @@ NEIGHBOURING = {"poisson": "add_or_remove_one", "shuffle": "replace_one"}
 # dp_accounting's default orders, also used by tensorflow-privacy's compute_dp_sgd_privacy.
 DEFAULT_RDP_ORDERS: list[float] = [float(o) for o in rdp_privacy_accountant.DEFAULT_RDP_ORDERS]
 PLD_DISCRETIZATION = 1e-4
-
-
-def resolve_delta(delta: str | float, n: int) -> float:
-    """'auto' → 1/(n ln n) (n = number of members); a number is checked to lie in (0, 1)."""
-    n = int(n)
-    if n < 2:
-        raise ValueError(f"need at least 2 members to set delta, got n={n}")
-    if isinstance(delta, str):
-        if delta.strip().lower() != "auto":
-            try:
-                delta = float(delta)
-            except ValueError:
-                raise ValueError(f"delta must be 'auto' or a number in (0, 1), got {delta!r}") from None
-        else:
-            return 1.0 / (n * math.log(n))
-    delta = float(delta)
-    if not (0.0 < delta < 1.0) or math.isnan(delta):
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    return delta
 
 
 def _check(noise_multiplier, sampling_probability, steps, delta, accountant, sampling):
@@ -69,8 +52,7 @@ def _check(noise_multiplier, sampling_probability, steps, delta, accountant, sam
         raise ValueError(f"sampling_probability must be in (0, 1], got {sampling_probability}")
     if int(steps) < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    check_delta(delta)
     if noise_multiplier is not None and noise_multiplier < 0:
         raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
 

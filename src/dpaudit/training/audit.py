@@ -177,6 +177,30 @@ class AuditSetup:
             raise ValueError("a bounded neighbour needs x′ (x_alt); an unbounded one must not have it")
         if self.true_dataset not in ("D", "random"):
             raise ValueError(f"true_dataset must be 'D' or 'random', got {self.true_dataset!r}")
+        # Numbers from outside: a NaN clip norm or learning rate used to run every step
+        # on NaN weights and report "health failures: 0".
+        for name, value, low, open_low in (("noise_multiplier", self.noise_multiplier, 0.0, False),
+                                           ("clip_norm", self.clip_norm, 0.0, True),
+                                           ("learning_rate", self.learning_rate, 0.0, True)):
+            number = float(value)
+            if not math.isfinite(number) or number < low or (open_low and number == low):
+                raise ValueError(f"AuditSetup {name} must be a finite number {'>' if open_low else '>='} {low:g}, "
+                                 f"got {value!r}")
+        if int(self.steps) < 1:
+            raise ValueError(f"AuditSetup steps must be >= 1, got {self.steps!r}")
+        for name in ("x", "x_test"):
+            array = np.asarray(getattr(self, name), dtype=np.float64)
+            if array.ndim != 2 or len(array) == 0:
+                raise ValueError(f"AuditSetup {name} must be a non-empty (rows, features) array, got shape "
+                                 f"{array.shape}")
+            if not np.isfinite(array).all():
+                raise ValueError(f"AuditSetup {name} holds non-finite features")
+        if self.x_alt is not None and not np.isfinite(np.asarray(self.x_alt, dtype=np.float64)).all():
+            raise ValueError("AuditSetup x_alt holds non-finite features")
+        if len(self.y) != len(self.x) or len(self.y_test) != len(self.x_test):
+            raise ValueError("AuditSetup y and y_test must have one label per row of x and x_test")
+        if not 0 <= int(self.star) < len(self.x):
+            raise ValueError(f"AuditSetup star must be a row of x (0..{len(self.x) - 1}), got {self.star}")
 
     @property
     def global_sensitivity(self) -> float:
@@ -346,6 +370,12 @@ def distance_matrix(a: np.ndarray, b: np.ndarray, distance: str, image_shape=Non
     if distance == "ssim":
         if image_shape is None or data_range is None:
             raise ValueError("the ssim distance needs image_shape and data_range")
+        pixels = math.prod(int(k) for k in image_shape)
+        if pixels != a.shape[1] or pixels != b.shape[1]:
+            raise ValueError(f"image_shape {list(image_shape)} ({pixels} pixels) does not match the d = {a.shape[1]} "
+                             "features of the data; write an image_shape whose product is d")
+        if not (math.isfinite(float(data_range)) and float(data_range) > 0):
+            raise ValueError(f"the ssim data_range must be a finite number > 0, got {data_range!r}")
         shape = (-1, *image_shape)
         return 1.0 - ssim_matrix(a.reshape(shape), b.reshape(shape), data_range)
     if distance == "hamming":

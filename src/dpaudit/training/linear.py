@@ -227,6 +227,9 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
         # ε* needs δ > 0 and the grid's other runs are audited at the dataset's δ: a
         # pure ε-DP run is (ε, δ)-DP for every δ ≥ 0, so its audits use that δ too.
         "evaluation_delta": p["delta"],
+        # one exact fit, no training loss to diverge (the key every train.json carries)
+        "loss_diverged": False,
+        "warnings": [],
         **record,
         "feature_scale": scale,
         "feature_scale_rows": "members",

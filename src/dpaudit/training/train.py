@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.config import batch_size_problem
+from dpaudit.contract.delta import check_delta
 from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
@@ -61,13 +63,16 @@ MICROBATCH_ACCOUNTING_NOTE = (
     "bound when microbatches is set."
 )
 
+# Equal to the defaults of workflow/schemas/config.schema.yaml for every key the
+# two share (tests/unit/test_training.py compares them), except clip_norm and delta:
+# a baseline has no clipping, and the library takes the resolved numeric δ only.
 DEFAULTS: dict[str, Any] = {
     "mechanism": "baseline",
     "epochs": 10,
     "batch_size": 64,
-    "learning_rate": 0.1,
+    "learning_rate": 0.05,
     "optimizer": "sgd",
-    "momentum": 0.0,
+    "momentum": 0.9,
     "hidden_units": [64],
     "activation": "relu",
     "dropout": 0.0,
@@ -83,6 +88,47 @@ DEFAULTS: dict[str, Any] = {
     "microbatches": None,
     "linear_regularization": None,  # linear mechanisms only; None = DEFAULT_REGULARIZATION
 }
+
+
+# A run whose last epoch's mean training loss exceeds this multiple of its first
+# epoch's is flagged ``loss_diverged`` (with a warning) in train.json. The first
+# epoch's mean already includes the untrained model's losses (≈ ln C), so ending at
+# twice that is worse than not training: not noise, even for DP-SGD at small ε.
+LOSS_DIVERGENCE_RATIO = 2.0
+
+
+def loss_divergence(history: list[dict[str, Any]], learning_rate: float,
+                    run: str | None = None) -> tuple[bool, str | None]:
+    """(diverged, warning) from the per-epoch history: final loss > LOSS_DIVERGENCE_RATIO × first."""
+    losses = [record["loss"] for record in history if math.isfinite(record.get("loss", math.nan))]
+    if len(losses) < 2 or not losses[-1] > LOSS_DIVERGENCE_RATIO * losses[0]:
+        return False, None
+    label = f"run {run!r}" if run is not None else "this run"
+    return True, (f"{label}: training loss diverged (final epoch {losses[-1]:.4g} > {LOSS_DIVERGENCE_RATIO:g} x "
+                  f"first epoch {losses[0]:.4g}) at learning_rate={learning_rate:g}; its privacy metrics describe "
+                  "a model that did not train")
+
+
+def _finite(p: dict[str, Any], key: str, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False) -> None:
+    """Refuse a non-finite (or out-of-range) number, naming the parameter; store it as float."""
+    value = p[key]
+    if value is None:
+        return
+    number = math.nan if isinstance(value, bool) else float(value)
+    bad = not math.isfinite(number)
+    if low is not None:
+        bad |= number <= low if low_open else number < low
+    if high is not None:
+        bad |= number >= high if high_open else number > high
+    if bad:
+        bounds = []
+        if low is not None:
+            bounds.append(f"{'>' if low_open else '>='} {low:g}")
+        if high is not None:
+            bounds.append(f"{'<' if high_open else '<='} {high:g}")
+        raise ValueError(f"{key} must be a finite number {' and '.join(bounds)}".rstrip() + f", got {value!r}")
+    p[key] = number
 
 
 def _none_if_na(value: Any) -> Any:
@@ -119,6 +165,12 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {p['mechanism']!r}")
     if p["mechanism"] in LINEAR_MECHANISMS:
         return _normalize_linear(p, given)
+    # NaN (or pandas NA) means "not applicable" only for a key without a default
+    # (target_epsilon, clip_norm, microbatches, ...): elsewhere it would silently
+    # become the default (a NaN momentum used to train with 0.0).
+    for key, value in params.items():
+        if DEFAULTS[key] is not None and value is not None and given[key] is None:
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
     if p.pop("linear_regularization") is not None:
         raise ValueError(f"linear_regularization applies to {LINEAR_MECHANISMS} only, not {p['mechanism']}")
     p["optimizer"] = str(p["optimizer"]).lower()
@@ -128,9 +180,13 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
         p[key] = int(p[key])
     if p["epochs"] < 1 or p["batch_size"] < 1:
         raise ValueError("epochs and batch_size must be >= 1")
-    p["learning_rate"] = float(p["learning_rate"])
-    p["momentum"] = float(p["momentum"] or 0.0)
-    p["dropout"] = float(p["dropout"] or 0.0)
+    # No `or 0.0`: a NaN momentum or dropout must be refused, not become 0.
+    for key in ("momentum", "dropout"):
+        if p[key] is None:
+            p[key] = 0.0
+    _finite(p, "learning_rate", 0.0, low_open=True)
+    _finite(p, "momentum", 0.0, 1.0, high_open=True)
+    _finite(p, "dropout", 0.0, 1.0, high_open=True)
     p["hidden_units"] = [int(h) for h in (p["hidden_units"] or [])]
     p["activation"] = str(p["activation"])
     if p["sampling"] not in accounting.SAMPLINGS:
@@ -138,20 +194,20 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
     if p["dp_implementation"] not in DP_IMPLEMENTATIONS:
         raise ValueError(f"dp_implementation must be one of {DP_IMPLEMENTATIONS}")
     if p["mechanism"] == "dpsgd":
-        if p["clip_norm"] is None or not float(p["clip_norm"]) > 0:
+        if p["clip_norm"] is None:
             raise ValueError("dpsgd needs clip_norm > 0")
-        p["clip_norm"] = float(p["clip_norm"])
+        _finite(p, "clip_norm", 0.0, low_open=True)
         if p["accountant"] not in accounting.ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {accounting.ACCOUNTANTS}")
         if p["delta"] is None:
             raise ValueError("dpsgd needs a resolved numeric delta")
-        p["delta"] = float(p["delta"])
+        p["delta"] = check_delta(p["delta"])
         if p["noise_multiplier"] is None:
             if p["target_epsilon"] is None:
                 raise ValueError("dpsgd needs target_epsilon (or an explicit noise_multiplier)")
-            p["target_epsilon"] = float(p["target_epsilon"])
+            _finite(p, "target_epsilon", 0.0, low_open=True)
         else:
-            p["noise_multiplier"] = float(p["noise_multiplier"])
+            _finite(p, "noise_multiplier", 0.0)
         p["microbatches"] = _microbatches(p["microbatches"])
     else:
         p["clip_norm"] = None if p["clip_norm"] is None else float(p["clip_norm"])
@@ -255,15 +311,12 @@ def train_model(
     if len(members) < 2:
         raise ValueError(f"members split {splits['members']!r} has {len(members)} examples")
     n = len(members)
-    if p["batch_size"] > n:
-        # q = B/n > 1 has no meaning, and training with n instead would differ
-        # silently from the run's name and its recorded parameters.
-        raise ValueError(
-            f"grid batch_size={p['batch_size']}"
-            + (f" of run {run!r}" if run is not None else "")
-            + f" exceeds the {n} examples of the members split {splits['members']!r};"
-            f" set batch_size <= {n}"
-        )
+    # The message of the parse-time check (dpaudit.config), which catches it already
+    # where n is known before the data are downloaded.
+    problem = batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
+                                 f"run {run!r}" if run is not None else "grid")
+    if problem is not None:
+        raise ValueError(problem)
 
     from dpaudit import _tf
 
@@ -394,7 +447,14 @@ def train_model(
             ls, cs, fraction, *observed = step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
             if observed:
                 observations.append(observed[0].numpy())
-            loss_sum += float(ls)
+            if not math.isfinite(loss := float(ls)):
+                label = f"run {run!r}" if run is not None else "this run"
+                raise ValueError(
+                    f"{label} (dataset {dataset}): training loss became non-finite ({loss}) at epoch {epoch}, "
+                    f"learning_rate={p['learning_rate']:g}; the model file is not written. Lower learning_rate "
+                    "(grid key learning_rate) or check the features for huge values"
+                )
+            loss_sum += loss
             correct += float(cs)
             seen += len(idx)
             fractions.append(float(fraction))
@@ -431,6 +491,9 @@ def train_model(
 
     if model_path is not None:
         save_model(model, model_path)
+    diverged, warning = loss_divergence(history, p["learning_rate"], run)
+    if warning is not None:
+        log.warning(warning)
 
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
@@ -477,6 +540,9 @@ def train_model(
                   "dropout_masks": dropout_seed, "tf_global": p["seed"]},
         "threads": int(threads),
         "history": history,
+        "loss_diverged": diverged,
+        "loss_divergence_ratio": LOSS_DIVERGENCE_RATIO,
+        "warnings": [] if warning is None else [warning],
         "train_seconds": train_seconds,
         "wall_time_seconds": time.perf_counter() - wall0,
         "model_file": None if model_path is None else model_path.name,

@@ -31,6 +31,7 @@ from scipy import special
 from dpaudit.metrics.epsilon_star.estimators import (
     EMPIRICAL_FILTER,
     _as_losses,
+    _check_filter,
     quantile_levels,
 )
 
@@ -180,6 +181,10 @@ def bootstrap_epsilon_star(
         raise ValueError(f"bootstrap level must lie in (0, 1), got {level}")
     if int(resamples) < 1:
         raise ValueError(f"bootstrap resamples must be >= 1, got {resamples}")
+    _check_filter(empirical_filter, empirical_filter, "empirical_filter")
+    if not (np.isfinite(float(alpha)) and float(alpha) > 0):
+        raise ValueError(f"alpha (the shift of the pseudo-probability transform) must be a finite number > 0, "
+                         f"got {alpha!r}")
     finite = estimator == "parametric"
     tr = _as_losses(member_losses, "member_losses", finite=finite)
     pop = _as_losses(nonmember_losses, "nonmember_losses", finite=finite)

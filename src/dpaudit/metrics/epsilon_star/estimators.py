@@ -32,12 +32,15 @@ eps* its sample sizes and filter can produce (``empirical_ceiling``,
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
+
+from dpaudit.contract.delta import check_delta
 
 TERMS: tuple[str, ...] = ("m1", "m2", "m3", "m4")
 EMPIRICAL_FILTER = 1e-3  # App. B.1: FPR and FNR kept in (0.001, 0.999)
@@ -148,6 +151,9 @@ def epsilon_star_from_rates(
     """
     if upper_margin is None:
         upper_margin = lower
+    # δ = 0 is the pure-ε value of the simulations (seed002 Fig. 3; dpaudit.contract.delta).
+    delta = check_delta(delta, allow_pure=True)
+    lower, upper_margin = _check_filter(lower, upper_margin)
     keep = (
         (rates.fpr > lower)
         & (rates.fnr > lower)
@@ -194,6 +200,17 @@ def epsilon_star_from_rates(
         argmax_denominator=float(denominator[i]),
         **common,
     )
+
+
+def _check_filter(lower: float, upper_margin: float, name: str = "filter") -> tuple[float, float]:
+    """A rate filter (lower, 1 − upper_margin) that can keep a threshold: finite bounds ≥ 0 with
+    lower + upper_margin < 1. A NaN bound used to keep no threshold, so every ε* was NaN."""
+    lo, margin = float(lower), float(upper_margin)
+    if not (math.isfinite(lo) and math.isfinite(margin) and lo >= 0 and margin >= 0 and lo + margin < 1):
+        raise ValueError(f"{name}: the rate filter ({lower!r}, 1 - {upper_margin!r}) keeps no threshold; "
+                         "its bounds must be finite numbers >= 0 with lower + upper_margin < 1 "
+                         "(the empirical filter a keeps FPR and FNR in (a, 1 - a), a in [0, 0.5))")
+    return lo, margin
 
 
 def _best_term_value(delta: float, fpr, fnr, tnr, tpr) -> float:
@@ -288,6 +305,7 @@ def empirical_epsilon_star(
     filter_bound: float = EMPIRICAL_FILTER,
 ) -> EpsilonStarResult:
     """Empirical-CDF eps* (spec §2.5): all distinct thresholds, filter (0.001, 0.999)."""
+    _check_filter(filter_bound, filter_bound, "filter_bound")
     rates = empirical_rates(member_losses, nonmember_losses)
     return epsilon_star_from_rates(rates, delta, lower=filter_bound)
 
@@ -305,6 +323,10 @@ def transform_losses(
     Returns (phi_members, phi_nonmembers, lo, hi). phi decreases with the loss,
     so members usually get the larger phi.
     """
+    if not (math.isfinite(float(alpha)) and float(alpha) > 0):
+        # a NaN alpha used to surface as "degenerate Gaussian fit"
+        raise ValueError(f"alpha (the shift of the pseudo-probability transform) must be a finite number > 0, "
+                         f"got {alpha!r}")
     tr = _as_losses(member_losses, "member_losses", finite=True)
     pop = _as_losses(nonmember_losses, "nonmember_losses", finite=True)
     lo = float(min(tr.min(), pop.min()))
@@ -331,6 +353,8 @@ def fit_normals(phi_members: ArrayLike, phi_nonmembers: ArrayLike) -> NormalFit:
 @functools.lru_cache(maxsize=4)
 def quantile_levels(grid_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Levels q_j = (j + 0.5)/N, their exact complements and ndtri(q); cached, read-only."""
+    if int(grid_size) < 1:
+        raise ValueError(f"grid_size must be >= 1, got {grid_size!r}")
     j = np.arange(grid_size, dtype=np.float64)
     q = (j + 0.5) / grid_size
     q_c = (grid_size - j - 0.5) / grid_size  # 1 - q_j, correctly rounded
@@ -401,7 +425,9 @@ def distribution_rates(
     the 10^6 levels (j + 0.5)/10^6); tails use ``cdf``/``sf`` of each
     distribution, never 1 - x.
     """
-    lv = quantile_levels(GRID_SIZE)[0] if levels is None else np.asarray(levels, np.float64)
+    lv = quantile_levels(GRID_SIZE)[0] if levels is None else np.asarray(levels, np.float64).ravel()
+    if lv.size == 0 or not np.all((lv > 0) & (lv < 1)):
+        raise ValueError(f"levels must be a non-empty array of numbers in (0, 1), no NaN; got {lv.size} value(s)")
     tau = np.concatenate([member_dist.ppf(lv), nonmember_dist.ppf(lv)])
     return Rates(
         threshold=tau,

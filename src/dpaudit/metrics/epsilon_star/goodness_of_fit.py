@@ -108,6 +108,8 @@ def normal_fit_check(
     fit is checked with half of its values held out; the size used is returned
     (callers record it and warn), never changed silently.
     """
+    if not 0.0 < float(alpha) < 1.0:  # a NaN level would never reject
+        raise ValueError(f"goodness-of-fit alpha must lie in (0, 1), got {alpha!r}")
     x = np.asarray(values, dtype=np.float64).ravel()
     used = min(int(n_samples), x.size // 2)
     if used < 5:

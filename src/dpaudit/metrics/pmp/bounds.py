@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
+from dpaudit.contract.delta import check_delta
 from dpaudit.dp import mechanisms
 from dpaudit.dp.hypothesis import max_advantage, max_attack_accuracy
 
@@ -70,9 +71,7 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
     upper end, so δ̃(ε̃) ≤ δ holds at the returned ε̃.
     """
     mu = np.atleast_2d(np.asarray(mu, dtype=np.float64))
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    delta = check_delta(delta)
     if weights is None:
         weights = np.full(mu.shape, 1.0 / mu.shape[1])
     log_delta = math.log(delta)
