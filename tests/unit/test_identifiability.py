@@ -272,3 +272,48 @@ def test_run_rows_pure_epsilon_mechanisms(mechanism):
         assert not rows.loc[metric, "applicable"] and math.isnan(rows.loc[metric, "value"])
         assert "pure epsilon-DP" in rows.loc[metric, "formula"]
     assert (rows["delta"] == 0.0).all() and (rows["accountant"] == "pure").all()
+
+
+def test_theorem2_is_not_a_bound_for_every_dp_mechanism():
+    # Theorem 2 of Bernau et al. 2021 is the expected advantage of the classically calibrated Gaussian,
+    # σ = Δ√(2 ln(1.25/δ))/ε. The analytically calibrated Gaussian (Balle & Wang 2018, Thm 8; its exact
+    # δ(ε) is checked in test_dp_mechanisms.py) is exactly (2.197, 0.01)-DP with σ/Δ = 1.0407 and its
+    # advantage 2Φ(Δ/(2σ)) − 1 (the total variation between N(0, σ²) and N(Δ, σ²)) is 0.369 > 0.276.
+    # The bound of any (ε, δ)-DP mechanism, (e^ε − 1 + 2δ)/(e^ε + 1) (Kairouz et al. 2015), is 0.802.
+    # Tolerances: 3 decimals as quoted; the order relations are strict with margins > 0.09.
+    from dpaudit.dp import hypothesis, mechanisms
+
+    eps, delta = 2.197, 0.01
+    sigma = mechanisms.gaussian_sigma_analytic(1.0, eps, delta)
+    assert mechanisms.gaussian_delta(sigma, eps) == pytest.approx(delta, rel=1e-9)  # exactly (ε, δ)-DP
+    analytic = float(idf.advantage_from_distance(1.0 / sigma))
+    assert analytic == pytest.approx(2 * stats.norm.cdf(0.5 / sigma) - 1, abs=1e-12)
+    assert round(analytic, 3) == 0.369
+    thm2 = float(idf.rho_alpha_thm2(eps, delta))
+    assert round(thm2, 3) == 0.276
+    any_dp = hypothesis.max_advantage(eps, delta)
+    assert any_dp == pytest.approx((math.exp(eps) - 1 + 2 * delta) / (math.exp(eps) + 1), rel=1e-12)
+    assert round(any_dp, 3) == 0.802
+    assert thm2 < analytic <= any_dp
+
+    # The run rows carry the any-DP bound next to Theorem 2's value, in the family's row format.
+    train = {"mechanism": "dpsgd", "epsilon": eps, "delta": delta, "noise_multiplier": 5.0, "steps": 30,
+             "sampling_probability": 0.1, "accountant": "rdp", "sampling": "poisson",
+             "neighbouring_relation": accounting.NEIGHBOURING["poisson"]}
+    rows = idf.run_identifiability(train)
+    assert rows["metric"].is_unique and set(rows.columns) == set(idf.run_identifiability(
+        {**train, "sampling_probability": 1.0}).columns)
+    indexed = rows.set_index("metric")
+    bound = indexed.loc["advantage_bound_any_dp"]
+    assert bound["applicable"] and bound["value"] == pytest.approx(any_dp, rel=1e-12)
+    assert "any (eps, delta)-DP" in bound["formula"]
+    assert indexed.loc["rho_alpha_thm2", "value"] < analytic <= bound["value"]
+    assert "classically calibrated" in indexed.loc["rho_alpha_thm2", "formula"]
+    # Pure ε-DP: tanh(ε/2); a baseline: not applicable, NaN.
+    pure = idf.run_identifiability({"mechanism": "output_perturbation", "epsilon": 0.4, "delta": 0.0,
+                                    "accountant": "pure", "noise_multiplier": None, "steps": None,
+                                    "sampling_probability": None}).set_index("metric")
+    assert pure.loc["advantage_bound_any_dp", "value"] == pytest.approx(math.tanh(0.2), rel=1e-12)
+    baseline = idf.run_identifiability({"mechanism": "baseline", "epsilon": math.inf}).set_index("metric")
+    assert not baseline.loc["advantage_bound_any_dp", "applicable"]
+    assert math.isnan(baseline.loc["advantage_bound_any_dp", "value"])

@@ -4,9 +4,11 @@
 The DI adversary knows both neighbouring datasets D and D′ and every released noisy
 gradient, and decides which one was trained on. Its final belief in the true dataset
 is at most ρ_β = expit(ε) (Theorem 1; with probability ≥ 1 − δ for (ε, δ)-DP), and its
-expected advantage against the Gaussian mechanism is
+expected advantage against the classically calibrated Gaussian mechanism is
 ρ_α = 2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2), or 2Φ(√k / (2z)) − 1 when the k
-full-batch steps are composed with RDP (Section 4.4).
+full-batch steps are composed with RDP (Section 4.4). Neither is a bound for every
+(ε, δ)-DP mechanism: that bound is (e^ε − 1 + 2δ)/(e^ε + 1)
+(``dpaudit.dp.hypothesis.max_advantage``, row ``advantage_bound_any_dp``).
 
 Every ε here carries the conversion that produced it (``CONVERSIONS``):
 
@@ -27,6 +29,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from dpaudit.dp.composition import rdp_to_dp
+from dpaudit.dp.hypothesis import max_advantage
 from dpaudit.training import accounting
 
 CONVERSIONS = ("legacy", "continuous", "dp_accounting")
@@ -97,7 +100,10 @@ def advantage_from_distance(distance):
 
 def rho_alpha_thm2(eps, delta):
     """Expected advantage against the Gaussian mechanism calibrated classically to (ε, δ):
-    2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2). The paper's parameter table."""
+    2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2). The paper's parameter table.
+
+    A property of that one mechanism, not a bound for (ε, δ)-DP: the analytically
+    calibrated Gaussian reaches 0.369 at (2.197, 0.01), where this gives 0.276."""
     eps = np.asarray(eps, dtype=np.float64)
     return advantage_from_distance(eps / _gaussian_scale(delta))
 
@@ -135,7 +141,8 @@ def rho_alpha_heterogeneous(sensitivities, sigmas):
 
 
 def yeom_bound(eps):
-    """Yeom et al.'s membership advantage bound min(1, e^ε − 1) (Proposition 2)."""
+    """Yeom et al.'s membership advantage bound min(1, e^ε − 1) (Proposition 2), proved
+    for pure ε-DP (Yeom et al. 2018, Theorem 1); not a bound when δ > 0."""
     eps = np.asarray(eps, dtype=np.float64)
     with np.errstate(over="ignore"):
         return _out(np.minimum(1.0, np.expm1(eps)))
@@ -345,24 +352,44 @@ TRAIN_CONVERSIONS = {
 RELATION_SENSITIVITY = {"add_or_remove_one": 1.0, "replace_one": 2.0}
 
 
+ANY_DP_FORMULA = "(e^eps - 1 + 2 delta)/(e^eps + 1) (any (eps, delta)-DP mechanism)"
+
+
 def run_identifiability(train: dict) -> pd.DataFrame:
     """Identifiability rows of one trained run from its accountant's (ε, δ).
 
     Every row records the ``conversion`` that produced the ε (``TRAIN_CONVERSIONS``)
-    and the ``neighbouring_relation`` the ε holds for. ρ_β and the δ-adjusted ρ_β, ρ_α
-    by Theorem 2 and Yeom's bound hold for any (ε, δ)-DP model, whatever the relation.
-    ρ_α by RDP composition assumes full-batch steps, so it is written only for runs
-    whose sampling probability is 1 (mini-batch runs would need the subsampled or
-    shuffled analysis, spec P15); its sensitivity follows the relation: C for
-    add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for replace-one (shuffled
-    batches, 2Φ(√k/z) − 1), the same sensitivity the accountant used for the ε. A
-    non-private run gets rows with ``applicable = False`` and NaN values, never a
+    and the ``neighbouring_relation`` the ε holds for. What each row is:
+
+    * ``rho_beta`` and ``rho_beta_expected``: the DI adversary's posterior belief
+      bound expit(ε) (Bernau et al. 2021, Theorem 1; for δ > 0 it holds with
+      probability ≥ 1 − δ) and its δ-adjusted form, for any (ε, δ)-DP mechanism.
+    * ``rho_alpha_thm2``: NOT a bound for any (ε, δ)-DP model. Theorem 2 is the
+      expected advantage of the Gaussian mechanism calibrated classically,
+      σ = Δ√(2 ln(1.25/δ))/ε: another (ε, δ)-DP mechanism can do better. The
+      analytically calibrated Gaussian (Balle & Wang 2018), exactly (2.197, 0.01)-DP,
+      has advantage 0.369 where Theorem 2 gives 0.276.
+    * ``advantage_bound_any_dp``: the advantage bound of every (ε, δ)-DP mechanism,
+      (e^ε − 1 + 2δ)/(e^ε + 1) (Kairouz et al. 2015; ``dpaudit.dp.hypothesis.max_advantage``);
+      0.802 at (2.197, 0.01).
+    * ``yeom_bound``: Yeom et al. 2018's min(1, e^ε − 1), proved for pure ε-DP (their
+      Theorem 1); with δ > 0 it is the paper's reference line, not a guarantee (at
+      small ε it lies below the δ of the line above).
+    * ``rho_alpha_rdp``: the expected advantage of the run's own Gaussian steps
+      composed by RDP, assuming full-batch steps, so it is written only for runs
+      whose sampling probability is 1 (mini-batch runs would need the subsampled or
+      shuffled analysis, which Bernau et al. 2021 leave open); its sensitivity follows
+      the relation: C for add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for
+      replace-one (shuffled batches, 2Φ(√k/z) − 1), the same sensitivity the
+      accountant used for the ε.
+
+    A non-private run gets rows with ``applicable = False`` and NaN values, never a
     made-up number.
 
     A pure ε-DP run of another mechanism (δ = 0: output or objective perturbation)
-    gets ρ_β = expit(ε) (= the δ-adjusted ρ_β at δ = 0) and Yeom's bound, which hold
-    for any ε-DP mechanism; the two ρ_α rows describe the Gaussian mechanism and are
-    marked not applicable.
+    gets ρ_β = expit(ε) (= the δ-adjusted ρ_β at δ = 0), the any-DP bound tanh(ε/2)
+    and Yeom's bound, which hold for any ε-DP mechanism; the two ρ_α rows describe
+    the Gaussian mechanism and are marked not applicable.
     """
     eps = float(train["epsilon"])
     delta = train.get("delta")
@@ -378,7 +405,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         "formula": "",
         "applicable": True,
     }
-    metrics = ("rho_beta", "rho_beta_expected", "rho_alpha_thm2", "yeom_bound", "rho_alpha_rdp")
+    metrics = ("rho_beta", "rho_beta_expected", "rho_alpha_thm2", "advantage_bound_any_dp", "yeom_bound",
+               "rho_alpha_rdp")
     if train.get("mechanism") != "dpsgd" and math.isfinite(eps) and delta is not None and float(delta) == 0.0:
         gaussian_only = "not applicable: the Gaussian mechanism's advantage; this run is pure epsilon-DP"
         base["conversion"] = "none: pure epsilon-DP, epsilon exact"
@@ -387,6 +415,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
             {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, 0.0),
              "formula": "rho_beta + delta (1 - rho_beta), delta = 0"},
             {**base, "metric": "rho_alpha_thm2", "value": math.nan, "applicable": False, "formula": gaussian_only},
+            {**base, "metric": "advantage_bound_any_dp", "value": max_advantage(eps, 0.0),
+             "formula": ANY_DP_FORMULA},
             {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
             {**base, "metric": "rho_alpha_rdp", "value": math.nan, "applicable": False, "formula": gaussian_only},
         ])
@@ -410,7 +440,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, delta),
          "formula": "rho_beta + delta (1 - rho_beta)"},
         {**base, "metric": "rho_alpha_thm2", "value": rho_alpha_thm2(eps, delta),
-         "formula": "2 Phi(eps / (2 sqrt(2 ln(1.25/delta)))) - 1"},
+         "formula": "2 Phi(eps / (2 sqrt(2 ln(1.25/delta)))) - 1 (classically calibrated Gaussian)"},
+        {**base, "metric": "advantage_bound_any_dp", "value": max_advantage(eps, delta), "formula": ANY_DP_FORMULA},
         {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
     ]
     q = base["sampling_probability"]
