@@ -334,7 +334,7 @@ def _csv_rows(path: Path) -> list[list[str]]:
 
 def test_adult_real_files(real_adult):
     table, info = prepare_dataset("adult", real_adult, {})
-    # Row counts from UCI adult.names / DESIGN.md §6: 32,561 + 16,281.
+    # Row counts from UCI adult.names (docs/stack.md, Datasets): 32,561 + 16,281.
     assert info["n_per_split"] == {"train": 32_561, "holdout": 16_281}
     assert table.num_rows == 48_842
     np.testing.assert_array_equal(_col(table, "example_id"), np.arange(48_842))

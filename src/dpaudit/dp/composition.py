@@ -1,4 +1,4 @@
-"""Composition, amplification, group privacy and RDP accounting (spec §2.4).
+"""Composition, amplification, group privacy and RDP accounting (Geambasu's DP lecture: properties and accounting).
 
 Where ``dp_accounting`` has the computation (RDP of the Poisson-subsampled
 Gaussian, its tighter RDP→(ε,δ) conversion) this module delegates to it; the

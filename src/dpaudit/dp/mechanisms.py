@@ -1,4 +1,4 @@
-"""Basic DP mechanisms (source 001, spec §2.3 and §2.5), numpy/scipy only.
+"""Basic DP mechanisms (Geambasu's DP lecture: basic mechanisms and the Google DP library's composite algorithms), numpy/scipy only.
 
 Every sampler takes ``rng``: a ``numpy.random.Generator`` or anything
 ``numpy.random.default_rng`` accepts (an int seed), so results are reproducible

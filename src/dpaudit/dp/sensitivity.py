@@ -1,4 +1,4 @@
-"""Sensitivity: analytic values per query type and a brute-force checker (spec §2.2).
+"""Sensitivity: analytic values per query type and a brute-force checker (Geambasu's DP lecture: sensitivity).
 
 Neighbouring relations are named explicitly, never "Hamming"/"L1" (the slides and
 libraries use those words the other way round, spec P11):
@@ -71,7 +71,7 @@ def bounded_mean_sensitivity(lower: float, upper: float, n: int) -> float:
     """Mean of n values in [L, U] with n public (replace-one): |U−L|/n.
 
     The slides give max(|L|,|U|)/n, which equals this only when L = 0 or U = 0 and
-    is too small when L < 0 < U (spec §2.5).
+    is too small when L < 0 < U (the lecture's bounded-mean slide).
     """
     return float(abs(upper - lower)) / n
 

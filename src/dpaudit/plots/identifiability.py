@@ -1,4 +1,4 @@
-"""Figures 1–9 and both tables of Bernau et al. 2021 (identifiability), spec §4.
+"""Figures 1–9 and both tables of Bernau et al. 2021 (identifiability).
 
 Figures 1–3 are analytic; 4–9 read the audit tables (``audit_summary``,
 ``audit_runs``, ``audit_steps``, the dataset-sensitivity tables). Every figure is a

@@ -23,7 +23,7 @@ SORT_CHUNK_ELEMENTS = 2**19
 TAU_LOW = 0.05
 TAU_MID = 0.5
 TAU_HIGH = 0.95
-# t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (spec §3.11, independently recomputed
+# t_d(τ) of LeBlond-style per-neighbour progress, quoted for the report (our reproduction, independently recomputed
 # by ``transition_t``): d -> τ -> t.
 REFERENCE_TRANSITION_T = {2: {0.05: 3.24, 0.5: 10.0, 0.95: 109.0}, 6: {0.05: 2.80, 0.5: 14.6, 0.95: 179.0}}
 
@@ -259,7 +259,7 @@ class Thresholds:
 
 def regime_thresholds(epsilons: np.ndarray, profile_over_beta: np.ndarray, sorted_delta: np.ndarray, *,
                       tau_low: float = TAU_LOW, tau_high: float = TAU_HIGH, low_grid_points: int = 3) -> Thresholds:
-    """ε_low / ε_high of the typical profile (LeBlond et al. 2023 give none; spec §3.11 definitions).
+    """ε_low / ε_high of the typical profile (LeBlond et al. 2023, Secs. 3.3 and 5.4, describe them qualitatively; these definitions are ours).
 
     τ_k(ε) = (P̄(k)/β − P_low(k))/(P_high(k) − P_low(k)), P_low = mean of the three smallest ε,
     P_high = sorted δ. ε_low: largest grid ε whose max τ_k over ranks k ≥ n/10 is ≤ τ_low, with every
