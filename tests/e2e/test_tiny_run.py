@@ -73,7 +73,7 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
 
 
 def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
-    # seed001 §4: a measured attack outside the DP region means a bug or a wrong assumption;
+    # Geambasu's DP lecture (hypothesis-testing reading): a measured attack outside the DP region means a bug or a wrong assumption;
     # the privacy_card job fails loudly in that case, and every card here records it.
     table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
     inside = table[(table["family"] == "privacy_card") & (table["metric"] == "roc_inside_dp_region")]

@@ -180,7 +180,7 @@ def test_dataset_grid_replaces_top_level_grid():
 
 
 def test_large_target_epsilon_warns_once_per_config():
-    # seed001 §2.1: ε > 8 makes the MIA bound vacuous (best accuracy e^ε/(1+e^ε) ≥ 0.9997).
+    # Geambasu's DP lecture (choosing ε): ε > 8 makes the MIA bound vacuous (best accuracy e^ε/(1+e^ε) ≥ 0.9997).
     config = validate_config(DEFAULT)
     config["grid"][1]["target_epsilon"] = [1, 8]
     assert epsilon_rule_of_thumb_warnings(config) == []

@@ -3,7 +3,7 @@
 Oracles: scikit-learn's bundled arrays (re-derived by undoing the recorded
 standardization), statistics computed by hand on a hand-written Adult file, an
 independent csv-module parse of the real UCI files, and the δ values of
-specs/seed002.md §2.4. Float32 storage sets the tolerances (rtol 1e-6 of the
+Negoescu et al. 2023, Sec. 4 (δ = 1/(n ln n)). Float32 storage sets the tolerances (rtol 1e-6 of the
 largest magnitude involved, stated per test).
 """
 
@@ -372,8 +372,8 @@ def test_adult_real_files(real_adult):
 # delta
 
 
-def test_check_delta_auto_matches_seed002():
-    # specs/seed002.md §2.4: Adult n = 32,561 -> 2.956e-6; Purchase n = 208,731 -> 3.911e-7.
+def test_check_delta_auto_matches_negoescu_et_al():
+    # Negoescu et al. 2023, Sec. 4 (δ = 1/(n ln n), natural log): Adult n = 32,561 -> 2.956e-6; Purchase n = 208,731 -> 3.911e-7.
     delta, warnings = check_delta("auto", 32_561)
     assert delta == pytest.approx(2.956e-6, rel=1e-3)
     assert delta == 1 / (32_561 * math.log(32_561))

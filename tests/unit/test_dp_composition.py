@@ -1,4 +1,4 @@
-"""Composition, amplification, group/parallel, RDP (spec §2.4; E12, E13; RDP checks).
+"""Composition, amplification, group/parallel, RDP (Geambasu's DP lecture: properties and accounting, its worked examples; RDP checks).
 
 Oracles: the spec's recomputed numbers (E12, E13, P6, P8), brute-force loops over k
 written here, dp_accounting's RdpAccountant called directly, and exact Laplace

@@ -1,4 +1,4 @@
-"""Mechanisms (spec §2.3, §2.5; worked examples E7, E9, E10, E11).
+"""Mechanisms (Geambasu's DP lecture: basic mechanisms, composite algorithms and their worked examples).
 
 Oracles: scipy.stats distributions and closed forms written here, dp_accounting's
 independent analytic-Gaussian code, and the spec's recomputed numbers. Sampling

@@ -1,4 +1,4 @@
-"""Sensitivity: the lecture's quiz (spec §3 E1–E6) and local-sensitivity examples (E15, E16).
+"""Sensitivity: the lecture's quiz (Geambasu's DP lecture) and local-sensitivity examples (E15, E16).
 
 Oracle: exhaustive enumeration of every dataset of size ≤ 4 over a ≤ 4-value domain
 (brute_force_sensitivity only enumerates; the query and its answer are written

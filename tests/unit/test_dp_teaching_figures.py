@@ -1,4 +1,4 @@
-"""Teaching figures F1–F5 (spec §3) write real PNGs; F3's budgets match E12.
+"""Teaching figures F1–F5 (Geambasu's DP lecture) write real PNGs; F3's budgets match E12.
 
 Oracle for the PNGs: Pillow reads them back; for F3, the spec's E12 numbers and a
 direct RDP recomputation.

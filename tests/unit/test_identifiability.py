@@ -1,5 +1,5 @@
-"""Identifiability bounds (Bernau et al. 2021) against the paper's tables, the spec's
-derived numbers (specs/seed004.md §3, §4) and closed forms."""
+"""Identifiability bounds (Bernau et al. 2021) against the paper's tables, numbers we
+derived from its formulas (and the authors' public code) and closed forms."""
 
 import math
 

@@ -159,7 +159,7 @@ def test_coverage_density_is_normalized_and_self_coverage_closed_form():
     total, _ = integrate.quad(lambda r: np.exp(profiles.log_kappa(2)) * beta**2 * np.exp(-beta * r) * 2 * np.pi * r,
                               0, np.inf)
     assert total == pytest.approx(1.0, rel=1e-10)
-    # E_{M~𝒜(x)} C(x, M) = κ_d β^d 2^{−d} (spec §3.6), Monte Carlo with 2e5 draws: 5 SE tolerance.
+    # E_{M~𝒜(x)} C(x, M) = κ_d β^d 2^{−d} (LeBlond et al. 2023, Eqs. 5–8), Monte Carlo with 2e5 draws: 5 SE tolerance.
     rng = np.random.default_rng(11)
     for d in (2, 6):
         samples = mechanisms.l2_laplace_noise(rng, 200_000, d, beta)
@@ -200,7 +200,7 @@ def test_output_perturbation_beta():
 
 
 def test_objective_perturbation_parameters_and_noise():
-    # diffprivlib 0.6.3 (spec §4.2) with C = 0.01 (n = 100, Λ = 1), R = 1: α = 100,
+    # diffprivlib 0.6.3 (LeBlond et al. 2023's Fig. 1 mechanism) with C = 0.01 (n = 100, Λ = 1), R = 1: α = 100,
     # ε′ = ε − 2 ln(1 + 0.25/50) > 0 for ε = 1, so no extra regularizer.
     p = mechanisms.objective_perturbation_parameters(1.0, 0.01)
     assert p["epsilon_prime"] == pytest.approx(1 - 2 * np.log(1.005), rel=1e-12)
@@ -235,7 +235,7 @@ def test_universal_curves_against_monte_carlo(d):
         se = diff.std() / np.sqrt(count)
         assert abs(diff.mean() - g_quad[k]) < 5 * se, (d, tk)
         assert abs(np.abs(diff).mean() - h_quad[k]) < 5 * np.abs(diff).std() / np.sqrt(count), (d, tk)
-    # Limits from spec §3.10: G ≈ t²/(2d), H/t → c_d at small t; both ≈ t − d at large t.
+    # Limits (derived for LeBlond et al. 2023's Fig. 7): G ≈ t²/(2d), H/t → c_d at small t; both ≈ t − d at large t.
     g_small, h_small = profiles.universal_curves([1e-3], d)
     assert g_small[0] == pytest.approx(1e-6 / (2 * d), rel=1e-2)
     assert h_small[0] / 1e-3 == pytest.approx({2: 2 / np.pi, 6: 0.3395}[d], rel=1e-3)
