@@ -169,3 +169,21 @@ def test_key_table_renderer_on_a_small_schema():
     assert "stale" not in out and "`sets.<name>.k`" in second and "`sets.<name>.k`" not in first
     assert "Size \\| count." in second and "`rate`" in first
     assert docs_gen.render_readme(out, schema) == out
+
+
+def test_cited_docs_pages_and_sections_exist():
+    # "docs/stack.md, Pinned packages" in a comment must name a page and one of its headings.
+    cited = re.compile(r"(docs/[\w-]+\.md)(?:, ([A-Z][A-Za-z ]*[a-z]))?")
+    problems = []
+    for name in tracked_files():
+        if name == THIS or not name.endswith((".py", ".smk", ".yaml", ".toml", ".md", ".rst", "Makefile", "Snakefile")):
+            continue
+        text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
+        for page, section in cited.findall(text):
+            if not (ROOT / page).is_file():
+                problems.append(f"{name}: {page}")
+                continue
+            headings = {h.strip() for h in re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)}
+            if section and not any(h.startswith(section) for h in headings):
+                problems.append(f"{name}: {page}, {section}")
+    assert not problems, problems
