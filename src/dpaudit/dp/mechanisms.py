@@ -82,7 +82,7 @@ def gaussian_sigma_classical(sensitivity: float, eps: float, delta: float) -> fl
 
     The slides omit the theorem's condition ε < 1. The formula is still valid at
     ε = 1 (the exact δ is far below the target there) but fails for large ε
-    (spec M2: at δ = 1e-5, ε = 10 the true δ is 2.3e-5), so ε > 1 is refused.
+    (at δ = 1e-5, ε = 10 the true δ is 2.3e-5, Balle & Wang 2018), so ε > 1 is refused.
     """
     eps = _check_eps(eps)
     delta = _check_delta(delta)

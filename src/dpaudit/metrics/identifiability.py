@@ -203,7 +203,7 @@ def heterogeneous_epsilon(effective_multipliers, delta: float, conversion: str =
 
 def _rho_beta_gap(rho: float, steps: int, delta: float, conversion: str):
     """(ε target, gap(log z) = ε(z) − ε target); refuses a target no z in ``Z_BRACKET``
-    reaches, saying why (spec P3: the legacy grid's largest order 63 puts a floor
+    reaches, saying why (the legacy grid's largest order 63 puts a floor
     ln(1/δ)/62 under ε however large z is)."""
     eps = float(epsilon_from_rho_beta(rho))
     if eps <= 0:
@@ -284,7 +284,7 @@ def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
     sign of ``log_likelihood_ratio``) standardized under the true dataset.
 
     With r = μ^{(b)} + n, L = s·LS²/(2σ²) + ⟨n, d⟩/σ², so η = ⟨n, d⟩/(σ·LS) ~ N(0, 1)
-    (spec M2, P17) if and only if the LLR path is right: a KS test of η then checks the
+    (Bernau et al. 2021, Lemma 1) if and only if the LLR path is right: a KS test of η then checks the
     adversary's arithmetic, not only the noise generator. NaN where LS = 0 (the step
     reveals nothing and η is undefined); callers count those steps.
     """
@@ -465,8 +465,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
 # ------------------------------------------------- aggregation over R audit runs (M8, M9)
 
 CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
-LS_TOLERANCE = 1e-4  # spec P6: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
-# Family-wise level of the η_t ~ N(0, 1) health check (spec P17): one KS test per
+LS_TOLERANCE = 1e-4  # per-example gradients are independent: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
+# Family-wise level of the η_t ~ N(0, 1) health check (a pipeline health check of our own): one KS test per
 # configuration, Bonferroni over the configurations of one aggregate (63 in the paper's
 # grid, where an unadjusted p < 0.01 would flag one spuriously about half the time).
 ETA_KS_LEVEL = 0.01

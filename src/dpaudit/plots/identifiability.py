@@ -259,7 +259,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
 
 def _rdp_advantage(eps: float, k: int, delta: float, conversion: str) -> float:
     """2Φ(√k/(2z)) − 1 for the z that reaches ε; NaN where no z in the authors'
-    bracket does (the legacy order grid cannot reach very small ε, spec P3)."""
+    bracket does (the legacy order grid cannot reach very small ε)."""
     if eps <= 0:
         return 0.0
     try:
