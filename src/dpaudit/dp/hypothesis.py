@@ -45,7 +45,7 @@ _EMPTY_VIOLATIONS = pd.DataFrame({
 
 
 def risk_multiplier(eps):
-    """e^ε: the factor by which any event's probability can grow (D3).
+    """e^ε: the factor by which any event's probability can grow (the lecture's risk multiplier).
 
     At ε = 0.1 this is 1.1052 (+10.5%); the slides' "no more than 11%" rounds up.
     """
@@ -55,7 +55,7 @@ def risk_multiplier(eps):
 
 def max_posterior(prior, eps):
     """Largest posterior an attacker can reach from ``prior``: posterior odds grow by at
-    most e^ε, so e^ε·p/(e^ε·p + 1 − p) = expit(logit p + ε) (D4)."""
+    most e^ε, so e^ε·p/(e^ε·p + 1 − p) = expit(logit p + ε) (the Bayesian reading)."""
     out = special.expit(special.logit(np.asarray(prior, dtype=np.float64))
                         + np.asarray(eps, dtype=np.float64))
     return float(out) if out.ndim == 0 else out

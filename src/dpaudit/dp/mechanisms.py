@@ -54,7 +54,7 @@ def _check_delta(delta: float, *, allow_zero: bool = False) -> float:
     return delta
 
 
-# ---------------------------------------------------------------- Laplace (M1)
+# ---------------------------------------------------------------- Laplace
 
 
 def laplace_scale(sensitivity: float, eps: float) -> float:
@@ -74,7 +74,7 @@ def laplace_mechanism(value, sensitivity: float, eps: float, rng=None) -> np.nda
     return value + _rng(rng).laplace(0.0, b, size=value.shape)
 
 
-# ---------------------------------------------------------------- Gaussian (M2)
+# ---------------------------------------------------------------- Gaussian
 
 
 def gaussian_sigma_classical(sensitivity: float, eps: float, delta: float) -> float:
@@ -195,7 +195,7 @@ def gaussian_mechanism(
     return value + _rng(rng).normal(0.0, sigma, size=value.shape)
 
 
-# ---------------------------------------------------------------- exponential (M4)
+# ---------------------------------------------------------------- exponential
 
 
 def exponential_mechanism_log_probabilities(scores, eps: float, sensitivity: float = 1.0):
@@ -243,7 +243,7 @@ def exponential_mechanism_utility_bound(
     return shortfall, math.exp(-t)
 
 
-# ---------------------------------------------------------------- randomized response (M5)
+# ---------------------------------------------------------------- randomized response
 
 
 def randomized_response_truth_probability(eps: float) -> float:

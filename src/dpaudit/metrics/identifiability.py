@@ -52,7 +52,7 @@ def _check_delta(delta) -> np.ndarray:
     return delta
 
 
-# ------------------------------------------------------------------ beliefs (M3, M4)
+# ------------------------------------------------------------------ beliefs
 
 
 def rho_beta(eps):
@@ -83,7 +83,7 @@ def epsilon_from_rho_beta(rho):
     return _out(np.log(rho) - np.log1p(-rho))
 
 
-# --------------------------------------------------------------- advantages (M5, M6)
+# --------------------------------------------------------------- advantages
 
 
 def _gaussian_scale(delta) -> np.ndarray:
@@ -154,7 +154,7 @@ def clamp_epsilon(eps):
     return _out(np.maximum(eps, 0.0)), np.asarray(eps <= 0)
 
 
-# ------------------------------------------------------------- RDP → (ε, δ) (M1)
+# ------------------------------------------------------------- RDP → (ε, δ)
 
 
 def rdp_epsilon(rdp_slope: float, delta: float, conversion: str = "legacy") -> dict:
@@ -255,7 +255,7 @@ def noise_multiplier_for_rho_beta(
     return math.exp(optimize.brentq(gap, lo, hi, xtol=xtol))
 
 
-# ------------------------------------------------------ the adversary's belief (M2)
+# ------------------------------------------------------ the adversary's belief
 
 
 def log_likelihood_ratio(release, mu, mu_prime, sigma):
@@ -310,7 +310,7 @@ def belief_in_true_dataset(log_odds, b_true):
 
 
 def predicted_win_probability(rdp_slope):
-    """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (M2 analytic law): Φ(√(M/2))."""
+    """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (the analytic law of Lemma 1's log-odds): Φ(√(M/2))."""
     m = np.asarray(rdp_slope, dtype=np.float64)
     return _out(stats.norm.cdf(np.sqrt(m / 2.0)))
 
@@ -462,7 +462,7 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------- aggregation over R audit runs (M8, M9)
+# ------------------------------------------------- aggregation over R audit runs
 
 CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
 LS_TOLERANCE = 1e-4  # per-example gradients are independent: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4

@@ -298,7 +298,7 @@ def audit_block(setup: AuditSetup, run_ids: Sequence[int], seed: int, vector_run
     return pd.DataFrame(runs), pd.DataFrame(steps), vec_frame
 
 
-# -------------------------------------------------------------- neighbours (M7)
+# -------------------------------------------------------------- neighbours
 
 
 def ssim_matrix(a_images: np.ndarray, b_images: np.ndarray, data_range: float, win_size: int = 7,
