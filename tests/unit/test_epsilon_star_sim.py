@@ -1,4 +1,4 @@
-"""Epsilon* simulations of source 002 App. B (Figs 3-6).
+"""Epsilon* simulations of Negoescu et al. 2023, App. B (Figs 3-6).
 
 Reference numbers come from our reproduction of Negoescu et al. 2023, Figs 3-5 (the paper has no tables; our
 values were computed by its author with an independent numpy/scipy script,

@@ -115,7 +115,7 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
 
     δ(ε) = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ); evaluated with log Φ so that
     tiny δ (and large ε) do not underflow or cancel. ``eps`` and ``sensitivity``
-    broadcast against each other (the PMP bounds of source 003 evaluate one ε
+    broadcast against each other (the PMP bounds of Lowy et al. 2024 evaluate one ε
     against a matrix of pairwise distances); Δ = 0 gives δ = 0 (log δ = −inf).
     """
     eps = np.asarray(eps, dtype=np.float64)
@@ -136,7 +136,7 @@ def gaussian_delta(sigma: float, eps, sensitivity=1.0):
 
     Vectorised over ``eps`` and ``sensitivity`` (broadcast). With σ = 1 and
     ``sensitivity = μ`` this is the privacy profile δ_G(ε; μ) of Lemma 10 in
-    Lowy et al. (source 003).
+    Lowy et al. 2024.
     """
     out = np.exp(_gaussian_log_delta(eps, sigma, sensitivity))
     return float(out) if out.ndim == 0 else out

@@ -1,4 +1,4 @@
-"""Epsilon* simulations of source 002 App. B (Figs 3-5) and the Fig. 6 KS plot.
+"""Epsilon* simulations of Negoescu et al. 2023, App. B (Figs 3-5) and the Fig. 6 KS plot.
 
 * Fig. 3: members ~ N(0, 1), non-members ~ N(3, 1); the first two terms of
   eq. 7 against (TPR + FPR)/2, from the true CDFs and from the empirical CDFs

@@ -1,4 +1,4 @@
-"""MIA success bounds of PMP and the choice of ε (Lowy et al., source 003, §2.4 and §2.7).
+"""MIA success bounds of PMP and the choice of ε (Lowy et al. 2024, Lemma 6 and the Discussion).
 
 The balanced-game bounds themselves live in ``dpaudit.dp.hypothesis``
 (``max_attack_accuracy``, ``max_advantage``): PMP's Lemma 6 is the same formula
