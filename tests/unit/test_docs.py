@@ -23,6 +23,7 @@ FORBIDDEN = {
     "design notes": re.compile("DESIGN" + r"\.md"),
     "developer notes": re.compile("DEVELOPERS" + r"\.md"),
     "a source specification by number": re.compile("seed" + "00", re.I),
+    "a source by number instead of author and year": re.compile(r"\bsources? " + "00" + r"[0-4]\b", re.I),
     # "spec §2.6", "Spec M2", "spec P3", "the spec's table", "spec prototype": the per-source
     # specifications are not part of the repository (Python's importlib "spec" is not prose).
     "a specification": re.compile(r"\b" + "spec" + r"('s)?\s+(§|[A-Z]\d|prototype|seed)|\bthe " + "spec" + r"\b", re.I),
