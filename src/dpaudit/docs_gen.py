@@ -107,7 +107,14 @@ def _default(node: Mapping, required: bool) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """One table cell of Markdown: one line; outside code spans the characters GFM would read
+    as HTML tags, emphasis or strikethrough are escaped, and ``|`` everywhere (GFM tables
+    need ``\\|`` even inside code spans)."""
+    parts = " ".join(str(text).split()).split("`")
+    for k in range(0, len(parts), 2):  # even pieces lie outside code spans
+        for char, escaped in (("\\", "\\\\"), ("*", "\\*"), ("~", "\\~"), ("<", "&lt;")):
+            parts[k] = parts[k].replace(char, escaped)
+    return "`".join(parts).replace("|", "\\|")
 
 
 def key_rows(schema: Mapping) -> Iterator[tuple[str, str, str, str]]:
