@@ -13,7 +13,7 @@ all: run
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# --no-deps: tensorflow-privacy's metadata pins packages that block the verified set (DESIGN.md §5)
+	# --no-deps: tensorflow-privacy's metadata pins packages that block the verified set (docs/stack.md, Pinned packages)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

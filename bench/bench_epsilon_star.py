@@ -1,4 +1,4 @@
-"""Speed of the Epsilon* library (source 002). Prints figures; asserts nothing.
+"""Speed of the Epsilon* library (Negoescu et al. 2023). Prints figures; asserts nothing.
 
 Targets (issue): parametric eps* on 10^6 + 10^6 losses with the 2x10^6-point grid
 <= 1 s; empirical eps* on 10^6 + 10^6 losses <= 2 s. Also timed: the mechanism-level

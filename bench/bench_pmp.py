@@ -1,4 +1,4 @@
-"""Speed of practical membership privacy (Lowy et al., source 003): issue 10's targets.
+"""Speed of practical membership privacy (Lowy et al. 2024): issue 10's targets.
 
 Exact exponential-mechanism PMP (n = 6, m = 32, d = 5) ≤ 0.2 s per trial; Gaussian
 Prop. 12 bound for n = 100 (d = 20) ≤ 0.1 s per trial; Recipe B for 1,000 members

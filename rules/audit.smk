@@ -1,4 +1,4 @@
-# Source 004 (Bernau et al. 2021, identifiability): bounds for every trained DP-SGD run,
+# Bernau et al. 2021 (identifiability): bounds for every trained DP-SGD run,
 # and the DI adversary's audit of full-batch DP-SGD with its own training loop.
 
 

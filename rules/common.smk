@@ -188,7 +188,7 @@ def profile_targets():
     exact = [f"results/profile/{view}/exact.parquet" for view in PROFILE_VIEWS]
     samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
     return figures + samples + exact
-# ---------------------------------------------------------------- audit (source 004)
+# ---------------------------------------------------------------- audit (Bernau et al. 2021)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
 # blocks of runs each job trains, as parse-time lookups.
 from dpaudit.training.audit_grid import audit_configs as _audit_configs
@@ -234,7 +234,7 @@ def audit_figures():
     ] + ["results/tables/identifiability_tables.html"]
 
 
-# ---------------------------------------------------------------- pmp (source 003)
+# ---------------------------------------------------------------- pmp (Lowy et al. 2024)
 # Recipe C shadow models are extra runs of train_model/extract_per_example named
 # <run>_pmpshadow~<r>; they live in their own lookup so aggregation never sees them.
 # Each shadow trains with its own seed (init, batches, DP noise), derived from the

@@ -1,4 +1,4 @@
-# Practical membership privacy (Lowy et al., source 003): per-run PMP rows,
+# Practical membership privacy (Lowy et al. 2024): per-run PMP rows,
 # Recipe C's shadow-model losses gathered per run, and the paper's Figs 1-6.
 
 

@@ -1,4 +1,4 @@
-# Source 001 (DP foundations): a privacy card per model, the budget ledger, teaching figures.
+# Geambasu's DP lecture: a privacy card per model, the budget ledger, teaching figures.
 
 
 rule privacy_card:

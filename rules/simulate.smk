@@ -1,4 +1,4 @@
-# Source figures that need no trained model (seed002 Figs 3-5), and the
+# Source figures that need no trained model (Negoescu et al. 2023, Figs 3-5), and the
 # goodness-of-fit figure (Fig 6) that reads two trained runs' losses.
 
 

@@ -1,4 +1,4 @@
-"""Snakemake adapter: one block of audited full-batch DP-SGD runs (source 004)."""
+"""Snakemake adapter: one block of audited full-batch DP-SGD runs (Bernau et al. 2021)."""
 
 from threadpoolctl import threadpool_limits
 

@@ -1,4 +1,4 @@
-"""Snakemake adapter: dataset-sensitivity neighbour pairs of one audited dataset (source 004)."""
+"""Snakemake adapter: dataset-sensitivity neighbour pairs of one audited dataset (Bernau et al. 2021)."""
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the privacy budget ledger of every dataset's grid (source 001)."""
+"""Snakemake adapter: the privacy budget ledger of every dataset's grid (Geambasu's DP lecture)."""
 
 from dpaudit.io import read_json, write_bytes, write_parquet
 from dpaudit.logs import job_logging

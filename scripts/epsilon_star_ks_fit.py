@@ -1,4 +1,4 @@
-"""Snakemake adapter: seed002 Fig 6, GMM/KS fit of transformed training losses, without and with DP."""
+"""Snakemake adapter: Negoescu et al. 2023, Fig. 6, GMM/KS fit of transformed training losses, without and with DP."""
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging

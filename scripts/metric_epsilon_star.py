@@ -1,4 +1,4 @@
-"""Snakemake adapter: Epsilon* (source 002) of one run, with its flags, interval and utility."""
+"""Snakemake adapter: Epsilon* (Negoescu et al. 2023) of one run, with its flags, interval and utility."""
 
 from dpaudit.aggregate import evaluation_delta
 from dpaudit.contract.metrics import metric_rows

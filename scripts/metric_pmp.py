@@ -1,4 +1,4 @@
-"""Snakemake adapter: practical membership privacy (Lowy et al., source 003) of one run."""
+"""Snakemake adapter: practical membership privacy (Lowy et al. 2024) of one run."""
 
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the ε* privacy–utility landscape of one dataset (source 002 Figs 1–2) and its run table."""
+"""Snakemake adapter: the ε* privacy–utility landscape of one dataset (Negoescu et al. 2023, Figs 1–2) and its run table."""
 
 from dpaudit.io import atomic_path, read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the per-run PMP table of the report (Lowy et al., source 003)."""
+"""Snakemake adapter: the per-run PMP table of the report (Lowy et al. 2024)."""
 
 from dpaudit.io import atomic_path, read_parquet, write_parquet
 from dpaudit.logs import job_logging

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the privacy card of one trained model (source 001)."""
+"""Snakemake adapter: the privacy card of one trained model (Geambasu's DP lecture)."""
 
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_bytes, write_parquet

@@ -1,4 +1,4 @@
-"""Snakemake adapter: seed002 Figs 3-5 (Gamma and Normal simulations of ε*)."""
+"""Snakemake adapter: Negoescu et al. 2023, Figs 3-5 (Gamma and Normal simulations of ε*)."""
 
 from dpaudit.io import write_parquet
 from dpaudit.logs import job_logging

@@ -1,4 +1,4 @@
-"""Snakemake adapter: Lowy et al. (source 003) Figs 1-6 by simulation."""
+"""Snakemake adapter: Lowy et al. 2024 Figs 1-6 by simulation."""
 
 from dpaudit.io import write_parquet
 from dpaudit.logs import job_logging

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the DP lecture's teaching figures F1-F5 (source 001 spec §3)."""
+"""Snakemake adapter: the DP lecture's teaching figures F1-F5 (Geambasu's DP lecture, its worked examples)."""
 
 from dpaudit.logs import job_logging
 from dpaudit.plots.teaching import all_teaching_figures

@@ -1,4 +1,4 @@
-"""Project-wide test policy: a skipped test is a failed test (DEVELOPERS.md)."""
+"""Project-wide test policy: a skipped test is a failed test (docs/stack.md, Tests)."""
 
 import pytest
 

@@ -578,7 +578,7 @@ def dataset_grids(config: Mapping) -> dict[str, pd.DataFrame]:
 
 
 def epsilon_rule_of_thumb_warnings(config: Mapping) -> list[str]:
-    """Rules of thumb on the grid's target ε (seed001 §2.1), one message per config."""
+    """Rules of thumb on the grid's target ε (Geambasu's DP lecture, the slides on choosing ε), one message per config."""
     from dpaudit.dp.hypothesis import VACUOUS_EPSILON
 
     large = sorted({

@@ -1,6 +1,6 @@
 """Per-example losses from pre-activation logits, in float64 (numpy only).
 
-``loss_logit`` is the attack score of Negoescu et al. (seed002 §2.1):
+``loss_logit`` is the attack score of Negoescu et al. (Negoescu et al. 2023, footnote 1):
 ℓ = log(1 − p_y) − log p_y = logsumexp_{j≠y} z_j − z_y, computed from logits so it
 stays finite when p_y rounds to 1 (where log(1 − p_y) would be −inf).
 """

@@ -73,7 +73,7 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
 
 
 def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
-    # seed001 §4: a measured attack outside the DP region means a bug or a wrong assumption;
+    # Geambasu's DP lecture (hypothesis-testing reading): a measured attack outside the DP region means a bug or a wrong assumption;
     # the privacy_card job fails loudly in that case, and every card here records it.
     table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
     inside = table[(table["family"] == "privacy_card") & (table["metric"] == "roc_inside_dp_region")]
@@ -85,7 +85,7 @@ def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
 
 
 def test_pmp_rows_for_every_run_with_shadow_models(tiny_run):
-    # Lowy et al. (source 003): the DP-SGD run gets Recipes A, B and C; the baseline is not applicable.
+    # Lowy et al. 2024: the DP-SGD run gets Recipes A, B and C; the baseline is not applicable.
     table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
     pmp = table[table["family"] == "pmp"]
     assert set(pmp["run"]) == set(table["run"]) and not pmp["run"].str.contains("pmpshadow").any()

@@ -1,4 +1,4 @@
-"""PMP adapters (Lowy et al., source 003) with a fake ``snakemake`` object."""
+"""PMP adapters (Lowy et al. 2024) with a fake ``snakemake`` object."""
 
 import math
 

@@ -65,14 +65,14 @@ def test_profile_chain_writes_keyed_artifacts(profile_dir):
     worst = read_parquet(profile_dir / "worst_case.parquet")
     assert base["n"] == 60 and base["lam"] == 1.0 and worst["row_id"].tolist() == list(range(1, 61))
     exact = read_parquet(profile_dir / "exact.parquet")
-    # A_wc vs exact retraining: relative deviation of order ‖(1/n)Σ s(1−s)xxᵀ‖/Λ ≤ 1/4 (spec §3.3).
+    # A_wc vs exact retraining: relative deviation of order ‖(1/n)Σ s(1−s)xxᵀ‖/Λ ≤ 1/4 (LeBlond et al. 2023, Eq. 22 and Sec. 5.1).
     assert 0 < exact["rel_dev"].max() < 0.25
     typical = read_parquet(profile_dir / "typical.parquet")
     assert {"eps", "beta", "K", "seed", "lam", "rank", "mean_abs_l_over_beta", "sorted_delta"} <= set(typical.columns)
     np.testing.assert_allclose(typical["beta"], 60 * 1.0 * typical["eps"] / 2)  # β = nΛε/2
     thresholds = read_json(profile_dir / "thresholds.json")
     assert thresholds["y_max_row_id"] == int(worst.loc[worst["delta_norm"].idxmax(), "row_id"])
-    # Predictors ε(τ) = 2 t_2(τ)/(nΛδ_max), t_2(0.05) = 3.24 and t_2(0.95) = 109 (spec §3.11, 3 digits).
+    # Predictors ε(τ) = 2 t_2(τ)/(nΛδ_max), t_2(0.05) = 3.24 and t_2(0.95) = 109 (our reproduction, see profiles.REFERENCE_TRANSITION_T; 3 digits).
     assert thresholds["eps_low_predicted"] == pytest.approx(2 * 3.24 / (60 * thresholds["delta_max"]), rel=3e-3)
     assert thresholds["eps_high_predicted"] == pytest.approx(2 * 109 / (60 * thresholds["delta_max"]), rel=6e-3)
     single = read_parquet(profile_dir / "single.parquet")

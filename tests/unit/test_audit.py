@@ -1,6 +1,6 @@
 """The DI audit loop (Bernau et al. 2021, Alg. 1) against independent oracles: finite
 differences and one-example passes for the clipped gradients, the analytic law of the
-log-odds (spec M2), scikit-image's SSIM, brute-force neighbour ranking."""
+log-odds (Bernau et al. 2021, Lemma 1), scikit-image's SSIM, brute-force neighbour ranking."""
 
 import math
 
@@ -58,7 +58,7 @@ def _setup(rng, neighbourhood="bounded", mode="ls", z=2.0, steps=10, optimizer="
 
 
 def test_ls_mode_log_odds_follow_the_analytic_law():
-    # Spec M2: in LS mode Λ_k ~ N(M, 2M) with M = k/(2z²). 400 runs; tolerances:
+    # Bernau et al. 2021, Lemma 1 (our derivation of its law): in LS mode Λ_k ~ N(M, 2M) with M = k/(2z²). 400 runs; tolerances:
     # 4 standard errors for the mean and the win rate, KS p > 0.01 for η_t ~ N(0, 1).
     rng = np.random.default_rng(3)
     setup = _setup(rng, z=2.0, steps=10)
@@ -85,7 +85,7 @@ def test_gs_mode_noise_and_records_ls():
     runs, steps, _ = audit.audit_block(setup, range(5), seed=1)
     assert np.allclose(steps["sigma_t"], 3.0 * 2.0)  # z · 2C, bounded, C = 1
     assert (steps["ls_t"] > 0).all() and (steps["ls_t"] < 2.0).all()  # LS recorded, not overwritten by GS
-    # M_sum uses the realised LS (spec M2: not k/(2z²) in GS mode).
+    # M_sum uses the realised LS (not k/(2z²) in GS mode).
     per_run = steps.groupby("run_id").apply(lambda s: np.sum(s["ls_t"] ** 2 / (2 * s["sigma_t"] ** 2)),
                                             include_groups=False)
     assert np.allclose(runs.set_index("run_id")["M_sum"], per_run, rtol=1e-12)
@@ -108,7 +108,7 @@ def test_release_vectors_reproduce_the_llr_and_share_one_noise_draw():
 
 
 def test_sgd_update_uses_the_released_gradient():
-    # Spec P7: the optimizer step applies r_t/n, the same draw the adversary sees. With
+    # As in the authors' code: the optimizer step applies r_t/n, the same draw the adversary sees. With
     # plain SGD the weights after step 1 are θ0 − lr·r_1/n; check via the step-2 gradient.
     rng = np.random.default_rng(6)
     setup = _setup(rng, optimizer="sgd", steps=2)
@@ -316,7 +316,7 @@ def test_explicit_neighbour_and_pool_choices():
 
 
 def test_eta_is_the_standardized_llr_and_its_ks_check_catches_a_wrong_llr(monkeypatch):
-    # Spec M2/P17: η_t = (L_t − s·LS_t²/(2σ_t²))·σ_t/LS_t (s = ±1 for b = 0/1) equals
+    # Bernau et al. 2021, Lemma 1: η_t = (L_t − s·LS_t²/(2σ_t²))·σ_t/LS_t (s = ±1 for b = 0/1) equals
     # ⟨n_t, d_t⟩/(σ_t LS_t), recomputed here from the stored noise and gradient vectors
     # (float32 storage: rel 1e-4). Both true datasets are played (true_dataset random).
     rng = np.random.default_rng(13)

@@ -152,7 +152,7 @@ def test_a_new_import_is_followed_without_any_list(tmp_path):
 
 
 def test_deriving_every_hash_imports_nothing():
-    # Parse time must not start TensorFlow (DESIGN.md §2): the derivation reads
+    # Parse time must not start TensorFlow (docs/architecture.md, Rerun triggers): the derivation reads
     # sources only. Oracle: sys.modules of a fresh interpreter afterwards.
     program = (
         "import sys, json\n"

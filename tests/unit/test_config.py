@@ -181,7 +181,7 @@ def test_dataset_grid_replaces_top_level_grid():
 
 
 def test_large_target_epsilon_warns_once_per_config():
-    # seed001 §2.1: ε > 8 makes the MIA bound vacuous (best accuracy e^ε/(1+e^ε) ≥ 0.9997).
+    # Geambasu's DP lecture (choosing ε): ε > 8 makes the MIA bound vacuous (best accuracy e^ε/(1+e^ε) ≥ 0.9997).
     config = validate_config(DEFAULT)
     config["grid"][1]["target_epsilon"] = [1, 8]
     assert epsilon_rule_of_thumb_warnings(config) == []
@@ -211,7 +211,7 @@ def test_audit_sensitivity_pairs_target_must_be_a_dataset_target():
 
 
 def test_audit_unreachable_target_is_refused_at_parse_time():
-    # Spec P3: the legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
+    # The legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
     # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/common.smk
     # runs this check right after validate_config (tests/workflow: the dry-run stops).
     from dpaudit.training.audit_grid import target_problems

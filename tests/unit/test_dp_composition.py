@@ -1,6 +1,6 @@
-"""Composition, amplification, group/parallel, RDP (spec §2.4; E12, E13; RDP checks).
+"""Composition, amplification, group/parallel, RDP (Geambasu's DP lecture: properties and accounting, its worked examples; RDP checks).
 
-Oracles: the spec's recomputed numbers (E12, E13, P6, P8), brute-force loops over k
+Oracles: the lecture's worked examples, recomputed, brute-force loops over k
 written here, dp_accounting's RdpAccountant called directly, and exact Laplace
 privacy-loss computations. Tolerances are stated per assertion.
 """
@@ -24,7 +24,7 @@ def test_basic_composition():
 
 
 def test_advanced_composition_formula_second_term_outside_root():
-    # Spec P3 ⚠: the standard form keeps kε(e^ε − 1) outside the square root.
+    # Dwork, Rothblum & Vadhan 2010 (the slide differs): the standard form keeps kε(e^ε − 1) outside the square root.
     eps, k, dp = 0.1, 100, 1e-6
     e, d = C.advanced_composition(eps, 1e-7, k, dp)
     assert e == pytest.approx(eps * math.sqrt(2 * k * L6) + k * eps * (math.exp(eps) - 1), rel=1e-12)
@@ -34,7 +34,7 @@ def test_advanced_composition_formula_second_term_outside_root():
 def test_e12_global_budget_k_50000():
     k, dp = 50_000, 1e-6
     assert C.split_budget(1.0, k, "basic") == pytest.approx(2e-5, rel=1e-12)
-    # The slide's "7e-4 suffices": total 0.847 (spec E12), 3 decimals.
+    # The slide's "7e-4 suffices": total 0.847 (recomputed), 3 decimals.
     assert C.advanced_composition(7e-4, 0.0, k, dp)[0] == pytest.approx(0.847, abs=5e-4)
     best = C.split_budget(1.0, k, "advanced", dp)
     assert best == pytest.approx(8.22e-4, abs=5e-7)
@@ -59,7 +59,7 @@ def test_e13_crossover_by_search(eps, expected):
     brute = brute_crossover(eps, dp, 100_000)
     if expected is not None:
         assert C.advanced_beats_basic_crossover(eps, dp) == expected == brute
-        # Corrected closed form 2 ln(1/δ′)/(2 − e^ε)², rounded up (spec P4).
+        # Corrected closed form 2 ln(1/δ′)/(2 − e^ε)², rounded up (the slide's form does not follow from its formula).
         assert math.ceil(2 * L6 / (2 - math.exp(eps)) ** 2) == expected
     else:
         assert C.advanced_beats_basic_crossover(eps, dp) == brute
@@ -75,7 +75,7 @@ def test_crossover_never_at_or_above_ln2():
 
 
 def test_poisson_amplification_exact_and_shortcut_refused():
-    # Spec P6: q = 0.01, ε = 4: exact 0.43 (2 d.p.) while 2qε = 0.08.
+    # The lecture's amplification slide: q = 0.01, ε = 4: exact 0.43 (2 d.p.) while 2qε = 0.08.
     e, d = C.amplify_poisson(4.0, 1e-5, 0.01)
     assert e == pytest.approx(0.43, abs=0.005)
     assert d == pytest.approx(1e-7)
@@ -89,7 +89,7 @@ def test_linear_shortcut_is_an_upper_bound_for_eps_at_most_one():
     for q in (1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0):
         exact, _ = C.amplify_poisson(eps, 0.0, q)
         assert np.all(2 * q * eps >= exact - 1e-15)
-    # Where it fails (spec P6): e^ε − 1 = 2ε at ε ≈ 1.256 for small q; 1.28 at q = 0.01.
+    # Where the slide's 2qε fails: e^ε − 1 = 2ε at ε ≈ 1.256 for small q; 1.28 at q = 0.01.
     assert optimize.brentq(lambda x: math.expm1(x) - 2 * x, 0.5, 3) == pytest.approx(1.256, abs=5e-4)
     root = optimize.brentq(lambda x: 2 * 0.01 * x - C.amplify_poisson(x, 0, 0.01)[0], 0.5, 5)
     assert root == pytest.approx(1.28, abs=0.005)
@@ -132,7 +132,7 @@ def test_parallel_composition_histogram():
 
 
 def test_rdp_gaussian_simple_conversion_5_30():
-    # Spec P8: σ = 1, δ = 1e-5: ≈ 5.30 at α ≈ 5.8. Closed-form optimum (oracle):
+    # The lecture's RDP example: σ = 1, δ = 1e-5: ≈ 5.30 at α ≈ 5.8. Closed-form optimum (oracle):
     # α* = 1 + σ√(2 ln(1/δ)), ε* = 1/(2σ²) + √(2 ln(1/δ))/σ.
     orders = np.linspace(1.01, 100, 100_000)
     eps, alpha = C.rdp_to_dp(orders, C.rdp_gaussian(orders, 1.0), 1e-5, "classic")
@@ -148,7 +148,7 @@ STEPS_TFP = 14_063  # 60 epochs of 60,000 / 256
 
 
 def test_dpsgd_example_classic_conversion_2_92():
-    # tensorflow-privacy's documented example (spec P8): 2.92 with the simple
+    # tensorflow-privacy's documented example: 2.92 with the simple
     # conversion over orders 1.1–63, best α ≈ 9.1.
     eps, alpha = C.dpsgd_epsilon(Q_TFP, 1.12, STEPS_TFP, 1e-5, conversion="classic")
     assert eps == pytest.approx(2.92, abs=0.005)

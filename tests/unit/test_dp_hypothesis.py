@@ -1,6 +1,6 @@
-"""Hypothesis-testing view (spec D3–D5, E8, E17) and ROC checks.
+"""Hypothesis-testing view (Geambasu's DP lecture: risk multiplier, Bayesian and hypothesis-testing readings, rules of thumb) and ROC checks.
 
-Oracles: the spec's D5 table and E8/D4 numbers, brute-force maximisation over a fine
+Oracles: the lecture's numbers (recomputed), brute-force maximisation over a fine
 FPR grid, exact ROC points of randomized response and Laplace mechanisms computed
 here from scipy, and Clopper–Pearson bounds from scipy.stats.beta directly.
 """
@@ -15,7 +15,7 @@ from dpaudit.dp import hypothesis as H
 
 
 def test_e8_risk_multiplier_terms_of_service():
-    # Spec E8/D3: e^0.1 = 1.1052; the slide's 11% is a rounded-up bound.
+    # The lecture's risk multiplier: e^0.1 = 1.1052; the slide's 11% is a rounded-up bound.
     assert H.risk_multiplier(0.1) == pytest.approx(1.1052, abs=5e-5)
     assert H.risk_multiplier(0.1) < 1.11
 
@@ -26,8 +26,8 @@ def test_d4_max_posterior():
     assert H.max_posterior(p, eps) == pytest.approx(math.exp(eps) * p / (math.exp(eps) * p + 1 - p))
 
 
-# Spec D5 table: ε, max accuracy, max advantage, TPR bound at FPR 1%, abs tolerance.
-D5 = [
+# Hypothesis-testing reading (Kairouz et al. 2015), recomputed: ε, max accuracy, max advantage, TPR bound at FPR 1%, abs tolerance.
+HYPOTHESIS_TABLE = [
     (0.1, 0.525, 0.05, 0.011, 5e-4),
     (1.0, 0.731, 0.462, 0.027, 5e-4),
     (2.0, 0.881, 0.762, 0.074, 5e-4),
@@ -36,7 +36,7 @@ D5 = [
 ]
 
 
-@pytest.mark.parametrize(("eps", "acc", "adv", "tpr", "tol"), D5)
+@pytest.mark.parametrize(("eps", "acc", "adv", "tpr", "tol"), HYPOTHESIS_TABLE)
 def test_d5_table(eps, acc, adv, tpr, tol):
     assert H.max_attack_accuracy(eps) == pytest.approx(acc, abs=tol)
     assert H.max_advantage(eps) == pytest.approx(adv, abs=tol)

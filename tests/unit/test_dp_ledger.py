@@ -1,4 +1,4 @@
-"""Budget ledger on hand-made train-info dicts (spec §5 pitfall 1, pitfall 8).
+"""Budget ledger on hand-made train-info dicts (Geambasu's DP lecture: every release spends budget; baselines are ε = ∞).
 
 Oracles: sums written out by hand for basic composition; for RDP composition,
 dp_accounting's RdpAccountant composing the same events directly plus the

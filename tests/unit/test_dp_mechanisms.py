@@ -1,7 +1,7 @@
-"""Mechanisms (spec §2.3, §2.5; worked examples E7, E9, E10, E11).
+"""Mechanisms (Geambasu's DP lecture: basic mechanisms, composite algorithms and their worked examples).
 
 Oracles: scipy.stats distributions and closed forms written here, dp_accounting's
-independent analytic-Gaussian code, and the spec's recomputed numbers. Sampling
+independent analytic-Gaussian code, and the lecture's worked examples, recomputed. Sampling
 tests use fixed seeds and tolerances of ≥ 4 standard errors (stated per test).
 """
 
@@ -17,7 +17,7 @@ from dpaudit.dp import mechanisms as M
 N = 200_000
 
 
-# ---------------------------------------------------------------- Laplace, E7
+# ---------------------------------------------------------------- Laplace
 
 
 def test_e7_laplace_moments_tails_and_ks():
@@ -36,7 +36,7 @@ def test_e7_laplace_moments_tails_and_ks():
 
 
 def test_e7_plus_minus_seven_slide():
-    # "±7": Pr[|z| ≥ 7] = e^−7 ≈ 9.1e-4 at ε = 1, Δ = 1 (spec E7).
+    # "±7": Pr[|z| ≥ 7] = e^−7 ≈ 9.1e-4 at ε = 1, Δ = 1 (the lecture's Laplace example).
     assert math.exp(-7) == pytest.approx(9.1e-4, abs=1e-5)
     assert stats.laplace.sf(7, scale=M.laplace_scale(1, 1)) * 2 == pytest.approx(math.exp(-7))
     # The 99.9% half-width b·ln(1000) ≈ 6.9: under 1% of a count of 1,000, 69% of 10.
@@ -54,11 +54,11 @@ def test_laplace_scale_and_vector_shape():
         M.laplace_scale(1.0, 0.0)
 
 
-# ---------------------------------------------------------------- Gaussian, M2
+# ---------------------------------------------------------------- Gaussian
 
 
 def test_classical_gaussian_worked_numbers():
-    # Spec M2: σ/Δ2 = 4.84/ε at δ = 1e-5; at the boundary ε = 1 it is 4.84.
+    # Classical calibration (Dwork & Roth 2014, Thm A.1): σ/Δ2 = 4.84/ε at δ = 1e-5; at the boundary ε = 1 it is 4.84.
     assert M.gaussian_sigma_classical(1.0, 1.0, 1e-5) == pytest.approx(4.84, abs=0.005)
     assert M.gaussian_sigma_classical(2.0, 0.5, 1e-5) == pytest.approx(4 * 4.8448, rel=1e-4)
     assert M.gaussian_epsilon_classical(4.845, 1e-5) == pytest.approx(1.0, abs=1e-4)
@@ -70,13 +70,13 @@ def test_classical_gaussian_refused_above_one_with_pointer():
         M.gaussian_sigma_classical(1.0, 1.5, 1e-5)
     with pytest.raises(ValueError, match="classical"):
         M.gaussian_mechanism(0.0, 1.0, 2.0, 1e-5, rng=0, calibration="classical")
-    # The DP-SGD noise multiplier 1.1 gives a per-step 4.40 > 1 (spec M2): refused.
+    # The DP-SGD noise multiplier 1.1 gives a per-step 4.40 > 1 (classical calibration unproved): refused.
     with pytest.raises(ValueError, match="4.40"):
         M.gaussian_epsilon_classical(1.1, 1e-5)
 
 
 def test_classical_gaussian_true_delta_at_eps_1_and_10():
-    # Spec M2: classical σ at δ = 1e-5 has true δ 4.1e-8 at ε = 1 (valid) and 2.3e-5
+    # Balle & Wang 2018: classical σ at δ = 1e-5 has true δ 4.1e-8 at ε = 1 (valid) and 2.3e-5
     # at ε = 10 (invalid). σ at ε = 10 computed by hand since the function refuses.
     s1 = math.sqrt(2 * math.log(1.25 / 1e-5))
     assert M.gaussian_delta(s1, 1.0) == pytest.approx(4.1e-8, rel=0.02)
@@ -108,7 +108,7 @@ def test_gaussian_mechanism_noise_sd():
     assert np.std(z) == pytest.approx(sigma, rel=4 / math.sqrt(2 * N))
 
 
-# ---------------------------------------------------------------- exponential, M4 and E9
+# ---------------------------------------------------------------- exponential
 
 
 def test_exponential_probabilities_log_sum_exp():
@@ -151,7 +151,7 @@ def test_exponential_ratio_across_neighbours_at_most_e_eps():
 
 
 def test_e9_utility_theorem_five_colours():
-    # Spec E9 ⚠: shortfall 2(ln 5 + 3)/ε = 9.22/ε w.p. ≤ e^−3 = 0.0498; the slide's
+    # The lecture's bounded-sum example (corrected): shortfall 2(ln 5 + 3)/ε = 9.22/ε w.p. ≤ e^−3 = 0.0498; the slide's
     # 7.4/ε used log10 (2(log10 5 + 3) = 7.40).
     shortfall, prob = M.exponential_mechanism_utility_bound(1.0, 5, 3.0)
     assert shortfall == pytest.approx(9.22, abs=0.005)
@@ -167,7 +167,7 @@ def test_e9_utility_theorem_five_colours():
     assert exact <= prob
 
 
-# ---------------------------------------------------------------- randomized response, M5
+# ---------------------------------------------------------------- randomized response
 
 
 def test_randomized_response_exact_ratio_and_debiasing():
@@ -185,7 +185,7 @@ def test_randomized_response_exact_ratio_and_debiasing():
     assert M.randomized_response_truth_probability(800.0) == 1.0  # no overflow
 
 
-# ---------------------------------------------------------------- composite, E10 and E11
+# ---------------------------------------------------------------- composite
 
 E10_INPUTS = [0, 0, 0, 0, 1, 3, 7, 8, 8, 8]
 
@@ -195,7 +195,7 @@ def test_e10_approximate_bounds_exact_counts_and_threshold():
     # Positive bins [0,1], (1,2], (2,4], (4,8]: counts [5, 0, 1, 4]; negative bins empty.
     assert out["counts"][4:].tolist() == [5, 0, 1, 4]
     assert out["counts"][:4].tolist() == [0, 0, 0, 0]
-    # Spec E10/§2.5 ⚠: the printed formula is negative; t = −ln(2(1 − c^{1/(m−1)}))/ε
+    # The lecture's approximate-bounds example (corrected): the printed formula is negative; t = −ln(2(1 − c^{1/(m−1)}))/ε
     # with m = 8 reproduces the slide's 3.5; Google's exponent 1/(2·4) gives 3.64.
     assert out["threshold"] == pytest.approx(3.51, abs=0.005)
     assert M.approximate_bounds_threshold(1.0, 0.9, 4, "google") == pytest.approx(3.64, abs=0.005)

@@ -1,8 +1,8 @@
-"""Sensitivity: the lecture's quiz (spec §3 E1–E6) and local-sensitivity examples (E15, E16).
+"""Sensitivity: the lecture's quiz (Geambasu's DP lecture) and local-sensitivity examples.
 
 Oracle: exhaustive enumeration of every dataset of size ≤ 4 over a ≤ 4-value domain
 (brute_force_sensitivity only enumerates; the query and its answer are written
-here), compared with the spec's corrected answers. Exact integer/rational answers,
+here), compared with the lecture's answers (corrected where the slides are wrong). Exact integer/rational answers,
 so tolerances are float round-off (1e-12).
 """
 
@@ -44,7 +44,7 @@ def test_e2_histogram_of_four_colours():
         return [sum(r == c for r in x) for c in COLOURS]
 
     assert gs(f, COLOURS, "add_remove") == 1
-    # Spec E2 note: 2 under "modify" (replace-one); √2 in L2.
+    # Quiz note: 2 under "modify" (replace-one); √2 in L2.
     assert gs(f, COLOURS, "replace_one") == 2
     assert gs(f, COLOURS, "replace_one", p=2) == pytest.approx(math.sqrt(2), abs=1e-12)
     assert histogram_sensitivity("add_remove") == 1
@@ -62,7 +62,7 @@ def test_e3_brown_eyes_and_taller_than_6ft():
 
 
 def test_e4_families_in_10027_and_in_nyc():
-    # Spec E4: only option "c. 3" survived extraction; 2 is the correct answer.
+    # Quiz: only option "c. 3" survived extraction; 2 is the correct answer.
     domain = ("10027", "10025", "outside")
 
     def f(x):
@@ -94,7 +94,7 @@ def test_e6_average_age_with_public_n(n):
 
 
 def test_bounded_mean_slide_formula_too_small_when_range_straddles_zero():
-    # Spec §2.5 ⚠: max(|L|,|U|)/N is wrong when L < 0 < U; |U−L|/N is right.
+    # The bounded-mean slide: max(|L|,|U|)/N is wrong when L < 0 < U; |U−L|/N is right.
     n, lo, hi = 2, -1.0, 1.0
     true = gs(lambda x: sum(x) / len(x), (lo, 0.0, hi), "replace_one", sizes=[n])
     assert true == pytest.approx(bounded_mean_sensitivity(lo, hi, n), abs=1e-12)
@@ -130,13 +130,13 @@ def median(x):
 @pytest.mark.parametrize(("n", "zeros", "expected"), [(5, 3, 1.0), (5, 4, 0.0),
                                                        (9, 5, 1.0), (9, 6, 0.0)])
 def test_e15_local_sensitivity_of_the_median(n, zeros, expected):
-    # Spec E15: (n+1)/2 zeros and (n−1)/2 ones: LS = 1; one more zero: LS = 0.
+    # The lecture's median example: (n+1)/2 zeros and (n−1)/2 ones: LS = 1; one more zero: LS = 0.
     x = (0.0,) * zeros + (1.0,) * (n - zeros)
     assert local_sensitivity(median, x, (0.0, 0.5, 1.0), "replace_one") == expected
 
 
 def test_e16_spike_function_local_sensitivity():
-    # Spec E16 ⚠: the slide says LS = 0 on x's neighbours, but x is itself one of
+    # The lecture's local-sensitivity example (corrected): the slide says LS = 0 on x's neighbours, but x is itself one of
     # their neighbours, so LS = 10M there; LS = 0 only at distance ≥ 2.
     domain = (0, 1)
     x0 = (0, 1, 1)

@@ -1,6 +1,6 @@
-"""Teaching figures F1–F5 (spec §3) write real PNGs; F3's budgets match E12.
+"""Teaching figures F1–F5 (Geambasu's DP lecture) write real PNGs; F3's budgets match the lecture's composition example.
 
-Oracle for the PNGs: Pillow reads them back; for F3, the spec's E12 numbers and a
+Oracle for the PNGs: Pillow reads them back; for F3, the lecture's composition numbers (recomputed) and a
 direct RDP recomputation.
 """
 
@@ -30,7 +30,7 @@ def test_f2_laplace_error(tmp_path):
 
 def test_f3_composition_and_per_query_budget(tmp_path):
     assert_png(T.figure_composition(tmp_path / "f3.png", k_max=10_000))
-    # RDP per-query budget at k = 50,000, δ = 1e-6 is larger than advanced (8.22e-4, E12).
+    # RDP per-query budget at k = 50,000, δ = 1e-6 is larger than advanced (8.22e-4, the lecture's composition example).
     per_query = T.rdp_per_query_budget(1.0, 50_000, 1e-6)
     assert per_query > 8.22e-4
     orders = np.concatenate([np.linspace(1.05, 2, 20), np.linspace(2.25, 12, 40),

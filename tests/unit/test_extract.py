@@ -58,7 +58,7 @@ def test_outputs_are_inference_mode_losses(dropout_model):
     # Oracle 1: the saved model's own softmax output in inference mode.
     probs = model(tf.constant(x), training=False).numpy().astype(np.float64)
     np.testing.assert_allclose(outputs["p_true"], probs[rows, y], rtol=1e-5, atol=1e-7)
-    # Oracle 2: closed forms on inference-mode logits (seed002 §2.1), float64.
+    # Oracle 2: closed forms on inference-mode logits (Negoescu et al. 2023, footnote 1), float64.
     z = logits_model(model)(tf.constant(x), training=False).numpy().astype(np.float64)
     lse = np.log(np.exp(z).sum(axis=1))
     np.testing.assert_allclose(outputs["loss_ce"], lse - z[rows, y], rtol=1e-10, atol=1e-12)

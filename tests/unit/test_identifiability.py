@@ -1,5 +1,5 @@
-"""Identifiability bounds (Bernau et al. 2021) against the paper's tables, the spec's
-derived numbers (specs/seed004.md §3, §4) and closed forms."""
+"""Identifiability bounds (Bernau et al. 2021) against the paper's tables, numbers we
+derived from its formulas (and the authors' public code) and closed forms."""
 
 import math
 
@@ -18,7 +18,7 @@ def test_parameter_table_epsilon_from_rho_beta():
     # Paper's parameter table: ε = 0.08 / 0.12, 1.1, 2.2, 4.6 (rounded as printed).
     assert np.round(idf.epsilon_from_rho_beta(MNIST_TARGETS), 2).tolist() == [0.08, 1.1, 2.2, 4.6]
     assert round(idf.epsilon_from_rho_beta(0.53), 2) == 0.12
-    # Spec M4 to three decimals.
+    # Bernau et al. 2021, Eq. 10, to three decimals.
     assert np.round(idf.epsilon_from_rho_beta([0.52, 0.75, 0.9, 0.99]), 3).tolist() == [0.080, 1.099, 2.197, 4.595]
 
 
@@ -28,7 +28,7 @@ def test_parameter_table_rho_alpha():
     other = idf.rho_alpha_thm2(idf.epsilon_from_rho_beta(OTHER_TARGETS), 0.001)
     assert np.round(mnist, 2).tolist() == [0.01, 0.14, 0.28, 0.54]
     assert np.round(other, 2).tolist() == [0.01, 0.12, 0.23, 0.46]
-    # Spec P1: 2Φ(2.197/6.215) − 1 = 0.276 and 2Φ(2.197/7.553) − 1 = 0.229.
+    # Bernau et al. 2021, parameter table, unrounded: 2Φ(2.197/6.215) − 1 = 0.276 and 2Φ(2.197/7.553) − 1 = 0.229.
     assert idf.rho_alpha_thm2(2.197, 0.01) == pytest.approx(2 * stats.norm.cdf(2.197 / 6.215) - 1, abs=2e-4)
     assert round(idf.rho_alpha_thm2(2.197, 0.001), 3) == 0.229
 
@@ -70,8 +70,8 @@ def test_yeom_bound():
     assert idf.yeom_bound(1e4) == 1.0
 
 
-def test_noise_multipliers_legacy_match_spec():
-    # Spec §3 table (legacy conversion, k = 30).
+def test_noise_multipliers_legacy_match_reference():
+    # Reference values of the authors' code (legacy conversion, k = 30).
     expected = {(0.52, 0.01): 404.8, (0.75, 0.01): 15.99, (0.9, 0.01): 8.38, (0.99, 0.01): 4.365,
                 (0.53, 0.001): 329.0, (0.75, 0.001): 19.24, (0.9, 0.001): 9.95, (0.99, 0.001): 5.074}
     for (rho, delta), z_ref in expected.items():
@@ -81,7 +81,7 @@ def test_noise_multipliers_legacy_match_spec():
 
 
 def test_continuous_conversion_and_order_cap():
-    # Spec P3: continuous orders give z = 209 and 170 at ρ_β = 0.52 / 0.53; the
+    # Continuous orders give z = 209 and 170 at ρ_β = 0.52 / 0.53; the
     # legacy grid (α ≤ 63) realises only ε ≈ 0.041 / 0.062.
     assert round(idf.noise_multiplier_for_rho_beta(0.52, 30, 0.01, "continuous")) == 209
     assert round(idf.noise_multiplier_for_rho_beta(0.53, 30, 0.001, "continuous")) == 170
@@ -108,8 +108,8 @@ def test_dp_accounting_conversion_is_tighter_and_matches_accountant():
     assert improved < legacy
 
 
-def test_rdp_advantage_matches_spec_derived():
-    # Spec §4 "RDP-exact expected advantages": 0.005, 0.136, 0.256, 0.470 (MNIST)
+def test_rdp_advantage_matches_derived_values():
+    # RDP-exact expected advantages (derived from Bernau et al. 2021, Sec. 4.4): 0.005, 0.136, 0.256, 0.470 (MNIST)
     # and 0.007, 0.113, 0.217, 0.411 (others); repo outputs 0.2562 and 0.2168.
     z_m = [idf.noise_multiplier_for_rho_beta(r, 30, 0.01) for r in MNIST_TARGETS]
     z_o = [idf.noise_multiplier_for_rho_beta(r, 30, 0.001) for r in OTHER_TARGETS]
@@ -127,8 +127,8 @@ def test_heterogeneous_epsilon_equals_homogeneous():
         idf.full_batch_epsilon(9.95, 30, 1e-3), rel=1e-12)
 
 
-def test_predicted_rates_match_spec():
-    # Spec §4: predicted fraction with β > 0.9 at the ρ_β = 0.99 target: 0.131 (MNIST), 0.067;
+def test_predicted_rates_match_derived_values():
+    # Derived: predicted fraction with β > 0.9 at the ρ_β = 0.99 target: 0.131 (MNIST), 0.067;
     # predicted δ′ at ρ_β = 0.9: 0.0012 (δ = 0.01) and 0.0001 (δ = 0.001).
     m99 = 30 / (2 * idf.noise_multiplier_for_rho_beta(0.99, 30, 0.01) ** 2)
     o99 = 30 / (2 * idf.noise_multiplier_for_rho_beta(0.99, 30, 0.001) ** 2)
@@ -160,7 +160,7 @@ def test_llr_inner_product_equals_two_norm_form_and_scales():
 
 
 def test_worst_case_noise_reaches_rho_beta_exactly():
-    # Spec M11: with per-step ε_i = ε/k, the final belief equals ρ_β = expit(ε).
+    # Worst-case noise check of the authors' code: with per-step ε_i = ε/k, the final belief equals ρ_β = expit(ε).
     rng = np.random.default_rng(1)
     k, eps = 30, idf.epsilon_from_rho_beta(0.9)
     z = idf.sequential_noise_multiplier(eps, k, 1e-3)
@@ -174,7 +174,7 @@ def test_worst_case_noise_reaches_rho_beta_exactly():
 
 
 def test_analytic_law_matches_simulated_beliefs():
-    # Spec M2: Λ_k ~ N(M, 2M), M = k/(2z²) in LS mode. 4,000 simulated runs of 30
+    # Bernau et al. 2021, Lemma 1 (our derivation): Λ_k ~ N(M, 2M), M = k/(2z²) in LS mode. 4,000 simulated runs of 30
     # steps in 40 dimensions; tolerance: 4 standard errors of the mean and a KS test.
     rng = np.random.default_rng(2)
     runs, k, p, z = 4000, 30, 40, 6.0
@@ -272,3 +272,48 @@ def test_run_rows_pure_epsilon_mechanisms(mechanism):
         assert not rows.loc[metric, "applicable"] and math.isnan(rows.loc[metric, "value"])
         assert "pure epsilon-DP" in rows.loc[metric, "formula"]
     assert (rows["delta"] == 0.0).all() and (rows["accountant"] == "pure").all()
+
+
+def test_theorem2_is_not_a_bound_for_every_dp_mechanism():
+    # Theorem 2 of Bernau et al. 2021 is the expected advantage of the classically calibrated Gaussian,
+    # σ = Δ√(2 ln(1.25/δ))/ε. The analytically calibrated Gaussian (Balle & Wang 2018, Thm 8; its exact
+    # δ(ε) is checked in test_dp_mechanisms.py) is exactly (2.197, 0.01)-DP with σ/Δ = 1.0407 and its
+    # advantage 2Φ(Δ/(2σ)) − 1 (the total variation between N(0, σ²) and N(Δ, σ²)) is 0.369 > 0.276.
+    # The bound of any (ε, δ)-DP mechanism, (e^ε − 1 + 2δ)/(e^ε + 1) (Kairouz et al. 2015), is 0.802.
+    # Tolerances: 3 decimals as quoted; the order relations are strict with margins > 0.09.
+    from dpaudit.dp import hypothesis, mechanisms
+
+    eps, delta = 2.197, 0.01
+    sigma = mechanisms.gaussian_sigma_analytic(1.0, eps, delta)
+    assert mechanisms.gaussian_delta(sigma, eps) == pytest.approx(delta, rel=1e-9)  # exactly (ε, δ)-DP
+    analytic = float(idf.advantage_from_distance(1.0 / sigma))
+    assert analytic == pytest.approx(2 * stats.norm.cdf(0.5 / sigma) - 1, abs=1e-12)
+    assert round(analytic, 3) == 0.369
+    thm2 = float(idf.rho_alpha_thm2(eps, delta))
+    assert round(thm2, 3) == 0.276
+    any_dp = hypothesis.max_advantage(eps, delta)
+    assert any_dp == pytest.approx((math.exp(eps) - 1 + 2 * delta) / (math.exp(eps) + 1), rel=1e-12)
+    assert round(any_dp, 3) == 0.802
+    assert thm2 < analytic <= any_dp
+
+    # The run rows carry the any-DP bound next to Theorem 2's value, in the family's row format.
+    train = {"mechanism": "dpsgd", "epsilon": eps, "delta": delta, "noise_multiplier": 5.0, "steps": 30,
+             "sampling_probability": 0.1, "accountant": "rdp", "sampling": "poisson",
+             "neighbouring_relation": accounting.NEIGHBOURING["poisson"]}
+    rows = idf.run_identifiability(train)
+    assert rows["metric"].is_unique and set(rows.columns) == set(idf.run_identifiability(
+        {**train, "sampling_probability": 1.0}).columns)
+    indexed = rows.set_index("metric")
+    bound = indexed.loc["advantage_bound_any_dp"]
+    assert bound["applicable"] and bound["value"] == pytest.approx(any_dp, rel=1e-12)
+    assert "any (eps, delta)-DP" in bound["formula"]
+    assert indexed.loc["rho_alpha_thm2", "value"] < analytic <= bound["value"]
+    assert "classically calibrated" in indexed.loc["rho_alpha_thm2", "formula"]
+    # Pure ε-DP: tanh(ε/2); a baseline: not applicable, NaN.
+    pure = idf.run_identifiability({"mechanism": "output_perturbation", "epsilon": 0.4, "delta": 0.0,
+                                    "accountant": "pure", "noise_multiplier": None, "steps": None,
+                                    "sampling_probability": None}).set_index("metric")
+    assert pure.loc["advantage_bound_any_dp", "value"] == pytest.approx(math.tanh(0.2), rel=1e-12)
+    baseline = idf.run_identifiability({"mechanism": "baseline", "epsilon": math.inf}).set_index("metric")
+    assert not baseline.loc["advantage_bound_any_dp", "applicable"]
+    assert math.isnan(baseline.loc["advantage_bound_any_dp", "value"])

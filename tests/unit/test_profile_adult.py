@@ -39,9 +39,9 @@ def test_two_feature_view_and_y_max(adult_data):
     view = data.adult_view(adult_data, data.ADULT_TWO_FEATURES)
     assert view.features.shape == (32_561, 2)
     assert int((view.labels > 0).sum()) == 7_841  # UCI adult.names: 24.1 % >50K
-    assert view.metadata["max_row_norm"] == pytest.approx(4.9067, abs=1e-4)  # spec §5
+    assert view.metadata["max_row_norm"] == pytest.approx(4.9067, abs=1e-4)  # LeBlond et al. 2023's unit-ball scaling, our reproduction
     base, _, delta = _worst_case(view)
-    np.testing.assert_allclose(base.weights, [0.020174, 0.028898], atol=1e-6)  # spec §6 Fig. 2 [repro]
+    np.testing.assert_allclose(base.weights, [0.020174, 0.028898], atol=1e-6)  # our reproduction of Fig. 2
     # The paper's y_max is row 24239 (1-based), the unique farthest neighbour (LeBlond et al. 2023, Fig. 7).
     assert view.row_ids[np.argmax(delta)] == 24_239
     assert np.sum(delta == delta.max()) == 1
@@ -53,7 +53,7 @@ def test_hundred_row_view(adult_data):
     assert view.features.shape == (100, 2) and int((view.labels > 0).sum()) == 25
     assert np.linalg.norm(view.features, axis=1).max() == pytest.approx(1.0, rel=1e-15)
     base, _, delta = _worst_case(view)
-    np.testing.assert_allclose(base.weights, [0.0291, 0.0521], atol=1e-4)  # spec §6 Fig. 8 [repro]
+    np.testing.assert_allclose(base.weights, [0.0291, 0.0521], atol=1e-4)  # our reproduction of Fig. 8
     assert int(np.argmax(delta)) == 74 and delta.max() == pytest.approx(5.4e-3, rel=2e-2)
     full_scaling = data.adult_view(adult_data, data.ADULT_TWO_FEATURES, first_rows=100, scale_on_subset=False)
     np.testing.assert_allclose(model.fit(full_scaling.features, full_scaling.labels).weights, [0.0187, 0.0360],
@@ -63,7 +63,7 @@ def test_hundred_row_view(adult_data):
 @pytest.mark.slow
 def test_six_feature_worst_case_within_two_permille_of_exact_retraining(adult_data):
     # LeBlond et al. 2023, §5.1: max_i ‖A_wc − A(y_i)‖/‖A(y_i) − A(x)‖ < 2e−3 over all 32,561 neighbours
-    # (spec §7 [repro]: max 1.63e−3, median 1.27e−3).
+    # (our reproduction: max 1.63e−3, median 1.27e−3).
     view = data.adult_view(adult_data, data.ADULT_SIX_FEATURES)
     base, shifts, _ = _worst_case(view)
     exact = neighbours.retrain_removed(view.features, view.labels, base.weights, 1.0)

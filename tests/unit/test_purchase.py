@@ -6,7 +6,7 @@ format: a gzip tar whose member ``dataset_purchase`` holds rows
 ``label,f1,...,f600`` (label 1..100, binary features). Oracles independent of
 the implementation: the csv module parsing the generated member, hashlib on the
 served bytes, scikit-learn's ``train_test_split`` for the split sizes, and the
-arithmetic of seed002 §9.12 written out.
+arithmetic of Negoescu et al. 2023's split sizes written out.
 """
 
 from __future__ import annotations
@@ -343,8 +343,8 @@ def test_prepare_is_deterministic_and_seed_moves_only_the_split(tmp_path):
         assert a.column(column).equals(c.column(column))
 
 
-def test_split_sizes_match_sklearn_and_seed002():
-    # seed002 §9.12: 0.33 * 197,324 = 65,116.92 -> ceil 65,117 non-members,
+def test_split_sizes_match_sklearn_and_negoescu_et_al():
+    # Negoescu et al. 2023, Sec. 4 split sizes: 0.33 * 197,324 = 65,116.92 -> ceil 65,117 non-members,
     # 197,324 - 65,117 = 132,207 members.
     assert math.ceil(0.33 * 197_324) == 65_117
     assert 197_324 - 65_117 == 132_207

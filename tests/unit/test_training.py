@@ -233,7 +233,7 @@ def test_batch_size_above_member_count_is_refused_with_key_run_and_count(tmp_pat
     assert info["batch_size"] == 120 and info["sampling_probability"] == 1.0
 
 
-# (m, k): uneven groups 3/2/2; the batch-mean (k = 1, seed002 §9.9); k divides m
+# (m, k): uneven groups 3/2/2; the batch-mean (k = 1, as in Negoescu et al. 2023); k divides m
 # (TF Privacy's reshape rows); and m < k, which leaves two groups empty.
 @pytest.mark.parametrize(("m", "k"), [(7, 3), (6, 1), (6, 2), (2, 4)])
 @pytest.mark.parametrize("hidden", [[], [5]])

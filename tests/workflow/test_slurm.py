@@ -33,7 +33,7 @@ STARTED_JOB = re.compile(r"(?:sched: Allocate|sched/backfill: _start_job: Starte
 RUN_TIMEOUT = 900  # seconds for the whole SLURM run; a hung scheduler fails the test
 FAULT_TIMEOUT = 300  # seconds to see a training job RUNNING before giving up on the fault case
 # What a site profile would hold (profiles/slurm/site-example), set for this cluster:
-# Debian's SLURM 22.05 needs no account and squeue for status polling (DESIGN.md §9);
+# Debian's SLURM 22.05 needs no account and squeue for status polling (docs/stack.md, SLURM and GPUs);
 # a 2 s first status check keeps the tiny run short.
 TEST_SITE_PROFILE = {
     "slurm-no-account": True,

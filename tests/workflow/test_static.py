@@ -9,7 +9,7 @@ from tests.workflow.helpers import ROOT
 BIN = Path(sys.executable).parent
 
 # tensorflow-privacy 0.9.0 publishes pins the verified stack must break
-# (DESIGN.md §5, §9): these are the only complaints `pip check` may print.
+# (docs/stack.md, Pinned packages): these are the only complaints `pip check` may print.
 KNOWN_PIP_CHECK = {
     "tensorflow-privacy 0.9.0 requires tensorflow-estimator, which is not installed.",
     "tensorflow-privacy 0.9.0 requires tensorflow-probability, which is not installed.",

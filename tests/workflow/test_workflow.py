@@ -132,7 +132,7 @@ def test_unquoted_delta_and_non_finite_values_as_yaml_writes_them(tmp_path):
 def test_paper_epsilon_star_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
     counts = job_counts(result.stdout)
-    # spec seed002 §4: Adult 4 + 4·3·2·2 = 52 strategies, Purchase-100 3 + 48 = 51, 5 seeds each.
+    # Negoescu et al. 2023, Sec. 4: Adult 4 + 4·3·2·2 = 52 strategies, Purchase-100 3 + 48 = 51, 5 seeds each.
     assert counts["train_model"] == 52 * 5 + 51 * 5
     assert counts["metric_epsilon_star"] == 515 and counts["plot_epsilon_star_landscape"] == 2
     assert counts["simulate_epsilon_star"] == 1 and counts["epsilon_star_ks_fit"] == 1

@@ -1,4 +1,4 @@
-"""Turn raw or generated data into the examples table of DESIGN.md §3.
+"""Turn raw or generated data into the examples table (docs/architecture.md, Data contracts).
 
 :func:`prepare_dataset` returns a :class:`pyarrow.Table` (not a pandas frame)
 with columns ``example_id`` int64, ``split`` string, ``label`` int64 and ``x``
@@ -11,9 +11,9 @@ string``); a Table written directly round-trips. :func:`features` turns the
 ``x`` column back into a 2-D numpy array without per-row Python work.
 
 Splits: members are ``train``, non-members ``holdout``, utility is measured on
-``test`` -- except for Adult, where holdout = test = adult.test (seed002 §4),
+``test`` -- except for Adult, where holdout = test = adult.test (Negoescu et al. 2023, Sec. 4),
 so its rows are all labelled ``holdout`` and the info says the utility split is
-``holdout``. Purchase-100 is the same (seed002 §4: utility is accuracy on D̄):
+``holdout``. Purchase-100 is the same (Negoescu et al. 2023, Sec. 4: utility is accuracy on D̄):
 a seeded random 67/33 split into ``train`` and ``holdout``, no ``test`` rows.
 
 Raw files are hashed here and the hash goes to ``raw_files`` in the info; if a
@@ -189,7 +189,7 @@ def random_split(n: int, seed: int, test_size: float = PURCHASE_TEST_SIZE) -> np
 
     ``ceil(test_size * n)`` examples (the same float expression as scikit-learn's
     ``train_test_split``) go to holdout, the rest to train; for Purchase-100 that
-    is 65,117 / 132,207 (seed002 §9.12). Which examples go where comes from a
+    is 65,117 / 132,207 (Negoescu et al. 2023 give ~300,000 records; the sizes match scikit-learn's test_size = 0.33, rounded up). Which examples go where comes from a
     permutation by numpy's PCG64 seeded with ``seed`` -- not stratified, as in
     the paper's random split.
     """

@@ -1,4 +1,4 @@
-"""dpaudit.dp: differential-privacy primitives and reporting (source 001).
+"""dpaudit.dp: differential-privacy primitives and reporting (Geambasu's DP lecture).
 
 Modules (import them directly; this package imports nothing so that light users
 do not pay for dp_accounting or matplotlib):

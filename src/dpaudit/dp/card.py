@@ -1,4 +1,4 @@
-"""Privacy card per trained model (spec R4): the theory of its (ε, δ) next to the
+"""Privacy card per trained model (Geambasu's DP lecture: what a given (ε, δ) means for an attacker): the theory of its (ε, δ) next to the
 measured attack, and what DP does and does not promise, in plain words.
 
 ``privacy_card`` returns a ``PrivacyCard``: a flat dict row (for a Parquet table

@@ -1,4 +1,4 @@
-"""Checking that a mechanism is (ε, δ)-DP on one pair of neighbours (spec D1, D2).
+"""Checking that a mechanism is (ε, δ)-DP on one pair of neighbours (Geambasu's DP lecture: the definitions of (ε, δ)-DP and of the privacy loss).
 
 Two checks:
 

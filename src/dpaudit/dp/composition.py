@@ -1,4 +1,4 @@
-"""Composition, amplification, group privacy and RDP accounting (spec §2.4).
+"""Composition, amplification, group privacy and RDP accounting (Geambasu's DP lecture: properties and accounting).
 
 Where ``dp_accounting`` has the computation (RDP of the Poisson-subsampled
 Gaussian, its tighter RDP→(ε,δ) conversion) this module delegates to it; the
@@ -63,7 +63,7 @@ def basic_composition(eps, delta=0.0) -> tuple[float, float]:
 def advanced_composition(eps: float, delta: float, k, delta_prime: float):
     """k-fold (ε,δ) gives (ε√(2k ln(1/δ′)) + kε(e^ε − 1), kδ + δ′) (Dwork, Rothblum,
     Vadhan 2010). The extracted slide appears to put the second term inside the
-    square root; the standard form keeps it outside (spec P3). ``k`` may be an array.
+    square root; the standard form keeps it outside. ``k`` may be an array.
     """
     k = np.asarray(k, dtype=np.float64)
     e = eps * np.sqrt(2.0 * k * math.log(1.0 / delta_prime)) + k * eps * math.expm1(eps)
@@ -78,7 +78,7 @@ def advanced_beats_basic_crossover(eps: float, delta_prime: float,
     """Smallest k at which advanced composition gives a smaller total ε than basic.
 
     Found by search on the formulas themselves. The slide's closed form
-    2 ln(1/δ′)/(e^ε−1)² does not follow from its own formula (spec P4); the
+    2 ln(1/δ′)/(e^ε−1)² does not follow from its own formula; the
     difference advanced − basic = ε(√(2k ln(1/δ′)) − k(2 − e^ε)) is positive then
     negative when e^ε < 2 and never negative when ε ≥ ln 2, so None is returned
     there (and when no k ≤ k_max works).
@@ -113,8 +113,8 @@ def split_budget(eps_total: float, k: int, method: str = "advanced",
 
     basic: ε_total/k. advanced: solved by bisection on the advanced-composition
     formula (δ per computation 0, slack δ′); the approximation
-    ε_total/√(2k ln(1/δ′)) is order-correct but not exact (spec P5: 8.5e-4 vs the
-    true 8.22e-4 at k = 50,000, δ′ = 1e-6).
+    ε_total/√(2k ln(1/δ′)) is order-correct but not exact (the lecture's global-budgeting
+    example: 8.5e-4 vs the true 8.22e-4 at k = 50,000, δ′ = 1e-6).
     """
     if method == "basic":
         return eps_total / k

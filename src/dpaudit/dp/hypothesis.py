@@ -1,4 +1,4 @@
-"""Hypothesis-testing view of DP and what it means for membership inference (spec D3–D5).
+"""Hypothesis-testing view of DP and what it means for membership inference (Geambasu's DP lecture: the risk multiplier, the Bayesian and the hypothesis-testing readings; Kairouz et al. 2015).
 
 (ε, δ)-DP holds iff every test of "x" against "x′" (e.g. member vs non-member)
 satisfies TPR ≤ e^ε·FPR + δ and TPR ≤ 1 − e^−ε(1 − δ − FPR) (Wasserman & Zhou
@@ -47,7 +47,7 @@ _EMPTY_VIOLATIONS = pd.DataFrame({
 
 
 def risk_multiplier(eps):
-    """e^ε: the factor by which any event's probability can grow (D3).
+    """e^ε: the factor by which any event's probability can grow (the lecture's risk multiplier).
 
     At ε = 0.1 this is 1.1052 (+10.5%); the slides' "no more than 11%" rounds up.
     """
@@ -57,7 +57,7 @@ def risk_multiplier(eps):
 
 def max_posterior(prior, eps):
     """Largest posterior an attacker can reach from ``prior``: posterior odds grow by at
-    most e^ε, so e^ε·p/(e^ε·p + 1 − p) = expit(logit p + ε) (D4)."""
+    most e^ε, so e^ε·p/(e^ε·p + 1 − p) = expit(logit p + ε) (the Bayesian reading)."""
     out = special.expit(special.logit(np.asarray(prior, dtype=np.float64))
                         + np.asarray(eps, dtype=np.float64))
     return float(out) if out.ndim == 0 else out
@@ -307,7 +307,7 @@ def roc_inside_dp_region(fpr, tpr, eps, delta, n_members: int, n_nonmembers: int
 
 
 def epsilon_warnings(eps: float, n: int | None = None) -> list[str]:
-    """Rules of thumb for a target ε (spec E17, pitfall 2); δ rules live elsewhere.
+    """Rules of thumb for a target ε (Geambasu's DP lecture: rules of thumb for ε); δ rules live elsewhere.
 
     Warns when ε > 8 (the MIA bound is vacuous: best accuracy ≥ 0.9997), when the
     model is non-private, and when ε < 1/n (too little budget for most statistics).

@@ -1,4 +1,4 @@
-"""Per-dataset privacy budget ledger (spec §5 pitfall 1, R2).
+"""Per-dataset privacy budget ledger (Geambasu's DP lecture: every release of the grid spends budget).
 
 Every model trained on a dataset spends budget on it, and releasing the best
 model of a grid is not covered by that one run's ε. The ledger lists each run's

@@ -1,4 +1,4 @@
-"""Basic DP mechanisms (source 001, spec §2.3 and §2.5), numpy/scipy only.
+"""Basic DP mechanisms (Geambasu's DP lecture: basic mechanisms and the Google DP library's composite algorithms), numpy/scipy only.
 
 Every sampler takes ``rng``: a ``numpy.random.Generator`` or anything
 ``numpy.random.default_rng`` accepts (an int seed), so results are reproducible
@@ -49,7 +49,7 @@ def _check_eps(eps: float, *, allow_zero: bool = False) -> float:
     return eps
 
 
-# ---------------------------------------------------------------- Laplace (M1)
+# ---------------------------------------------------------------- Laplace
 
 
 def laplace_scale(sensitivity: float, eps: float) -> float:
@@ -69,7 +69,7 @@ def laplace_mechanism(value, sensitivity: float, eps: float, rng=None) -> np.nda
     return value + _rng(rng).laplace(0.0, b, size=value.shape)
 
 
-# ---------------------------------------------------------------- Gaussian (M2)
+# ---------------------------------------------------------------- Gaussian
 
 
 def gaussian_sigma_classical(sensitivity: float, eps: float, delta: float) -> float:
@@ -77,7 +77,7 @@ def gaussian_sigma_classical(sensitivity: float, eps: float, delta: float) -> fl
 
     The slides omit the theorem's condition ε < 1. The formula is still valid at
     ε = 1 (the exact δ is far below the target there) but fails for large ε
-    (spec M2: at δ = 1e-5, ε = 10 the true δ is 2.3e-5), so ε > 1 is refused.
+    (at δ = 1e-5, ε = 10 the true δ is 2.3e-5, Balle & Wang 2018), so ε > 1 is refused.
     """
     eps = _check_eps(eps)
     delta = check_delta(delta)
@@ -110,7 +110,7 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
 
     δ(ε) = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ); evaluated with log Φ so that
     tiny δ (and large ε) do not underflow or cancel. ``eps`` and ``sensitivity``
-    broadcast against each other (the PMP bounds of source 003 evaluate one ε
+    broadcast against each other (the PMP bounds of Lowy et al. 2024 evaluate one ε
     against a matrix of pairwise distances); Δ = 0 gives δ = 0 (log δ = −inf).
     """
     eps = np.asarray(eps, dtype=np.float64)
@@ -131,7 +131,7 @@ def gaussian_delta(sigma: float, eps, sensitivity=1.0):
 
     Vectorised over ``eps`` and ``sensitivity`` (broadcast). With σ = 1 and
     ``sensitivity = μ`` this is the privacy profile δ_G(ε; μ) of Lemma 10 in
-    Lowy et al. (source 003).
+    Lowy et al. 2024.
     """
     out = np.exp(_gaussian_log_delta(eps, sigma, sensitivity))
     return float(out) if out.ndim == 0 else out
@@ -190,7 +190,7 @@ def gaussian_mechanism(
     return value + _rng(rng).normal(0.0, sigma, size=value.shape)
 
 
-# ---------------------------------------------------------------- exponential (M4)
+# ---------------------------------------------------------------- exponential
 
 
 def exponential_mechanism_log_probabilities(scores, eps: float, sensitivity: float = 1.0):
@@ -238,7 +238,7 @@ def exponential_mechanism_utility_bound(
     return shortfall, math.exp(-t)
 
 
-# ---------------------------------------------------------------- randomized response (M5)
+# ---------------------------------------------------------------- randomized response
 
 
 def randomized_response_truth_probability(eps: float) -> float:

@@ -1,7 +1,7 @@
-"""Sensitivity: analytic values per query type and a brute-force checker (spec §2.2).
+"""Sensitivity: analytic values per query type and a brute-force checker (Geambasu's DP lecture: sensitivity).
 
 Neighbouring relations are named explicitly, never "Hamming"/"L1" (the slides and
-libraries use those words the other way round, spec P11):
+libraries use those words the other way round):
 
 - ``"add_remove"``: x′ is x with one record added or removed;
 - ``"replace_one"``: x′ is x with one record replaced by another (same size).
@@ -71,7 +71,7 @@ def bounded_mean_sensitivity(lower: float, upper: float, n: int) -> float:
     """Mean of n values in [L, U] with n public (replace-one): |U−L|/n.
 
     The slides give max(|L|,|U|)/n, which equals this only when L = 0 or U = 0 and
-    is too small when L < 0 < U (spec §2.5).
+    is too small when L < 0 < U (the lecture's bounded-mean slide).
     """
     return float(abs(upper - lower)) / n
 
@@ -112,7 +112,7 @@ def local_sensitivity(f: Callable, x: tuple, domain: Sequence[Hashable],
                       relation: str = "add_remove", p: int = 1) -> float:
     """LS_f(x) = max over x′ ~ x of ‖f(x) − f(x′)‖_p, for this one x.
 
-    Calibrating noise to this is not DP (spec S2, E16): the scale itself leaks x.
+    Calibrating noise to this is not DP (Geambasu's DP lecture, local sensitivity): the scale itself leaks x.
     """
     fx = f(tuple(x))
     return max((_norm(fx, f(y), p) for y in neighbours(x, domain, relation)), default=0.0)

@@ -4,9 +4,11 @@
 The DI adversary knows both neighbouring datasets D and D′ and every released noisy
 gradient, and decides which one was trained on. Its final belief in the true dataset
 is at most ρ_β = expit(ε) (Theorem 1; with probability ≥ 1 − δ for (ε, δ)-DP), and its
-expected advantage against the Gaussian mechanism is
+expected advantage against the classically calibrated Gaussian mechanism is
 ρ_α = 2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2), or 2Φ(√k / (2z)) − 1 when the k
-full-batch steps are composed with RDP (Section 4.4).
+full-batch steps are composed with RDP (Section 4.4). Neither is a bound for every
+(ε, δ)-DP mechanism: that bound is (e^ε − 1 + 2δ)/(e^ε + 1)
+(``dpaudit.dp.hypothesis.max_advantage``, row ``advantage_bound_any_dp``).
 
 Every ε here carries the conversion that produced it (``CONVERSIONS``):
 
@@ -28,6 +30,7 @@ from scipy import optimize, special, stats
 
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp.composition import rdp_to_dp
+from dpaudit.dp.hypothesis import max_advantage
 from dpaudit.training import accounting
 
 CONVERSIONS = ("legacy", "continuous", "dp_accounting")
@@ -43,7 +46,7 @@ def _out(value):
     return float(value) if value.ndim == 0 else value
 
 
-# ------------------------------------------------------------------ beliefs (M3, M4)
+# ------------------------------------------------------------------ beliefs
 
 
 def rho_beta(eps):
@@ -73,7 +76,7 @@ def epsilon_from_rho_beta(rho):
     return _out(np.log(rho) - np.log1p(-rho))
 
 
-# --------------------------------------------------------------- advantages (M5, M6)
+# --------------------------------------------------------------- advantages
 
 
 def _gaussian_scale(delta) -> np.ndarray:
@@ -90,7 +93,10 @@ def advantage_from_distance(distance):
 
 def rho_alpha_thm2(eps, delta):
     """Expected advantage against the Gaussian mechanism calibrated classically to (ε, δ):
-    2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2). The paper's parameter table."""
+    2Φ(ε / (2√(2 ln(1.25/δ)))) − 1 (Theorem 2). The paper's parameter table.
+
+    A property of that one mechanism, not a bound for (ε, δ)-DP: the analytically
+    calibrated Gaussian reaches 0.369 at (2.197, 0.01), where this gives 0.276."""
     eps = np.asarray(eps, dtype=np.float64)
     return advantage_from_distance(eps / _gaussian_scale(delta))
 
@@ -128,7 +134,8 @@ def rho_alpha_heterogeneous(sensitivities, sigmas):
 
 
 def yeom_bound(eps):
-    """Yeom et al.'s membership advantage bound min(1, e^ε − 1) (Proposition 2)."""
+    """Yeom et al.'s membership advantage bound min(1, e^ε − 1) (Proposition 2), proved
+    for pure ε-DP (Yeom et al. 2018, Theorem 1); not a bound when δ > 0."""
     eps = np.asarray(eps, dtype=np.float64)
     with np.errstate(over="ignore"):
         return _out(np.minimum(1.0, np.expm1(eps)))
@@ -140,7 +147,7 @@ def clamp_epsilon(eps):
     return _out(np.maximum(eps, 0.0)), np.asarray(eps <= 0)
 
 
-# ------------------------------------------------------------- RDP → (ε, δ) (M1)
+# ------------------------------------------------------------- RDP → (ε, δ)
 
 
 def rdp_epsilon(rdp_slope: float, delta: float, conversion: str = "legacy") -> dict:
@@ -189,7 +196,7 @@ def heterogeneous_epsilon(effective_multipliers, delta: float, conversion: str =
 
 def _rho_beta_gap(rho: float, steps: int, delta: float, conversion: str):
     """(ε target, gap(log z) = ε(z) − ε target); refuses a target no z in ``Z_BRACKET``
-    reaches, saying why (spec P3: the legacy grid's largest order 63 puts a floor
+    reaches, saying why (the legacy grid's largest order 63 puts a floor
     ln(1/δ)/62 under ε however large z is)."""
     eps = float(epsilon_from_rho_beta(rho))
     if eps <= 0:
@@ -241,7 +248,7 @@ def noise_multiplier_for_rho_beta(
     return math.exp(optimize.brentq(gap, lo, hi, xtol=xtol))
 
 
-# ------------------------------------------------------ the adversary's belief (M2)
+# ------------------------------------------------------ the adversary's belief
 
 
 def log_likelihood_ratio(release, mu, mu_prime, sigma):
@@ -270,7 +277,7 @@ def standardized_llr(llr, sensitivity, sigma, b_true: int = 0):
     sign of ``log_likelihood_ratio``) standardized under the true dataset.
 
     With r = μ^{(b)} + n, L = s·LS²/(2σ²) + ⟨n, d⟩/σ², so η = ⟨n, d⟩/(σ·LS) ~ N(0, 1)
-    (spec M2, P17) if and only if the LLR path is right: a KS test of η then checks the
+    (Bernau et al. 2021, Lemma 1) if and only if the LLR path is right: a KS test of η then checks the
     adversary's arithmetic, not only the noise generator. NaN where LS = 0 (the step
     reveals nothing and η is undefined); callers count those steps.
     """
@@ -296,7 +303,7 @@ def belief_in_true_dataset(log_odds, b_true):
 
 
 def predicted_win_probability(rdp_slope):
-    """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (M2 analytic law): Φ(√(M/2))."""
+    """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (the analytic law of Lemma 1's log-odds): Φ(√(M/2))."""
     m = np.asarray(rdp_slope, dtype=np.float64)
     return _out(stats.norm.cdf(np.sqrt(m / 2.0)))
 
@@ -338,24 +345,44 @@ TRAIN_CONVERSIONS = {
 RELATION_SENSITIVITY = {"add_or_remove_one": 1.0, "replace_one": 2.0}
 
 
+ANY_DP_FORMULA = "(e^eps - 1 + 2 delta)/(e^eps + 1) (any (eps, delta)-DP mechanism)"
+
+
 def run_identifiability(train: dict) -> pd.DataFrame:
     """Identifiability rows of one trained run from its accountant's (ε, δ).
 
     Every row records the ``conversion`` that produced the ε (``TRAIN_CONVERSIONS``)
-    and the ``neighbouring_relation`` the ε holds for. ρ_β and the δ-adjusted ρ_β, ρ_α
-    by Theorem 2 and Yeom's bound hold for any (ε, δ)-DP model, whatever the relation.
-    ρ_α by RDP composition assumes full-batch steps, so it is written only for runs
-    whose sampling probability is 1 (mini-batch runs would need the subsampled or
-    shuffled analysis, spec P15); its sensitivity follows the relation: C for
-    add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for replace-one (shuffled
-    batches, 2Φ(√k/z) − 1), the same sensitivity the accountant used for the ε. A
-    non-private run gets rows with ``applicable = False`` and NaN values, never a
+    and the ``neighbouring_relation`` the ε holds for. What each row is:
+
+    * ``rho_beta`` and ``rho_beta_expected``: the DI adversary's posterior belief
+      bound expit(ε) (Bernau et al. 2021, Theorem 1; for δ > 0 it holds with
+      probability ≥ 1 − δ) and its δ-adjusted form, for any (ε, δ)-DP mechanism.
+    * ``rho_alpha_thm2``: NOT a bound for any (ε, δ)-DP model. Theorem 2 is the
+      expected advantage of the Gaussian mechanism calibrated classically,
+      σ = Δ√(2 ln(1.25/δ))/ε: another (ε, δ)-DP mechanism can do better. The
+      analytically calibrated Gaussian (Balle & Wang 2018), exactly (2.197, 0.01)-DP,
+      has advantage 0.369 where Theorem 2 gives 0.276.
+    * ``advantage_bound_any_dp``: the advantage bound of every (ε, δ)-DP mechanism,
+      (e^ε − 1 + 2δ)/(e^ε + 1) (Kairouz et al. 2015; ``dpaudit.dp.hypothesis.max_advantage``);
+      0.802 at (2.197, 0.01).
+    * ``yeom_bound``: Yeom et al. 2018's min(1, e^ε − 1), proved for pure ε-DP (their
+      Theorem 1); with δ > 0 it is the paper's reference line, not a guarantee (at
+      small ε it lies below the δ of the line above).
+    * ``rho_alpha_rdp``: the expected advantage of the run's own Gaussian steps
+      composed by RDP, assuming full-batch steps, so it is written only for runs
+      whose sampling probability is 1 (mini-batch runs would need the subsampled or
+      shuffled analysis, which Bernau et al. 2021 leave open); its sensitivity follows
+      the relation: C for add/remove-one (Poisson sampling, 2Φ(√k/(2z)) − 1), 2C for
+      replace-one (shuffled batches, 2Φ(√k/z) − 1), the same sensitivity the
+      accountant used for the ε.
+
+    A non-private run gets rows with ``applicable = False`` and NaN values, never a
     made-up number.
 
     A pure ε-DP run of another mechanism (δ = 0: output or objective perturbation)
-    gets ρ_β = expit(ε) (= the δ-adjusted ρ_β at δ = 0) and Yeom's bound, which hold
-    for any ε-DP mechanism; the two ρ_α rows describe the Gaussian mechanism and are
-    marked not applicable.
+    gets ρ_β = expit(ε) (= the δ-adjusted ρ_β at δ = 0), the any-DP bound tanh(ε/2)
+    and Yeom's bound, which hold for any ε-DP mechanism; the two ρ_α rows describe
+    the Gaussian mechanism and are marked not applicable.
     """
     eps = float(train["epsilon"])
     delta = train.get("delta")
@@ -371,7 +398,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         "formula": "",
         "applicable": True,
     }
-    metrics = ("rho_beta", "rho_beta_expected", "rho_alpha_thm2", "yeom_bound", "rho_alpha_rdp")
+    metrics = ("rho_beta", "rho_beta_expected", "rho_alpha_thm2", "advantage_bound_any_dp", "yeom_bound",
+               "rho_alpha_rdp")
     if train.get("mechanism") != "dpsgd" and math.isfinite(eps) and delta is not None and float(delta) == 0.0:
         gaussian_only = "not applicable: the Gaussian mechanism's advantage; this run is pure epsilon-DP"
         base["conversion"] = "none: pure epsilon-DP, epsilon exact"
@@ -380,6 +408,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
             {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, 0.0),
              "formula": "rho_beta + delta (1 - rho_beta), delta = 0"},
             {**base, "metric": "rho_alpha_thm2", "value": math.nan, "applicable": False, "formula": gaussian_only},
+            {**base, "metric": "advantage_bound_any_dp", "value": max_advantage(eps, 0.0),
+             "formula": ANY_DP_FORMULA},
             {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
             {**base, "metric": "rho_alpha_rdp", "value": math.nan, "applicable": False, "formula": gaussian_only},
         ])
@@ -403,7 +433,8 @@ def run_identifiability(train: dict) -> pd.DataFrame:
         {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, delta),
          "formula": "rho_beta + delta (1 - rho_beta)"},
         {**base, "metric": "rho_alpha_thm2", "value": rho_alpha_thm2(eps, delta),
-         "formula": "2 Phi(eps / (2 sqrt(2 ln(1.25/delta)))) - 1"},
+         "formula": "2 Phi(eps / (2 sqrt(2 ln(1.25/delta)))) - 1 (classically calibrated Gaussian)"},
+        {**base, "metric": "advantage_bound_any_dp", "value": max_advantage(eps, delta), "formula": ANY_DP_FORMULA},
         {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
     ]
     q = base["sampling_probability"]
@@ -424,11 +455,11 @@ def run_identifiability(train: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------- aggregation over R audit runs (M8, M9)
+# ------------------------------------------------- aggregation over R audit runs
 
 CONFIG_KEYS = ["dataset", "config", "neighbourhood", "sens_mode", "rho_target", "pair"]
-LS_TOLERANCE = 1e-4  # spec P6: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
-# Family-wise level of the η_t ~ N(0, 1) health check (spec P17): one KS test per
+LS_TOLERANCE = 1e-4  # per-example gradients are independent: LS_U ≤ C + 1e-4, LS_B ≤ 2C + 1e-4
+# Family-wise level of the η_t ~ N(0, 1) health check (a pipeline health check of our own): one KS test per
 # configuration, Bonferroni over the configurations of one aggregate (63 in the paper's
 # grid, where an unadjusted p < 0.01 would flag one spuriously about half the time).
 ETA_KS_LEVEL = 0.01

@@ -1,6 +1,6 @@
 """Loss-threshold membership inference: ROC, AUC, advantage, TPR at low FPR, ε lower bounds.
 
-The attack (Yeom et al.; seed002 §2.1, §3) predicts "member" when an example's
+The attack (Yeom et al. 2018; Negoescu et al. 2023, Sec. 3) predicts "member" when an example's
 loss is at most a threshold τ. Members are the training set, non-members a
 holdout set. For a threshold τ
 
@@ -11,7 +11,7 @@ Every function works on sorted arrays and cumulative counts, so 10⁶ + 10⁶ lo
 take a fraction of a second; nothing loops over examples or thresholds in Python.
 
 The ε lower bound follows the hypothesis-testing reading of (ε, δ)-DP
-(seed001 §2.1 D5; Kairouz et al. 2015): every test satisfies
+(Geambasu's DP lecture, the hypothesis-testing reading; Kairouz et al. 2015): every test satisfies
 TPR ≤ e^ε·FPR + δ and TNR ≤ e^ε·FNR + δ. Replacing the rates with one-sided
 Clopper–Pearson bounds (Jagielski et al. 2020; Nasr et al. 2021) turns an
 observed attack into a statistically valid lower bound on the ε of the training

@@ -1,4 +1,4 @@
-"""Privacy-utility Pareto frontier (spec seed002 §2.8, §9.14).
+"""Privacy-utility Pareto frontier (Negoescu et al. 2023, Sec. 4: the convex hull of strategies in the direction that improves privacy or utility).
 
 Points are strategies: x = eps* (lower is better), y = utility (higher is
 better). The paper's frontier is "the convex hull of strategies in this plane,

@@ -1,6 +1,6 @@
-"""Utility of a trained model on its utility split, as source 002 measures it.
+"""Utility of a trained model on its utility split, as Negoescu et al. 2023 measure it.
 
-Binary tasks: AUROC of the predicted P(y = 1) (seed002 §2.8); more classes:
+Binary tasks: AUROC of the predicted P(y = 1) (Negoescu et al. 2023, Sec. 4); more classes:
 top-1 accuracy. Computed from the per-example outputs (p_true, label, correct).
 """
 

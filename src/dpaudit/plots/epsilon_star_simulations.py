@@ -1,4 +1,4 @@
-"""Figures of the Epsilon* simulations (source 002, Negoescu et al., App. B):
+"""Figures of the Epsilon* simulations (Negoescu et al. 2023, App. B):
 Figs 3-5 and the Fig. 6 KS p-values. Each ``plot_*`` writes one file per path
 (format from the suffix, PNG or PDF) atomically.
 """

@@ -1,4 +1,4 @@
-"""Figures 1–9 and both tables of Bernau et al. 2021 (identifiability), spec §4.
+"""Figures 1–9 and both tables of Bernau et al. 2021 (identifiability).
 
 Figures 1–3 are analytic; 4–9 read the audit tables (``audit_summary``,
 ``audit_runs``, ``audit_steps``, the dataset-sensitivity tables). Every figure is a
@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
 
+from dpaudit.dp.hypothesis import max_advantage
 from dpaudit.io import atomic_path, write_bytes
 from dpaudit.metrics import identifiability as idf
 from dpaudit.plots.text import number
@@ -234,7 +235,10 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
         ax.set(title=title, xlabel="target ε", ylabel="ε′", xlim=(0, grid[-1]), ylim=(0, None))
         ax.legend(fontsize=7, loc="upper left")
     ax = axes[3]
-    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green", label="$\\rho_\\alpha$ bound (Thm. 2)")
+    ax.plot(grid, idf.rho_alpha_thm2(grid, sub["delta"].iloc[0]), color="tab:green",
+            label="$\\rho_\\alpha$ (Thm. 2): classically calibrated Gaussian")
+    ax.plot(grid, max_advantage(grid, float(sub["delta"].iloc[0])), "-.", color="grey",
+            label="bound of any (ε, δ)-DP mechanism")
     k, delta, conversion = int(sub["k"].iloc[0]), float(sub["delta"].iloc[0]), sub["conversion"].iloc[0]
     ax.plot(grid, [_rdp_advantage(e, k, delta, conversion) for e in grid],
             "--", color="tab:green", lw=0.8, label="$\\rho_\\alpha$ by RDP, 2Φ(√k/(2z)) − 1")
@@ -255,7 +259,7 @@ def figure_audit(summary: pd.DataFrame, dataset: str, png, pdf, neighbourhood: s
 
 def _rdp_advantage(eps: float, k: int, delta: float, conversion: str) -> float:
     """2Φ(√k/(2z)) − 1 for the z that reaches ε; NaN where no z in the authors'
-    bracket does (the legacy order grid cannot reach very small ε, spec P3)."""
+    bracket does (the legacy order grid cannot reach very small ε)."""
     if eps <= 0:
         return 0.0
     try:

@@ -1,9 +1,9 @@
 """Privacy–utility landscape of Negoescu et al. (Figs 1–2): ε* against utility per strategy.
 
 One point per strategy (grid row without its seed) at the mean over seeds, with
-min–max bars on both axes (spec §9.13), a label naming the strategy (target ε,
+min–max bars on both axes (Negoescu et al. 2023, Sec. 4), a label naming the strategy (target ε,
 plus the grid values that vary), the Pareto frontier (non-dominated strategies
-and their upper convex hull, spec §2.8), the mechanism-level bound ε̄ of each
+and their upper convex hull, Negoescu et al. 2023, Sec. 4), the mechanism-level bound ε̄ of each
 strategy (Theorems 2 and 4), and marginal densities of the per-model values for
 DP and non-DP strategies, drawn only when a group has enough models to make a
 density meaningful, on ε*'s support [0, ∞). A footnote counts the runs whose ε*

@@ -1,4 +1,4 @@
-"""Figures of the PMP simulations (Lowy et al., source 003, Figs 1-6).
+"""Figures of the PMP simulations (Lowy et al. 2024, Figs 1-6).
 
 Each plotted point is the mean over trials of the per-trial ratio, with ±1
 standard error bars: blue ε̃/ε (global DP parameter), orange ε̃/ε(X)

@@ -1,4 +1,4 @@
-"""Teaching figures F1–F5 of source 001 (spec §3) and the DP-region drawing used by
+"""Teaching figures F1–F5 of Geambasu's DP lecture (its worked examples) and the DP-region drawing used by
 the privacy cards.
 
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas directly,

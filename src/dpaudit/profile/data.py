@@ -15,7 +15,7 @@ import numpy as np
 from dpaudit.profile.model import check_view
 
 ADULT_TWO_FEATURES = (0, 4)  # age, education-num: the paper's "first and fifth columns"
-ADULT_SIX_FEATURES = (0, 2, 4, 10, 11, 12)  # the six continuous columns (spec §5; the paper names none)
+ADULT_SIX_FEATURES = (0, 2, 4, 10, 11, 12)  # the six continuous columns (LeBlond et al. 2023, Sec. 5.1 uses six; the paper names none)
 ADULT_COLUMN_NAMES = ("age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
                       "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
                       "hours_per_week", "native_country", "income")

@@ -1,4 +1,4 @@
-"""Artifacts of the privacy-profile study (LeBlond et al. 2023, spec §8), one function per workflow step.
+"""Artifacts of the privacy-profile study (LeBlond et al. 2023), one function per workflow step.
 
 Every frame carries its row ids (1-based rows of the source file) and the parameters its
 numbers depend on (ε, β, seed, Λ, draws), so the Parquet files stand on their own.
@@ -151,7 +151,7 @@ def typical_artifacts(worst: pd.DataFrame, *, view_name: str, dataset: str, n: i
                                          mean_abs_l_over_beta=per_neighbour["mean_abs_l"] / per_neighbour["beta"])
     thresholds = profiles.regime_thresholds(result.epsilon, result.mean_abs_loss / beta, sorted_delta)
     # t_d(τ) of the per-neighbour progress; ε(τ) = 2 t_d(τ)/(nΛδ_max) predicts where the farthest neighbour
-    # (the top rank) leaves the low plateau (τ_low) and reaches the high one (τ_high): spec §3.11.
+    # (the top rank) leaves the low plateau (τ_low) and reaches the high one (τ_high): see profiles.regime_thresholds.
     transition = {tau: profiles.transition_t(d, tau) for tau in (profiles.TAU_LOW, profiles.TAU_MID, profiles.TAU_HIGH)}
     delta_max = float(sorted_delta[-1])
     predicted_low, predicted_high = (profiles.predicted_epsilon(transition[tau], n=n, lam=lam, delta=delta_max)

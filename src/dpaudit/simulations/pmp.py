@@ -1,4 +1,4 @@
-"""The six simulation figures of Lowy et al. (source 003; spec §4-§5).
+"""The six simulation figures of Lowy et al. (Lowy et al. 2024, Sec. 4).
 
 Figs 1-3: exponential mechanism (geometric-median loss, exact EM-PMP over all
 C(2n, n) subsets, n = 6) at a fixed subpopulation ε(X) (reading R1).
@@ -29,7 +29,7 @@ from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pairwise_distances
 
 __all__ = ["DEFAULTS", "simulate_expmech", "simulate_gauss", "summarize", "trial_seed"]
 
-# Spec §5 grids and fixed parameters (the paper states neither trial counts nor grids).
+# Grids and fixed parameters: our choices (the paper states neither trial counts nor grids).
 DEFAULTS: dict = {
     "seed": 3,
     "trials_expmech": 50,
@@ -97,7 +97,7 @@ def _expmech_trial(rng, *, d, n, m, clip_C, data_std, eps_X, n_outliers, outlier
 
 
 def simulate_expmech(options: Mapping | None = None, figures=(1, 2, 3)) -> pd.DataFrame:
-    """Rows of ``pmp_sim_expmech.parquet`` (spec §7) for Figs 1-3."""
+    """Rows of ``pmp_sim_expmech.parquet`` for Figs 1-3."""
     o = {**DEFAULTS, **(options or {})}
     rows = []
     sweeps = {1: "data_std", 2: "clip_C", 3: "d"}
@@ -119,7 +119,7 @@ def simulate_expmech(options: Mapping | None = None, figures=(1, 2, 3)) -> pd.Da
                 rows.append({"figure_id": f"fig{fig}", "x_name": key, "x_value": float(value),
                              "series": "", "trial": trial, "seed": seed, **row})
     frame = pd.DataFrame(rows)
-    # Spec §8.16: ε̃ ≤ ε_exact(X) ≤ ε(X) ≤ ε on every trial (float slack 1e-9).
+    # Lowy et al. 2024, Prop. 5 (its proof uses only neighbouring pairs inside X): ε̃ ≤ ε_exact(X) ≤ ε(X) ≤ ε on every trial (float slack 1e-9).
     tol = 1e-9
     exact = frame["eps_X_exact"].fillna(frame["eps_X_nominal"])
     frame["ordering_ok"] = (
@@ -156,7 +156,7 @@ def _gauss_trial(rng, *, n, d, clip_C, data_std, delta, n_outliers, outlier_scal
 
 
 def simulate_gauss(options: Mapping | None = None, figures=(4, 5, 6)) -> pd.DataFrame:
-    """Rows of ``pmp_sim_gauss.parquet`` (spec §7) for Figs 4-6."""
+    """Rows of ``pmp_sim_gauss.parquet`` for Figs 4-6."""
     o = {**DEFAULTS, **(options or {})}
     convention = o["gauss_sens_convention"]
     if convention not in SENS_CONVENTIONS:

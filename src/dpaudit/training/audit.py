@@ -5,7 +5,7 @@ released at every step. At each step this loop computes, at the current weights,
 the clipped per-example gradient sums μ_t (over D) and μ′_t (over D′), the local
 sensitivity LS_t = ‖μ_t − μ′_t‖, the noise σ_t = z·LS_t (``ls`` mode) or z·GS
 (``gs`` mode), draws ONE noise vector used for both the release r_t and the
-optimizer step (spec P7), and accumulates the adversary's log-likelihood ratio
+optimizer step (as the authors' code does), and accumulates the adversary's log-likelihood ratio
 ⟨r_t − (μ_t + μ′_t)/2, μ_t − μ′_t⟩/σ_t² in float64.
 
 Why numpy and not TensorFlow: the audited models are small MLPs (Adult 108-6-6-1,
@@ -274,7 +274,7 @@ def audit_run(setup: AuditSetup, run_id: int, seed: int, keep_vectors: bool = Fa
             for kind, vec in (("mu_D", mu), ("mu_Dp", mu_prime), ("release", release),
                               ("g_xstar", g_star), ("g_xprime", g_alt), ("noise", noise)):
                 vectors.append({"t": t, "kind": kind, "values": vec.astype(np.float32)})
-        # The update uses the released gradient itself (same noise draw, spec P7).
+        # The update uses the released gradient itself (same noise draw, as the authors' code does).
         grad = release / n_true
         if s.optimizer == "adam":
             m1 = ADAM_BETA1 * m1 + (1 - ADAM_BETA1) * grad
@@ -322,7 +322,7 @@ def audit_block(setup: AuditSetup, run_ids: Sequence[int], seed: int, vector_run
     return pd.DataFrame(runs), pd.DataFrame(steps), vec_frame
 
 
-# -------------------------------------------------------------- neighbours (M7)
+# -------------------------------------------------------------- neighbours
 
 
 def ssim_matrix(a_images: np.ndarray, b_images: np.ndarray, data_range: float, win_size: int = 7,
@@ -466,7 +466,7 @@ def audit_data(examples: pd.DataFrame, info: Mapping[str, Any], n: int, test_siz
                pool: str = "nonmembers") -> dict[str, Any]:
     """D = the first ``n`` members (by example_id); the candidate pool = the non-member
     split (``nonmembers``) or the members after the first n (``other_members``: the
-    authors' MNIST pool, without test images, spec P10); the test set = the first
+    authors' MNIST pool, without test images, so no test image can be a neighbour); the test set = the first
     ``test_size`` rows of the utility split (all if None): it is evaluated at every
     step of every run, so its size sets much of the cost."""
     ids, split, label, x = _examples(examples)
@@ -548,7 +548,7 @@ def audit_setup(data: Mapping[str, Any], options: Mapping[str, Any], audit: Mapp
         if alt_id < 0 or alt_id not in position or position[alt_id] in set(members):
             raise ValueError(f"x′ (example_id {alt_id}) must be a record outside D")
         x_alt, y_alt = data["x"][position[alt_id]], int(data["label"][position[alt_id]])
-        test = test[data["ids"][test] != alt_id]  # spec P10: x′ leaves the test set
+        test = test[data["ids"][test] != alt_id]  # x′ leaves the test set (as in the authors' code)
     z = idf.noise_multiplier_for_rho_beta(rho, audit["steps"], options["delta"], audit["conversion"])
     return AuditSetup(
         x=data["x"][members], y=data["label"][members], x_alt=x_alt, y_alt=y_alt, star=int(star_rows[0]),

@@ -1,6 +1,6 @@
 """Output and objective perturbation of L2-regularized logistic regression as grid mechanisms.
 
-Source 000 (LeBlond et al. 2023) on Chaudhuri et al. (2011): binary labels t ∈ {−1, +1}
+LeBlond et al. 2023 on Chaudhuri et al. (2011): binary labels t ∈ {−1, +1}
 (dataset labels 0/1 mapped by t = 2y − 1), no intercept, mean-form objective
 
     J(w) = (1/n) Σ_j ln(1 + exp(−t_j wᵀx̃_j)) + (Λ/2)‖w‖²,
@@ -23,7 +23,7 @@ the weights as a Keras model (``dpaudit.training.models.build_linear``) so
 extraction, metrics and cards read it like any other run.
 
 Features: every row is divided by the largest row norm of the members split
-(source 000 §5), recorded as ``feature_scale`` and built into the saved model.
+(LeBlond et al. 2023's unit-ball scaling), recorded as ``feature_scale`` and built into the saved model.
 That scale is computed from the private rows; this data-dependent step is outside
 the ε-DP guarantee, as in the source.
 """
@@ -56,13 +56,13 @@ __all__ = [
     "train_linear",
 ]
 
-DEFAULT_REGULARIZATION = 1.0  # source 000: Λ = 1 (the schema's default too)
+DEFAULT_REGULARIZATION = 1.0  # LeBlond et al. 2023: Λ = 1 (the schema's default too)
 NEIGHBOURING_RELATION = "replace_one"
 ACCOUNTANT = "pure"  # exact pure ε-DP by the mechanism's theorem, no numerical accountant
 NOISE_SEED_STREAM = 3  # rng = default_rng([seed, 3]); DP-SGD uses [seed, 1] and [seed, 2]
 
 FEATURE_SCALING_NOTE = (
-    "Rows are divided by feature_scale, the largest row norm of the members split (source 000 §5), "
+    "Rows are divided by feature_scale, the largest row norm of the members split (LeBlond et al. 2023's unit-ball scaling), "
     "so every training row has norm <= 1 as the sensitivity analysis needs; the saved model applies the "
     "same scale (a Rescaling layer). The scale is computed from the private training rows: this "
     "data-dependent step is outside the epsilon-DP guarantee, as in the source. Non-member rows may "
@@ -77,8 +77,8 @@ PRIVACY_NOTES = {
     "output_perturbation": (
         "Pure epsilon-DP (delta = 0) for replace-one neighbours with rows in the unit ball: Chaudhuri et al. "
         "2011 Thm 6, L2 sensitivity 2/(n Lambda) of the exact minimizer, noise density ~ exp(-beta ||b||), "
-        "beta = n Lambda epsilon / 2. Not claimed for add/remove neighbours (a removal changes n; source 000 "
-        "§4.1 gives 2/((n-1) Lambda) for it)."
+        "beta = n Lambda epsilon / 2. Not claimed for add/remove neighbours (a removal changes n; LeBlond et al. 2023 "
+        "give 2/((n-1) Lambda) for it)."
     ),
     "objective_perturbation": (
         "Pure epsilon-DP (delta = 0) for replace-one neighbours with rows in the unit ball: Chaudhuri et al. "

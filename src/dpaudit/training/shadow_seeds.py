@@ -1,4 +1,4 @@
-"""Training seeds of the Recipe C shadow models (Lowy et al., source 003; spec §3).
+"""Training seeds of the Recipe C shadow models (Lowy et al. 2024).
 
 Read at Snakefile parse time (``PMP_SHADOWS`` in ``rules/common.smk``) and kept
 out of ``dpaudit.training.shadows``: ``train_model`` hashes that module, and an

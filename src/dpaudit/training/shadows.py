@@ -1,5 +1,5 @@
 """Parent set X and shadow-model training halves for practical membership privacy
-(Lowy et al., source 003; spec §3).
+(Lowy et al. 2024).
 
 Kept apart from ``dpaudit.metrics.pmp`` so that ``train_model`` (which trains the
 Recipe C shadow models) depends on these few lines only, not on the PMP maths:
@@ -31,7 +31,7 @@ def parent_set(member_ids: np.ndarray, nonmember_ids: np.ndarray, seed: int) -> 
     if nonmember_ids.size < n:
         raise ValueError(
             f"the non-member split has {nonmember_ids.size} examples, fewer than the {n} members; "
-            "PMP needs an equal-size parent set (spec §3)"
+            "PMP needs an equal-size parent set (Lowy et al. 2024: |X| = 2n)"
         )
     sample = np.sort(np.random.default_rng(seed).choice(nonmember_ids, size=n, replace=False))
     ids = np.concatenate([member_ids, sample])

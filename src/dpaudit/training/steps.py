@@ -1,13 +1,13 @@
 """One DP-SGD (or non-private) update step of a Keras MLP: the four gradient paths.
 
-DP-SGD update (Abadi et al. 2016; seed001 §4), per step with batch b ⊆ members:
+DP-SGD update (Abadi et al. 2016; Geambasu's DP lecture, DP in ML), per step with batch b ⊆ members:
 
     θ ← opt( (Σ_{i∈b} clip_C(g_i) + N(0, σ²C²I)) / B ),   B = q·n the EXPECTED batch size
 
 Dividing by the fixed B (not the random |b|) keeps the noise scale data-independent,
 which is what the Poisson-subsampled Gaussian accountant analyses.
 
-Microbatches (``microbatches = k``; TF Privacy's ``num_microbatches``, seed002 §4 and
+Microbatches (``microbatches = k``; TF Privacy's ``num_microbatches``, Negoescu et al. 2023, Sec. 4, and
 §9.9): b is cut into k contiguous groups b_1..b_k and the MEAN gradient of each group
 is clipped:
 
@@ -19,7 +19,7 @@ does not depend on the data. Group sizes follow ``np.array_split``: the first
 split as evenly as possible. A batch with m < k examples has k − m EMPTY groups;
 an empty group contributes a zero gradient (not clipped, not counted in the
 clipped fraction) and the divisor stays k. With ``sampling: shuffle`` the last
-|b| mod k examples of each batch are dropped (seed002 §9.9), so k divides the
+|b| mod k examples of each batch are dropped (as TF Privacy does), so k divides the
 batch and the groups are exactly TF Privacy's ``reshape(loss, [k, -1])`` rows.
 
 Gradient implementations, all exact (g_i is example i's gradient under the
@@ -52,7 +52,7 @@ Dropout masks of the forward pass that the update uses):
   masks are shared because there is a single forward pass.
 
 Every step also reports the fraction of clipping units (examples, or non-empty
-groups) whose gradient norm exceeded C (seed001 §4).
+groups) whose gradient norm exceeded C (Abadi et al. 2016).
 """
 
 from __future__ import annotations

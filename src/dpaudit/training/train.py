@@ -10,7 +10,7 @@ calibrated by ``dpaudit.training.accounting``, batches come from
 implementations are documented there; ``build_train_step`` stays importable
 from here).
 
-The accountant is NOT told about microbatches (seed002 §9.8): it assumes each
+The accountant is NOT told about microbatches (as in TF Privacy, Negoescu et al. 2023's library): it assumes each
 example moves the noised sum by at most C, while one added or removed example can
 move a clipped group mean by up to 2C (see ``MICROBATCH_ACCOUNTING_NOTE``).
 """
@@ -55,7 +55,7 @@ OPTIMIZERS = ("sgd", "adam")
 
 MICROBATCH_ACCOUNTING_NOTE = (
     "The accountant treats each example's sensitivity as C (per-example clipping) and "
-    "ignores microbatching (seed002 §9.8). With microbatches, one example added to or "
+    "ignores microbatching (as in TF Privacy, Negoescu et al. 2023's library). With microbatches, one example added to or "
     "removed from the batch changes the clipped mean gradient of its group, and that "
     "clipped group mean can move by up to 2C (norm C before and after, opposite "
     "directions) under add/remove-one. The reported epsilon therefore follows the "
@@ -415,7 +415,7 @@ def train_model(
         canary_rng = np.random.default_rng([p["seed"], canaries.seed, 3])
         canary_masks = canaries.gradient_included.astype(np.float32)
 
-    # seed002 §9.9: with fixed-size batches, drop the remainder so k divides the batch.
+    # As TF Privacy: with fixed-size batches, drop the remainder so k divides the batch.
     drop_remainder = k is not None and p["sampling"] == "shuffle"
     history: list[dict[str, Any]] = []
     empty_batches = 0

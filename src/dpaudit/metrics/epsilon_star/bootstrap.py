@@ -1,4 +1,4 @@
-"""Bootstrap interval of Epsilon* over examples (spec seed002 §2.8: an extension, not in the paper).
+"""Bootstrap interval of Epsilon* over examples (an extension: Negoescu et al. 2023 report no interval).
 
 Members and non-members are resampled separately with replacement (their sizes,
 hence the estimator's ceiling, stay fixed) and eps* is recomputed per resample;

@@ -8,7 +8,7 @@ an (FPR, FNR) pair and four lower bounds on e^eps (Theorem 3, eq. 7):
 
     eps* = ln max(1, max over kept thresholds of m1..m4)        (nats)
 
-Two estimators of the rates are provided (spec seed002 §2.5-2.6):
+Two estimators of the rates are provided (Negoescu et al. 2023, Sec. 3.1 and App. B):
 
 * empirical: every distinct value of the union of losses is a threshold and
   the rates are exact counts; thresholds with FPR or FNR outside (0.001, 0.999)
@@ -255,7 +255,7 @@ def parametric_ceiling(delta: float, lower: float | None = None) -> float:
     """Supremum of the parametric eps* with rates in (lower, 1 - lower): ln((1 - lower - delta) / lower).
 
     Every term is (rate - delta) / rate' with both rates inside the open filter,
-    so none exceeds (1 - lower - delta) / lower (spec §2.3, "hard caps"); two
+    so none exceeds (1 - lower - delta) / lower (a hard cap of the definition, Negoescu et al. 2023, eq. 7); two
     Normals whose tails cross the filter at the same threshold approach it.
     ``lower`` defaults to delta, the paper's filter.
     """
@@ -304,7 +304,7 @@ def empirical_epsilon_star(
     *,
     filter_bound: float = EMPIRICAL_FILTER,
 ) -> EpsilonStarResult:
-    """Empirical-CDF eps* (spec §2.5): all distinct thresholds, filter (0.001, 0.999)."""
+    """Empirical-CDF eps* (Negoescu et al. 2023, App. B.1): all distinct thresholds, filter (0.001, 0.999)."""
     _check_filter(filter_bound, filter_bound, "filter_bound")
     rates = empirical_rates(member_losses, nonmember_losses)
     return epsilon_star_from_rates(rates, delta, lower=filter_bound)
@@ -404,7 +404,7 @@ def parametric_epsilon_star(
     grid_size: int = GRID_SIZE,
     alpha: float = 1.0,
 ) -> EpsilonStarResult:
-    """Parametric eps* (spec §2.6): transform, Gaussian MLE, 2*grid_size thresholds, filter delta."""
+    """Parametric eps* (Negoescu et al. 2023, Sec. 3.1 and App. B): transform, Gaussian MLE, 2*grid_size thresholds, filter delta."""
     phi_tr, phi_pop, lo, hi = transform_losses(member_losses, nonmember_losses, alpha)
     base = fit_normals(phi_tr, phi_pop)
     fit = NormalFit(base.mu_tr, base.sd_tr, base.mu_pop, base.sd_pop, lo, hi, float(alpha))

@@ -23,7 +23,7 @@ def gmm_ks_goodness_of_fit(
     n_repeats: int = 10,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """KS p-values of GMM fits against held-out values (spec §2.8).
+    """KS p-values of GMM fits against held-out values (Negoescu et al. 2023, App. B.2).
 
     Per repeat, one random block of max(n_samples) values is held out and the
     GMMs are fitted to the rest; each n_samples compares the first n_samples of

@@ -1,4 +1,4 @@
-"""Mechanism-level bound of Epsilon* (Negoescu et al., Theorems 2 and 4; spec seed002 §2.7)."""
+"""Mechanism-level bound of Epsilon* (Negoescu et al., Theorems 2 and 4)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _fpr_grid(delta: float, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
 def mechanism_epsilon_bar(
     fits: Sequence[NormalFit], delta: float, *, n_grid: int = 200_000
 ) -> MechanismBound:
-    """Mechanism-level eps_bar over the seeds of one strategy (spec §2.7, eq. 19).
+    """Mechanism-level eps_bar over the seeds of one strategy (Negoescu et al. 2023, eq. 19).
 
     Each instance's threshold is its own non-member t-quantile, so FPR = t on a
     common grid; the FNR is averaged over instances and eq. 7 is applied to

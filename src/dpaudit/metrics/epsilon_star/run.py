@@ -264,7 +264,7 @@ def epsilon_star_run_metrics(
     """ε* of one model on both loss variants and both estimators, plus its landscape_utility row.
 
     Members are the training split, the population sample is the non-member split
-    (seed002 §3: all of them, unbalanced). δ is the run's δ (the one DP training used).
+    (Negoescu et al. 2023, Sec. 3: all of them, unbalanced). δ is the run's δ (the one DP training used).
     ``bootstrap`` and ``goodness_of_fit`` as in ``epsilon_star_metrics``.
     """
     from dpaudit.metrics.utility import utility

@@ -21,7 +21,7 @@ def aggregate_strategies(
     util_col: str = "utility",
     pareto_within: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Mean/min/max over seeds of eps* and utility per strategy (spec §2.8, §9.13).
+    """Mean/min/max over seeds of eps* and utility per strategy (Negoescu et al. 2023, Sec. 4: mean over 5 instances, min-max bars).
 
     ``frame`` has one row per model. Adds n_models and log_mean_exp_eps_star
     (Theorem 2's bound). With ``pareto_within`` (columns, [] = all rows as one
@@ -83,7 +83,7 @@ def aggregate_strategies(
 
 
 def strategy_epsilon_bar(models: pd.DataFrame, by: Sequence[str], *, n_grid: int = 200_000) -> pd.DataFrame:
-    """Mechanism-level ε̄ of each strategy from its seeds' Normal fits (Theorems 2 and 4, spec §2.7).
+    """Mechanism-level ε̄ of each strategy from its seeds' Normal fits (Negoescu et al. 2023, Theorems 2 and 4).
 
     ``models`` has one row per model with the parametric fit (mu_tr, sd_tr,
     mu_pop, sd_pop) and delta. Returns per strategy eps_bar, the Theorem 2

@@ -1,5 +1,5 @@
 """Practical membership privacy (Lowy et al., "Why does differential privacy with large ε
-defend against practical membership inference attacks?"; source 003).
+defend against practical membership inference attacks?", 2024).
 
 ``bounds``: MIA success bounds, the per-target profile solver, CHOOSE-EPS.
 ``expmech``: exact (enumeration) and Monte Carlo PMP of the exponential mechanism.

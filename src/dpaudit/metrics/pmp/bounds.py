@@ -1,4 +1,4 @@
-"""MIA success bounds of PMP and the choice of ε (Lowy et al., source 003, §2.4 and §2.7).
+"""MIA success bounds of PMP and the choice of ε (Lowy et al. 2024, Lemma 6 and the Discussion).
 
 The balanced-game bounds themselves live in ``dpaudit.dp.hypothesis``
 (``max_attack_accuracy``, ``max_advantage``): PMP's Lemma 6 is the same formula
@@ -34,7 +34,7 @@ def mia_success_bound(eps_pmp):
 
 
 def mia_success_bound_delta(eps_pmp, delta: float):
-    """(e^ε̃ + δ)/(1 + e^ε̃): the balanced-test bound with δ > 0 (spec §2.4, not in the paper)."""
+    """(e^ε̃ + δ)/(1 + e^ε̃): the balanced-test bound with δ > 0 (our extension, not in Lowy et al. 2024)."""
     return max_attack_accuracy(eps_pmp, delta)
 
 
@@ -140,7 +140,7 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
 def choose_epsilon(pmp_of_epsilon: Callable[[float], float], target_pmp: float, *,
                    eps_lo: float = 0.01, eps_hi: float = 100.0, grid_points: int = 9,
                    tol: float = 1e-3) -> dict:
-    """CHOOSE-EPS (spec §2.7): the largest DP ε in [eps_lo, eps_hi] with ε̃(ε) ≤ ε̃*.
+    """CHOOSE-EPS (our operationalisation of Lowy et al. 2024's Discussion: pick ε with ε̃(X) ≤ 0.1): the largest DP ε in [eps_lo, eps_hi] with ε̃(ε) ≤ ε̃*.
 
     ``pmp_of_epsilon`` maps a DP ε to the PMP parameter on a representative
     parent set (Gaussian: ε → σ → G-PMP; exponential: ε → β → EM-PMP). Bisection

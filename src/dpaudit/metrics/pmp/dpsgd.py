@@ -1,4 +1,4 @@
-"""Per-model PMP of DP-SGD runs (spec §3 of the Lowy et al. spec; Recipes A, B, C).
+"""Per-model PMP of DP-SGD runs (Lowy et al. 2024; Recipes A, B, C, see docs/architecture.md).
 
 The paper itself treats only one-shot mechanisms. Recipe A applies its
 Prop. 12 to ONE full-batch DP-SGD step at a fixed checkpoint (a per-step

@@ -1,4 +1,4 @@
-"""Exact and Monte Carlo PMP of the exponential mechanism (Lowy et al., Prop. 9; spec §2.5).
+"""Exact and Monte Carlo PMP of the exponential mechanism (Lowy et al., Definition 7, Lemma 8, Prop. 9).
 
 The parent set X has 2n points; D is a uniformly random n-subset. For every
 candidate output w and target x_i the PMP log-ratio is

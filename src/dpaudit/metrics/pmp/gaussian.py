@@ -1,4 +1,4 @@
-"""PMP upper bound of the Gaussian mechanism (Lowy et al., Prop. 12; spec §2.6).
+"""PMP upper bound of the Gaussian mechanism (Lowy et al., Lemma 10, Prop. 12).
 
 For an additive query q(D) = Σ_{x∈D} f(x) released as q(D) + N(0, σ²I), joint
 convexity of the hockey-stick divergence gives, for every target x_i,

@@ -1,4 +1,4 @@
-"""The per-run PMP table of the report (Lowy et al., source 003)."""
+"""The per-run PMP table of the report (Lowy et al. 2024)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``pmp`` rows of one trained run (Lowy et al. source 003; spec §3 and §7).
+"""The ``pmp`` rows of one trained run (Lowy et al. 2024).
 
 Builds the parent set X (members ∪ an equal-size non-member sample), computes
 Recipe A (Prop. 12 for one full-batch step at the final weights: a per-step
@@ -242,7 +242,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
 
 
 def _ordering_rows(res_b, res_c, eps_accountant, common, log) -> list[dict]:
-    """Spec §3: ε̂ ≲ ε̃ (B) ≤ ε(X) (B) ≤ ε (B, same method); a failure is flagged and logged, never dropped."""
+    """Expected order (Lowy et al. 2024, Prop. 5: ε̃ ≤ ε(X) ≤ ε): ε̂ ≲ ε̃ (B) ≤ ε(X) (B) ≤ ε (B, same method); a failure is flagged and logged, never dropped."""
     if res_b is None:
         return []
     chain = [("epsilon_pmp", res_b["eps_pmp"]), ("epsilon_parent_set", res_b["eps_X"]),
