@@ -12,8 +12,8 @@ from dpaudit.contract.delta import auto_delta, check_delta, parse_delta, resolve
 SRC = Path(__file__).resolve().parents[2] / "src" / "dpaudit"
 
 
-def test_auto_matches_seed002():
-    # specs/seed002.md §2.4: Adult n = 32,561 -> 2.956e-6; Purchase n = 208,731 -> 3.911e-7.
+def test_auto_matches_negoescu_et_al():
+    # Negoescu et al. 2023, Sec. 4 (δ = 1/(n ln n)): Adult n = 32,561 -> 2.956e-6; Purchase n = 208,731 -> 3.911e-7.
     delta, warnings = resolve_delta("auto", 32_561)
     assert delta == pytest.approx(2.956e-6, rel=1e-3)
     assert delta == 1 / (32_561 * math.log(32_561)) == auto_delta(32_561)

@@ -3,19 +3,19 @@
 Range. The δ of an (ε, δ) guarantee lies in the open interval (0, 1):
 
 * δ = 0 is a pure ε-DP statement, not an (ε, δ) one. The pure-ε mechanisms of this
-  project (``output_perturbation`` and ``objective_perturbation``, source 000) never
+  project (``output_perturbation`` and ``objective_perturbation``, LeBlond et al. 2023) never
   pass a δ through this check: their train.json records δ = 0 with accountant
   ``pure``, and the families that evaluate them use the dataset's δ
   (``evaluation_delta``). The only other legitimate δ = 0 is a *test* of a pure
   ε-DP claim: the ε lower bound from attack rates (``dpaudit.dp.hypothesis``, the
   MIA family) and the δ-adjusted belief ρ_β + δ(1 − ρ_β) of the identifiability
-  family reduce to their pure-ε forms at δ = 0, and so does ε* (seed002's Fig. 3
+  family reduce to their pure-ε forms at δ = 0, and so does ε* (Negoescu et al. 2023, Fig. 3
   simulations evaluate it at δ = 0). Those callers say so explicitly
   with ``check_delta(..., allow_pure=True)``; nothing else admits 0.
 * δ ≥ 1 makes every mechanism (ε, δ)-DP, so it states nothing.
 
 ``auto``. The configuration's ``training.delta: auto`` resolves to 1/(n ln n) with n
-the number of members (training examples), seed002 §2.4's δ ≪ 1/n in the
+the number of members (training examples), Negoescu et al. 2023, Sec. 4's δ ≪ 1/n in the
 natural-log reading ((log n)/n would exceed 1/n). It is resolved in one place:
 ``resolve_delta``, called by the prepare_dataset job, which writes the result to
 dataset.json; every later job reads that number.

@@ -141,11 +141,11 @@ class Metric:
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("mia", "loss-threshold membership inference (Yeom et al.; seed 002 §2.1)"),
-    Family("privacy_card", "privacy card of a trained model (source 001, spec R4)"),
-    Family("epsilon_star", "Epsilon* (Negoescu et al., source 002)"),
-    Family("identifiability", "identifiability scores (Bernau et al. 2021, source 004)"),
-    Family("pmp", "practical membership privacy (Lowy et al., source 003)"),
-    Family("profile", "privacy profile of private logistic regression (LeBlond et al. 2023, source 000)",
+    Family("privacy_card", "privacy card of a trained model (Geambasu's DP lecture: the guarantee read as attack bounds)"),
+    Family("epsilon_star", "Epsilon* (Negoescu et al. 2023)"),
+    Family("identifiability", "identifiability scores (Bernau et al. 2021)"),
+    Family("pmp", "practical membership privacy (Lowy et al. 2024)"),
+    Family("profile", "privacy profile of private logistic regression (LeBlond et al. 2023)",
            level="dataset"),
     Family("canary", "canary audits (Steinke, Nasr, Jagielski 2023; Mahloujifar, Melis, Chaudhuri 2025; "
            "Nasr et al. 2023)"),
@@ -242,6 +242,9 @@ IDENTIFIABILITY = [
            "Expected advantage of the identifiability adversary against k full-batch Gaussian steps composed "
            "with RDP, 2Φ(√k·S/(2z)) − 1.",
            "fraction", "bound", (*_IDENT, "noise_multiplier", "steps", "sampling_probability")),
+    Metric("identifiability", "advantage_bound_any_dp", "advantage bound (any (ε, δ)-DP)",
+           "Largest membership advantage of any (ε, δ)-DP mechanism, (e^ε − 1 + 2δ)/(e^ε + 1).",
+           "fraction", "bound", _IDENT),
     Metric("identifiability", "yeom_bound", "Yeom bound",
            "Yeom et al.'s membership advantage bound min(1, e^ε − 1).", "fraction", "bound", _IDENT),
 ]
@@ -556,7 +559,7 @@ def render_markdown() -> str:
         "src/dpaudit/contract/metrics.py; do not edit by hand. -->",
         "",
         f"Every row of `results/tables/metrics.parquet` (schema version {SCHEMA_VERSION}, stored in the Parquet "
-        f"key-value metadata under `{SCHEMA_VERSION_KEY.decode()}`) has the keys "
+        f"key-value metadata under `{SCHEMA_VERSION_KEY!r}`) has the keys "
         + ", ".join(f"`{c}`" for c in KEY_COLUMNS)
         + ", a numeric value in `value` (float64) or, for a flag (type bool), a yes/no in `value_bool` "
         "(the other stays empty), and the parameter columns listed below. A metric name belongs to one "

@@ -129,7 +129,12 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
 def _with_canary_rungs(audit: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Each canary rung's value and ceiling as columns ``<rung>`` and ``<rung>_ceiling``
     (NaN where a run has no such row, e.g. the family is off or the run a baseline)."""
-    canary = table[table["family"] == "canary"] if "threat_model" in table.columns else table.iloc[0:0]
+    if "threat_model" not in table.columns:  # no canary rows in this table
+        for column in CANARY_RUNGS:
+            audit[column] = audit[f"{column}_ceiling"] = np.nan
+        audit["canary_verdict"] = pd.Series(pd.NA, index=audit.index, dtype="string")
+        return audit
+    canary = table[table["family"] == "canary"]
     for column, (metric, threat, kind) in CANARY_RUNGS.items():
         rows = canary[(canary["metric"] == metric) & (canary["threat_model"] == threat).fillna(False)
                       & (canary["score_kind"] == kind).fillna(False)]

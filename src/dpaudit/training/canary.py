@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.metrics import LINEAR_MECHANISMS
 from dpaudit.training.models import features, predict_logits
+from dpaudit.training.train import normalize_params, train_model
 
 __all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin", "subsampled_gaussian_llr"]
 
@@ -90,8 +92,6 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
     ``neg_loss`` (minus the final twin's cross-entropy on the canary's changed label).
     ``broken`` is the test-only hook of ``dpaudit.training.steps.build_train_step``.
     """
-    from dpaudit.training.train import normalize_params, train_model
-
     p = normalize_params(params)
     if p["mechanism"] != "dpsgd":
         raise ValueError(f"audit twins are for dpsgd runs, got {p['mechanism']}")
@@ -171,8 +171,6 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
             )
         record["released_train_seconds"] = train.get("train_seconds")
         return scores, record
-    from dpaudit.config import LINEAR_MECHANISMS
-
     if mechanism in LINEAR_MECHANISMS:
         from dpaudit.training.canary_linear import linear_canary_scores
 

@@ -151,7 +151,7 @@ def epsilon_star_from_rates(
     """
     if upper_margin is None:
         upper_margin = lower
-    # δ = 0 is the pure-ε value of the simulations (seed002 Fig. 3; dpaudit.contract.delta).
+    # δ = 0 is the pure-ε value of the simulations (Negoescu et al. 2023, Fig. 3; dpaudit.contract.delta).
     delta = check_delta(delta, allow_pure=True)
     lower, upper_margin = _check_filter(lower, upper_margin)
     keep = (
