@@ -73,6 +73,10 @@ def test_result_keys_score_frame_and_ceiling():
     assert 0.0 <= result["epsilon_lower_bound"] <= result["ceiling"]
     assert np.linalg.norm(result["replacement_x"]) <= 1.0 + 1e-12
     assert result["replacement_t"] in (-1.0, 1.0)
+    at_delta = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
+                                   alpha=0.05, seed=3, delta=1e-3)
+    assert at_delta["delta"] == 1e-3
+    assert at_delta["ceiling"] == pytest.approx(epsilon_from_counts(150, 0, 150, 150, delta=1e-3, alpha=0.05))
     again = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
                                 alpha=0.05, seed=3)
     assert np.array_equal(again["scores"]["score"].to_numpy(), frame["score"].to_numpy())
