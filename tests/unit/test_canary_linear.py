@@ -291,3 +291,18 @@ def test_validity_correct_mechanisms_over_20_seeds(mechanism):
     assert (bounds > epsilon).sum() <= 3
     assert (bounds > truths).sum() <= 3
     assert bounds.mean() > (0.4 * truths.mean() if mechanism == "output_perturbation" else 0.1 * epsilon)
+
+
+def test_blocks_and_hessian_paths_agree(monkeypatch):
+    """Small blocks and the batched-matmul Hessians (used when the x xᵀ table would be large) give the same numbers."""
+    x, t = _scaled(n=25, d=3, seed=10)
+    noise = np.random.default_rng(3).normal(size=(40, 3)) * 3
+    args = (x, t, 0.8, 1.5, 2, np.array([0.0, 1.0, 0.0]), -1.0)
+    released, _ = canary.perturbed_minimizers(x, t, 0.8, noise)
+    scores = canary.objective_log_ratio(released, *args)
+    monkeypatch.setattr(canary, "_BLOCK_ELEMENTS", 7 * 25 * 3)
+    monkeypatch.setattr(canary, "_OUTER_ELEMENTS", 0)
+    assert canary._block(25, 3, None) == 7
+    released_small, _ = canary.perturbed_minimizers(x, t, 0.8, noise)
+    np.testing.assert_allclose(released_small, released, atol=1e-12)
+    np.testing.assert_allclose(canary.objective_log_ratio(released, *args), scores, atol=1e-12)

@@ -83,8 +83,8 @@ SCORE_COLUMNS = ("canary_id", "included", "score", "threat_model")
 NEWTON_STEP_TOLERANCE = 1e-12
 MAX_NEWTON_ITERATIONS = 50
 ASCENT_ITERATIONS = 100
-# Releases per block in the batched Newton and the objective scores: block × n (margins) and
-# block × d² (Hessians) stay around 32 MB.
+# Releases per block in the batched Newton and the objective scores: the largest array of a block
+# (margins, Hessians or the Hessian products, see ``_block``) stays around 32 MB.
 _BLOCK_ELEMENTS = 2**22
 _OUTER_ELEMENTS = 2**24  # x_j x_jᵀ table (128 MB) above which Hessians are batched matmuls
 # Noise streams: rng = default_rng([seed, stream]); D releases, D′ releases.
@@ -206,8 +206,10 @@ def output_log_ratio(releases: np.ndarray, center: np.ndarray, shift: np.ndarray
 # -------------------------------------------------------------- objective perturbation
 
 
-def _block(n: int, d: int) -> int:
-    return int(max(1, _BLOCK_ELEMENTS // max(n, d * d, 1)))
+def _block(n: int, d: int, outer: np.ndarray | None) -> int:
+    """Releases per block: B × n margins and B × d² Hessians, or B × d × n products without the outer table."""
+    per_release = max(n, d * d) if outer is not None else n * d
+    return int(max(1, _BLOCK_ELEMENTS // max(per_release, 1)))
 
 
 def _outer_rows(x: np.ndarray) -> np.ndarray | None:
@@ -245,8 +247,9 @@ def perturbed_minimizers(x: np.ndarray, t: np.ndarray, ridge: float, noise: np.n
     _, h0 = _sum_gradients_and_hessians(x, t, ridge, base[None, :], outer)
     weights = base[None, :] - np.linalg.solve(h0[0], noise.T).T
     most = 0
-    for start in range(0, noise.shape[0], _block(n, d)):
-        stop = min(noise.shape[0], start + _block(n, d))
+    block = _block(n, d, outer)
+    for start in range(0, noise.shape[0], block):
+        stop = min(noise.shape[0], start + block)
         active = np.arange(start, stop)
         for iteration in range(1, MAX_NEWTON_ITERATIONS + 1):  # noqa: B007 (read after the loop)
             gradient, hessian = _sum_gradients_and_hessians(x, t, ridge, weights[active], outer)
@@ -307,8 +310,9 @@ def objective_log_ratio(releases: np.ndarray, x: np.ndarray, t: np.ndarray, ridg
     scores = np.empty(releases.shape[0])
     u = np.stack([x[row], z], axis=1)  # d × 2
     outer = _outer_rows(x)
-    for start in range(0, releases.shape[0], _block(n, d)):
-        w = releases[start:start + _block(n, d)]
+    block = _block(n, d, outer)
+    for start in range(0, releases.shape[0], block):
+        w = releases[start:start + block]
         gradient, hessian = _sum_gradients_and_hessians(x, t, ridge, w, outer)
         m_i, m_z = t[row] * (w @ x[row]), t_z * (w @ z)
         s_i, s_z = expit(-m_i), expit(-m_z)
