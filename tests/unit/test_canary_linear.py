@@ -77,6 +77,10 @@ def test_result_keys_score_frame_and_ceiling():
                                    alpha=0.05, seed=3, delta=1e-3)
     assert at_delta["delta"] == 1e-3
     assert at_delta["ceiling"] == pytest.approx(epsilon_from_counts(150, 0, 150, 150, delta=1e-3, alpha=0.05))
+    ids = np.arange(len(x)) + 100
+    with_ids = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=20, seed=3,
+                                   example_ids=ids)
+    assert with_ids["example_id"] == ids[with_ids["row"]] and result["example_id"] is None
     again = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
                                 alpha=0.05, seed=3)
     assert np.array_equal(again["scores"]["score"].to_numpy(), frame["score"].to_numpy())

@@ -338,7 +338,8 @@ def objective_log_ratio(releases: np.ndarray, x: np.ndarray, t: np.ndarray, ridg
 
 def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, epsilon: float, lam: float,
                  releases: int, alpha: float = 0.05, seed: int, delta: float = 0.0, solver: str = "newton",
-                 candidates: int = 16, noise_factor: float = 1.0) -> dict[str, Any]:
+                 candidates: int = 16, noise_factor: float = 1.0,
+                 example_ids: np.ndarray | None = None) -> dict[str, Any]:
     """ε lower bound of a linear mechanism from ``releases`` runs on D and as many on the worst D′.
 
     ``x_members`` are the raw member features (scaled here by their largest row norm, as the
@@ -346,7 +347,10 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
     ``noise_factor`` scales the drawn noise: 1 is the mechanism; tests pass 0.1 to break it
     (never a config value). Returns the bound, its ceiling, counts, threshold (in score units:
     a release with score ≥ threshold is called "on D"), the neighbour and the per-release
-    scores (``SCORE_COLUMNS``; canary_id = release index, D releases first).
+    scores (``SCORE_COLUMNS``; canary_id = release index, D releases first). ``row`` is the
+    0-based position of the replaced member; ``example_id`` its id when ``example_ids`` (one per
+    member row) is given. ``replacement_x`` is in the scaled feature space (× ``feature_scale``
+    for raw units).
     """
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
@@ -360,6 +364,8 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
     y = np.asarray(labels)
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0/1 (binary logistic regression)")
+    if example_ids is not None and len(example_ids) != len(x_raw):
+        raise ValueError(f"example_ids has {len(example_ids)} entries for {len(x_raw)} member rows")
     scale = feature_scale(x_raw)
     x, t = x_raw / scale, 2.0 * y.astype(np.float64) - 1.0
     n, d = x.shape
@@ -411,7 +417,9 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
         "threat_model": THREAT_MODEL, "n": int(n), "d": int(d), "feature_scale": scale,
         "epsilon_lower_bound": bound.epsilon, "ceiling": float(ceiling), "threshold": -bound.threshold,
         "tp": bound.tp, "fp": bound.fp, "n_eval_included": bound.n_members, "n_eval_excluded": bound.n_nonmembers,
-        "row": neighbour.row, "replacement_x": neighbour.x, "replacement_t": neighbour.t,
+        "row": neighbour.row,
+        "example_id": None if example_ids is None else np.asarray(example_ids)[neighbour.row].item(),
+        "replacement_x": neighbour.x, "replacement_t": neighbour.t,
         "shift_norm": neighbour.shift_norm, "sensitivity": 2.0 / (n * lam), "removal_rank": neighbour.removal_rank,
         "profile_row": neighbour.profile_row, "score_max_abs": float(np.abs(np.concatenate([scores_in, scores_out])).max()),
         **record,
