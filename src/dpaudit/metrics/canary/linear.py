@@ -124,7 +124,7 @@ def _best_directions(weights: np.ndarray, gradients: np.ndarray, inverse: np.nda
     −∇ℓ_i, −M∇ℓ_i and the top eigenvector of M signed against ∇ℓ_i.
     """
     n, d = gradients.shape
-    eigenvalues, eigenvectors = np.linalg.eigh(inverse)
+    _, eigenvectors = np.linalg.eigh(inverse)
     top = eigenvectors[:, -1]
     fallback = np.zeros(d)
     fallback[0] = 1.0
