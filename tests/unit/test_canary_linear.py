@@ -67,7 +67,7 @@ def test_result_keys_score_frame_and_ceiling():
     frame = result["scores"]
     assert list(frame.columns) == list(canary.SCORE_COLUMNS)
     assert len(frame) == 600 and frame["canary_id"].is_unique
-    assert frame["included"].sum() == 300 and (frame["threat_model"] == "linear_many_runs").all()
+    assert frame["included"].sum() == 300 and (frame["threat_model"] == "many_runs").all()
     assert result["n_eval_included"] == result["n_eval_excluded"] == 150
     assert result["ceiling"] == pytest.approx(epsilon_from_counts(150, 0, 150, 150, delta=0.0, alpha=0.05))
     assert 0.0 <= result["epsilon_lower_bound"] <= result["ceiling"]

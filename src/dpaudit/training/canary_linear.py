@@ -76,7 +76,8 @@ __all__ = [
     "worst_replacement",
 ]
 
-THREAT_MODEL = "linear_many_runs"
+THREAT_MODEL = "many_runs"  # the canary family's name for this audit
+SCORE_KIND = "log_density_ratio"
 MECHANISMS = ("output_perturbation", "objective_perturbation")
 SOLVERS = ("newton", "lbfgs")
 SCORE_COLUMNS = ("canary_id", "included", "score", "threat_model")
@@ -427,3 +428,28 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
         "wall_seconds": time.perf_counter() - wall0,
         "scores": frame,
     }
+
+
+def linear_canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any],
+                         train: dict[str, Any], options: dict[str, Any], *, log) -> tuple[pd.DataFrame, dict]:
+    """The canary family's scores and record of one released linear run (``train``: its
+    train.json): ``audit_linear`` on the run's members with the run's ε and Λ, at the
+    confidence ``options["confidence"]`` (two one-sided bounds at (1 − confidence)/2 each)."""
+    from dpaudit.training.models import features
+
+    hyper = train["hyperparameters"]
+    members = examples[examples["split"] == splits["members"]]
+    alpha = (1.0 - float(options["confidence"])) / 2.0
+    result = audit_linear(features(members).astype(np.float64), members["label"].to_numpy(np.int64),
+                          mechanism=str(params["mechanism"]), epsilon=float(hyper["target_epsilon"]),
+                          lam=float(hyper["linear_regularization"]), releases=int(options["linear_releases"]),
+                          alpha=alpha, seed=int(options["seed"]), delta=0.0,
+                          example_ids=members["example_id"].to_numpy(np.int64))
+    scores = result.pop("scores").assign(score_kind=SCORE_KIND, example_id=pd.NA)
+    scores["example_id"] = scores["example_id"].astype("Int64")
+    record = {key: (value.tolist() if isinstance(value, np.ndarray) else value) for key, value in result.items()}
+    record["many_runs"] = {"epsilon": float(result["epsilon_lower_bound"]), "ceiling": float(result["ceiling"]),
+                           "releases": int(result["releases"]), "delta": 0.0}
+    log.info("linear many-runs audit: bound %.4f (ceiling %.3f) at R = %d per side in %.1fs",
+             result["epsilon_lower_bound"], result["ceiling"], result["releases"], result["wall_seconds"])
+    return scores, record
