@@ -22,6 +22,9 @@ TRAIN_COLUMNS = {
     "noise_multiplier": "noise_multiplier",
     "accountant": "accountant",
     "sampling": "sampling",
+    # True when the run's final epoch loss exceeded LOSS_DIVERGENCE_RATIO × its first
+    # (dpaudit.training.train.loss_divergence): every metric row of the run carries the flag.
+    "loss_diverged": "loss_diverged",
 }
 FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
 RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
@@ -68,11 +71,13 @@ def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[t
             for column, key in TRAIN_COLUMNS.items():
                 value = info.get(key)
                 row[column] = _as_float(value) if column in FLOAT_TRAIN_COLUMNS else value
+            row["loss_diverged"] = bool(info.get("loss_diverged", False))
             rows.append(row)
     frame = pd.DataFrame(rows)
     frame = frame.astype({**GRID_COLUMNS, "dataset": "string", "run": "string",
                           "accountant_epsilon": "float64", "accountant_delta": "float64",
-                          "noise_multiplier": "float64", "accountant": "string", "sampling": "string"})
+                          "noise_multiplier": "float64", "accountant": "string", "sampling": "string",
+                          "loss_diverged": "boolean"})
     baseline = frame["mechanism"] == "baseline"
     if frame.loc[baseline, "accountant_epsilon"].lt(math.inf).any():
         raise ValueError("a baseline run has a finite accountant ε; non-private models must carry +inf")

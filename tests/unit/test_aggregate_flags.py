@@ -1,0 +1,31 @@
+"""A training run's loss-divergence flag reaches every metric row of that run (issue 16)."""
+
+import math
+
+import pandas as pd
+
+from dpaudit.aggregate import collect_metrics, runs_frame
+from dpaudit.contract.metrics import metric_rows
+from dpaudit.io import write_parquet
+
+
+def _info(diverged):
+    return {"epsilon": math.inf, "delta": None, "noise_multiplier": 0.0, "accountant": None, "sampling": "poisson",
+            **({} if diverged is None else {"loss_diverged": diverged})}
+
+
+def test_loss_diverged_is_a_boolean_run_column_joined_to_every_row(tmp_path):
+    runs = {"toy": {"a": {"mechanism": "baseline", "seed": 0}, "b": {"mechanism": "baseline", "seed": 1},
+                    "c": {"mechanism": "baseline", "seed": 2}}}
+    frame = runs_frame(runs, {("toy", "a"): _info(True), ("toy", "b"): _info(False), ("toy", "c"): _info(None)})
+    assert frame["loss_diverged"].dtype == "boolean"
+    assert frame.set_index("run")["loss_diverged"].to_dict() == {"a": True, "b": False, "c": False}
+    files = []
+    for run in ("a", "b", "c"):
+        rows = metric_rows("mia", pd.DataFrame({"metric": ["test_accuracy"], "value": [0.9], "loss": ["loss_ce"],
+                                                "n_members": [10], "n_nonmembers": [10]}), dataset="toy", run=run)
+        path = tmp_path / f"{run}.parquet"
+        write_parquet(path, rows)
+        files.append(path)
+    table = collect_metrics(files, frame)
+    assert table.set_index("run")["loss_diverged"].to_dict() == {"a": True, "b": False, "c": False}
