@@ -413,3 +413,8 @@ def canary_figures():
         return []
     datasets = [d for d in DATASETS if any(p["mechanism"] == "dpsgd" for p in RUNS[d].values())]
     return [f"results/figures/canary_{kind}_{d}.png" for d in datasets for kind in ("guesses", "tradeoff")]
+
+
+def canary_card_input():
+    """The privacy card shows the run's ε ladder when the canary family is on."""
+    return {"canary": "results/metrics/canary/{dataset}/{run}.parquet"} if "canary" in FAMILIES else {}

@@ -7,6 +7,7 @@ rule privacy_card:
         mia="results/metrics/mia/{dataset}/{run}.parquet",
         train="results/models/{dataset}/{run}/train.json",
         info="results/data/{dataset}/dataset.json",
+        **canary_card_input(),
     output:
         card=report(
             "results/cards/{dataset}/{run}.html",

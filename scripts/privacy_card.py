@@ -11,6 +11,7 @@ with job_logging(sm) as log:
     page, rows = build_privacy_card(
         read_parquet(sm.input.outputs), read_parquet(sm.input.mia), train, read_json(sm.input.info),
         sm.output.figure, alpha=sm.params.alpha, loss_column=sm.params.loss,
+        canary=read_parquet(sm.input.canary) if "canary" in sm.input.keys() else None,
     )
     rows = metric_rows("privacy_card", rows, dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_bytes(sm.output.card, page.encode())

@@ -155,3 +155,17 @@ def test_canary_rows_are_declared_in_the_metric_vocabulary():
                                       "measured_above_promise"}
     na = metric_rows("canary", not_applicable_rows("baseline"), dataset="d", run="r")
     assert na["value_bool"].isna().all() and not na["applicable"].any()
+
+
+def test_privacy_card_ladder_copies_the_rows_and_flags_a_broken_run_in_red():
+    from dpaudit.report.cards import canary_ladder_html
+
+    rng = np.random.default_rng(3)
+    leaky = _mirror_scores(rng, 1000, 0.1, 0.05, 20)  # σ far below what ε = 1 needs
+    rows = canary_rows(leaky, accountant_epsilon=1.0, delta=1e-5, alpha=0.05)
+    mia = pd.DataFrame({"metric": ["epsilon_lower_bound"], "value": [0.25]})
+    page = canary_ladder_html(rows, mia)
+    assert "MEASURED ABOVE THE PROMISE" in page and "#b00020" in page
+    one_run = _value(rows, "epsilon_lb_one_run")
+    assert f"{one_run:.3f}" in page and "0.250" in page
+    assert "family <code>canary</code> disabled" in canary_ladder_html(None, mia)

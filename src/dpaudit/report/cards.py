@@ -46,9 +46,57 @@ def _page(title: str, body: str) -> str:
     )
 
 
+# The card's ε ladder: (metric, threat model, score kind) of the canary family, strongest attacker first.
+CANARY_LADDER = (
+    ("epsilon_gdp_estimate", "white_box", "llr", "white box: GDP estimate (assumes a Gaussian trade-off)"),
+    ("epsilon_lb_one_run_fdp", "white_box", "llr", "white box: one-run bound vs the Gaussian curve (f-DP)"),
+    ("epsilon_lb_one_run", "white_box", "llr", "white box: one-run bound (distribution-free)"),
+    ("epsilon_lb_many_runs", "many_runs", "log_density_ratio", "many releases: bound (distribution-free)"),
+    ("epsilon_lb_one_run", "black_box", "neg_loss", "black box: one-run bound (last model, input canaries)"),
+)
+VERDICT_TEXT = {
+    "above_promise": "MEASURED ABOVE THE PROMISE: a distribution-free canary bound exceeds the accountant's ε",
+    "consistent": "consistent with the promise: no canary bound exceeds the accountant's ε",
+    "too_weak": "audit too weak to say: every distribution-free bound's ceiling is below the accountant's ε",
+}
+
+
+def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
+    """The ε ladder of one run as an HTML section: each canary rung with its ceiling, the
+    natural-split attack bound, and the canary verdict (values copied from the rows)."""
+    if canary is None:
+        return ("<h2>ε ladder</h2><p>Canary audit not computed in this run "
+                "(family <code>canary</code> disabled).</p>")
+    rows = []
+    for metric, threat, kind, label in CANARY_LADDER:
+        hit = canary[(canary["metric"] == metric) & (canary["threat_model"] == threat).fillna(False)
+                     & (canary["score_kind"] == kind).fillna(False)]
+        if hit.empty:
+            continue
+        value = float(hit["value"].iloc[0])
+        ceiling = hit["ceiling_max"].iloc[0] if pd.notna(hit["ceiling_max"].iloc[0]) else hit["ceiling"].iloc[0]
+        rows.append(f"<tr><td>{html.escape(label)}</td><td>{value:.3f}</td><td>{float(ceiling):.3f}</td></tr>")
+    natural = mia[mia["metric"] == "epsilon_lower_bound"]
+    if len(natural):
+        rows.append(f"<tr><td>natural split: certified attack bound</td><td>{float(natural['value'].iloc[0]):.3f}"
+                    "</td><td>—</td></tr>")
+    verdict_rows = canary[canary["metric"] == "measured_above_promise"]
+    verdict = verdict_rows["verdict"].iloc[0] if len(verdict_rows) and "verdict" in verdict_rows else None
+    if verdict is None or pd.isna(verdict):
+        note = (verdict_rows["note"].iloc[0] if len(verdict_rows) and "note" in verdict_rows else None)
+        line = html.escape(str(note)) if note is not None and not pd.isna(note) else "no canary verdict"
+    else:
+        style = ' style="color:#b00020;font-weight:bold"' if verdict == "above_promise" else ""
+        line = f"<span{style}>{html.escape(VERDICT_TEXT[str(verdict)])}</span>"
+    table = ("<table><tr><th>rung</th><th>ε</th><th>ceiling</th></tr>" + "".join(rows) + "</table>") if rows else ""
+    return ("<h2>ε ladder</h2><p>Canary audit (dpaudit family <code>canary</code>): lower bounds and estimates of "
+            "the model's ε from planted canaries; a ceiling is what perfect guessing would certify.</p>"
+            f"{table}<p>Verdict: {line}</p>")
+
+
 def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping, dataset_info: Mapping,
                        figure_path: str | Path, *, alpha: float = 0.05, loss_column: str = "loss_ce",
-                       fail_on_violation: bool = True) -> tuple[str, pd.DataFrame]:
+                       fail_on_violation: bool = True, canary: pd.DataFrame | None = None) -> tuple[str, pd.DataFrame]:
     """Return (self-contained HTML card, long metric rows) of one model.
 
     The attack ROC is the loss-threshold attack on members vs non-members, the same
@@ -76,6 +124,7 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
     figure = Path(figure_path).read_bytes()
     data_uri = "data:image/png;base64," + base64.b64encode(figure).decode()
     body = card.html.replace(f'src="{html.escape(Path(figure_path).name)}"', f'src="{data_uri}"')
+    body += canary_ladder_html(canary, mia)
     test = {"alpha": alpha, "loss": loss_column, "n_members": roc.n_members, "n_nonmembers": roc.n_nonmembers}
     records = [{"metric": m, "value": float(row[m])} for m in CARD_METRICS]
     records += [{"metric": "tpr_bound_at_fpr", "value": float(value), "fpr_target": float(target)}
