@@ -2,8 +2,10 @@
 # and hash the library code each rule uses. No TensorFlow, network or directory
 # scans here.
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import apply_wildcards
 from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
@@ -383,3 +385,54 @@ def card_labels(wildcards):
     epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
     seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
     return {"model": f"{mechanism} · {epsilon}{seed_text}"}
+
+
+# ---- a complete, consistent results/ (issue 19): every file a job writes is a target
+# Snakemake does not rebuild a missing intermediate while the files made from it are
+# present, so rule all names every file of every job: a deleted one is rebuilt, and
+# everything downstream follows by modification time. Per-run and per-dataset files
+# are listed here; the other outputs of any job whose file is listed (PDFs beside PNGs,
+# tables beside figures) are added from the rules' own output patterns.
+# tests/workflow/test_complete_targets.py fails when a job's output is missing here.
+def _rule_outputs(name, **wildcards):
+    return [apply_wildcards(pattern, wildcards) for pattern in workflow.get_rule(name).output]
+
+
+def _sibling_outputs(path):
+    """Every output of the job that writes ``path`` (itself included)."""
+    for rule in workflow.rules:
+        for pattern in rule.output:
+            match = pattern.match(path)
+            if match:
+                return [apply_wildcards(other, match.groupdict()) for other in rule.output]
+    return [path]
+
+
+def intermediate_files():
+    files = [f for dataset in DATASETS for f in _rule_outputs("prepare_dataset", dataset=dataset)]
+    for dataset in DATASETS:
+        for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]:
+            files += _rule_outputs("train_model", dataset=dataset, run=run)
+            files += _rule_outputs("extract_per_example", dataset=dataset, run=run)
+        if PMP["enabled"]:
+            for run in RUNS[dataset]:
+                if pmp_shadow_loss_files(SimpleNamespace(dataset=dataset, run=run)):
+                    files.append(f"results/pmp/{dataset}/{run}/shadow_scores.parquet")
+    files += metric_files() + profile_metric_files()
+    for view in PROFILE_VIEWS:
+        files += [f"results/profile/{view}/base.json", f"results/profile/{view}/single_model.parquet"]
+    files += [f"results/profile/{view}/samples.parquet" for view in PROFILE["samples"]["views"]]
+    files += audit_block_files("runs") + [f"results/audit/{d}/neighbours.parquet" for d in AUDIT_DATASETS]
+    if AUDIT_DATASETS:
+        files.append("results/tables/audit_summary.parquet")
+    return files
+
+
+def complete_results(wildcards):
+    """rule all's other targets with every intermediate and every job's other outputs."""
+    named = [f for f in workflow.get_rule("all").input if isinstance(f, str)]
+    files = {}
+    for path in [*intermediate_files(), *named]:
+        if path not in files:
+            files.update(dict.fromkeys(_sibling_outputs(path)))
+    return list(files)

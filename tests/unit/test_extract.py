@@ -122,3 +122,14 @@ def test_same_seed_trainings_give_identical_loss_columns(tmp_path):
                                      full_gradients=False, threads=2, seed=0)
         results.append(out[cols])
     pd.testing.assert_frame_equal(results[0], results[1], check_exact=True)
+
+
+def test_a_truncated_model_names_the_file_and_the_fix(dropout_model, tmp_path):
+    from dpaudit.io import UnreadableFileError
+
+    path, _ = dropout_model
+    damaged = tmp_path / "model.keras"
+    data = path.read_bytes()
+    damaged.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UnreadableFileError, match=r"model\.keras.*delete it and run again"):
+        load_model(damaged)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from dpaudit.io import reading
 from dpaudit.losses import per_example_losses
 from dpaudit.training.models import features, logits_model, predict_logits
 
@@ -18,10 +19,11 @@ _GRAD_CHUNK_FLOATS = 2**26
 
 
 def load_model(model_path: str | os.PathLike):
-    """Load a saved model (no optimizer, no custom objects)."""
+    """Load a saved model (no optimizer, no custom objects); a damaged file names itself and the fix."""
     from dpaudit import _tf
 
-    return _tf.keras.models.load_model(Path(model_path), compile=False)
+    with reading(model_path) as path:
+        return _tf.keras.models.load_model(path, compile=False)
 
 
 def make_per_example_gradient_fn(net):
