@@ -7,7 +7,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from dpaudit.io import UnreadableFileError, atomic_path, read_json, read_parquet, write_json, write_parquet
+from dpaudit.io import (
+    UnreadableFileError,
+    atomic_path,
+    read_json,
+    read_parquet,
+    write_json,
+    write_parquet,
+)
 
 
 def test_fixed_size_list_frame_round_trips(tmp_path):
