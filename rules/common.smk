@@ -436,3 +436,51 @@ def complete_results(wildcards):
         if path not in files:
             files.update(dict.fromkeys(_sibling_outputs(path)))
     return list(files)
+
+
+# ---- resources that grow with the data (issue 19): dpaudit.resources computes mem_mb
+# and runtime from n, d, the model size and full gradients; the SLURM profile sets
+# neither for these rules, so this value (times the attempt) is what a job gets.
+from dpaudit import resources as dpresources
+from dpaudit.io import read_json as _read_json
+
+
+def _dataset_shape(dataset):
+    """(n, d, classes): the prepared dataset.json once it exists, the config before."""
+    info = Path(f"results/data/{dataset}/dataset.json")
+    payload = _read_json(info) if info.exists() else None
+    return dpresources.dataset_shape(payload, dataset, config["datasets"][dataset])
+
+
+def _job_resources(rule, wildcards, attempt):
+    n, d, classes = _dataset_shape(wildcards.dataset)
+    if rule == "audit_block":
+        options = AUDIT["datasets"][wildcards.dataset]
+        return dpresources.audit_resources(int(options.get("n") or n), d, runs=AUDIT["block_size"],
+                                           steps=AUDIT["steps"], attempt=attempt)
+    if rule == "audit_neighbours":
+        return dpresources.metric_resources(n, attempt=attempt)
+    run = run_params(wildcards)
+    n_params = dpresources.model_parameters(d, classes, TRAINING[wildcards.dataset], run["mechanism"])
+    if rule == "train_model":
+        return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
+    if rule == "extract_per_example":
+        return dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
+                                             attempt=attempt)
+    if rule == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
+        per_checkpoint = dpresources.extract_resources(n, d, n_params, full_gradients=False, attempt=attempt)
+        return {"mem_mb": per_checkpoint["mem_mb"], "runtime": per_checkpoint["runtime"] * (1 + PMP["checkpoints"])}
+    grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if rule == "metric_epsilon_star" else 0
+    return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
+
+
+def job_resources(rule):
+    """``resources: **job_resources("<rule>")``: mem_mb and runtime as callables of the job."""
+
+    def one(name):
+        def evaluate(wildcards, attempt):
+            return _job_resources(rule, wildcards, attempt)[name]
+
+        return evaluate
+
+    return {"mem_mb": one("mem_mb"), "runtime": one("runtime")}

@@ -101,7 +101,7 @@ def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attem
     # a DP-SGD step's per-example gradients of one batch
     working = n * (2 * 4 * d + 64) + 16 * n_params * 4 + (3 * batch * n_params * 4 if dp else 0)
     memory = _mb(working, TF_BASE_MB, attempt)
-    cost = 3e-8 * epochs * n * max(n_params, 1000) * (5 if dp else 1)
+    cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1)
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
 
 
