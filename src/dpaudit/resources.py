@@ -39,6 +39,7 @@ NUMPY_BASE_MB = 300
 # 4096 rows and 2^26 floats per chunk); the chunk exists as TF output, numpy copy,
 # float64 norms and an Arrow row group.
 GRADIENT_CHUNK_FLOATS = 2**26
+KEPT_CHUNK_FLOATS = 2**24
 GRADIENT_CHUNK_ROWS = 4096
 MARGIN = 1.25
 
@@ -75,13 +76,14 @@ def _minutes(seconds: float, floor: int, attempt: int) -> int:
     return int(max(floor, math.ceil(2 * seconds / 60))) * max(int(attempt), 1)
 
 
-def gradient_chunk_rows(n_params: int) -> int:
-    return max(1, min(GRADIENT_CHUNK_ROWS, GRADIENT_CHUNK_FLOATS // max(int(n_params), 1)))
+def gradient_chunk_rows(n_params: int, *, keep: bool = False) -> int:
+    floats = KEPT_CHUNK_FLOATS if keep else GRADIENT_CHUNK_FLOATS
+    return max(1, min(GRADIENT_CHUNK_ROWS, floats // max(int(n_params), 1)))
 
 
 def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of ``extract_per_example`` (gradients streamed in row groups)."""
-    rows = min(int(n), gradient_chunk_rows(n_params))
+    rows = min(int(n), gradient_chunk_rows(n_params, keep=full_gradients))
     # examples (Arrow column, pandas, the float32 matrix), outputs and norms (~12 float64
     # columns with their pandas/Arrow copies), one chunk of gradients in ~5 forms.
     per_row = 3 * 4 * d + 12 * 8 * 2

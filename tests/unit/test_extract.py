@@ -147,8 +147,9 @@ def test_streamed_files_hold_the_in_memory_rows(dropout_model, tmp_path, monkeyp
         pa.FixedSizeListArray.from_arrays(pa.array(features(df).reshape(-1)), features(df).shape[1])))))
     # chunks of 7 rows: several row groups, the last one short (both
     # extractions: the chunk size changes the float32 gradients' last bits)
-    monkeypatch.setattr(extract, "_GRAD_CHUNK_FLOATS", 7 * sum(int(np.prod(v.shape)) for v in
-                                                               logits_model(load_model(path)).trainable_variables))
+    n_params = sum(int(np.prod(v.shape)) for v in logits_model(load_model(path)).trainable_variables)
+    monkeypatch.setattr(extract, "_GRAD_CHUNK_FLOATS", 7 * n_params)
+    monkeypatch.setattr(extract, "_KEPT_CHUNK_FLOATS", 7 * n_params)
     outputs, grads = extract_per_example(path, read_parquet(examples), SPLITS, clip_norm=0.5,
                                          full_gradients=full_gradients, threads=2, seed=0)
     write_parquet(tmp_path / "outputs_frame.parquet", outputs)

@@ -20,8 +20,13 @@ from dpaudit.losses import per_example_losses
 from dpaudit.training.models import features, logits_model, predict_logits
 
 # Per-example gradients of one chunk are held as a chunk × n_params float32 array;
-# this bounds it to about 256 MB.
+# this bounds it to about 256 MB (TensorFlow's float64 norms of it take twice that).
 _GRAD_CHUNK_FLOATS = 2**26
+# Chunks whose vectors are kept (written to gradients.parquet, one row group each) are
+# 4x smaller: about 64 MB of vectors, held as TF output, numpy and Arrow copies and a
+# compressed row group. Values depend on the chunk (batched kernels round differently),
+# so each mode keeps one chunk size: norms-only files stay those of earlier versions.
+_KEPT_CHUNK_FLOATS = 2**24
 
 
 def load_model(model_path: str | os.PathLike):
@@ -74,7 +79,7 @@ def per_example_gradients(
     n_params = _n_params(net)
     norms = np.empty(len(x), dtype=np.float64)
     flat = np.empty((len(x), n_params), dtype=np.float32) if keep else None
-    for start, stop, nrm, g in gradient_chunks(net, x, y):
+    for start, stop, nrm, g in gradient_chunks(net, x, y, keep=keep):
         norms[start:stop] = nrm
         if keep:
             flat[start:stop] = g.numpy()
@@ -85,8 +90,9 @@ def _n_params(net) -> int:
     return int(sum(int(np.prod(v.shape)) for v in net.trainable_variables))
 
 
-def gradient_chunks(net, x: np.ndarray, y: np.ndarray):
-    """Yield ``(start, stop, norms, flat)`` per chunk of at most 4096 rows and 2^26 floats.
+def gradient_chunks(net, x: np.ndarray, y: np.ndarray, *, keep: bool = False):
+    """Yield ``(start, stop, norms, flat)`` per chunk of at most 4096 rows and 2^26 floats
+    (2^24 when the caller ``keep``s the vectors).
 
     ``norms`` is float64 numpy; ``flat`` the chunk's float32 gradients as a TF tensor
     (``.numpy()`` copies it only when the caller keeps the vectors).
@@ -96,7 +102,8 @@ def gradient_chunks(net, x: np.ndarray, y: np.ndarray):
     tf = _tf.tf
     n_params = _n_params(net)
     fn = make_per_example_gradient_fn(net)
-    chunk = max(1, min(4096, _GRAD_CHUNK_FLOATS // max(n_params, 1)))
+    floats = _KEPT_CHUNK_FLOATS if keep else _GRAD_CHUNK_FLOATS
+    chunk = max(1, min(4096, floats // max(n_params, 1)))
     for start in range(0, len(x), chunk):
         stop = min(start + chunk, len(x))
         nrm, g = fn(tf.constant(x[start:stop]), tf.constant(y[start:stop]))
@@ -180,7 +187,7 @@ def write_per_example(
                         ("clipped_norm", pa.float64()), ("gradient", pa.list_(pa.float32(), n_params))])
     with atomic_path(gradients_path, suffix=".parquet") as tmp, \
             pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for start, stop, norms, flat in gradient_chunks(net, x, labels):
+        for start, stop, norms, flat in gradient_chunks(net, x, labels, keep=True):
             clipped = norms if clip_norm is None else np.minimum(norms, float(clip_norm))
             vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat.numpy().reshape(-1)), n_params)
             writer.write_table(pa.Table.from_arrays(
