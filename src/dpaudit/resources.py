@@ -68,8 +68,8 @@ def model_parameters(d: int, classes: int, training: Mapping[str, Any], mechanis
 
 def _mb(nbytes: float, base: int, attempt: int) -> int:
     """base + bytes with the margin, rounded up to 100 MB, times the attempt."""
-    total = (base + MARGIN * nbytes / MB) * max(int(attempt), 1)
-    return int(math.ceil(total / 100.0) * 100)
+    once = int(math.ceil((base + MARGIN * nbytes / MB) / 100.0) * 100)
+    return once * max(int(attempt), 1)
 
 
 def _minutes(seconds: float, floor: int, attempt: int) -> int:
