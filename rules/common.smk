@@ -389,8 +389,8 @@ def card_labels(wildcards):
 
 # ---- a complete, consistent results/ (issue 19): every file a job writes is a target
 # Snakemake does not rebuild a missing intermediate while the files made from it are
-# present, so rule all names every file of every job: a deleted one is rebuilt, and
-# everything downstream follows by modification time. Per-run and per-dataset files
+# present, so the default target names every file of every job (a deleted one is rebuilt, and
+# everything downstream follows by modification time). Per-run and per-dataset files
 # are listed here; the other outputs of any job whose file is listed (PDFs beside PNGs,
 # tables beside figures) are added from the rules' own output patterns.
 # tests/workflow/test_complete_targets.py fails when a job's output is missing here.
@@ -400,11 +400,11 @@ def _rule_outputs(name, **wildcards):
 
 def _sibling_outputs(path):
     """Every output of the job that writes ``path`` (itself included)."""
-    for rule in workflow.rules:
-        for pattern in rule.output:
+    for candidate in workflow.rules:
+        for pattern in candidate.output:
             match = pattern.match(path)
             if match:
-                return [apply_wildcards(other, match.groupdict()) for other in rule.output]
+                return [apply_wildcards(other, match.groupdict()) for other in candidate.output]
     return [path]
 
 
@@ -429,7 +429,7 @@ def intermediate_files():
 
 
 def complete_results(wildcards):
-    """rule all's other targets with every intermediate and every job's other outputs."""
+    """The default target's named files with every intermediate and every job's other outputs."""
     named = [f for f in workflow.get_rule("all").input if isinstance(f, str)]
     files = {}
     for path in [*intermediate_files(), *named]:
@@ -452,34 +452,34 @@ def _dataset_shape(dataset):
     return dpresources.dataset_shape(payload, dataset, config["datasets"][dataset])
 
 
-def _job_resources(rule, wildcards, attempt):
+def _job_resources(name, wildcards, attempt):
     n, d, classes = _dataset_shape(wildcards.dataset)
-    if rule == "audit_block":
+    if name == "audit_block":
         options = AUDIT["datasets"][wildcards.dataset]
         return dpresources.audit_resources(int(options.get("n") or n), d, runs=AUDIT["block_size"],
                                            steps=AUDIT["steps"], attempt=attempt)
-    if rule == "audit_neighbours":
+    if name == "audit_neighbours":
         return dpresources.metric_resources(n, attempt=attempt)
     run = run_params(wildcards)
     n_params = dpresources.model_parameters(d, classes, TRAINING[wildcards.dataset], run["mechanism"])
-    if rule == "train_model":
+    if name == "train_model":
         return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
-    if rule == "extract_per_example":
+    if name == "extract_per_example":
         return dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
                                              attempt=attempt)
-    if rule == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
+    if name == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
         per_checkpoint = dpresources.extract_resources(n, d, n_params, full_gradients=False, attempt=attempt)
         return {"mem_mb": per_checkpoint["mem_mb"], "runtime": per_checkpoint["runtime"] * (1 + PMP["checkpoints"])}
-    grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if rule == "metric_epsilon_star" else 0
+    grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
     return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
 
 
-def job_resources(rule):
-    """``resources: **job_resources("<rule>")``: mem_mb and runtime as callables of the job."""
+def job_resources(name):
+    """mem_mb and runtime of the named job kind as callables (``resources: **job_resources(name)``)."""
 
-    def one(name):
+    def one(resource):
         def evaluate(wildcards, attempt):
-            return _job_resources(rule, wildcards, attempt)[name]
+            return _job_resources(name, wildcards, attempt)[resource]
 
         return evaluate
 
