@@ -87,10 +87,11 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
     # examples (Arrow column, pandas, the float32 matrix), outputs and norms (~12 float64
     # columns with their pandas/Arrow copies), one chunk of gradients in TensorFlow's
     # temporaries and, when kept, its numpy, Arrow and row-group copies. bench_memory
-    # (P = 6,594): 1,426 MB measured / 1,600 declared at n = 10^5 with vectors,
-    # 2,128 / 2,900 at n = 10^6 without; a tiny job peaks near 720 MB.
-    per_row = 3 * 4 * d + 12 * 8 * 2
-    chunk = rows * n_params * (4 * 4 + 8) if full_gradients else rows * n_params * 8
+    # (P = 6,594; peaks vary by ~20 % between runs): 1,426-1,521 MB measured at n = 10^5
+    # with vectors (1,900 declared), 2,128-2,533 MB at n = 10^6 without (3,500 declared);
+    # a tiny job peaks near 720 MB (1,000 declared).
+    per_row = 4 * 4 * d + 12 * 8 * 3
+    chunk = rows * n_params * 36 if full_gradients else rows * n_params * 8
     memory = _mb(n * per_row + chunk, TF_BASE_MB, attempt)
     # bench_memory on one core: 136 s at n = 10^6, P = 6,594 without vectors (2e-8 s per
     # example and parameter), 118 s at n = 10^5 with them (compressing the vectors)
