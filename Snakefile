@@ -36,4 +36,7 @@ rule all:
         profile_targets(),
         audit_figures(),
         canary_figures(),
+        # every intermediate and every other output of the jobs above: a deleted one is
+        # rebuilt with everything made from it (docs/architecture.md, "A complete results/")
+        complete_results,
     default_target: True

@@ -9,6 +9,8 @@ rule metric_identifiability:
         "results/metrics/identifiability/{dataset}/{run}.parquet",
     params:
         code=CODE["metric_identifiability"],
+    resources:
+        **job_resources("metric_identifiability"),
     log:
         "logs/metric_identifiability/{dataset}/{run}.log",
     script:
@@ -25,6 +27,8 @@ rule audit_neighbours:
         options=audit_options,
         top=AUDIT["neighbour_top"],
         code=CODE["audit_neighbours"],
+    resources:
+        **job_resources("audit_neighbours"),
     log:
         "logs/audit_neighbours/{dataset}.log",
     benchmark:
@@ -50,6 +54,8 @@ rule audit_block:
         audit=AUDIT_SHARED,
         config=audit_config_params,
         code=CODE["audit_block"],
+    resources:
+        **job_resources("audit_block"),
     log:
         "logs/audit_block/{dataset}/{audit_config}/block{block}.log",
     benchmark:

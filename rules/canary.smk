@@ -18,7 +18,7 @@ rule canary_scores:
         code=CODE["canary_scores"],
     threads: 1
     resources:
-        mem_mb=2000,
+        **job_resources("canary_scores"),
     log:
         "logs/canary_scores/{dataset}/{run}.log",
     benchmark:

@@ -2,8 +2,10 @@
 # and hash the library code each rule uses. No TensorFlow, network or directory
 # scans here.
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import apply_wildcards
 from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
@@ -418,3 +420,107 @@ def canary_figures():
 def canary_card_input():
     """The privacy card shows the run's ε ladder when the canary family is on."""
     return {"canary": "results/metrics/canary/{dataset}/{run}.parquet"} if "canary" in FAMILIES else {}
+
+
+# ---- a complete, consistent results/ (issue 19): every file a job writes is a target
+# Snakemake does not rebuild a missing intermediate while the files made from it are
+# present, so the default target names every file of every job (a deleted one is rebuilt, and
+# everything downstream follows by modification time). Per-run and per-dataset files
+# are listed here; the other outputs of any job whose file is listed (PDFs beside PNGs,
+# tables beside figures) are added from the rules' own output patterns.
+# tests/workflow/test_complete_targets.py fails when a job's output is missing here.
+def _rule_outputs(name, **wildcards):
+    return [apply_wildcards(pattern, wildcards) for pattern in workflow.get_rule(name).output]
+
+
+def _sibling_outputs(path):
+    """Every output of the job that writes ``path`` (itself included)."""
+    for candidate in workflow.rules:
+        for pattern in candidate.output:
+            match = pattern.match(path)
+            if match:
+                return [apply_wildcards(other, match.groupdict()) for other in candidate.output]
+    return [path]
+
+
+def intermediate_files():
+    files = [f for dataset in DATASETS for f in _rule_outputs("prepare_dataset", dataset=dataset)]
+    for dataset in DATASETS:
+        for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]:
+            files += _rule_outputs("train_model", dataset=dataset, run=run)
+            files += _rule_outputs("extract_per_example", dataset=dataset, run=run)
+        if PMP["enabled"]:
+            for run in RUNS[dataset]:
+                if pmp_shadow_loss_files(SimpleNamespace(dataset=dataset, run=run)):
+                    files.append(f"results/pmp/{dataset}/{run}/shadow_scores.parquet")
+    if "canary" in FAMILIES:
+        for dataset in DATASETS:
+            for run, params in RUNS[dataset].items():
+                if params["mechanism"] in CANARY_MECHANISMS:
+                    files.append(f"results/canary/{dataset}/{run}/scores.parquet")
+    files += metric_files() + profile_metric_files()
+    for view in PROFILE_VIEWS:
+        files += [f"results/profile/{view}/base.json", f"results/profile/{view}/single_model.parquet"]
+    files += [f"results/profile/{view}/samples.parquet" for view in PROFILE["samples"]["views"]]
+    files += audit_block_files("runs") + [f"results/audit/{d}/neighbours.parquet" for d in AUDIT_DATASETS]
+    if AUDIT_DATASETS:
+        files.append("results/tables/audit_summary.parquet")
+    return files
+
+
+def complete_results(wildcards):
+    """The default target's named files with every intermediate and every job's other outputs."""
+    named = [f for f in workflow.get_rule("all").input if isinstance(f, str)]
+    files = {}
+    for path in [*intermediate_files(), *named]:
+        if path not in files:
+            files.update(dict.fromkeys(_sibling_outputs(path)))
+    return list(files)
+
+
+# ---- resources that grow with the data (issue 19): dpaudit.resources computes mem_mb
+# and runtime from n, d, the model size and full gradients; the SLURM profile sets
+# neither for these rules, so this value (times the attempt) is what a job gets.
+from dpaudit import resources as dpresources
+from dpaudit.io import read_json as _read_json
+
+
+def _dataset_shape(dataset):
+    """(n, d, classes): the prepared dataset.json once it exists, the config before."""
+    info = Path(f"results/data/{dataset}/dataset.json")
+    payload = _read_json(info) if info.exists() else None
+    return dpresources.dataset_shape(payload, dataset, config["datasets"][dataset])
+
+
+def _job_resources(name, wildcards, attempt):
+    n, d, classes = _dataset_shape(wildcards.dataset)
+    if name == "audit_block":
+        options = AUDIT["datasets"][wildcards.dataset]
+        return dpresources.audit_resources(int(options.get("n") or n), d, runs=AUDIT["block_size"],
+                                           steps=AUDIT["steps"], attempt=attempt)
+    if name == "audit_neighbours":
+        return dpresources.metric_resources(n, attempt=attempt)
+    run = run_params(wildcards)
+    n_params = dpresources.model_parameters(d, classes, TRAINING[wildcards.dataset], run["mechanism"])
+    if name in ("train_model", "canary_scores"):  # an audit twin trains like its released run
+        return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
+    if name == "extract_per_example":
+        return dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
+                                             attempt=attempt)
+    if name == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
+        per_checkpoint = dpresources.extract_resources(n, d, n_params, full_gradients=False, attempt=attempt)
+        return {"mem_mb": per_checkpoint["mem_mb"], "runtime": per_checkpoint["runtime"] * (1 + PMP["checkpoints"])}
+    grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
+    return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
+
+
+def job_resources(name):
+    """mem_mb and runtime of the named job kind as callables (``resources: **job_resources(name)``)."""
+
+    def one(resource):
+        def evaluate(wildcards, attempt):
+            return _job_resources(name, wildcards, attempt)[resource]
+
+        return evaluate
+
+    return {"mem_mb": one("mem_mb"), "runtime": one("runtime")}

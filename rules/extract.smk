@@ -13,7 +13,7 @@ rule extract_per_example:
         code=CODE["extract_per_example"],
     threads: 1
     resources:
-        mem_mb=2000,
+        **job_resources("extract_per_example"),
     log:
         "logs/extract_per_example/{dataset}/{run}.log",
     benchmark:

@@ -11,6 +11,8 @@ rule metric_mia:
     params:
         mia=config["metrics"]["mia"],
         code=CODE["metric_mia"],
+    resources:
+        **job_resources("metric_mia"),
     log:
         "logs/metric_mia/{dataset}/{run}.log",
     benchmark:
@@ -29,6 +31,8 @@ rule metric_epsilon_star:
     params:
         options=config["metrics"]["epsilon_star"],
         code=CODE["metric_epsilon_star"],
+    resources:
+        **job_resources("metric_epsilon_star"),
     log:
         "logs/metric_epsilon_star/{dataset}/{run}.log",
     benchmark:

@@ -13,7 +13,7 @@ rule metric_pmp:
         code=CODE["metric_pmp"],
     threads: 1
     resources:
-        mem_mb=3000,
+        **job_resources("metric_pmp"),
     log:
         "logs/metric_pmp/{dataset}/{run}.log",
     benchmark:

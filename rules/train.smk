@@ -13,7 +13,7 @@ rule train_model:
         code=CODE["train_model"],
     threads: 1
     resources:
-        mem_mb=2000,
+        **job_resources("train_model"),
     log:
         "logs/train_model/{dataset}/{run}.log",
     benchmark:

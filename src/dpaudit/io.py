@@ -2,7 +2,9 @@
 
 Every artifact is written to a temporary file in the destination folder and
 renamed into place, so an interrupted job never leaves a half-written file that
-a later run could mistake for a result.
+a later run could mistake for a result. A file damaged afterwards (a disk or a
+copy cut short) fails the job that reads it with :class:`UnreadableFileError`,
+which names the file and the fix: every reader goes through :func:`reading`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,33 @@ def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Pa
             tmp_path.unlink()
 
 
+class UnreadableFileError(OSError):
+    """A result file exists but cannot be read: damaged or truncated after it was written."""
+
+    def __init__(self, path: str | os.PathLike, error: BaseException):
+        self.path = Path(path)
+        super().__init__(
+            f"{self.path}: cannot be read ({type(error).__name__}: {error}). The file is damaged "
+            "or truncated: delete it and run again (the workflow rebuilds it and everything "
+            "that depends on it)."
+        )
+
+
+@contextmanager
+def reading(path: str | os.PathLike) -> Iterator[Path]:
+    """Turn any error raised while reading ``path`` into an :class:`UnreadableFileError`.
+
+    A missing file stays a ``FileNotFoundError``: it is not damaged, just absent.
+    """
+    path = Path(path)
+    try:
+        yield path
+    except (FileNotFoundError, UnreadableFileError):
+        raise
+    except Exception as error:
+        raise UnreadableFileError(path, error) from error
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
@@ -75,7 +104,7 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    with open(path) as handle:
+    with reading(path), open(path) as handle:
         return json.load(handle)
 
 
@@ -90,7 +119,14 @@ def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table,
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
-    table = pq.read_table(path, columns=columns)
+    with reading(path):
+        names = pq.read_schema(path).names
+        # A missing column is a caller's error, not a damaged file.
+        absent = sorted(set(columns or ()) - set(names))
+        if not absent:
+            table = pq.read_table(path, columns=columns)
+    if absent:
+        raise KeyError(f"{path}: no column {absent} (it has {names})")
     # pandas 3 cannot rebuild the dtype name pandas metadata stores for a
     # fixed-size list column (x, gradient); such frames carry no nullable
     # dtypes, so reading them without that metadata loses nothing.

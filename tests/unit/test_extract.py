@@ -5,6 +5,7 @@ import logging
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dpaudit import _tf
@@ -122,3 +123,47 @@ def test_same_seed_trainings_give_identical_loss_columns(tmp_path):
                                      full_gradients=False, threads=2, seed=0)
         results.append(out[cols])
     pd.testing.assert_frame_equal(results[0], results[1], check_exact=True)
+
+
+def test_a_truncated_model_names_the_file_and_the_fix(dropout_model, tmp_path):
+    from dpaudit.io import UnreadableFileError
+
+    path, _ = dropout_model
+    damaged = tmp_path / "model.keras"
+    data = path.read_bytes()
+    damaged.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UnreadableFileError, match=r"model\.keras.*delete it and run again"):
+        load_model(damaged)
+
+
+@pytest.mark.parametrize("full_gradients", [False, True])
+def test_streamed_files_hold_the_in_memory_rows(dropout_model, tmp_path, monkeypatch, full_gradients):
+    from dpaudit.extract import extract
+    from dpaudit.io import read_parquet, write_parquet
+
+    path, df = dropout_model
+    examples = tmp_path / "examples.parquet"
+    write_parquet(examples, df.assign(x=pd.Series(pd.arrays.ArrowExtensionArray(
+        pa.FixedSizeListArray.from_arrays(pa.array(features(df).reshape(-1)), features(df).shape[1])))))
+    # chunks of 7 rows: several row groups, the last one short (both
+    # extractions: the chunk size changes the float32 gradients' last bits)
+    n_params = sum(int(np.prod(v.shape)) for v in logits_model(load_model(path)).trainable_variables)
+    monkeypatch.setattr(extract, "_GRAD_CHUNK_FLOATS", 7 * n_params)
+    monkeypatch.setattr(extract, "_KEPT_CHUNK_FLOATS", 7 * n_params)
+    outputs, grads = extract_per_example(path, read_parquet(examples), SPLITS, clip_norm=0.5,
+                                         full_gradients=full_gradients, threads=2, seed=0)
+    write_parquet(tmp_path / "outputs_frame.parquet", outputs)
+    write_parquet(tmp_path / "gradients_frame.parquet", grads)
+    count = extract.write_per_example(path, examples, SPLITS, tmp_path / "outputs.parquet",
+                                      tmp_path / "gradients.parquet", clip_norm=0.5,
+                                      full_gradients=full_gradients, threads=2, seed=0)
+    assert count == len(df)
+    assert (tmp_path / "outputs.parquet").read_bytes() == (tmp_path / "outputs_frame.parquet").read_bytes()
+    if full_gradients:
+        streamed = pq.read_table(tmp_path / "gradients.parquet")
+        expected = pq.read_table(tmp_path / "gradients_frame.parquet")
+        assert streamed.schema.equals(expected.schema, check_metadata=False)
+        assert streamed.equals(expected)
+        assert pq.ParquetFile(tmp_path / "gradients.parquet").num_row_groups == -(-len(df) // 7)
+    else:
+        assert (tmp_path / "gradients.parquet").read_bytes() == (tmp_path / "gradients_frame.parquet").read_bytes()

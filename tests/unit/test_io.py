@@ -7,7 +7,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from dpaudit.io import atomic_path, read_json, read_parquet, write_json, write_parquet
+from dpaudit.io import (
+    UnreadableFileError,
+    atomic_path,
+    read_json,
+    read_parquet,
+    write_json,
+    write_parquet,
+)
 
 
 def test_fixed_size_list_frame_round_trips(tmp_path):
@@ -54,3 +61,40 @@ def test_atomic_writes_respect_the_umask(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+
+
+def _cut_in_half(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_a_damaged_parquet_names_the_file_and_the_fix(tmp_path):
+    path = tmp_path / "outputs.parquet"
+    write_parquet(path, pd.DataFrame({"a": np.arange(100)}))
+    _cut_in_half(path)
+    with pytest.raises(UnreadableFileError, match=r"outputs\.parquet.*delete it and run again") as info:
+        read_parquet(path)
+    assert info.value.path == path
+
+
+def test_a_missing_column_is_not_called_damage(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_parquet(path, pd.DataFrame({"a": [1]}))
+    with pytest.raises(KeyError, match="no column"):
+        read_parquet(path, columns=["b"])
+    assert read_parquet(path, columns=["a"])["a"].tolist() == [1]
+
+
+def test_a_truncated_json_names_the_file_and_the_fix(tmp_path):
+    path = tmp_path / "train.json"
+    write_json(path, {"history": list(range(20))})
+    _cut_in_half(path)
+    with pytest.raises(UnreadableFileError, match=r"train\.json.*JSONDecodeError.*delete it and run again"):
+        read_json(path)
+
+
+def test_a_missing_file_stays_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_json(tmp_path / "absent.json")
+    with pytest.raises(FileNotFoundError):
+        read_parquet(tmp_path / "absent.parquet")

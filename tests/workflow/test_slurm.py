@@ -25,6 +25,7 @@ import yaml
 
 from bench.bench_slurm import rule_names, slurm_plan
 from dpaudit.io import read_parquet
+from dpaudit.resources import mlp_parameters, train_resources
 from tests.e2e.conftest import TINY_CONFIG
 from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
 from tests.workflow.helpers import ROOT, SNAKEMAKE, copy_project, snakemake
@@ -191,9 +192,13 @@ def test_cancelled_training_job_was_retried_with_more_time(slurm_run):
     assert "error" not in fault and fault.get("scancel") == 0, fault
     cancelled = [job for job in jobs if job["JobState"] == "CANCELLED"]
     assert [job["JobId"] for job in cancelled] == [fault["job_id"]]
-    train = slurm_run["profile"]["set-resources"]["train_model"]
-    runtime, memory = ([eval(train[key], {"attempt": attempt}) for attempt in (1, 2)]  # noqa: S307 (the profile's own expression)
-                       for key in ("runtime", "mem_mb"))
+    # train_model's resources come from its rule (dpaudit.resources, issue 19), times the
+    # attempt; every training run of the tiny config has the same size.
+    dataset = TINY_CONFIG["datasets"]["synthetic"]
+    n_params = mlp_parameters(dataset["d"], TINY_CONFIG["training"]["hidden_units"], dataset["classes"])
+    run = {"mechanism": "dpsgd", **{k: v[0] for k, v in TINY_CONFIG["grid"][1].items() if k != "mechanism"}}
+    runtime, memory = ([train_resources(dataset["n"], dataset["d"], n_params, run, attempt=attempt)[key]
+                        for attempt in (1, 2)] for key in ("runtime", "mem_mb"))
     assert _minutes(cancelled[0]["TimeLimit"]) == runtime[0]
     assert _memory_mb(cancelled[0]) == memory[0]
     retried = [job for job in jobs if job["JobState"] == "COMPLETED" and _minutes(job["TimeLimit"]) == runtime[1]]
@@ -250,8 +255,14 @@ def test_site_profile_adds_account_and_partition_and_keeps_rule_resources(tmp_pa
                        "--configfile", str(config), env={"DPAUDIT_SLURM_TRAIN_GPUS": "1"})
     resources = _resources_per_rule(result.stdout)
     train = resources["train_model"]
-    for expected in ("slurm_account=my_account", "slurm_partition=compute", "mem_mb=4000",
-                     "runtime=240", "cpus_per_task=1", "gpu=1"):
+    # mem_mb and runtime of training come from the rule (dpaudit.resources), not a profile.
+    dataset = TINY_CONFIG["datasets"]["synthetic"]
+    n_params = mlp_parameters(dataset["d"], TINY_CONFIG["training"]["hidden_units"], dataset["classes"])
+    first = next(k for k in TINY_CONFIG["grid"])
+    declared = train_resources(dataset["n"], dataset["d"], n_params,
+                               {"mechanism": first["mechanism"][0], **{k: v[0] for k, v in first.items() if k != "mechanism"}})
+    for expected in ("slurm_account=my_account", "slurm_partition=compute", f"mem_mb={declared['mem_mb']},",
+                     f"runtime={declared['runtime']},", "cpus_per_task=1", "gpu=1"):
         assert expected in train, train
     # A rule the project profile does not list takes the site's defaults.
     assert "mem_mb=2000" in resources["aggregate_metrics"] and "runtime=60" in resources["aggregate_metrics"]

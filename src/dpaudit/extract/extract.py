@@ -1,27 +1,40 @@
-"""Per-example outputs and gradients of a trained model (one model load per run)."""
+"""Per-example outputs and gradients of a trained model (one model load per run).
+
+``write_per_example`` is what the workflow runs: it streams per-example gradient
+vectors to Parquet one chunk (one row group) at a time, so its peak memory does not
+grow with N × P (issue 19; ``bench/bench_memory.py``). ``extract_per_example``
+returns the same rows as in-memory frames, for tests and small data.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from dpaudit.io import atomic_path, reading, write_parquet
 from dpaudit.losses import per_example_losses
 from dpaudit.training.models import features, logits_model, predict_logits
 
 # Per-example gradients of one chunk are held as a chunk × n_params float32 array;
-# this bounds it to about 256 MB.
+# this bounds it to about 256 MB (TensorFlow's float64 norms of it take twice that).
 _GRAD_CHUNK_FLOATS = 2**26
+# Chunks whose vectors are kept (written to gradients.parquet, one row group each) are
+# 4x smaller: about 64 MB of vectors, held as TF output, numpy and Arrow copies and a
+# compressed row group. Values depend on the chunk (batched kernels round differently),
+# so each mode keeps one chunk size: norms-only files stay those of earlier versions.
+_KEPT_CHUNK_FLOATS = 2**24
 
 
 def load_model(model_path: str | os.PathLike):
-    """Load a saved model (no optimizer, no custom objects)."""
+    """Load a saved model (no optimizer, no custom objects); a damaged file names itself and the fix."""
     from dpaudit import _tf
 
-    return _tf.keras.models.load_model(Path(model_path), compile=False)
+    with reading(model_path) as path:
+        return _tf.keras.models.load_model(path, compile=False)
 
 
 def make_per_example_gradient_fn(net):
@@ -63,21 +76,38 @@ def per_example_gradients(
     net, x: np.ndarray, y: np.ndarray, *, keep: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """L2 norms (float64) and, if ``keep``, the N × P float32 gradient matrix."""
-    from dpaudit import _tf
-
-    tf = _tf.tf
-    n_params = int(sum(int(np.prod(v.shape)) for v in net.trainable_variables))
-    fn = make_per_example_gradient_fn(net)
-    chunk = max(1, min(4096, _GRAD_CHUNK_FLOATS // max(n_params, 1)))
+    n_params = _n_params(net)
     norms = np.empty(len(x), dtype=np.float64)
     flat = np.empty((len(x), n_params), dtype=np.float32) if keep else None
-    for start in range(0, len(x), chunk):
-        stop = min(start + chunk, len(x))
-        nrm, g = fn(tf.constant(x[start:stop]), tf.constant(y[start:stop]))
-        norms[start:stop] = nrm.numpy()
+    for start, stop, nrm, g in gradient_chunks(net, x, y, keep=keep):
+        norms[start:stop] = nrm
         if keep:
             flat[start:stop] = g.numpy()
     return norms, flat
+
+
+def _n_params(net) -> int:
+    return int(sum(int(np.prod(v.shape)) for v in net.trainable_variables))
+
+
+def gradient_chunks(net, x: np.ndarray, y: np.ndarray, *, keep: bool = False):
+    """Yield ``(start, stop, norms, flat)`` per chunk of at most 4096 rows and 2^26 floats
+    (2^24 when the caller ``keep``s the vectors).
+
+    ``norms`` is float64 numpy; ``flat`` the chunk's float32 gradients as a TF tensor
+    (``.numpy()`` copies it only when the caller keeps the vectors).
+    """
+    from dpaudit import _tf
+
+    tf = _tf.tf
+    n_params = _n_params(net)
+    fn = make_per_example_gradient_fn(net)
+    floats = _KEPT_CHUNK_FLOATS if keep else _GRAD_CHUNK_FLOATS
+    chunk = max(1, min(4096, floats // max(n_params, 1)))
+    for start in range(0, len(x), chunk):
+        stop = min(start + chunk, len(x))
+        nrm, g = fn(tf.constant(x[start:stop]), tf.constant(y[start:stop]))
+        yield start, stop, nrm.numpy(), g
 
 
 def extract_per_example(
@@ -96,21 +126,94 @@ def extract_per_example(
     (inference mode, float64 metric math on float32 logits).
     gradients: example_id, is_member, grad_norm, clipped_norm [, gradient].
     """
+    net = _load(model_path, threads, seed)
+    x = features(examples)
+    outputs = _outputs(net, examples, x, splits)
+    ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
+    is_member = outputs["is_member"].to_numpy()
+    norms, flat = per_example_gradients(net, x, labels, keep=full_gradients)
+    clipped = norms if clip_norm is None else np.minimum(norms, float(clip_norm))
+    gradients = pd.DataFrame(
+        {"example_id": ids, "is_member": is_member, "grad_norm": norms, "clipped_norm": clipped}
+    )
+    if full_gradients:
+        n_params = flat.shape[1]
+        column = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), n_params)
+        gradients["gradient"] = pd.Series(pd.arrays.ArrowExtensionArray(column), index=gradients.index)
+    return outputs, gradients
+
+
+def write_per_example(
+    model_path: str | os.PathLike,
+    examples_path: str | os.PathLike,
+    splits: dict[str, str],
+    outputs_path: str | os.PathLike,
+    gradients_path: str | os.PathLike,
+    *,
+    clip_norm: float | None,
+    full_gradients: bool,
+    threads: int,
+    seed: int,
+) -> int:
+    """Write ``extract_per_example``'s two tables; returns the number of examples.
+
+    The examples' features are read as one Arrow buffer (no per-row objects). Without
+    full gradients both files are byte for byte what writing the frames gives; with
+    them, ``gradients.parquet`` gets one row group per gradient chunk (the same rows,
+    types and values), and at most one chunk of vectors is in memory.
+    """
+    from dpaudit.data.datasets import features as arrow_features
+
+    net = _load(model_path, threads, seed)
+    with reading(examples_path):
+        table = pq.read_table(examples_path, columns=["example_id", "split", "label", "x"])
+    # The key columns convert exactly as dpaudit.io.read_parquet converts them.
+    keys = table.drop_columns(["x"]).to_pandas(ignore_metadata=True)
+    x = np.ascontiguousarray(arrow_features(table), dtype=np.float32)
+    del table
+    outputs = _outputs(net, keys, x, splits)
+    write_parquet(outputs_path, outputs)
+    ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
+    is_member = outputs["is_member"].to_numpy()
+    if not full_gradients:
+        norms, _ = per_example_gradients(net, x, labels, keep=False)
+        clipped = norms if clip_norm is None else np.minimum(norms, float(clip_norm))
+        write_parquet(gradients_path, pd.DataFrame(
+            {"example_id": ids, "is_member": is_member, "grad_norm": norms, "clipped_norm": clipped}
+        ))
+        return len(outputs)
+    n_params = _n_params(net)
+    schema = pa.schema([("example_id", pa.int64()), ("is_member", pa.bool_()), ("grad_norm", pa.float64()),
+                        ("clipped_norm", pa.float64()), ("gradient", pa.list_(pa.float32(), n_params))])
+    with atomic_path(gradients_path, suffix=".parquet") as tmp, \
+            pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for start, stop, norms, flat in gradient_chunks(net, x, labels, keep=True):
+            clipped = norms if clip_norm is None else np.minimum(norms, float(clip_norm))
+            vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat.numpy().reshape(-1)), n_params)
+            writer.write_table(pa.Table.from_arrays(
+                [pa.array(ids[start:stop]), pa.array(is_member[start:stop]), pa.array(norms),
+                 pa.array(clipped), vectors], schema=schema,
+            ))
+        if len(x) == 0:
+            writer.write_table(schema.empty_table())
+    return len(outputs)
+
+
+def _load(model_path, threads: int, seed: int):
     from dpaudit import _tf
 
     _tf.configure(threads, seed)
-    model = load_model(model_path)
-    net = logits_model(model)
+    return logits_model(load_model(model_path))
 
+
+def _outputs(net, examples: pd.DataFrame, x: np.ndarray, splits: dict[str, str]) -> pd.DataFrame:
     ids = examples["example_id"].to_numpy(dtype=np.int64)
     split = examples["split"].astype(str).to_numpy()
     labels = examples["label"].to_numpy(dtype=np.int64)
     is_member = split == splits["members"]
-    x = features(examples)
-
     logits = predict_logits(net, x)
     metrics = per_example_losses(logits.astype(np.float64), labels, ids)
-    outputs = pd.DataFrame(
+    return pd.DataFrame(
         {
             "example_id": ids,
             "split": split,
@@ -122,14 +225,3 @@ def extract_per_example(
             "correct": metrics["correct"],
         }
     )
-
-    norms, flat = per_example_gradients(net, x, labels, keep=full_gradients)
-    clipped = norms if clip_norm is None else np.minimum(norms, float(clip_norm))
-    gradients = pd.DataFrame(
-        {"example_id": ids, "is_member": is_member, "grad_norm": norms, "clipped_norm": clipped}
-    )
-    if full_gradients:
-        n_params = flat.shape[1]
-        column = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), n_params)
-        gradients["gradient"] = pd.Series(pd.arrays.ArrowExtensionArray(column), index=gradients.index)
-    return outputs, gradients

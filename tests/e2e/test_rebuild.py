@@ -1,0 +1,82 @@
+"""Issue 19: `make run` brings results/ back to a complete, consistent state.
+
+One tiny finished run (one model, --cores 1) is copied per case. In each case one
+intermediate is cut in half: the job that reads it fails naming the file and the fix;
+the user deletes it and runs again: the rule that makes it reruns, and every Parquet
+under results/ is byte for byte the clean run's. The second half of each case is the
+deletion alone (what a user who removes a file does); the failed run before it only
+reran jobs downstream of the damaged file, which the rebuild reruns again.
+"""
+
+import shutil
+
+import pytest
+import yaml
+
+from tests.workflow.helpers import copy_project, job_counts, snakemake
+
+MINIMAL_CONFIG = {
+    "datasets": {"synthetic": {"n": 120, "d": 3, "classes": 2, "separation": 1.5, "seed": 3}},
+    "training": {"hidden_units": [4]},
+    "grid": [{"mechanism": ["baseline"], "epochs": [1], "batch_size": [32], "seed": [0]}],
+    "metrics": {"epsilon_star": {"enabled": False}},
+}
+
+# kind -> (path pattern under the work directory, the rule that rebuilds it)
+KINDS = {
+    "model.keras": ("results/models/synthetic/*/model.keras", "train_model"),
+    "train.json": ("results/models/synthetic/*/train.json", "train_model"),
+    "examples.parquet": ("results/data/synthetic/examples.parquet", "prepare_dataset"),
+    "outputs.parquet": ("results/per_example/synthetic/*/outputs.parquet", "extract_per_example"),
+    "metric parquet": ("results/metrics/mia/synthetic/*.parquet", "metric_mia"),
+}
+
+
+def _parquet_bytes(workdir):
+    return {
+        str(path.relative_to(workdir)): path.read_bytes()
+        for path in sorted((workdir / "results").rglob("*.parquet"))
+    }
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    base = tmp_path_factory.mktemp("rebuild")
+    project = copy_project(base / "project")
+    workdir = base / "work"
+    workdir.mkdir()
+    config = base / "minimal.yaml"
+    config.write_text(yaml.safe_dump(MINIMAL_CONFIG))
+    env = {"PYTHONPATH": str(project / "src")}
+    snakemake(workdir, "--cores", "1", "--configfile", str(config), env=env, root=project)
+    return {"project": project, "workdir": workdir, "config": config, "env": env,
+            "parquet": _parquet_bytes(workdir)}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_damaged_then_deleted_intermediate_is_rebuilt_byte_identical(finished, kind, tmp_path):
+    workdir = tmp_path / "work"
+    shutil.copytree(finished["workdir"], workdir, symlinks=True)  # copy2 keeps modification times
+    pattern, rule = KINDS[kind]
+    (target,) = workdir.glob(pattern)
+    relative = str(target.relative_to(workdir))
+
+    def run(*args, check=True):
+        return snakemake(workdir, "--cores", "1", *args, "--configfile", str(finished["config"]),
+                         env=finished["env"], root=finished["project"], check=check)
+
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    failed = run(check=False)
+    assert failed.returncode != 0, failed.stdout[-3000:]
+    said = failed.stdout + failed.stderr
+    assert f"{relative}: cannot be read" in said and "delete it and run again" in said, said[-4000:]
+
+    target.unlink()
+    rerun = run()
+    assert job_counts(rerun.stdout + rerun.stderr)[rule] == 1, rerun.stderr[-3000:]
+    assert target.exists()
+    rebuilt = _parquet_bytes(workdir)
+    assert rebuilt.keys() == finished["parquet"].keys()
+    differ = [name for name in rebuilt if rebuilt[name] != finished["parquet"][name]]
+    assert not differ, f"not byte-identical to the clean run: {differ}"
