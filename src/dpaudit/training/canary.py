@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.models import features, predict_logits
 from dpaudit.training.train import normalize_params, train_model
 
@@ -172,7 +173,5 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
         record["released_train_seconds"] = train.get("train_seconds")
         return scores, record
     if mechanism in LINEAR_MECHANISMS:
-        from dpaudit.training.canary_linear import linear_canary_scores
-
         return linear_canary_scores(examples, splits, params, train, options, log=log)
     raise ValueError(f"the canary audit covers dpsgd and {LINEAR_MECHANISMS}, not {mechanism!r}")

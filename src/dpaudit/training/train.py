@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,9 +32,6 @@ from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.training import accounting, sampling
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
-
-if TYPE_CHECKING:
-    from dpaudit.training.canary import CanaryPlan
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
 from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name
 
@@ -272,7 +269,7 @@ def train_model(
     dataset: str | None = None,
     checkpoints: int = 0,
     checkpoint_path: str | Path | None = None,
-    canaries: CanaryPlan | None = None,
+    canaries: Any = None,
     broken: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
