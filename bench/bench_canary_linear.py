@@ -17,7 +17,7 @@ import numpy as np
 
 from dpaudit.data.datasets import features, prepare_dataset
 from dpaudit.dp.hypothesis import epsilon_from_counts
-from dpaudit.training.canary_linear import audit_linear
+from dpaudit.metrics.canary.many_runs import audit_linear
 
 
 def breast_cancer_members() -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,9 @@ TINY_CONFIG = {
          "batch_size": [32], "seed": [0]},
     ],
     # practical membership privacy with 4 shadow models (Recipe C) through train_model
-    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32}},
+    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32},
+                # the canary audit's twin of the DP-SGD run, its rows, the ladder and both figures
+                "canary": {"enabled": True, "gradient_canaries": 300, "input_canaries": 20}},
 }
 
 

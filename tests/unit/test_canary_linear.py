@@ -17,10 +17,11 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from dpaudit.dp.hypothesis import epsilon_from_counts
-from dpaudit.metrics.canary import linear as canary
+from dpaudit.metrics.canary.many_runs import audit_linear
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
 from dpaudit.profile.profiles import log_coverage
+from dpaudit.training import canary_linear as canary
 
 MECHANISMS = canary.MECHANISMS
 
@@ -59,7 +60,7 @@ def _sum_objective_parts(x, t, ridge, w):
 
 def test_result_keys_score_frame_and_ceiling():
     x, y = _data()
-    result = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
+    result = audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
                                  alpha=0.05, seed=3)
     for key in ("epsilon_lower_bound", "ceiling", "threshold", "tp", "fp", "n_eval_included", "n_eval_excluded",
                 "row", "replacement_x", "replacement_t", "releases", "shift_norm", "pair_epsilon", "scores"):
@@ -73,15 +74,15 @@ def test_result_keys_score_frame_and_ceiling():
     assert 0.0 <= result["epsilon_lower_bound"] <= result["ceiling"]
     assert np.linalg.norm(result["replacement_x"]) <= 1.0 + 1e-12
     assert result["replacement_t"] in (-1.0, 1.0)
-    at_delta = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
+    at_delta = audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
                                    alpha=0.05, seed=3, delta=1e-3)
     assert at_delta["delta"] == 1e-3
     assert at_delta["ceiling"] == pytest.approx(epsilon_from_counts(150, 0, 150, 150, delta=1e-3, alpha=0.05))
     ids = np.arange(len(x)) + 100
-    with_ids = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=20, seed=3,
+    with_ids = audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=20, seed=3,
                                    example_ids=ids)
     assert with_ids["example_id"] == ids[with_ids["row"]] and result["example_id"] is None
-    again = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
+    again = audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=300,
                                 alpha=0.05, seed=3)
     assert np.array_equal(again["scores"]["score"].to_numpy(), frame["score"].to_numpy())
 
@@ -89,13 +90,13 @@ def test_result_keys_score_frame_and_ceiling():
 def test_refuses_bad_arguments():
     x, y = _data()
     with pytest.raises(ValueError, match="mechanism"):
-        canary.audit_linear(x, y, mechanism="dpsgd", epsilon=1.0, lam=0.1, releases=10, seed=0)
+        audit_linear(x, y, mechanism="dpsgd", epsilon=1.0, lam=0.1, releases=10, seed=0)
     with pytest.raises(ValueError, match="releases"):
-        canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=1, seed=0)
+        audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=1, seed=0)
     with pytest.raises(ValueError, match="0/1"):
-        canary.audit_linear(x, y + 1, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=10, seed=0)
+        audit_linear(x, y + 1, mechanism="output_perturbation", epsilon=1.0, lam=0.1, releases=10, seed=0)
     with pytest.raises(ValueError, match="noise_factor"):
-        canary.audit_linear(x, y, mechanism="objective_perturbation", epsilon=1.0, lam=0.1, releases=10, seed=0,
+        audit_linear(x, y, mechanism="objective_perturbation", epsilon=1.0, lam=0.1, releases=10, seed=0,
                             solver="lbfgs", noise_factor=0.5)
 
 
@@ -144,7 +145,7 @@ def test_output_log_ratio_is_the_log_density_ratio_and_within_epsilon():
 @pytest.mark.parametrize("lam", [1.0, 0.05])
 def test_output_audit_scores_within_epsilon_and_pair_epsilon(lam):
     x, y = _data(d=3)
-    result = canary.audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=lam, releases=2000, seed=1)
+    result = audit_linear(x, y, mechanism="output_perturbation", epsilon=1.0, lam=lam, releases=2000, seed=1)
     scores = result["scores"]["score"].to_numpy()
     assert result["pair_epsilon"] == pytest.approx(result["beta"] * result["shift_norm"])
     assert result["pair_epsilon"] <= 1.0 + 1e-12
@@ -161,7 +162,7 @@ def test_scores_are_exact_log_ratios_by_the_change_of_measure_identity(mechanism
     brute-force and histogram tests pin that.)
     """
     x, y = _data(n=12, d=3, seed=2)
-    result = canary.audit_linear(x, y, mechanism=mechanism, epsilon=1.0, lam=0.05, releases=20000, seed=5)
+    result = audit_linear(x, y, mechanism=mechanism, epsilon=1.0, lam=0.05, releases=20000, seed=5)
     included, excluded = _split(result)
     assert np.abs(np.concatenate([included, excluded])).max() <= 1.0 + 1e-9
     for values in (np.exp(-included), np.exp(excluded)):
@@ -255,7 +256,7 @@ def test_batched_newton_matches_scipy_and_lbfgs_releases_score_within_epsilon():
         np.testing.assert_allclose(w, ref, atol=1e-6)
         np.testing.assert_allclose(_sum_objective_parts(x, t, ridge, w)[0] + b, 0.0, atol=1e-10)
     x_raw, y = _data(n=20, d=3, seed=9)
-    result = canary.audit_linear(x_raw, y, mechanism="objective_perturbation", epsilon=1.0, lam=0.1, releases=40,
+    result = audit_linear(x_raw, y, mechanism="objective_perturbation", epsilon=1.0, lam=0.1, releases=40,
                                  seed=0, solver="lbfgs")
     assert np.abs(result["scores"]["score"]).max() <= 1.0 + 1e-3  # L-BFGS residual: ≤ √d·1e−4/s per score
 
@@ -266,7 +267,7 @@ def test_batched_newton_matches_scipy_and_lbfgs_releases_score_within_epsilon():
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_power_broken_noise_ten_times_too_small_is_caught(mechanism):
     x, y = _data()
-    result = canary.audit_linear(x, y, mechanism=mechanism, epsilon=1.0, lam=0.1, releases=500, alpha=0.05, seed=0,
+    result = audit_linear(x, y, mechanism=mechanism, epsilon=1.0, lam=0.1, releases=500, alpha=0.05, seed=0,
                                  noise_factor=0.1)
     assert result["epsilon_lower_bound"] > 1.0
 
@@ -287,7 +288,7 @@ def test_validity_correct_mechanisms_over_20_seeds(mechanism):
     x, y = _data(d=1)
     bounds, truths = [], []
     for seed in range(20):
-        result = canary.audit_linear(x, y, mechanism=mechanism, epsilon=epsilon, lam=0.1, releases=500, alpha=alpha,
+        result = audit_linear(x, y, mechanism=mechanism, epsilon=epsilon, lam=0.1, releases=500, alpha=alpha,
                                      seed=seed)
         bounds.append(result["epsilon_lower_bound"])
         truths.append(result["pair_epsilon"] if mechanism == "output_perturbation" else epsilon)

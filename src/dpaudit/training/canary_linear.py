@@ -54,8 +54,6 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from dpaudit.dp.hypothesis import epsilon_from_counts
-from dpaudit.metrics.mia import epsilon_lower_bound
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
 from dpaudit.profile import neighbours as profile_neighbours
@@ -68,7 +66,7 @@ __all__ = [
     "SOLVERS",
     "THREAT_MODEL",
     "Replacement",
-    "audit_linear",
+    "linear_release_scores",
     "objective_log_ratio",
     "objective_perturbation_releases",
     "output_log_ratio",
@@ -337,14 +335,17 @@ def objective_log_ratio(releases: np.ndarray, x: np.ndarray, t: np.ndarray, ridg
 # ------------------------------------------------------------------------- the audit
 
 
-def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, epsilon: float, lam: float,
-                 releases: int, alpha: float = 0.05, seed: int, delta: float = 0.0, solver: str = "newton",
-                 candidates: int = 16, noise_factor: float = 1.0,
-                 example_ids: np.ndarray | None = None) -> dict[str, Any]:
-    """ε lower bound of a linear mechanism from ``releases`` runs on D and as many on the worst D′.
+def linear_release_scores(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, epsilon: float,
+                          lam: float, releases: int, seed: int, solver: str = "newton", candidates: int = 16,
+                          noise_factor: float = 1.0, example_ids: np.ndarray | None = None) -> dict[str, Any]:
+    """``releases`` releases of a linear mechanism on D and as many on the worst D′, scored.
+
+    The bound from these scores is ``dpaudit.metrics.canary.many_runs`` (``audit_linear``
+    runs both); this half trains and scores only, so the canary_scores job does not depend
+    on the attack statistics.
 
     ``x_members`` are the raw member features (scaled here by their largest row norm, as the
-    training job does), ``labels`` 0/1. ``delta`` is 0 for the pure-ε claim or the evaluation δ.
+    training job does), ``labels`` 0/1.
     ``noise_factor`` scales the drawn noise: 1 is the mechanism; tests pass 0.1 to break it
     (never a config value). Returns the bound, its ceiling, counts, threshold (in score units:
     a release with score ≥ threshold is called "on D"), the neighbour and the per-release
@@ -403,8 +404,6 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
                    if solver == "newton" else None,
                    "pair_epsilon": None}
     score_seconds = time.perf_counter() - t0 - release_seconds
-    bound = epsilon_lower_bound(-scores_in, -scores_out, delta=delta, alpha=alpha, method="split", seed=seed)
-    ceiling = epsilon_from_counts(bound.n_members, 0, bound.n_members, bound.n_nonmembers, delta=delta, alpha=alpha)
     frame = pd.DataFrame({
         "canary_id": np.arange(2 * releases, dtype=np.int64),
         "included": np.repeat([True, False], releases),
@@ -412,12 +411,10 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
         "threat_model": pd.array([THREAT_MODEL] * (2 * releases), dtype="string"),
     })
     return {
-        "mechanism": mechanism, "epsilon": float(epsilon), "lam": float(lam), "delta": bound.delta,
-        "alpha": bound.alpha, "seed": int(seed), "releases": releases, "solver": solver,
+        "mechanism": mechanism, "epsilon": float(epsilon), "lam": float(lam),
+        "seed": int(seed), "releases": releases, "solver": solver,
         "noise_factor": float(noise_factor), "neighbouring_relation": NEIGHBOURING_RELATION,
         "threat_model": THREAT_MODEL, "n": int(n), "d": int(d), "feature_scale": scale,
-        "epsilon_lower_bound": bound.epsilon, "ceiling": float(ceiling), "threshold": -bound.threshold,
-        "tp": bound.tp, "fp": bound.fp, "n_eval_included": bound.n_members, "n_eval_excluded": bound.n_nonmembers,
         "row": neighbour.row,
         "example_id": None if example_ids is None else np.asarray(example_ids)[neighbour.row].item(),
         "replacement_x": neighbour.x, "replacement_t": neighbour.t,
@@ -433,23 +430,19 @@ def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, e
 def linear_canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any],
                          train: dict[str, Any], options: dict[str, Any], *, log) -> tuple[pd.DataFrame, dict]:
     """The canary family's scores and record of one released linear run (``train``: its
-    train.json): ``audit_linear`` on the run's members with the run's ε and Λ, at the
-    confidence ``options["confidence"]`` (two one-sided bounds at (1 − confidence)/2 each)."""
+    train.json): ``linear_release_scores`` on the run's members with the run's ε and Λ."""
     from dpaudit.training.models import features
 
     hyper = train["hyperparameters"]
     members = examples[examples["split"] == splits["members"]]
-    alpha = (1.0 - float(options["confidence"])) / 2.0
-    result = audit_linear(features(members).astype(np.float64), members["label"].to_numpy(np.int64),
-                          mechanism=str(params["mechanism"]), epsilon=float(hyper["target_epsilon"]),
-                          lam=float(hyper["linear_regularization"]), releases=int(options["linear_releases"]),
-                          alpha=alpha, seed=int(options["seed"]), delta=0.0,
-                          example_ids=members["example_id"].to_numpy(np.int64))
+    result = linear_release_scores(features(members).astype(np.float64), members["label"].to_numpy(np.int64),
+                                   mechanism=str(params["mechanism"]), epsilon=float(hyper["target_epsilon"]),
+                                   lam=float(hyper["linear_regularization"]),
+                                   releases=int(options["linear_releases"]), seed=int(options["seed"]),
+                                   example_ids=members["example_id"].to_numpy(np.int64))
     scores = result.pop("scores").assign(score_kind=SCORE_KIND, example_id=pd.NA)
     scores["example_id"] = scores["example_id"].astype("Int64")
     record = {key: (value.tolist() if isinstance(value, np.ndarray) else value) for key, value in result.items()}
-    record["many_runs"] = {"epsilon": float(result["epsilon_lower_bound"]), "ceiling": float(result["ceiling"]),
-                           "releases": int(result["releases"]), "delta": 0.0}
-    log.info("linear many-runs audit: bound %.4f (ceiling %.3f) at R = %d per side in %.1fs",
-             result["epsilon_lower_bound"], result["ceiling"], result["releases"], result["wall_seconds"])
+    log.info("linear releases: %d per side scored in %.1fs (replaced member row %d, shift %.3g)",
+             result["releases"], result["wall_seconds"], result["row"], result["shift_norm"])
     return scores, record

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.dp import canary_bounds as cb
+from dpaudit.metrics.canary.many_runs import bound_from_scores
 
 __all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "run_canary_metrics", "verdict"]
 
@@ -84,12 +85,14 @@ def verdict(bounds: Sequence[tuple[float, float]], accountant_epsilon: float) ->
 
 def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
                 guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
-                many_runs: Mapping | None = None) -> pd.DataFrame:
+                seed: int = 0) -> pd.DataFrame:
     """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
-    or the linear many-runs audit; columns threat_model, score_kind, included, score).
+    or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
+    score_kind, included, score).
 
-    ``many_runs``: the linear audit's result (keys epsilon, ceiling, releases per side),
-    reported as ``epsilon_lb_many_runs``.
+    Scores of threat model ``many_runs`` (releases of a pure ε-DP linear mechanism on D and
+    D′) give ``epsilon_lb_many_runs`` at δ = 0 with two one-sided bounds at α/2 each (so
+    the confidence is 1 − α like the other rows; ``seed`` draws the split).
     """
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon <= 0:
@@ -121,12 +124,14 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
         rows.append({**keys, "metric": "epsilon_gdp_estimate", "value": g.epsilon, "ceiling": g.ceiling,
                      "mu": g.mu, "mu_ceiling": g.mu_ceiling, "thresholds": g.thresholds,
                      "note": "estimate under a Gaussian trade-off curve, not a distribution-free bound"})
-    if many_runs is not None:
+    releases = scores[scores["threat_model"] == "many_runs"] if len(scores) else scores
+    if len(releases):
+        bound = bound_from_scores(releases, delta=0.0, alpha=alpha / 2.0, seed=seed)
         rows.append({**base, "metric": "epsilon_lb_many_runs", "threat_model": "many_runs",
-                     "score_kind": "log_density_ratio", "value": many_runs["epsilon"],
-                     "ceiling": many_runs["ceiling"], "ceiling_max": many_runs["ceiling"],
-                     "canaries": many_runs.get("releases"), "delta": many_runs.get("delta", delta)})
-        distribution_free.append((float(many_runs["epsilon"]), float(many_runs["ceiling"])))
+                     "score_kind": str(releases["score_kind"].iloc[0]), "value": bound["epsilon_lower_bound"],
+                     "ceiling": bound["ceiling"], "ceiling_max": bound["ceiling"], "canaries": len(releases),
+                     "included": int(releases["included"].sum()), "delta": 0.0})
+        distribution_free.append((float(bound["epsilon_lower_bound"]), float(bound["ceiling"])))
     outcome = verdict(distribution_free, accountant_epsilon)
     rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
                  "verdict": outcome,
@@ -150,5 +155,4 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta,
                        alpha=1.0 - float(options["confidence"]),
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
-                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]),
-                       many_runs=(record or {}).get("many_runs"))
+                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]), seed=int(options["seed"]))
