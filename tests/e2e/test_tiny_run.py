@@ -62,10 +62,12 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
     # budget_ledger's adapter reaches it too (dpaudit.report.cards imports metrics.mia), which
     # the hand-kept module list of earlier versions missed; everything downstream of the
     # metrics table follows. Training, extraction, ε* do not rerun.
+    # metric_canary reaches it through the many-runs bound (dpaudit.metrics.canary.many_runs),
+    # not the audit twin: canary_scores does not rerun.
     assert job_counts(result.stdout) == {
         "metric_mia": 2, "privacy_card": 2, "budget_ledger": 1, "aggregate_metrics": 1,
         "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "plot_audit": 1,
-        "plot_model_figures": 1, "all": 1,
+        "plot_model_figures": 1, "metric_canary": 2, "plot_canary": 1, "all": 1,
     }
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
                           env=tiny_run["env"], root=tiny_run["project"])
@@ -99,3 +101,27 @@ def test_pmp_rows_for_every_run_with_shadow_models(tiny_run):
     scores = read_parquet(next((tiny_run["workdir"] / "results" / "pmp").rglob("shadow_scores.parquet")))
     assert scores["model_id"].nunique() == 4
     assert (tiny_run["workdir"] / "results" / "tables" / "pmp_runs.html").stat().st_size > 0
+
+
+def test_canary_rows_ladder_and_figures_for_the_dp_run(tiny_run):
+    # Issue 17: the DP-SGD run's audit twin gives white- and black-box rows with ceilings and a
+    # verdict; the baseline gets a not-applicable row; the card shows the ladder.
+    results = tiny_run["workdir"] / "results"
+    table = read_parquet(results / "tables" / "metrics.parquet")
+    canary = table[table["family"] == "canary"]
+    dp = canary[canary["mechanism"] == "dpsgd"]
+    assert {"epsilon_gdp_estimate", "epsilon_lb_one_run", "epsilon_lb_one_run_fdp", "measured_above_promise"} <= set(
+        dp["metric"])
+    assert set(dp["threat_model"].dropna()) == {"white_box", "black_box"}
+    bounds = dp[dp["metric"].str.startswith("epsilon_lb")]
+    assert (bounds["value"] <= bounds["ceiling"] + 1e-9).all() and bounds["ceiling"].notna().all()
+    verdict = dp[dp["metric"] == "measured_above_promise"]
+    assert len(verdict) == 1 and verdict["verdict"].iloc[0] in ("consistent", "too_weak")
+    base = canary[canary["mechanism"] == "baseline"]
+    assert len(base) == 1 and not base["applicable"].any()
+    scores = read_parquet(next((results / "canary").rglob("scores.parquet")))
+    assert {"canary_id", "included", "score", "threat_model"} <= set(scores.columns)
+    for kind in ("guesses", "tradeoff"):
+        assert (results / "figures" / f"canary_{kind}_synthetic.png").stat().st_size > 0
+    cards = [c.read_text() for c in (results / "cards").rglob("*.html")]
+    assert any("ε ladder" in c and "Verdict:" in c for c in cards)
