@@ -325,12 +325,12 @@ PROFILE = [
 
 # One list per family; a new family (e.g. canary) adds its list here and its Family above.
 _CANARY = ("threat_model", "score_kind", "canaries", "included", "confidence", "delta", "ceiling", "applicable")
-_GUESSES = ("ceiling_max", "guesses", "guesses_top", "guesses_bottom", "correct", "candidates")
+_GUESSES = ("ceiling_max", "guesses", "guesses_top", "guesses_bottom", "correct", "candidates", "claimed_epsilon")
 CANARY = [
     Metric("canary", "epsilon_lb_one_run", "one-run ε lower bound",
            "Largest ε at which (ε, δ)-DP is rejected by the guesses on the canaries' scores (Steinke, Nasr, "
-           "Jagielski 2023, Theorem 5.2), Bonferroni over the guess counts, with ceiling the value perfect "
-           "guessing certifies.", "nats", "bound", (*_CANARY, *_GUESSES)),
+           "Jagielski 2023, Theorem 5.2) at the δ of its row, Bonferroni over the guess counts, to compare with "
+           "claimed_epsilon, the accountant's ε at that δ.", "nats", "bound", (*_CANARY, *_GUESSES)),
     Metric("canary", "epsilon_lb_one_run_fdp", "one-run ε lower bound (f-DP)",
            "Largest ε whose exactly (ε, δ)-DP Gaussian trade-off curve is rejected by the same guesses "
            "(Mahloujifar, Melis, Chaudhuri 2025), a bound for mechanisms at least as private as that curve "
@@ -341,7 +341,7 @@ CANARY = [
            "nats", "estimate", (*_CANARY, "mu", "mu_ceiling", "thresholds", "note")),
     Metric("canary", "epsilon_lb_many_runs", "many-runs ε lower bound",
            "Clopper–Pearson ε lower bound from R releases on D and R on a worst-case neighbour D′ scored by "
-           "their exact log-density ratio (linear mechanisms).", "nats", "bound", (*_CANARY, "ceiling_max")),
+           "their exact log-density ratio (linear mechanisms).", "nats", "bound", (*_CANARY, "ceiling_max", "claimed_epsilon")),
     Metric("canary", "measured_above_promise", "measured above promise",
            "Whether a distribution-free canary bound exceeds the accountant's ε (verdict says above_promise, "
            "consistent, or too_weak when every ceiling is below ε).", "—", "diagnostic",

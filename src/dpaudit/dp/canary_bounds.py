@@ -56,6 +56,7 @@ __all__ = [
     "one_run_epsilon",
     "one_run_fdp_epsilon",
     "one_run_fdp_rejects",
+    "one_run_delta",
     "one_run_p_value",
 ]
 
@@ -127,6 +128,17 @@ def one_run_epsilon(m: int, r: int, v: int, alpha: float, delta: float) -> float
     if v == 0 or one_run_p_value(m, r, v, 0.0, 0.0) > alpha:
         return 0.0  # even pure 0-DP is not rejected, so nothing larger is
     return _largest_rejected(lambda eps: alpha - one_run_p_value(m, r, v, eps, delta))
+
+
+def one_run_delta(delta: float, alpha: float, canaries: int) -> float:
+    """δ at which the distribution-free one-run bound tests the accountant's claim.
+
+    Its p-value carries 2mδ (m canaries); at the run's δ that term alone can exceed the
+    significance (m = 5,000, δ = 6.2e-4 gives 6.2), so no ε is ever rejected. Every
+    accountant certifies a whole privacy profile ε(δ′), so the bound tests the point
+    δ′ = min(δ, α/(20m)), where the term costs at most α/10, against ε(δ′).
+    """
+    return min(float(delta), float(alpha) / (20.0 * max(int(canaries), 1)))
 
 
 # ------------------------------------------------------------------ f-DP one-run (Mahloujifar et al.)

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.dp.canary_bounds import one_run_delta
+from dpaudit.training import accounting
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.models import features, predict_logits
 from dpaudit.training.train import normalize_params, train_model
@@ -84,7 +86,7 @@ def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) ->
 
 def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], *,
                     gradient_canaries: int, input_canaries: int, gradient_norm_factor: float, seed: int,
-                    threads: int, log: logging.Logger, run: str | None = None,
+                    threads: int, log: logging.Logger, run: str | None = None, confidence: float = 0.95,
                     broken: dict[str, float] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the audit twin of a DP-SGD run; return per-canary scores and the twin's record.
 
@@ -142,11 +144,14 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "epsilon": info["epsilon"],
         "delta": info["delta"],
         "accountant": info["accountant"],
+        "sampling": info["sampling"],
         "twin_train_seconds": seconds,
         "dp_implementation": info["dp_implementation"],
         "broken": dict(broken or {}),
         "history": info["history"],
     }
+    record["claimed_epsilon"] = claimed_epsilon_points(record, alpha=1.0 - float(confidence),
+                                                       canaries=[int(gradient_canaries), int(input_canaries)])
     log.info("audit twin: %d gradient and %d input canaries, %d steps in %.1fs",
              gradient_canaries, input_canaries, info["steps"], seconds)
     return scores, record
@@ -163,7 +168,7 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
             examples, splits, params, gradient_canaries=int(options["gradient_canaries"]),
             input_canaries=int(options["input_canaries"]),
             gradient_norm_factor=float(options["gradient_norm_factor"]), seed=int(options["seed"]),
-            threads=threads, log=log, run=run)
+            confidence=float(options["confidence"]), threads=threads, log=log, run=run)
         released = float(train["noise_multiplier"])
         if not np.isclose(record["noise_multiplier"], released, rtol=1e-9, atol=0.0):
             raise RuntimeError(
@@ -175,3 +180,19 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
     if mechanism in LINEAR_MECHANISMS:
         return linear_canary_scores(examples, splits, params, train, options, log=log)
     raise ValueError(f"the canary audit covers dpsgd and {LINEAR_MECHANISMS}, not {mechanism!r}")
+
+
+def claimed_epsilon_points(record: dict[str, Any], *, alpha: float, canaries: list[int]) -> list[list[float]]:
+    """[[δ′, ε(δ′)], ...]: the accountant's ε of the twin's mechanism (its σ, q, steps,
+    accountant and sampling) at each δ′ = ``one_run_delta`` the one-run bounds of these
+    canary counts are computed at (``dpaudit.metrics.canary.rows`` compares with them)."""
+    points = {}
+    for m in canaries:
+        if m <= 0:
+            continue
+        at = one_run_delta(record["delta"], alpha, m)
+        if at not in points:
+            points[at] = accounting.dpsgd_epsilon(record["noise_multiplier"], record["sampling_probability"],
+                                                  record["steps"], at, record["accountant"],
+                                                  record["sampling"])["epsilon"]
+    return [[float(at), float(eps)] for at, eps in sorted(points.items())]

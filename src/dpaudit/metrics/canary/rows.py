@@ -21,7 +21,7 @@ exceeds it (the mechanism leaks more than it claims, with the audit's confidence
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,8 @@ import pandas as pd
 from dpaudit.dp import canary_bounds as cb
 from dpaudit.metrics.canary.many_runs import bound_from_scores
 
-__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "run_canary_metrics", "verdict"]
+__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
+           "verdict"]
 
 # Rows whose bound holds for every (ε, δ)-DP mechanism; only these can flag a run.
 DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
@@ -53,6 +54,7 @@ ROW_DTYPES: dict[str, str] = {
     "candidates": "Int64",
     "thresholds": "Int64",
     "confidence": "float64",
+    "claimed_epsilon": "float64",
     "delta": "float64",
     "verdict": "string",
     "applicable": "boolean",
@@ -71,21 +73,22 @@ def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def verdict(bounds: Sequence[tuple[float, float]], accountant_epsilon: float) -> str:
-    """``above_promise`` / ``too_weak`` / ``consistent`` from (bound, ceiling_max) pairs of
-    distribution-free bounds (see the module docstring)."""
+def verdict(bounds: Sequence[tuple[float, float, float]]) -> str:
+    """``above_promise`` / ``too_weak`` / ``consistent`` from (bound, ceiling_max, claimed ε)
+    triples of distribution-free bounds, each against the accountant's ε at the δ the bound
+    was computed at (see the module docstring)."""
     if not bounds:
         return "too_weak"
-    if any(bound > accountant_epsilon for bound, _ in bounds):
+    if any(bound > claim for bound, _, claim in bounds):
         return "above_promise"
-    if all(ceiling < accountant_epsilon for _, ceiling in bounds):
+    if all(ceiling < claim for _, ceiling, claim in bounds):
         return "too_weak"
     return "consistent"
 
 
 def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
                 guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
-                seed: int = 0) -> pd.DataFrame:
+                seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None) -> pd.DataFrame:
     """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
     or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
     score_kind, included, score).
@@ -93,6 +96,11 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     Scores of threat model ``many_runs`` (releases of a pure ε-DP linear mechanism on D and
     D′) give ``epsilon_lb_many_runs`` at δ = 0 with two one-sided bounds at α/2 each (so
     the confidence is 1 − α like the other rows; ``seed`` draws the split).
+
+    The distribution-free one-run bound is computed at ``one_run_delta`` and compared with
+    ``claimed_epsilon(δ′)``, the accountant's ε at that δ′ (needed whenever δ′ < δ; at δ′ = δ,
+    e.g. pure ε-DP, the claim is ``accountant_epsilon``); its rows carry δ′ in ``delta`` and
+    the claim in ``claimed_epsilon``.
     """
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon <= 0:
@@ -111,13 +119,22 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
         for method, metric in (("steinke", "epsilon_lb_one_run"), ("fdp", "epsilon_lb_one_run_fdp")):
             if method == "fdp" and delta <= 0:
                 continue
-            b = cb.one_run_audit(values, included, alpha=alpha, delta=delta, method=method,
+            at = cb.one_run_delta(delta, alpha, values.size) if method == "steinke" else float(delta)
+            if at == delta:
+                claim = accountant_epsilon
+            elif claimed_epsilon is None:
+                raise ValueError(f"the one-run bound of {threat}/{kind} is computed at δ′ = {at:.3g} < δ = {delta:.3g} "
+                                 "and needs claimed_epsilon (the accountant's ε at δ′) to be judged")
+            else:
+                claim = float(claimed_epsilon(at))
+            b = cb.one_run_audit(values, included, alpha=alpha, delta=at, method=method,
                                  guess_counts=guess_counts)
-            rows.append({**keys, "metric": metric, "value": b.epsilon, "ceiling": b.ceiling,
+            rows.append({**keys, "metric": metric, "value": b.epsilon, "ceiling": b.ceiling, "delta": at,
+                         "claimed_epsilon": claim,
                          "ceiling_max": b.ceiling_max, "guesses": b.guesses, "guesses_top": b.guesses_top,
                          "guesses_bottom": b.guesses_bottom, "correct": b.correct, "candidates": b.candidates})
             if metric in DISTRIBUTION_FREE:
-                distribution_free.append((b.epsilon, b.ceiling_max))
+                distribution_free.append((b.epsilon, b.ceiling_max, claim))
         if included.all() or not included.any() or delta <= 0:
             continue
         g = cb.gdp_estimate(values, included, alpha=alpha, delta=delta, per_tail=gdp_thresholds_per_tail)
@@ -130,12 +147,13 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
         rows.append({**base, "metric": "epsilon_lb_many_runs", "threat_model": "many_runs",
                      "score_kind": str(releases["score_kind"].iloc[0]), "value": bound["epsilon_lower_bound"],
                      "ceiling": bound["ceiling"], "ceiling_max": bound["ceiling"], "canaries": len(releases),
-                     "included": int(releases["included"].sum()), "delta": 0.0})
-        distribution_free.append((float(bound["epsilon_lower_bound"]), float(bound["ceiling"])))
-    outcome = verdict(distribution_free, accountant_epsilon)
+                     "included": int(releases["included"].sum()), "delta": 0.0,
+                     "claimed_epsilon": accountant_epsilon})
+        distribution_free.append((float(bound["epsilon_lower_bound"]), float(bound["ceiling"]), accountant_epsilon))
+    outcome = verdict(distribution_free)
     rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
                  "verdict": outcome,
-                 "ceiling_max": max((c for _, c in distribution_free), default=math.nan),
+                 "ceiling_max": max((c for _, c, _ in distribution_free), default=math.nan),
                  "note": "compares the distribution-free bounds (one-run, many-runs) with the accountant's epsilon"})
     return _frame(rows)
 
@@ -155,4 +173,22 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta,
                        alpha=1.0 - float(options["confidence"]),
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
-                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]), seed=int(options["seed"]))
+                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]), seed=int(options["seed"]),
+                       claimed_epsilon=recorded_claims(record))
+
+
+def recorded_claims(record: Mapping | None) -> Callable[[float], float] | None:
+    """The accountant's ε at the δ′ the twin job evaluated (audit.json ``claimed_epsilon``:
+    [[δ′, ε(δ′)], ...]); a δ′ not recorded there is an error, never a guess."""
+    claims = {float(d): float(e) for d, e in (record or {}).get("claimed_epsilon", [])}
+    if not claims:
+        return None
+
+    def claim(at: float) -> float:
+        for recorded, value in claims.items():
+            if math.isclose(recorded, at, rel_tol=1e-12, abs_tol=0.0):
+                return value
+        raise ValueError(f"audit.json records the accountant's ε at δ in {sorted(claims)}, not at {at!r}: "
+                         "rerun canary_scores (its confidence or canary counts changed)")
+
+    return claim
