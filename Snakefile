@@ -20,6 +20,7 @@ include: "rules/audit.smk"
 include: "rules/pmp.smk"
 include: "rules/canary.smk"
 include: "rules/aggregate.smk"
+include: "rules/dossier.smk"
 
 
 rule all:
@@ -36,4 +37,5 @@ rule all:
         profile_targets(),
         audit_figures(),
         canary_figures(),
+        dossier_targets(),
     default_target: True

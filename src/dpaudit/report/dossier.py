@@ -494,6 +494,10 @@ def _distributional(view: RunView, eps: float) -> str:
                     conf += (" " if conf else "") + _esc(found.get("note"))
                 kind = _kind("pmp", metric)
                 label = found.get("label") or declared("pmp", metric).meaning
+                if math.isnan(found.value):
+                    lines.append(Line(_esc(recipe), found.num(), conf, f"Not computed for this model ({_esc(label)}).",
+                                      kind))
+                    continue
                 meaning = (f"{_esc(str(label)[:1].upper() + str(label)[1:])}: ε̃ = {found.num()}"
                            + (f", {'above' if found.value > eps else 'below'} the promise ε = {fmt(eps)}."
                               if math.isfinite(eps) and not math.isnan(found.value) else "."))
@@ -663,8 +667,8 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
             spread = (f"range over {len(siblings)} seeds: "
                       f"{number(low['value'], SIG, data_family='mia', data_metric='test_accuracy', data_select='{}', data_run=low['run'])}"
                       f" – {number(high['value'], SIG, data_family='mia', data_metric='test_accuracy', data_select='{}', data_run=high['run'])}")
-            meaning = (f"Top-1 accuracy on held-out data is {acc.num()}; the same configuration with other seeds "
-                       f"gives {', '.join(spans)}.")
+            meaning = (f"Top-1 accuracy on held-out data is {acc.num()}; this configuration's {len(spans)} seeds "
+                       f"give {', '.join(spans)}.")
         else:
             spread = "one seed only: no spread"
             meaning = f"Top-1 accuracy on held-out data is {acc.num()}."
