@@ -351,6 +351,8 @@ def _bound_sentence(found: Found, eps: float) -> str:
     if value > eps:
         text = (f"This {what} exceeds the promise ε = {fmt(eps)}: the audit measures more leakage than "
                 "the accountant allows.")
+    elif value == 0 and kind == "estimate":
+        text = "Under a Gaussian trade-off curve the canaries look like ε = 0: no leakage visible."
     elif value == 0:
         text = "The audit rejects no ε > 0: no leakage detected at this audit's strength."
     elif kind == "estimate":
