@@ -20,6 +20,7 @@ include: "rules/audit.smk"
 include: "rules/pmp.smk"
 include: "rules/canary.smk"
 include: "rules/aggregate.smk"
+include: "rules/dossier.smk"
 
 
 rule all:
@@ -36,6 +37,7 @@ rule all:
         profile_targets(),
         audit_figures(),
         canary_figures(),
+        dossier_targets(),
         # every intermediate and every other output of the jobs above: a deleted one is
         # rebuilt with everything made from it (docs/architecture.md, "A complete results/")
         complete_results,

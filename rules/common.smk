@@ -76,6 +76,8 @@ localrules:
     plot_model_figures,
     plot_canary,
     metric_canary,
+    dossier,
+    dossier_guidance,
 
 
 def run_params(wildcards):
@@ -524,3 +526,25 @@ def job_resources(name):
         return evaluate
 
     return {"mem_mb": one("mem_mb"), "runtime": one("runtime")}
+
+
+# ---------------------------------------------------------------- privacy dossiers (issue 18)
+def dossier_inputs(wildcards):
+    inputs = {
+        "table": "results/tables/metrics.parquet",
+        "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
+        "outputs": f"results/per_example/{wildcards.dataset}/{wildcards.run}/outputs.parquet",
+        "info": f"results/data/{wildcards.dataset}/dataset.json",
+        "ledger": "results/tables/budget_ledger.parquet",
+    }
+    if "canary" in FAMILIES and run_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS:
+        # the worst-case neighbour of the privacy profile, as the many-runs audit replaced it
+        inputs["record"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/audit.json"
+    return inputs
+
+
+def dossier_targets():
+    """A dossier per trained model and the guidance page (with its figure) per dataset."""
+    return all_runs("results/dossiers/{dataset}/{run}.html") + [
+        f"results/dossiers/{dataset}/guidance.{ext}" for dataset in DATASETS for ext in ("html", "png")
+    ]

@@ -47,6 +47,18 @@ class PrivacyCard:
     figure_path: str | None
 
 
+# What any (ε, δ) guarantee of a trained model covers and what it does not (the card and
+# the dossier, dpaudit.report.dossier, say it in the same words).
+GUARANTEE_SCOPE = (
+    "It does not promise that nothing can be learned about you: conclusions drawn from "
+    "population-level patterns (the model learning that smoking causes cancer, say) are "
+    "allowed and may still affect you. It protects one example, not a user who owns "
+    "several (unless accounted at user level), only under the stated neighbouring "
+    "relation and sampling assumptions, and only for what is computed from the released "
+    "model: anything that reads the training data again spends more budget."
+)
+
+
 def plain_language(eps: float, delta: float, relation: str | None = None) -> str:
     """What this (ε, δ) promises and what it does not, for a non-specialist.
 
@@ -70,12 +82,7 @@ def plain_language(eps: float, delta: float, relation: str | None = None) -> str
         f"So no attacker, whatever they already know, can tell whether a given example was "
         f"used with accuracy above {acc:.3f} (50% is guessing)"
         + (" — at this ε that bound is close to 1, so it protects little. " if eps > 8 else ". ")
-        + "It does not promise that nothing can be learned about you: conclusions drawn from "
-        "population-level patterns (the model learning that smoking causes cancer, say) are "
-        "allowed and may still affect you. It protects one example, not a user who owns "
-        "several (unless accounted at user level), only under the stated neighbouring "
-        "relation and sampling assumptions, and only for what is computed from the released "
-        "model: anything that reads the training data again spends more budget."
+        + GUARANTEE_SCOPE
     )
 
 
