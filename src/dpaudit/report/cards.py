@@ -75,11 +75,15 @@ def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
             continue
         value = float(hit["value"].iloc[0])
         ceiling = hit["ceiling_max"].iloc[0] if pd.notna(hit["ceiling_max"].iloc[0]) else hit["ceiling"].iloc[0]
-        rows.append(f"<tr><td>{html.escape(label)}</td><td>{value:.3f}</td><td>{float(ceiling):.3f}</td></tr>")
+        delta = float(hit["delta"].iloc[0]) if "delta" in hit else math.nan
+        claim = hit["claimed_epsilon"].iloc[0] if "claimed_epsilon" in hit else None
+        claim_text = "—" if claim is None or pd.isna(claim) else f"{float(claim):.3f}"
+        rows.append(f"<tr><td>{html.escape(label)}</td><td>{value:.3f}</td><td>{float(ceiling):.3f}</td>"
+                    f"<td>{delta:.3g}</td><td>{claim_text}</td></tr>")
     natural = mia[mia["metric"] == "epsilon_lower_bound"]
     if len(natural):
         rows.append(f"<tr><td>natural split: certified attack bound</td><td>{float(natural['value'].iloc[0]):.3f}"
-                    "</td><td>—</td></tr>")
+                    "</td><td>—</td><td>—</td><td>—</td></tr>")
     verdict_rows = canary[canary["metric"] == "measured_above_promise"]
     verdict = verdict_rows["verdict"].iloc[0] if len(verdict_rows) and "verdict" in verdict_rows else None
     if verdict is None or pd.isna(verdict):
@@ -88,9 +92,12 @@ def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
     else:
         style = ' style="color:#b00020;font-weight:bold"' if verdict == "above_promise" else ""
         line = f"<span{style}>{html.escape(VERDICT_TEXT[str(verdict)])}</span>"
-    table = ("<table><tr><th>rung</th><th>ε</th><th>ceiling</th></tr>" + "".join(rows) + "</table>") if rows else ""
+    table = ("<table><tr><th>rung</th><th>ε</th><th>ceiling</th><th>at δ</th><th>accountant ε at that δ</th></tr>"
+             + "".join(rows) + "</table>") if rows else ""
     return ("<h2>ε ladder</h2><p>Canary audit (dpaudit family <code>canary</code>): lower bounds and estimates of "
-            "the model's ε from planted canaries; a ceiling is what perfect guessing would certify.</p>"
+            "the model's ε from planted canaries; a ceiling is what perfect guessing would certify. The "
+            "distribution-free one-run bound is computed at a δ small enough for its 2mδ term (m canaries) and "
+            "judged against the accountant's ε at that δ.</p>"
             f"{table}<p>Verdict: {line}</p>")
 
 
