@@ -46,6 +46,7 @@ rule dossier_guidance:
         ),
         pdf="results/dossiers/{dataset}/guidance.pdf",
     params:
+        targets=config["guidance"],
         code=CODE["dossier_guidance"],
     log:
         "logs/dossier_guidance/{dataset}.log",

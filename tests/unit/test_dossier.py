@@ -301,3 +301,14 @@ def test_guidance_low_regime_for_linear_runs(tmp_path):
                                  "value": 1.2, "view": "v"}]))
     choices = {c.target.name: c for c in D.guidance_choices(table_of(*frames), DATASET)}
     assert choices["low_regime"].epsilon == 1.0
+
+
+def test_guidance_target_defaults_equal_the_schema_and_config_values_apply():
+    from dpaudit.config import validate_config
+    from dpaudit.report.dossier import DEFAULT_TARGETS, targets_from_config
+
+    config = validate_config({"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}]})
+    limits = {t.name: t.limit for t in DEFAULT_TARGETS if t.limit is not None}
+    assert config["guidance"] == limits
+    changed = {t.name: t.limit for t in targets_from_config({**config["guidance"], "rho_beta": 0.6})}
+    assert changed["rho_beta"] == 0.6 and changed["advantage"] == limits["advantage"]
