@@ -42,7 +42,7 @@ def wildcards(pattern: str) -> list[str]:
 def beside(path: str, suffix: str) -> str:
     """The file next to ``path`` with another extension: ``beside(figure, "pdf")``."""
     stem, dot, _ = path.rpartition(".")
-    if not dot:
+    if not dot or "/" in _:
         raise ValueError(f"{path!r} has no extension")
     return f"{stem}.{suffix}"
 
