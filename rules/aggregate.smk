@@ -12,6 +12,7 @@ rule aggregate_metrics:
         ),
     params:
         runs=RUNS,
+        run_keys=RUN_KEYS,
         code=CODE["aggregate_metrics"],
     log:
         P.log("aggregate_metrics"),
@@ -104,6 +105,7 @@ rule plot_model_figures:
         },
         **{f"{name}_pdf": P.beside(P.fill(P.DATASET_FIGURE, name=name), "pdf") for name in MODEL_FIGURES},
     params:
+        runs=dataset_run_names,
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["plot_model_figures"],
     log:

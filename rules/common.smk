@@ -104,9 +104,14 @@ def dataset_params(wildcards):
     return config["datasets"][wildcards.dataset]
 
 
+# Every (dataset, run) of the grids, in the order all_runs() lists their files: jobs
+# that read one file per run get these keys as params, never from the paths.
+RUN_KEYS = [(dataset, run) for dataset in DATASETS for run in RUNS[dataset]]
+
+
 def all_runs(pattern):
-    """Expand a path pattern with {dataset} and {run} over every run of every dataset."""
-    return [pattern.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d]]
+    """Expand a path pattern with {dataset} and {run} over every run of every dataset (RUN_KEYS order)."""
+    return [pattern.format(dataset=d, run=r) for d, r in RUN_KEYS]
 
 
 def metric_files():
@@ -336,12 +341,17 @@ MODEL_FIGURES = {
 
 
 def dataset_runs(pattern):
-    """Input function: ``pattern`` expanded over every run of the job's dataset."""
+    """Input function: ``pattern`` expanded over every run of the job's dataset (dataset_run_names order)."""
 
     def files(wildcards):
-        return [pattern.format(dataset=wildcards.dataset, run=run) for run in RUNS[wildcards.dataset]]
+        return [pattern.format(dataset=wildcards.dataset, run=run) for run in dataset_run_names(wildcards)]
 
     return files
+
+
+def dataset_run_names(wildcards):
+    """Params function: the runs of the job's dataset, in the order dataset_runs() lists their files."""
+    return list(RUNS[wildcards.dataset])
 
 
 def report_figures():

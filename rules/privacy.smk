@@ -40,7 +40,7 @@ rule budget_ledger:
             category="Tables",
         ),
     params:
-        run_keys=[(dataset, run) for dataset in DATASETS for run in RUNS[dataset]],
+        run_keys=RUN_KEYS,
         code=CODE["budget_ledger"],
     log:
         P.log("budget_ledger"),
