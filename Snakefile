@@ -25,14 +25,14 @@ include: "rules/dossier.smk"
 
 rule all:
     input:
-        "results/tables/metrics.parquet",
-        "results/tables/runs.html",
-        "results/figures/privacy_utility.png",
+        P.METRICS_TABLE,
+        P.RUNS_PAGE,
+        P.PRIVACY_UTILITY_FIGURE,
         landscape_figures(),
         simulation_targets(),
         pmp_targets(),
-        "results/tables/budget_ledger.html",
-        "results/figures/teaching_f5.png",
+        P.BUDGET_LEDGER_PAGE,
+        P.TEACHING_FIGURE.format(name="f5"),
         report_figures(),
         profile_targets(),
         audit_figures(),

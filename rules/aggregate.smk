@@ -2,57 +2,58 @@ rule aggregate_metrics:
     input:
         metrics=metric_files(),
         dataset_metrics=profile_metric_files(),
-        train=all_runs("results/models/{dataset}/{run}/train.json"),
+        train=all_runs(P.TRAIN_INFO),
     output:
-        table="results/tables/metrics.parquet",
+        table=P.METRICS_TABLE,
         runs=report(
-            "results/tables/runs.html",
+            P.RUNS_PAGE,
             caption="../workflow/report/runs.rst",
             category="Tables",
         ),
     params:
         runs=RUNS,
+        run_keys=RUN_KEYS,
         code=CODE["aggregate_metrics"],
     log:
-        "logs/aggregate_metrics.log",
+        P.log("aggregate_metrics"),
     script:
         "../scripts/aggregate_metrics.py"
 
 
 rule plot_privacy_utility:
     input:
-        "results/tables/metrics.parquet",
+        P.METRICS_TABLE,
     output:
         png=report(
-            "results/figures/privacy_utility.png",
+            P.PRIVACY_UTILITY_FIGURE,
             caption="../workflow/report/privacy_utility.rst",
             category="Privacy–utility",
         ),
-        pdf="results/figures/privacy_utility.pdf",
+        pdf=P.beside(P.PRIVACY_UTILITY_FIGURE, "pdf"),
     params:
         code=CODE["plot_privacy_utility"],
     log:
-        "logs/plot_privacy_utility.log",
+        P.log("plot_privacy_utility"),
     script:
         "../scripts/plot_privacy_utility.py"
 
 
 rule plot_epsilon_star_landscape:
     input:
-        table="results/tables/metrics.parquet",
-        info="results/data/{dataset}/dataset.json",
+        table=P.METRICS_TABLE,
+        info=P.DATASET_INFO,
     output:
         png=report(
-            "results/figures/epsilon_star_landscape_{dataset}.png",
+            P.LANDSCAPE_FIGURE,
             caption="../workflow/report/epsilon_star_landscape.rst",
             category="Epsilon*",
             labels={"dataset": "{dataset}", "figure": "landscape"},
         ),
-        pdf="results/figures/epsilon_star_landscape_{dataset}.pdf",
-        strategies="results/tables/epsilon_star_strategies_{dataset}.parquet",
-        runs="results/tables/epsilon_star_runs_{dataset}.parquet",
+        pdf=P.beside(P.LANDSCAPE_FIGURE, "pdf"),
+        strategies=P.EPSILON_STAR_STRATEGIES,
+        runs=P.EPSILON_STAR_RUNS,
         runs_html=report(
-            "results/tables/epsilon_star_runs_{dataset}.html",
+            P.EPSILON_STAR_RUNS_PAGE,
             caption="../workflow/report/epsilon_star_runs.rst",
             category="Epsilon*",
             labels={"dataset": "{dataset}", "figure": "per-model table"},
@@ -60,41 +61,41 @@ rule plot_epsilon_star_landscape:
     params:
         code=CODE["plot_epsilon_star_landscape"],
     log:
-        "logs/plot_epsilon_star_landscape/{dataset}.log",
+        P.log("plot_epsilon_star_landscape", P.DATASET_KEY),
     script:
         "../scripts/plot_epsilon_star_landscape.py"
 
 
 rule plot_audit:
     input:
-        table="results/tables/metrics.parquet",
+        table=P.METRICS_TABLE,
     output:
         png=report(
-            "results/figures/audit_{dataset}.png",
+            P.fill(P.DATASET_FIGURE, name="audit"),
             caption="../workflow/report/audit.rst",
             category="Audit: promised vs measured ε",
             labels={"dataset": "{dataset}", "figure": "audit"},
         ),
-        pdf="results/figures/audit_{dataset}.pdf",
-        data="results/figures/audit_{dataset}.parquet",
+        pdf=P.beside(P.fill(P.DATASET_FIGURE, name="audit"), "pdf"),
+        data=P.beside(P.fill(P.DATASET_FIGURE, name="audit"), "parquet"),
     params:
         code=CODE["plot_audit"],
     log:
-        "logs/plot_audit/{dataset}.log",
+        P.log("plot_audit", P.DATASET_KEY),
     script:
         "../scripts/plot_audit.py"
 
 
 rule plot_model_figures:
     input:
-        table="results/tables/metrics.parquet",
-        outputs=dataset_runs("results/per_example/{dataset}/{run}/outputs.parquet"),
-        train=dataset_runs("results/models/{dataset}/{run}/train.json"),
-        info="results/data/{dataset}/dataset.json",
+        table=P.METRICS_TABLE,
+        outputs=dataset_runs(P.OUTPUTS),
+        train=dataset_runs(P.TRAIN_INFO),
+        info=P.DATASET_INFO,
     output:
         **{
             name: report(
-                f"results/figures/{name}_{{dataset}}.png",
+                P.fill(P.DATASET_FIGURE, name=name),
                 caption=f"../workflow/report/{name}.rst",
                 category="Attacks and training",
                 subcategory="{dataset}",
@@ -102,11 +103,12 @@ rule plot_model_figures:
             )
             for name, label in MODEL_FIGURES.items()
         },
-        **{f"{name}_pdf": f"results/figures/{name}_{{dataset}}.pdf" for name in MODEL_FIGURES},
+        **{f"{name}_pdf": P.beside(P.fill(P.DATASET_FIGURE, name=name), "pdf") for name in MODEL_FIGURES},
     params:
+        runs=dataset_run_names,
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["plot_model_figures"],
     log:
-        "logs/plot_model_figures/{dataset}.log",
+        P.log("plot_model_figures", P.DATASET_KEY),
     script:
         "../scripts/plot_model_figures.py"

@@ -4,25 +4,25 @@
 
 rule metric_identifiability:
     input:
-        train="results/models/{dataset}/{run}/train.json",
+        train=P.TRAIN_INFO,
     output:
-        "results/metrics/identifiability/{dataset}/{run}.parquet",
+        P.metric("identifiability"),
     params:
         code=CODE["metric_identifiability"],
     resources:
         **job_resources("metric_identifiability"),
     log:
-        "logs/metric_identifiability/{dataset}/{run}.log",
+        P.log("metric_identifiability", P.RUN_KEY),
     script:
         "../scripts/metric_identifiability.py"
 
 
 rule audit_neighbours:
     input:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
     output:
-        "results/audit/{dataset}/neighbours.parquet",
+        P.AUDIT_NEIGHBOURS,
     params:
         options=audit_options,
         top=AUDIT["neighbour_top"],
@@ -30,22 +30,22 @@ rule audit_neighbours:
     resources:
         **job_resources("audit_neighbours"),
     log:
-        "logs/audit_neighbours/{dataset}.log",
+        P.log("audit_neighbours", P.DATASET_KEY),
     benchmark:
-        "benchmarks/audit_neighbours/{dataset}.tsv"
+        P.benchmark("audit_neighbours", P.DATASET_KEY)
     script:
         "../scripts/audit_neighbours.py"
 
 
 rule audit_block:
     input:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
-        neighbours="results/audit/{dataset}/neighbours.parquet",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
+        neighbours=P.AUDIT_NEIGHBOURS,
     output:
-        runs="results/audit/{dataset}/{audit_config}/block{block}_runs.parquet",
-        steps="results/audit/{dataset}/{audit_config}/block{block}_steps.parquet",
-        vectors="results/audit/{dataset}/{audit_config}/block{block}_vectors.parquet",
+        runs=P.audit_block("runs"),
+        steps=P.audit_block("steps"),
+        vectors=P.audit_block("vectors"),
     wildcard_constraints:
         audit_config=r"(bounded|unbounded)-(ls|gs)-rho[0-9.e+\-]+-(max[0-9]+|min[0-9]+|explicit)",
         block=r"\d+",
@@ -57,9 +57,9 @@ rule audit_block:
     resources:
         **job_resources("audit_block"),
     log:
-        "logs/audit_block/{dataset}/{audit_config}/block{block}.log",
+        P.log("audit_block", "{dataset}/{audit_config}/block{block}"),
     benchmark:
-        "benchmarks/audit_block/{dataset}/{audit_config}/block{block}.tsv"
+        P.benchmark("audit_block", "{dataset}/{audit_config}/block{block}")
     script:
         "../scripts/audit_block.py"
 
@@ -69,57 +69,57 @@ rule audit_aggregate:
         runs=audit_block_files("runs"),
         steps=audit_block_files("steps"),
     output:
-        runs="results/tables/audit_runs.parquet",
-        steps="results/tables/audit_steps.parquet",
-        summary="results/tables/audit_summary.parquet",
+        runs=P.AUDIT_RUNS,
+        steps=P.AUDIT_STEPS,
+        summary=P.AUDIT_SUMMARY,
     params:
         alpha=AUDIT["alpha"],
         code=CODE["audit_aggregate"],
     log:
-        "logs/audit_aggregate.log",
+        P.log("audit_aggregate"),
     script:
         "../scripts/audit_aggregate.py"
 
 
 rule plot_identifiability:
     input:
-        runs="results/tables/audit_runs.parquet",
-        steps="results/tables/audit_steps.parquet",
-        summary="results/tables/audit_summary.parquet",
+        runs=P.AUDIT_RUNS,
+        steps=P.AUDIT_STEPS,
+        summary=P.AUDIT_SUMMARY,
     output:
         **{
             f"fig{i}": report(
-                f"results/figures/identifiability_fig{i}.png",
+                P.IDENTIFIABILITY_FIGURE.format(k=i),
                 caption=f"../workflow/report/identifiability_fig{i}.rst",
                 category="Identifiability",
                 labels={"figure": f"Fig. {i}"},
             )
             for i in range(1, 7)
         },
-        **{f"fig{i}_pdf": f"results/figures/identifiability_fig{i}.pdf" for i in range(1, 7)},
+        **{f"fig{i}_pdf": P.beside(P.IDENTIFIABILITY_FIGURE.format(k=i), "pdf") for i in range(1, 7)},
         **{
             f"audit_{dataset}": report(
-                f"results/figures/identifiability_audit_{dataset}.png",
+                P.IDENTIFIABILITY_AUDIT_FIGURE.format(dataset=dataset),
                 caption="../workflow/report/identifiability_audit.rst",
                 category="Identifiability",
                 labels={"figure": f"Figs. 7-9: {dataset}"},
             )
             for dataset in AUDIT_DATASETS
         },
-        **{f"audit_{dataset}_pdf": f"results/figures/identifiability_audit_{dataset}.pdf" for dataset in AUDIT_DATASETS},
+        **{f"audit_{dataset}_pdf": P.beside(P.IDENTIFIABILITY_AUDIT_FIGURE.format(dataset=dataset), "pdf") for dataset in AUDIT_DATASETS},
         tables=report(
-            "results/tables/identifiability_tables.html",
+            P.IDENTIFIABILITY_TABLES_PAGE,
             caption="../workflow/report/identifiability_tables.rst",
             category="Identifiability",
             labels={"figure": "Tables"},
         ),
-        parameters="results/tables/identifiability_parameters.parquet",
+        parameters=P.IDENTIFIABILITY_PARAMETERS,
     params:
         datasets={dataset: AUDIT["datasets"][dataset] for dataset in AUDIT_DATASETS},
         steps=AUDIT["steps"],
         conversion=AUDIT["conversion"],
         code=CODE["plot_identifiability"],
     log:
-        "logs/plot_identifiability.log",
+        P.log("plot_identifiability"),
     script:
         "../scripts/plot_identifiability.py"

@@ -5,12 +5,12 @@
 
 rule canary_scores:
     input:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
-        train="results/models/{dataset}/{run}/train.json",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
+        train=P.TRAIN_INFO,
     output:
-        scores="results/canary/{dataset}/{run}/scores.parquet",
-        record="results/canary/{dataset}/{run}/audit.json",
+        scores=P.CANARY_SCORES,
+        record=P.CANARY_AUDIT,
     params:
         run=run_params,
         training=training_params,
@@ -20,9 +20,9 @@ rule canary_scores:
     resources:
         **job_resources("canary_scores"),
     log:
-        "logs/canary_scores/{dataset}/{run}.log",
+        P.log("canary_scores", P.RUN_KEY),
     benchmark:
-        "benchmarks/canary_scores/{dataset}/{run}.tsv"
+        P.benchmark("canary_scores", P.RUN_KEY)
     script:
         "../scripts/canary_scores.py"
 
@@ -31,41 +31,41 @@ rule metric_canary:
     input:
         unpack(canary_metric_inputs),
     output:
-        "results/metrics/canary/{dataset}/{run}.parquet",
+        P.metric("canary"),
     params:
         options=config["metrics"]["canary"],
         code=CODE["metric_canary"],
     log:
-        "logs/metric_canary/{dataset}/{run}.log",
+        P.log("metric_canary", P.RUN_KEY),
     script:
         "../scripts/metric_canary.py"
 
 
 rule plot_canary:
     input:
-        table="results/tables/metrics.parquet",
-        scores=lambda wc: canary_dpsgd_files(wc, "scores.parquet"),
-        records=lambda wc: canary_dpsgd_files(wc, "audit.json"),
+        table=P.METRICS_TABLE,
+        scores=lambda wc: canary_dpsgd_files(wc, P.CANARY_SCORES),
+        records=lambda wc: canary_dpsgd_files(wc, P.CANARY_AUDIT),
     output:
         guesses=report(
-            "results/figures/canary_guesses_{dataset}.png",
+            P.fill(P.CANARY_FIGURE, kind="guesses"),
             caption="../workflow/report/canary_guesses.rst",
             category="Audit: promised vs measured ε",
             labels={"dataset": "{dataset}", "figure": "one-run bound vs guesses"},
         ),
-        guesses_pdf="results/figures/canary_guesses_{dataset}.pdf",
-        guesses_data="results/figures/canary_guesses_{dataset}.parquet",
+        guesses_pdf=P.beside(P.fill(P.CANARY_FIGURE, kind="guesses"), "pdf"),
+        guesses_data=P.beside(P.fill(P.CANARY_FIGURE, kind="guesses"), "parquet"),
         tradeoff=report(
-            "results/figures/canary_tradeoff_{dataset}.png",
+            P.fill(P.CANARY_FIGURE, kind="tradeoff"),
             caption="../workflow/report/canary_tradeoff.rst",
             category="Audit: promised vs measured ε",
             labels={"dataset": "{dataset}", "figure": "trade-off: accountant vs canaries"},
         ),
-        tradeoff_pdf="results/figures/canary_tradeoff_{dataset}.pdf",
+        tradeoff_pdf=P.beside(P.fill(P.CANARY_FIGURE, kind="tradeoff"), "pdf"),
     params:
         alpha=1.0 - config["metrics"]["canary"]["confidence"],
         code=CODE["plot_canary"],
     log:
-        "logs/plot_canary/{dataset}.log",
+        P.log("plot_canary", P.DATASET_KEY),
     script:
         "../scripts/plot_canary.py"

@@ -10,6 +10,8 @@ from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
 from dpaudit.codehash import ScriptCodeHashes
+from dpaudit.contract import paths as P
+from dpaudit.contract.metrics import MECHANISM_SHORT_LABELS
 from dpaudit.data.download import known_files, known_sources
 
 try:
@@ -51,7 +53,6 @@ wildcard_constraints:
     dataset="|".join(DATASETS),
     run=r"[A-Za-z0-9.+\-~_]+",
     filename=r"[A-Za-z0-9._\-]+",
-    family="|".join(FAMILIES),
 
 
 # On a cluster (profiles/slurm) these run in the Snakemake process on the submit
@@ -92,7 +93,7 @@ def training_params(wildcards):
 
 def raw_inputs(wildcards):
     return {
-        name: ancient(f"resources/raw/{wildcards.dataset}/{name}")
+        name: ancient(P.RAW_FILE.format(dataset=wildcards.dataset, filename=name))
         for name in RAW_FILES[wildcards.dataset]
     }
 
@@ -105,14 +106,19 @@ def dataset_params(wildcards):
     return config["datasets"][wildcards.dataset]
 
 
+# Every (dataset, run) of the grids, in the order all_runs() lists their files: jobs
+# that read one file per run get these keys as params, never from the paths.
+RUN_KEYS = [(dataset, run) for dataset in DATASETS for run in RUNS[dataset]]
+
+
 def all_runs(pattern):
-    """Expand a path pattern with {dataset} and {run} over every run of every dataset."""
-    return [pattern.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d]]
+    """Expand a path pattern with {dataset} and {run} over every run of every dataset (RUN_KEYS order)."""
+    return [pattern.format(dataset=d, run=r) for d, r in RUN_KEYS]
 
 
 def metric_files():
     return [
-        f"results/metrics/{family}/{dataset}/{run}.parquet"
+        P.METRIC.format(family=family, dataset=dataset, run=run)
         for family in FAMILIES
         for dataset in DATASETS
         for run in RUNS[dataset]
@@ -122,7 +128,7 @@ def metric_files():
 def landscape_figures():
     if "epsilon_star" not in FAMILIES:
         return []
-    return [f"results/figures/epsilon_star_landscape_{dataset}.png" for dataset in DATASETS]
+    return [P.LANDSCAPE_FIGURE.format(dataset=dataset) for dataset in DATASETS]
 
 
 def ks_fit_runs(wildcards=None):
@@ -144,18 +150,18 @@ def ks_fit_runs(wildcards=None):
 def ks_fit_inputs(wildcards):
     chosen = ks_fit_runs()
     return {
-        mechanism: f"results/per_example/{chosen['dataset']}/{chosen[mechanism]}/outputs.parquet"
+        mechanism: P.OUTPUTS.format(dataset=chosen["dataset"], run=chosen[mechanism])
         for mechanism in ("baseline", "dpsgd")
-    } | {"info": f"results/data/{chosen['dataset']}/dataset.json"}
+    } | {"info": P.DATASET_INFO.format(dataset=chosen["dataset"])}
 
 
 def simulation_targets():
     targets = []
     if config["simulations"]["epsilon_star"]["enabled"]:
-        targets.append("results/figures/epsilon_star_fig5.png")
+        targets.append(P.EPSILON_STAR_FIGURE.format(k=5))
     if config["simulations"]["ks_fit"]["enabled"]:
         ks_fit_runs()
-        targets.append("results/figures/epsilon_star_fig6.png")
+        targets.append(P.EPSILON_STAR_FIGURE.format(k=6))
     return targets
 
 
@@ -172,7 +178,7 @@ def profile_view_spec(wildcards):
 def profile_raw_inputs(wildcards):
     source = PROFILE["views"][wildcards.view]["source"]
     if source == "adult":
-        return {"raw": ancient("resources/raw/profile/adult/adult.data")}
+        return {"raw": ancient(P.PROFILE_RAW_FILE.format(source="adult", filename="adult.data"))}
     return {}
 
 
@@ -181,16 +187,16 @@ def profile_download_sources(wildcards):
 
 
 def profile_metric_files():
-    return [f"results/metrics/profile/{view}.parquet" for view in PROFILE_VIEWS]
+    return [P.VIEW_METRIC.format(family="profile", view=view) for view in PROFILE_VIEWS]
 
 
 def profile_targets():
     if not PROFILE["enabled"]:
         return []
     flat = [view for view in PROFILE_VIEWS if PROFILE["views"][view]["figures"]]
-    figures = [f"results/figures/profile/{view}/fig{k}.png" for view in flat for k in range(2, 8)]
-    exact = [f"results/profile/{view}/exact.parquet" for view in PROFILE_VIEWS]
-    samples = [f"results/figures/profile/{view}/fig{k}.png" for view in PROFILE["samples"]["views"] for k in (1, 8)]
+    figures = [P.PROFILE_FIGURE.format(view=view, k=k) for view in flat for k in range(2, 8)]
+    exact = [P.PROFILE_EXACT.format(view=view) for view in PROFILE_VIEWS]
+    samples = [P.PROFILE_FIGURE.format(view=view, k=k) for view in PROFILE["samples"]["views"] for k in (1, 8)]
     return figures + samples + exact
 # ---------------------------------------------------------------- audit (Bernau et al. 2021)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
@@ -215,7 +221,7 @@ AUDIT_CONFIGS = {
 
 def audit_block_files(kind):
     return [
-        f"results/audit/{dataset}/{name}/block{block}_{kind}.parquet"
+        P.AUDIT_BLOCK.format(dataset=dataset, audit_config=name, block=block, kind=kind)
         for dataset in AUDIT_DATASETS
         for name, params in AUDIT_CONFIGS[dataset].items()
         for block in _audit_blocks(params["runs"], AUDIT["block_size"])
@@ -233,9 +239,9 @@ def audit_config_params(wildcards):
 def audit_figures():
     if not AUDIT_DATASETS:
         return []
-    return [f"results/figures/identifiability_fig{i}.png" for i in range(1, 7)] + [
-        f"results/figures/identifiability_audit_{dataset}.png" for dataset in AUDIT_DATASETS
-    ] + ["results/tables/identifiability_tables.html"]
+    return [P.IDENTIFIABILITY_FIGURE.format(k=i) for i in range(1, 7)] + [
+        P.IDENTIFIABILITY_AUDIT_FIGURE.format(dataset=dataset) for dataset in AUDIT_DATASETS
+    ] + [P.IDENTIFIABILITY_TABLES_PAGE]
 
 
 # ---------------------------------------------------------------- pmp (Lowy et al. 2024)
@@ -272,7 +278,7 @@ def pmp_train_outputs():
     """train_model writes weight checkpoints only when the pmp family is enabled."""
     if not PMP["enabled"]:
         return {}
-    return {"checkpoints": "results/models/{dataset}/{run}/checkpoints.npz"}
+    return {"checkpoints": P.CHECKPOINTS}
 
 
 def pmp_train_params():
@@ -291,7 +297,7 @@ def pmp_shadow_training(wildcards):
 
 def pmp_shadow_loss_files(wildcards):
     return {
-        name: f"results/per_example/{wildcards.dataset}/{name}/outputs.parquet"
+        name: P.OUTPUTS.format(dataset=wildcards.dataset, run=name)
         for name, shadow in PMP_SHADOWS[wildcards.dataset].items()
         if shadow["target"] == wildcards.run
     }
@@ -302,26 +308,27 @@ def pmp_shadow_indices(wildcards):
 
 
 def pmp_metric_files():
-    return [f"results/metrics/pmp/{dataset}/{run}.parquet" for dataset in DATASETS for run in RUNS[dataset]]
+    return [P.METRIC.format(family="pmp", dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]]
 
 
 def pmp_metric_inputs(wildcards):
+    keys = {"dataset": wildcards.dataset, "run": wildcards.run}
     inputs = {
-        "examples": f"results/data/{wildcards.dataset}/examples.parquet",
-        "info": f"results/data/{wildcards.dataset}/dataset.json",
-        "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
-        "model": f"results/models/{wildcards.dataset}/{wildcards.run}/model.keras",
-        "checkpoints": f"results/models/{wildcards.dataset}/{wildcards.run}/checkpoints.npz",
+        "examples": P.EXAMPLES.format(**keys),
+        "info": P.DATASET_INFO.format(**keys),
+        "train": P.TRAIN_INFO.format(**keys),
+        "model": P.MODEL.format(**keys),
+        "checkpoints": P.CHECKPOINTS.format(**keys),
     }
     if pmp_shadow_loss_files(wildcards):
-        inputs["shadows"] = f"results/pmp/{wildcards.dataset}/{wildcards.run}/shadow_scores.parquet"
+        inputs["shadows"] = P.PMP_SHADOW_SCORES.format(**keys)
     return inputs
 
 
 def pmp_targets():
-    targets = ["results/tables/pmp_runs.html"] if PMP["enabled"] else []
+    targets = [P.PMP_RUNS_PAGE] if PMP["enabled"] else []
     if config["simulations"]["pmp"]["enabled"]:
-        targets += [f"results/figures/pmp_fig{k}.png" for k in range(1, 7)]
+        targets += [P.PMP_FIGURE.format(k=k) for k in range(1, 7)]
     return targets
 
 
@@ -336,17 +343,22 @@ MODEL_FIGURES = {
 
 
 def dataset_runs(pattern):
-    """Input function: ``pattern`` expanded over every run of the job's dataset."""
+    """Input function: ``pattern`` expanded over every run of the job's dataset (dataset_run_names order)."""
 
     def files(wildcards):
-        return [pattern.format(dataset=wildcards.dataset, run=run) for run in RUNS[wildcards.dataset]]
+        return [pattern.format(dataset=wildcards.dataset, run=run) for run in dataset_run_names(wildcards)]
 
     return files
 
 
+def dataset_run_names(wildcards):
+    """Params function: the runs of the job's dataset, in the order dataset_runs() lists their files."""
+    return list(RUNS[wildcards.dataset])
+
+
 def report_figures():
     return [
-        f"results/figures/{name}_{dataset}.png"
+        P.DATASET_FIGURE.format(name=name, dataset=dataset)
         for name in ["audit", *MODEL_FIGURES]
         for dataset in DATASETS
     ]
@@ -358,14 +370,6 @@ TEACHING_FIGURES = {
     "f3": "composition of many queries",
     "f4": "exponential mechanism",
     "f5": "DP region in ROC space",
-}
-
-
-MECHANISM_NAMES = {
-    "baseline": "baseline",
-    "dpsgd": "DP-SGD",
-    "output_perturbation": "output perturbation",
-    "objective_perturbation": "objective perturbation",
 }
 
 
@@ -381,7 +385,7 @@ def card_labels(wildcards):
     target = params.get("target_epsilon")
     has_target = target is not None and target == target
     seed = params.get("seed")
-    mechanism = MECHANISM_NAMES.get(params["mechanism"], params["mechanism"])
+    mechanism = MECHANISM_SHORT_LABELS[params["mechanism"]]
     epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
     seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
     return {"model": f"{mechanism} · {epsilon}{seed_text}"}
@@ -396,17 +400,18 @@ def canary_audited(wildcards):
 
 
 def canary_metric_inputs(wildcards):
-    inputs = {"train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json"}
+    keys = {"dataset": wildcards.dataset, "run": wildcards.run}
+    inputs = {"train": P.TRAIN_INFO.format(**keys)}
     if canary_audited(wildcards):
-        inputs["scores"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/scores.parquet"
-        inputs["record"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/audit.json"
+        inputs["scores"] = P.CANARY_SCORES.format(**keys)
+        inputs["record"] = P.CANARY_AUDIT.format(**keys)
     return inputs
 
 
-def canary_dpsgd_files(wildcards, name):
-    """A dataset's audit-twin files (DP-SGD runs only), in grid order."""
+def canary_dpsgd_files(wildcards, pattern):
+    """A dataset's audit-twin files (``pattern``: DP-SGD runs only), in grid order."""
     return [
-        f"results/canary/{wildcards.dataset}/{run}/{name}"
+        pattern.format(dataset=wildcards.dataset, run=run)
         for run, params in RUNS[wildcards.dataset].items()
         if params["mechanism"] == "dpsgd"
     ]
@@ -416,12 +421,12 @@ def canary_figures():
     if "canary" not in FAMILIES:
         return []
     datasets = [d for d in DATASETS if any(p["mechanism"] == "dpsgd" for p in RUNS[d].values())]
-    return [f"results/figures/canary_{kind}_{d}.png" for d in datasets for kind in ("guesses", "tradeoff")]
+    return [P.CANARY_FIGURE.format(kind=kind, dataset=d) for d in datasets for kind in ("guesses", "tradeoff")]
 
 
 def canary_card_input():
     """The privacy card shows the run's ε ladder when the canary family is on."""
-    return {"canary": "results/metrics/canary/{dataset}/{run}.parquet"} if "canary" in FAMILIES else {}
+    return {"canary": P.metric("canary")} if "canary" in FAMILIES else {}
 
 
 # ---- a complete, consistent results/ (issue 19): every file a job writes is a target
@@ -454,19 +459,19 @@ def intermediate_files():
         if PMP["enabled"]:
             for run in RUNS[dataset]:
                 if pmp_shadow_loss_files(SimpleNamespace(dataset=dataset, run=run)):
-                    files.append(f"results/pmp/{dataset}/{run}/shadow_scores.parquet")
+                    files.append(P.PMP_SHADOW_SCORES.format(dataset=dataset, run=run))
     if "canary" in FAMILIES:
         for dataset in DATASETS:
             for run, params in RUNS[dataset].items():
                 if params["mechanism"] in CANARY_MECHANISMS:
-                    files.append(f"results/canary/{dataset}/{run}/scores.parquet")
+                    files.append(P.CANARY_SCORES.format(dataset=dataset, run=run))
     files += metric_files() + profile_metric_files()
     for view in PROFILE_VIEWS:
-        files += [f"results/profile/{view}/base.json", f"results/profile/{view}/single_model.parquet"]
-    files += [f"results/profile/{view}/samples.parquet" for view in PROFILE["samples"]["views"]]
-    files += audit_block_files("runs") + [f"results/audit/{d}/neighbours.parquet" for d in AUDIT_DATASETS]
+        files += [P.PROFILE_BASE.format(view=view), P.PROFILE_SINGLE.format(view=view)]
+    files += [P.PROFILE_SAMPLES.format(view=view) for view in PROFILE["samples"]["views"]]
+    files += audit_block_files("runs") + [P.AUDIT_NEIGHBOURS.format(dataset=d) for d in AUDIT_DATASETS]
     if AUDIT_DATASETS:
-        files.append("results/tables/audit_summary.parquet")
+        files.append(P.AUDIT_SUMMARY)
     return files
 
 
@@ -489,7 +494,7 @@ from dpaudit.io import read_json as _read_json
 
 def _dataset_shape(dataset):
     """(n, d, classes): the prepared dataset.json once it exists, the config before."""
-    info = Path(f"results/data/{dataset}/dataset.json")
+    info = Path(P.DATASET_INFO.format(dataset=dataset))
     payload = _read_json(info) if info.exists() else None
     return dpresources.dataset_shape(payload, dataset, config["datasets"][dataset])
 

@@ -2,11 +2,11 @@
 # library change must not fetch the same bytes again.
 rule download_dataset:
     output:
-        "resources/raw/{dataset}/{filename}",
+        P.RAW_FILE,
     params:
         sources=download_sources,
     log:
-        "logs/download_dataset/{dataset}/{filename}.log",
+        P.log("download_dataset", "{dataset}/{filename}"),
     retries: 1
     script:
         "../scripts/download_dataset.py"
@@ -16,16 +16,16 @@ rule prepare_dataset:
     input:
         unpack(raw_inputs),
     output:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
     params:
         dataset=dataset_params,
         delta=config["training"]["delta"],
         allow_large_delta=config["training"]["allow_large_delta"],
         code=CODE["prepare_dataset"],
     log:
-        "logs/prepare_dataset/{dataset}.log",
+        P.log("prepare_dataset", P.DATASET_KEY),
     benchmark:
-        "benchmarks/prepare_dataset/{dataset}.tsv"
+        P.benchmark("prepare_dataset", P.DATASET_KEY)
     script:
         "../scripts/prepare_dataset.py"

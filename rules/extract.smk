@@ -1,12 +1,12 @@
 rule extract_per_example:
     input:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
-        model="results/models/{dataset}/{run}/model.keras",
-        train="results/models/{dataset}/{run}/train.json",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
+        model=P.MODEL,
+        train=P.TRAIN_INFO,
     output:
-        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
-        gradients="results/per_example/{dataset}/{run}/gradients.parquet",
+        outputs=P.OUTPUTS,
+        gradients=P.GRADIENTS,
     params:
         run=run_params,
         extract=config["extract"],
@@ -15,8 +15,8 @@ rule extract_per_example:
     resources:
         **job_resources("extract_per_example"),
     log:
-        "logs/extract_per_example/{dataset}/{run}.log",
+        P.log("extract_per_example", P.RUN_KEY),
     benchmark:
-        "benchmarks/extract_per_example/{dataset}/{run}.tsv"
+        P.benchmark("extract_per_example", P.RUN_KEY)
     script:
         "../scripts/extract_per_example.py"

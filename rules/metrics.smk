@@ -3,39 +3,39 @@
 
 rule metric_mia:
     input:
-        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
-        info="results/data/{dataset}/dataset.json",
-        train="results/models/{dataset}/{run}/train.json",
+        outputs=P.OUTPUTS,
+        info=P.DATASET_INFO,
+        train=P.TRAIN_INFO,
     output:
-        "results/metrics/mia/{dataset}/{run}.parquet",
+        P.metric("mia"),
     params:
         mia=config["metrics"]["mia"],
         code=CODE["metric_mia"],
     resources:
         **job_resources("metric_mia"),
     log:
-        "logs/metric_mia/{dataset}/{run}.log",
+        P.log("metric_mia", P.RUN_KEY),
     benchmark:
-        "benchmarks/metric_mia/{dataset}/{run}.tsv"
+        P.benchmark("metric_mia", P.RUN_KEY)
     script:
         "../scripts/metric_mia.py"
 
 
 rule metric_epsilon_star:
     input:
-        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
-        info="results/data/{dataset}/dataset.json",
-        train="results/models/{dataset}/{run}/train.json",
+        outputs=P.OUTPUTS,
+        info=P.DATASET_INFO,
+        train=P.TRAIN_INFO,
     output:
-        "results/metrics/epsilon_star/{dataset}/{run}.parquet",
+        P.metric("epsilon_star"),
     params:
         options=config["metrics"]["epsilon_star"],
         code=CODE["metric_epsilon_star"],
     resources:
         **job_resources("metric_epsilon_star"),
     log:
-        "logs/metric_epsilon_star/{dataset}/{run}.log",
+        P.log("metric_epsilon_star", P.RUN_KEY),
     benchmark:
-        "benchmarks/metric_epsilon_star/{dataset}/{run}.tsv"
+        P.benchmark("metric_epsilon_star", P.RUN_KEY)
     script:
         "../scripts/metric_epsilon_star.py"

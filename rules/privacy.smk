@@ -3,47 +3,47 @@
 
 rule privacy_card:
     input:
-        outputs="results/per_example/{dataset}/{run}/outputs.parquet",
-        mia="results/metrics/mia/{dataset}/{run}.parquet",
-        train="results/models/{dataset}/{run}/train.json",
-        info="results/data/{dataset}/dataset.json",
+        outputs=P.OUTPUTS,
+        mia=P.metric("mia"),
+        train=P.TRAIN_INFO,
+        info=P.DATASET_INFO,
         **canary_card_input(),
     output:
         card=report(
-            "results/cards/{dataset}/{run}.html",
+            P.CARD,
             caption="../workflow/report/privacy_card.rst",
             category="Privacy cards",
             subcategory="{dataset}",
             labels=card_labels,
         ),
-        figure="results/cards/{dataset}/{run}.png",
-        metrics="results/metrics/privacy_card/{dataset}/{run}.parquet",
+        figure=P.CARD_FIGURE,
+        metrics=P.metric("privacy_card"),
     params:
         alpha=config["metrics"]["mia"]["alpha"],
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["privacy_card"],
     log:
-        "logs/privacy_card/{dataset}/{run}.log",
+        P.log("privacy_card", P.RUN_KEY),
     script:
         "../scripts/privacy_card.py"
 
 
 rule budget_ledger:
     input:
-        train=all_runs("results/models/{dataset}/{run}/train.json"),
+        train=all_runs(P.TRAIN_INFO),
     output:
-        runs="results/tables/budget_ledger.parquet",
-        totals="results/tables/budget_totals.parquet",
+        runs=P.BUDGET_LEDGER,
+        totals=P.BUDGET_TOTALS,
         html=report(
-            "results/tables/budget_ledger.html",
+            P.BUDGET_LEDGER_PAGE,
             caption="../workflow/report/budget_ledger.rst",
             category="Tables",
         ),
     params:
-        run_keys=[(dataset, run) for dataset in DATASETS for run in RUNS[dataset]],
+        run_keys=RUN_KEYS,
         code=CODE["budget_ledger"],
     log:
-        "logs/budget_ledger.log",
+        P.log("budget_ledger"),
     script:
         "../scripts/budget_ledger.py"
 
@@ -52,17 +52,17 @@ rule teaching_figures:
     output:
         **{
             name: report(
-                f"results/figures/teaching_{name}.png",
+                P.TEACHING_FIGURE.format(name=name),
                 caption=f"../workflow/report/teaching_{name}.rst",
                 category="DP foundations",
                 labels={"figure": label},
             )
             for name, label in TEACHING_FIGURES.items()
         },
-        pdfs=[f"results/figures/teaching_{name}.pdf" for name in TEACHING_FIGURES],
+        pdfs=[P.beside(P.TEACHING_FIGURE.format(name=name), "pdf") for name in TEACHING_FIGURES],
     params:
         code=CODE["teaching_figures"],
     log:
-        "logs/teaching_figures.log",
+        P.log("teaching_figures"),
     script:
         "../scripts/teaching_figures.py"

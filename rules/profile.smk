@@ -5,12 +5,12 @@
 
 rule download_profile_data:
     output:
-        "resources/raw/profile/{source}/{filename}",
+        P.PROFILE_RAW_FILE,
     params:
         sources=profile_download_sources,
         code=CODE["download_profile_data"],
     log:
-        "logs/download_profile_data/{source}/{filename}.log",
+        P.log("download_profile_data", "{source}/{filename}"),
     retries: 1
     script:
         "../scripts/download_profile_data.py"
@@ -20,16 +20,16 @@ rule profile_base:
     input:
         unpack(profile_raw_inputs),
     output:
-        data="results/profile/{view}/data.parquet",
-        per_example="results/profile/{view}/per_example.parquet",
-        worst_case="results/profile/{view}/worst_case.parquet",
-        base="results/profile/{view}/base.json",
+        data=P.PROFILE_DATA,
+        per_example=P.PROFILE_PER_EXAMPLE,
+        worst_case=P.PROFILE_WORST_CASE,
+        base=P.PROFILE_BASE,
     params:
         view=profile_view_spec,
         lam=PROFILE["lam"],
         code=CODE["profile_base"],
     log:
-        "logs/profile_base/{view}.log",
+        P.log("profile_base", P.VIEW_KEY),
     script:
         "../scripts/profile_base.py"
 
@@ -37,18 +37,18 @@ rule profile_base:
 rule profile_exact:
     input:
         unpack(profile_raw_inputs),
-        base="results/profile/{view}/base.json",
-        worst_case="results/profile/{view}/worst_case.parquet",
+        base=P.PROFILE_BASE,
+        worst_case=P.PROFILE_WORST_CASE,
     output:
-        "results/profile/{view}/exact.parquet",
+        P.PROFILE_EXACT,
     params:
         view=profile_view_spec,
         lam=PROFILE["lam"],
         code=CODE["profile_exact"],
     log:
-        "logs/profile_exact/{view}.log",
+        P.log("profile_exact", P.VIEW_KEY),
     benchmark:
-        "benchmarks/profile_exact/{view}.tsv"
+        P.benchmark("profile_exact", P.VIEW_KEY)
     script:
         "../scripts/profile_exact.py"
 
@@ -56,10 +56,10 @@ rule profile_exact:
 rule profile_samples:
     input:
         unpack(profile_raw_inputs),
-        base="results/profile/{view}/base.json",
-        worst_case="results/profile/{view}/worst_case.parquet",
+        base=P.PROFILE_BASE,
+        worst_case=P.PROFILE_WORST_CASE,
     output:
-        "results/profile/{view}/samples.parquet",
+        P.PROFILE_SAMPLES,
     params:
         view=profile_view_spec,
         lam=PROFILE["lam"],
@@ -67,39 +67,39 @@ rule profile_samples:
         seed=PROFILE["seed"],
         code=CODE["profile_samples"],
     log:
-        "logs/profile_samples/{view}.log",
+        P.log("profile_samples", P.VIEW_KEY),
     benchmark:
-        "benchmarks/profile_samples/{view}.tsv"
+        P.benchmark("profile_samples", P.VIEW_KEY)
     script:
         "../scripts/profile_samples.py"
 
 
 rule profile_single:
     input:
-        base="results/profile/{view}/base.json",
-        worst_case="results/profile/{view}/worst_case.parquet",
+        base=P.PROFILE_BASE,
+        worst_case=P.PROFILE_WORST_CASE,
     output:
-        "results/profile/{view}/single_model.parquet",
+        P.PROFILE_SINGLE,
     params:
         lam=PROFILE["lam"],
         log10_epsilon=PROFILE["single_model_log10_epsilon"],
         seed=PROFILE["seed"],
         code=CODE["profile_single"],
     log:
-        "logs/profile_single/{view}.log",
+        P.log("profile_single", P.VIEW_KEY),
     script:
         "../scripts/profile_single.py"
 
 
 rule profile_typical:
     input:
-        base="results/profile/{view}/base.json",
-        worst_case="results/profile/{view}/worst_case.parquet",
+        base=P.PROFILE_BASE,
+        worst_case=P.PROFILE_WORST_CASE,
     output:
-        typical="results/profile/{view}/typical.parquet",
-        per_neighbour="results/profile/{view}/per_neighbour.parquet",
-        thresholds="results/profile/{view}/thresholds.json",
-        metrics="results/metrics/profile/{view}.parquet",
+        typical=P.PROFILE_TYPICAL,
+        per_neighbour=P.PROFILE_PER_NEIGHBOUR,
+        thresholds=P.PROFILE_THRESHOLDS,
+        metrics=P.view_metric("profile"),
     params:
         lam=PROFILE["lam"],
         log10_epsilons=PROFILE["log10_epsilons"],
@@ -107,58 +107,58 @@ rule profile_typical:
         seed=PROFILE["seed"],
         code=CODE["profile_typical"],
     log:
-        "logs/profile_typical/{view}.log",
+        P.log("profile_typical", P.VIEW_KEY),
     benchmark:
-        "benchmarks/profile_typical/{view}.tsv"
+        P.benchmark("profile_typical", P.VIEW_KEY)
     script:
         "../scripts/profile_typical.py"
 
 
 rule plot_profile:
     input:
-        base="results/profile/{view}/base.json",
-        worst_case="results/profile/{view}/worst_case.parquet",
-        exact="results/profile/{view}/exact.parquet",
-        single="results/profile/{view}/single_model.parquet",
-        typical="results/profile/{view}/typical.parquet",
-        per_neighbour="results/profile/{view}/per_neighbour.parquet",
-        thresholds="results/profile/{view}/thresholds.json",
+        base=P.PROFILE_BASE,
+        worst_case=P.PROFILE_WORST_CASE,
+        exact=P.PROFILE_EXACT,
+        single=P.PROFILE_SINGLE,
+        typical=P.PROFILE_TYPICAL,
+        per_neighbour=P.PROFILE_PER_NEIGHBOUR,
+        thresholds=P.PROFILE_THRESHOLDS,
     output:
         **{
             f"fig{k}": report(
-                f"results/figures/profile/{{view}}/fig{k}.png",
+                P.fill(P.PROFILE_FIGURE, k=k),
                 caption=f"../workflow/report/profile_fig{k}.rst",
                 category="Privacy profile",
                 labels={"view": "{view}", "figure": f"Fig {k}"},
             )
             for k in range(2, 8)
         },
-        **{f"fig{k}_pdf": f"results/figures/profile/{{view}}/fig{k}.pdf" for k in range(2, 8)},
+        **{f"fig{k}_pdf": P.beside(P.fill(P.PROFILE_FIGURE, k=k), "pdf") for k in range(2, 8)},
     params:
         code=CODE["plot_profile"],
     log:
-        "logs/plot_profile/{view}.log",
+        P.log("plot_profile", P.VIEW_KEY),
     script:
         "../scripts/plot_profile.py"
 
 
 rule plot_profile_samples:
     input:
-        "results/profile/{view}/samples.parquet",
+        P.PROFILE_SAMPLES,
     output:
         **{
             f"fig{k}": report(
-                f"results/figures/profile/{{view}}/fig{k}.png",
+                P.fill(P.PROFILE_FIGURE, k=k),
                 caption=f"../workflow/report/profile_fig{k}.rst",
                 category="Privacy profile",
                 labels={"view": "{view}", "figure": f"Fig {k}"},
             )
             for k in (1, 8)
         },
-        **{f"fig{k}_pdf": f"results/figures/profile/{{view}}/fig{k}.pdf" for k in (1, 8)},
+        **{f"fig{k}_pdf": P.beside(P.fill(P.PROFILE_FIGURE, k=k), "pdf") for k in (1, 8)},
     params:
         code=CODE["plot_profile_samples"],
     log:
-        "logs/plot_profile_samples/{view}.log",
+        P.log("plot_profile_samples", P.VIEW_KEY),
     script:
         "../scripts/plot_profile_samples.py"

@@ -4,22 +4,22 @@
 
 rule simulate_epsilon_star:
     output:
-        table="results/simulations/epsilon_star_gamma.parquet",
-        fig3_table="results/simulations/epsilon_star_fig3.parquet",
+        table=P.EPSILON_STAR_GAMMA,
+        fig3_table=P.EPSILON_STAR_FIG3_TABLE,
         fig3=report(
-            "results/figures/epsilon_star_fig3.png",
+            P.EPSILON_STAR_FIGURE.format(k=3),
             caption="../workflow/report/epsilon_star_fig3.rst",
             category="Epsilon*",
             labels={"figure": "Fig 3 (simulation)"},
         ),
         fig4=report(
-            "results/figures/epsilon_star_fig4.png",
+            P.EPSILON_STAR_FIGURE.format(k=4),
             caption="../workflow/report/epsilon_star_fig4.rst",
             category="Epsilon*",
             labels={"figure": "Fig 4 (simulation)"},
         ),
         fig5=report(
-            "results/figures/epsilon_star_fig5.png",
+            P.EPSILON_STAR_FIGURE.format(k=5),
             caption="../workflow/report/epsilon_star_fig5.rst",
             category="Epsilon*",
             labels={"figure": "Fig 5 (simulation)"},
@@ -28,9 +28,9 @@ rule simulate_epsilon_star:
         options=config["simulations"]["epsilon_star"],
         code=CODE["simulate_epsilon_star"],
     log:
-        "logs/simulate_epsilon_star.log",
+        P.log("simulate_epsilon_star"),
     benchmark:
-        "benchmarks/simulate_epsilon_star.tsv"
+        P.benchmark("simulate_epsilon_star")
     script:
         "../scripts/simulate_epsilon_star.py"
 
@@ -39,9 +39,9 @@ rule epsilon_star_ks_fit:
     input:
         unpack(ks_fit_inputs),
     output:
-        table="results/tables/epsilon_star_ks_fit.parquet",
+        table=P.EPSILON_STAR_KS_FIT,
         figure=report(
-            "results/figures/epsilon_star_fig6.png",
+            P.EPSILON_STAR_FIGURE.format(k=6),
             caption="../workflow/report/epsilon_star_fig6.rst",
             category="Epsilon*",
             labels={"figure": "Fig 6 (goodness of fit)"},
@@ -51,8 +51,8 @@ rule epsilon_star_ks_fit:
         runs=ks_fit_runs,
         code=CODE["epsilon_star_ks_fit"],
     log:
-        "logs/epsilon_star_ks_fit.log",
+        P.log("epsilon_star_ks_fit"),
     benchmark:
-        "benchmarks/epsilon_star_ks_fit.tsv"
+        P.benchmark("epsilon_star_ks_fit")
     script:
         "../scripts/epsilon_star_ks_fit.py"

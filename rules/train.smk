@@ -1,10 +1,10 @@
 rule train_model:
     input:
-        examples="results/data/{dataset}/examples.parquet",
-        info="results/data/{dataset}/dataset.json",
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
     output:
-        model="results/models/{dataset}/{run}/model.keras",
-        info="results/models/{dataset}/{run}/train.json",
+        model=P.MODEL,
+        info=P.TRAIN_INFO,
         **pmp_train_outputs(),
     params:
         run=run_params,
@@ -15,8 +15,8 @@ rule train_model:
     resources:
         **job_resources("train_model"),
     log:
-        "logs/train_model/{dataset}/{run}.log",
+        P.log("train_model", P.RUN_KEY),
     benchmark:
-        "benchmarks/train_model/{dataset}/{run}.tsv"
+        P.benchmark("train_model", P.RUN_KEY)
     script:
         "../scripts/train_model.py"

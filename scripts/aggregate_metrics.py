@@ -13,7 +13,7 @@ from dpaudit.logs import job_logging
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    runs = runs_frame(sm.params.runs, load_train_infos(sm.input.train))
+    runs = runs_frame(sm.params.runs, load_train_infos(sm.input.train, sm.params.run_keys))
     table = collect_metrics([*sm.input.metrics, *sm.input.get("dataset_metrics", [])], runs)
     write_metric_table(sm.output.table, table)
     write_bytes(sm.output.runs, summary_html(summary_frame(table, runs)).encode())

@@ -5,8 +5,6 @@ published hash (Purchase-100) it is the one recorded beside the file on the
 first download, and a parse-time value would change after that download.
 """
 
-from pathlib import Path
-
 from dpaudit.data.download import expected_sha256, fetch, known_check, sha256_record_path
 from dpaudit.logs import job_logging
 
@@ -14,12 +12,12 @@ sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     dataset, filename = sm.wildcards.dataset, sm.wildcards.filename
     destination = sm.output[0]
+    record = sha256_record_path(destination)
     fetch(
         sm.params.sources,
         destination,
-        # output is <resources>/raw/{dataset}/{filename}
-        expected_sha256(dataset, filename, Path(destination).parents[2]),
+        expected_sha256(dataset, filename, record=record),
         log=log,
-        record=sha256_record_path(destination),
+        record=record,
         check=known_check(dataset, filename),
     )

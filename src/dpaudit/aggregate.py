@@ -215,13 +215,16 @@ def summary_html(summary: pd.DataFrame) -> str:
     return tables.page("dpaudit runs", body)
 
 
-def load_train_infos(paths: Sequence[str | Path]) -> dict[tuple[str, str], dict]:
-    """Read train.json files laid out as results/models/{dataset}/{run}/train.json."""
-    infos = {}
-    for path in paths:
-        path = Path(path)
-        infos[(path.parent.parent.name, path.parent.name)] = read_json(path)
-    return infos
+def load_train_infos(
+    paths: Sequence[str | Path], run_keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], dict]:
+    """Read train.json files, one per (dataset, run) key of ``run_keys`` (same order).
+
+    The keys come from the workflow (the rule's ``params``), never from the paths.
+    """
+    if len(paths) != len(run_keys):
+        raise ValueError(f"{len(paths)} train.json files for {len(run_keys)} runs")
+    return {(str(dataset), str(run)): read_json(path) for path, (dataset, run) in zip(paths, run_keys, strict=True)}
 
 
 def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:

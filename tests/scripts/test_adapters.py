@@ -17,6 +17,8 @@ RUNS = {
                                 "epochs": 1, "batch_size": 8, "learning_rate": 0.1, "seed": 0},
     }
 }
+# (dataset, run) of each train.json the aggregation reads: keys come from params, not paths
+RUN_KEYS = [("toy", run) for run in RUNS["toy"]]
 MIA_OPTIONS = {"alpha": 0.05, "fpr_targets": [0.01, 0.1], "ci_method": "split", "loss": "loss_ce", "seed": 0}
 
 
@@ -61,9 +63,11 @@ def metric_files(tmp_path):
     for run, params in RUNS["toy"].items():
         write_parquet(tmp_path / f"{run}.outputs.parquet", _outputs(rng, 300, 200, 2.0))
         epsilon = math.inf if params["mechanism"] == "baseline" else 2.0
-        train = tmp_path / "models" / "toy" / run / "train.json"
+        # no results/models/{dataset}/{run}/ layout: the jobs take the run keys from params
+        train = tmp_path / "models" / f"model{len(trains)}.train.json"
+        history = [{"epoch": e, "loss": 1 / e, "accuracy": 1 - 0.5 / e} for e in (1, 2)]
         write_json(train, {"epsilon": epsilon, "delta": 1e-3, "noise_multiplier": None if epsilon == math.inf else 1.3,
-                           "accountant": "rdp", "sampling": "poisson"})
+                           "accountant": "rdp", "sampling": "poisson", "history": history})
         out = tmp_path / "metrics" / f"{run}.parquet"
         fake = FakeSnakemake(
             "metric_mia",
@@ -93,7 +97,7 @@ def test_aggregate_and_plot_adapters(tmp_path, metric_files):
         "aggregate_metrics",
         input={"metrics": [str(p) for p in paths], "train": [str(p) for p in trains]},
         output={"table": tmp_path / "tables" / "metrics.parquet", "runs": tmp_path / "tables" / "runs.html"},
-        params={"runs": RUNS},
+        params={"runs": RUNS, "run_keys": RUN_KEYS},
         log=[tmp_path / "aggregate.log"],
     )
     run_script("aggregate_metrics", fake)
@@ -116,3 +120,23 @@ def test_aggregate_and_plot_adapters(tmp_path, metric_files):
     run_script("plot_privacy_utility", plot)
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "fig.pdf").stat().st_size > 1000
+
+    from dpaudit.plots.models import FIGURES
+
+    figures = {}
+    for name in FIGURES:
+        figures[name] = tmp_path / "models_fig" / f"{name}.png"
+        figures[f"{name}_pdf"] = tmp_path / "models_fig" / f"{name}.pdf"
+    models = FakeSnakemake(
+        "plot_model_figures",
+        input={"table": tmp_path / "tables" / "metrics.parquet",
+               "outputs": [str(tmp_path / f"{run}.outputs.parquet") for run in RUNS["toy"]],
+               "train": [str(p) for p in trains], "info": tmp_path / "dataset.json"},
+        output=figures,
+        params={"runs": list(RUNS["toy"]), "loss": "loss_ce"},
+        wildcards={"dataset": "toy"},
+        log=[tmp_path / "models.log"],
+    )
+    run_script("plot_model_figures", models)
+    assert all(path.read_bytes()[:4] in (b"\x89PNG", b"%PDF") for path in figures.values())
+    assert "figures over 2 models" in (tmp_path / "models.log").read_text()

@@ -9,7 +9,7 @@ from dpaudit.io import read_json, read_parquet
 from dpaudit.plots.profile import figure_ranks_vs_beta
 from dpaudit.profile.study import read_thresholds
 from tests.scripts.fake import FakeSnakemake, named, run_script
-from tests.scripts.test_adapters import RUNS, metric_files  # noqa: F401  (fixture)
+from tests.scripts.test_adapters import RUN_KEYS, RUNS, metric_files  # noqa: F401  (fixture)
 
 VIEW = {"source": "breast_cancer", "columns": [0, 1], "first_rows": 60, "scale_on_subset": True, "figures": True}
 
@@ -88,7 +88,7 @@ def test_profile_rows_join_metrics_table_without_a_run(tmp_path, profile_dir, me
         input={"metrics": [str(p) for p in paths], "dataset_metrics": [str(profile_dir / "metrics.parquet")],
                "train": [str(p) for p in trains]},
         output={"table": tmp_path / "metrics.parquet", "runs": tmp_path / "runs.html"},
-        params={"runs": RUNS}, log=[tmp_path / "aggregate.log"],
+        params={"runs": RUNS, "run_keys": RUN_KEYS}, log=[tmp_path / "aggregate.log"],
     )
     run_script("aggregate_metrics", fake)
     table = read_parquet(tmp_path / "metrics.parquet")

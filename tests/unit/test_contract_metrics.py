@@ -138,6 +138,7 @@ def test_mechanisms_are_declared_once():
     assert config.LINEAR_MECHANISMS is vocabulary.LINEAR_MECHANISMS
     assert privacy_utility.MECHANISM_LABELS is landscape.MECHANISM_LABELS is vocabulary.MECHANISM_LABELS
     assert set(vocabulary.MECHANISM_LABELS) == set(vocabulary.MECHANISMS) == set(config.MECHANISM_COLUMNS)
+    assert set(vocabulary.MECHANISM_SHORT_LABELS) == set(vocabulary.MECHANISMS)
 
 
 # ----------------------------------------------- every family's real producer

@@ -206,6 +206,7 @@ def test_downstream_readers_take_a_linear_train_json(tmp_path):
     assert card.row["epsilon"] == 3.0 and card.row["delta"] == 0.0 and card.row["accountant"] == "pure"
     assert card.row["max_attack_accuracy_bound"] == pytest.approx(math.exp(3) / (1 + math.exp(3)))
     assert run_identifiability(infos[1]).set_index("metric").loc["rho_beta", "applicable"]
-    frame = runs_frame({"toy": runs}, load_train_infos(sorted((tmp_path / "results").rglob("train.json"))))
+    paths = [tmp_path / "results" / "toy" / mechanism / "train.json" for mechanism in MECHANISMS]
+    frame = runs_frame({"toy": runs}, load_train_infos(paths, [("toy", mechanism) for mechanism in MECHANISMS]))
     assert (frame["accountant_epsilon"] == 3.0).all() and (frame["accountant_delta"] == 0.0).all()
     assert frame["noise_multiplier"].isna().all() and (frame["accountant"] == "pure").all()

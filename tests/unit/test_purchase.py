@@ -171,6 +171,9 @@ def test_first_download_records_hash_and_later_downloads_must_match(mirror, tmp_
     # sha256sum format, so `sha256sum -c` run in the folder checks the file.
     assert record.read_text() == f"{GOOD_SHA}  dataset_purchase.tgz\n"
     assert expected_sha256("purchase100", PURCHASE_FILE, resources) == GOOD_SHA
+    # the download job names its record (its output's sidecar) instead of a resources folder
+    assert expected_sha256("purchase100", PURCHASE_FILE, record=record) == GOOD_SHA
+    assert expected_sha256("purchase100", PURCHASE_FILE, record=tmp_path / "none.sha256") is None
     assert sorted(p.name for p in dest.parent.iterdir()) == [PURCHASE_FILE, record.name]
 
     # The mirror now serves a different (equally well-formed) file. A good

@@ -25,7 +25,8 @@ list, with its ``Family``, joined into ``METRICS``), then run
 ``tests/unit/test_contract_metrics.py`` fails while the committed file differs.
 
 Also here: the training mechanisms with their display names (``MECHANISMS``,
-``MECHANISM_LABELS``); ``dpaudit.config`` and the figures import them from here.
+``MECHANISM_LABELS``, ``MECHANISM_SHORT_LABELS``); ``dpaudit.config``, the rules and
+the figures import them from here.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "LINEAR_MECHANISMS",
     "MECHANISMS",
     "MECHANISM_LABELS",
+    "MECHANISM_SHORT_LABELS",
     "METRICS",
     "RENAMED",
     "SCHEMA_VERSION",
@@ -75,6 +77,13 @@ MECHANISM_LABELS: dict[str, str] = {
     "dpsgd": "DP-SGD",
     "output_perturbation": "output perturbation (logistic regression)",
     "objective_perturbation": "objective perturbation (logistic regression)",
+}
+# Where space is short (the report's privacy-card labels).
+MECHANISM_SHORT_LABELS: dict[str, str] = {
+    "baseline": "baseline",
+    "dpsgd": "DP-SGD",
+    "output_perturbation": "output perturbation",
+    "objective_perturbation": "objective perturbation",
 }
 
 # ------------------------------------------------------------------- the table

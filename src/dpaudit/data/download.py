@@ -292,15 +292,21 @@ def write_sha256_record(record: str | os.PathLike, sha256: str, file_name: str) 
 
 
 def expected_sha256(
-    dataset: str, file_name: str, resources_dir: str | os.PathLike = "resources"
+    dataset: str,
+    file_name: str,
+    resources_dir: str | os.PathLike = "resources",
+    *,
+    record: str | os.PathLike | None = None,
 ) -> str | None:
     """The hash ``resources_dir/raw/{dataset}/{file_name}`` must have, or None if not yet known.
 
-    The registry's hash wins; otherwise the one recorded on first download. A
-    sidecar that contradicts the registry is an error, since one of them is wrong.
+    The registry's hash wins; otherwise the one recorded on first download (in
+    ``record`` when given, the sidecar of the file under ``resources_dir`` otherwise).
+    A sidecar that contradicts the registry is an error, since one of them is wrong.
     """
     known = known_sha256(dataset, file_name)
-    record = sha256_record_path(Path(resources_dir) / "raw" / dataset / file_name)
+    if record is None:
+        record = sha256_record_path(Path(resources_dir) / "raw" / dataset / file_name)
     recorded = read_sha256_record(record)
     if known is not None and recorded is not None and known.lower() != recorded:
         raise ValueError(
