@@ -535,21 +535,23 @@ def job_resources(name):
 
 # ---------------------------------------------------------------- privacy dossiers (issue 18)
 def dossier_inputs(wildcards):
+    keys = {"dataset": wildcards.dataset, "run": wildcards.run}
     inputs = {
-        "table": "results/tables/metrics.parquet",
-        "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
-        "outputs": f"results/per_example/{wildcards.dataset}/{wildcards.run}/outputs.parquet",
-        "info": f"results/data/{wildcards.dataset}/dataset.json",
-        "ledger": "results/tables/budget_ledger.parquet",
+        "table": P.METRICS_TABLE,
+        "train": P.fill(P.TRAIN_INFO, **keys),
+        "outputs": P.fill(P.OUTPUTS, **keys),
+        "info": P.fill(P.DATASET_INFO, dataset=wildcards.dataset),
+        "ledger": P.BUDGET_LEDGER,
     }
     if "canary" in FAMILIES and run_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS:
         # the worst-case neighbour of the privacy profile, as the many-runs audit replaced it
-        inputs["record"] = f"results/canary/{wildcards.dataset}/{wildcards.run}/audit.json"
+        inputs["record"] = P.fill(P.CANARY_AUDIT, **keys)
     return inputs
 
 
 def dossier_targets():
     """A dossier per trained model and the guidance page (with its figure) per dataset."""
-    return all_runs("results/dossiers/{dataset}/{run}.html") + [
-        f"results/dossiers/{dataset}/guidance.{ext}" for dataset in DATASETS for ext in ("html", "png")
+    return all_runs(P.DOSSIER) + [
+        path for dataset in DATASETS
+        for path in (P.fill(P.GUIDANCE, dataset=dataset), P.fill(P.beside(P.GUIDANCE, "png"), dataset=dataset))
     ]

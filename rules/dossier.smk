@@ -1,5 +1,5 @@
 # Privacy dossiers (issue 18): every family's answer for one model on one page, and the
-# guidance page per dataset to choose ε. Both read results/tables/metrics.parquet through
+# guidance page per dataset to choose ε. Both read the metrics table through
 # the metric vocabulary (dpaudit.report.dossier) and are standalone HTML files.
 
 # guidance.html would also match {run}.html
@@ -11,7 +11,7 @@ rule dossier:
         unpack(dossier_inputs),
     output:
         html=report(
-            "results/dossiers/{dataset}/{run}.html",
+            P.DOSSIER,
             caption="../workflow/report/dossier.rst",
             category="Dossiers",
             subcategory="{dataset}",
@@ -21,34 +21,34 @@ rule dossier:
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["dossier"],
     log:
-        "logs/dossier/{dataset}/{run}.log",
+        P.log("dossier", P.RUN_KEY),
     script:
         "../scripts/dossier.py"
 
 
 rule dossier_guidance:
     input:
-        table="results/tables/metrics.parquet",
+        table=P.METRICS_TABLE,
     output:
         html=report(
-            "results/dossiers/{dataset}/guidance.html",
+            P.GUIDANCE,
             caption="../workflow/report/dossier_guidance.rst",
             category="Dossiers",
             subcategory="{dataset}",
             labels={"model": "guidance: choosing ε"},
         ),
         png=report(
-            "results/dossiers/{dataset}/guidance.png",
+            P.beside(P.GUIDANCE, "png"),
             caption="../workflow/report/dossier_guidance_figure.rst",
             category="Dossiers",
             subcategory="{dataset}",
             labels={"model": "guidance: privacy–utility frontier"},
         ),
-        pdf="results/dossiers/{dataset}/guidance.pdf",
+        pdf=P.beside(P.GUIDANCE, "pdf"),
     params:
         targets=config["guidance"],
         code=CODE["dossier_guidance"],
     log:
-        "logs/dossier_guidance/{dataset}.log",
+        P.log("dossier_guidance", P.DATASET_KEY),
     script:
         "../scripts/dossier_guidance.py"
