@@ -7,6 +7,9 @@ ruleorder: dossier_guidance > dossier
 
 
 rule dossier:
+    # the guidance page (guidance.html) is not a model's dossier
+    wildcard_constraints:
+        run=r"(?!guidance\.html$)[A-Za-z0-9.+\-~_]+",
     input:
         unpack(dossier_inputs),
     output:
