@@ -279,6 +279,33 @@ def pmp_train_params():
     return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
 
 
+def pmp_extract_inputs():
+    """extract_per_example computes the per-example gradients of Recipes A and B at every
+    checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": "results/models/{dataset}/{run}/checkpoints.npz"}
+
+
+def pmp_extract_outputs():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoint_gradients": "results/per_example/{dataset}/{run}/checkpoint_gradients.parquet"}
+
+
+def pmp_extract_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"pmp": pmp_parent_options}
+
+
+def pmp_parent_options(wildcards):
+    """The parent set X of a run's PMP metric; None for a shadow model (its file has no rows)."""
+    if wildcards.run in PMP_SHADOWS[wildcards.dataset]:
+        return None
+    return {"parent_seed": PMP["parent_seed"], "nonmember_pool": PMP["nonmember_pool"]}
+
+
 def pmp_shadow_training(wildcards):
     """Which random half of X a shadow model trains on; None for an ordinary run."""
     shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
@@ -308,8 +335,7 @@ def pmp_metric_inputs(wildcards):
         "examples": f"results/data/{wildcards.dataset}/examples.parquet",
         "info": f"results/data/{wildcards.dataset}/dataset.json",
         "train": f"results/models/{wildcards.dataset}/{wildcards.run}/train.json",
-        "model": f"results/models/{wildcards.dataset}/{wildcards.run}/model.keras",
-        "checkpoints": f"results/models/{wildcards.dataset}/{wildcards.run}/checkpoints.npz",
+        "gradients": f"results/per_example/{wildcards.dataset}/{wildcards.run}/checkpoint_gradients.parquet",
     }
     if pmp_shadow_loss_files(wildcards):
         inputs["shadows"] = f"results/pmp/{wildcards.dataset}/{wildcards.run}/shadow_scores.parquet"

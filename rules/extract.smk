@@ -4,12 +4,15 @@ rule extract_per_example:
         info="results/data/{dataset}/dataset.json",
         model="results/models/{dataset}/{run}/model.keras",
         train="results/models/{dataset}/{run}/train.json",
+        **pmp_extract_inputs(),
     output:
         outputs="results/per_example/{dataset}/{run}/outputs.parquet",
         gradients="results/per_example/{dataset}/{run}/gradients.parquet",
+        **pmp_extract_outputs(),
     params:
         run=run_params,
         extract=config["extract"],
+        **pmp_extract_params(),
         code=CODE["extract_per_example"],
     threads: 1
     resources:
