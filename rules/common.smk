@@ -531,11 +531,15 @@ def _job_resources(name, wildcards, attempt):
     if name in ("train_model", "canary_scores"):  # an audit twin trains like its released run
         return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
     if name == "extract_per_example":
-        return dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
-                                             attempt=attempt)
-    if name == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
-        per_checkpoint = dpresources.extract_resources(n, d, n_params, full_gradients=False, attempt=attempt)
-        return {"mem_mb": per_checkpoint["mem_mb"], "runtime": per_checkpoint["runtime"] * (1 + PMP["checkpoints"])}
+        job = dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
+                                            attempt=attempt)
+        if PMP["enabled"]:  # plus the parent set's gradient vectors at the final weights and every checkpoint
+            kept = dpresources.extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
+            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"]),
+                   "runtime": job["runtime"] + kept["runtime"] * (1 + PMP["checkpoints"])}
+        return job
+    if name == "metric_pmp":  # reads the extraction's checkpoint gradients (no TensorFlow)
+        return dpresources.pmp_metric_resources(n, n_params, checkpoints=PMP["checkpoints"], attempt=attempt)
     grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
     return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
 
