@@ -287,6 +287,33 @@ def pmp_train_params():
     return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
 
 
+def pmp_extract_inputs():
+    """extract_per_example computes the per-example gradients of Recipes A and B at every
+    checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": P.CHECKPOINTS}
+
+
+def pmp_extract_outputs():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoint_gradients": P.CHECKPOINT_GRADIENTS}
+
+
+def pmp_extract_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"pmp": pmp_parent_options}
+
+
+def pmp_parent_options(wildcards):
+    """The parent set X of a run's PMP metric; None for a shadow model (its file has no rows)."""
+    if wildcards.run in PMP_SHADOWS[wildcards.dataset]:
+        return None
+    return {"parent_seed": PMP["parent_seed"], "nonmember_pool": PMP["nonmember_pool"]}
+
+
 def pmp_shadow_training(wildcards):
     """Which random half of X a shadow model trains on; None for an ordinary run."""
     shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
@@ -317,8 +344,7 @@ def pmp_metric_inputs(wildcards):
         "examples": P.EXAMPLES.format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
-        "model": P.MODEL.format(**keys),
-        "checkpoints": P.CHECKPOINTS.format(**keys),
+        "gradients": P.CHECKPOINT_GRADIENTS.format(**keys),
     }
     if pmp_shadow_loss_files(wildcards):
         inputs["shadows"] = P.PMP_SHADOW_SCORES.format(**keys)
@@ -512,11 +538,15 @@ def _job_resources(name, wildcards, attempt):
     if name in ("train_model", "canary_scores"):  # an audit twin trains like its released run
         return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
     if name == "extract_per_example":
-        return dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
-                                             attempt=attempt)
-    if name == "metric_pmp":  # Recipes A and B recompute gradient norms at every checkpoint
-        per_checkpoint = dpresources.extract_resources(n, d, n_params, full_gradients=False, attempt=attempt)
-        return {"mem_mb": per_checkpoint["mem_mb"], "runtime": per_checkpoint["runtime"] * (1 + PMP["checkpoints"])}
+        job = dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
+                                            attempt=attempt)
+        if PMP["enabled"]:  # plus the parent set's gradient vectors at the final weights and every checkpoint
+            kept = dpresources.extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
+            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"]),
+                   "runtime": job["runtime"] + kept["runtime"] * (1 + PMP["checkpoints"])}
+        return job
+    if name == "metric_pmp":  # reads the extraction's checkpoint gradients (no TensorFlow)
+        return dpresources.pmp_metric_resources(n, n_params, checkpoints=PMP["checkpoints"], attempt=attempt)
     grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
     return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
 

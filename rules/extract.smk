@@ -4,12 +4,15 @@ rule extract_per_example:
         info=P.DATASET_INFO,
         model=P.MODEL,
         train=P.TRAIN_INFO,
+        **pmp_extract_inputs(),
     output:
         outputs=P.OUTPUTS,
         gradients=P.GRADIENTS,
+        **pmp_extract_outputs(),
     params:
         run=run_params,
         extract=config["extract"],
+        **pmp_extract_params(),
         code=CODE["extract_per_example"],
     threads: 1
     resources:

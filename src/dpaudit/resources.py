@@ -100,6 +100,16 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
     return {"mem_mb": memory, "runtime": runtime}
 
 
+def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``metric_pmp`` (numpy only): the parent set's (≤ n rows) float32
+    gradients at the final weights and ``checkpoints`` checkpoints, each clipped in float64,
+    and Recipe A's 2n × 2n distances."""
+    weight_sets = int(checkpoints) + 1
+    memory = _mb(weight_sets * n * max(n_params, 1) * (4 + 8) + 3 * 8 * n * n, NUMPY_BASE_MB, attempt)
+    runtime = _minutes(30 + 2e-8 * weight_sets * n * max(n_params, 1000) + 5e-8 * n * n, 10, attempt)
+    return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
+
+
 def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of ``train_model`` for one run (``run``: its grid row)."""
     batch = int(_number(run.get("batch_size"), 64))

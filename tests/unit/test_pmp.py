@@ -264,8 +264,8 @@ def _softmax_regression_grads(x, y, w, b):
 
 def test_recipe_a_on_linear_model_equals_bruteforce_numpy(tmp_path):
     from dpaudit import _tf
-    from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
-    from dpaudit.metrics.pmp.run import _clipped_gradients
+    from dpaudit.extract.checkpoints import read_checkpoint_gradients
+    from dpaudit.extract.extract import load_model
     from dpaudit.training.models import build_mlp, logits_model
 
     _tf.configure(1, 0)
@@ -278,7 +278,13 @@ def test_recipe_a_on_linear_model_equals_bruteforce_numpy(tmp_path):
     model = load_model(path)
     net = logits_model(model)
     clip, z, delta = 0.5, 1.1, 1e-3
-    tf_clipped = _clipped_gradients(model, make_per_example_gradient_fn(net), None, x, y, clip)
+    # X = the 3 members and 3 non-members in id order; the extraction's final-weight gradients, clipped
+    examples = pd.DataFrame({"example_id": np.arange(6), "split": ["train"] * 3 + ["holdout"] * 3, "label": y,
+                             "x": list(x)})
+    train = {"mechanism": "dpsgd", "epsilon": 3.0, "steps": 10}
+    (final,) = read_checkpoint_gradients(_extract_checkpoint_gradients(tmp_path, examples, train, None))
+    assert final["example_id"].tolist() == list(range(6)) and final["steps"] == 0
+    tf_clipped, _ = dpsgd.clip_rows(final["gradients"], clip)
     kernel, bias = (v.numpy().astype(np.float64) for v in net.trainable_variables)
     raw = _softmax_regression_grads(x.astype(np.float64), y, kernel, bias)
     norms = np.linalg.norm(raw, axis=1)
@@ -391,8 +397,7 @@ def test_baseline_run_gets_not_applicable_rows():
     rows, per_example = pmp_run_metrics(
         examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
         {"mechanism": "baseline", "epsilon": math.inf, "delta": None, "accountant": None},
-        model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
-        log=logging.getLogger("test"))
+        gradients_path="absent.parquet", options={}, shadow_scores=None, log=logging.getLogger("test"))
     assert (rows["status"] == "not_applicable").all() and rows["value"].isna().all()
     assert "not applicable" in rows["note"].iloc[0]
     assert per_example.empty
@@ -402,16 +407,14 @@ def test_baseline_run_gets_not_applicable_rows():
     rows, _ = pmp_run_metrics(
         examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
         {"mechanism": "dpsgd", "epsilon": 2.0, "delta": 1e-3, "accountant": "rdp", "microbatches": 4},
-        model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
-        log=logging.getLogger("test"))
+        gradients_path="absent.parquet", options={}, shadow_scores=None, log=logging.getLogger("test"))
     assert (rows["status"] == "not_applicable").all()
     assert rows["note"].str.contains("microbatches").any()
     # a pure ε-DP linear run: finite ε, but no DP-SGD noise for the recipes to bound
     rows, per_example = pmp_run_metrics(
         examples, {"members": "train", "nonmembers": "holdout", "utility": "test"},
         {"mechanism": "output_perturbation", "epsilon": 2.0, "delta": 0.0, "accountant": "pure"},
-        model_path="absent.keras", checkpoints_path=None, options={}, shadow_scores=None, threads=1,
-        log=logging.getLogger("test"))
+        gradients_path="absent.parquet", options={}, shadow_scores=None, log=logging.getLogger("test"))
     assert (rows["status"] == "not_applicable").all() and rows["value"].isna().all()
     assert rows["note"].str.contains("output_perturbation").all() and "inf" not in rows["note"].iloc[0]
     assert (rows["accountant_epsilon"] == 2.0).all() and per_example.empty
@@ -515,6 +518,18 @@ def test_per_row_solver_with_large_mu_matches_brentq(mu, delta):
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 
 
+def _extract_checkpoint_gradients(tmp_path, examples, train, checkpoints_path, model="m.keras"):
+    """The extraction stage's checkpoint_gradients.parquet of a saved model (default pmp options)."""
+    from dpaudit.extract.extract import _load, write_checkpoint_gradients
+    from dpaudit.training.models import features
+
+    path = tmp_path / "checkpoint_gradients.parquet"
+    write_checkpoint_gradients(_load(tmp_path / model, 1, 0), examples, features(examples), SPLITS, path=path,
+                               train=train, checkpoints_path=checkpoints_path,
+                               parent={"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"})
+    return path
+
+
 def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
     """pmp_run_metrics on a 3-feature softmax regression (X = 10 members + 10 others) whose
     shadow models separate every x perfectly (in-models loss 0, out-models loss 5)."""
@@ -540,9 +555,9 @@ def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
              "noise_multiplier": noise_multiplier, "sampling_probability": 0.1, "steps": 100}
     log = logging.getLogger("test_pmp_rows")
     with caplog.at_level(logging.WARNING, logger="test_pmp_rows"):
-        rows, per_example = pmp_run_metrics(examples, SPLITS, train, model_path=tmp_path / "m.keras",
-                                            checkpoints_path=tmp_path / "c.npz", options={"alpha": 0.05},
-                                            shadow_scores=shadows, threads=1, log=log)
+        gradients = _extract_checkpoint_gradients(tmp_path, examples, train, tmp_path / "c.npz")
+        rows, per_example = pmp_run_metrics(examples, SPLITS, train, gradients_path=gradients,
+                                            options={"alpha": 0.05}, shadow_scores=shadows, log=log)
     # One row per (method, metric) indexed; the quantile rows and the add/remove ε row are in attrs["all"].
     single = rows["quantile"].isna() & (rows["neighbouring_relation"] != "add_remove")
     indexed = rows[single].set_index(["method", "metric"])
@@ -608,3 +623,102 @@ def test_recipe_c_with_16_shadow_models_says_it_is_vacuous(tmp_path, caplog):
     assert rows.loc[("empirical_lira", "empirical_epsilon_lower_bound"), "value"] == 0.0
     assert "vacuous" in rows.loc[("empirical_lira", "empirical_epsilon_lower_bound"), "note"]
     assert any("cannot certify" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def _tf_metric_gradients(model_path, x, y, weight_sets, clip):
+    """The oracle: metric_pmp's gradients before the extraction stage computed them (it ran
+    TensorFlow itself): the saved model, one traced per-example gradient function, chunks of
+    4096 rows, the final weights first (None), then each checkpoint's, clipped in float64."""
+    from dpaudit import _tf
+    from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
+    from dpaudit.training.models import logits_model
+
+    model = load_model(model_path)
+    fn = make_per_example_gradient_fn(logits_model(model))
+    out = []
+    for weights in weight_sets:
+        if weights is not None:
+            model.set_weights(weights)
+        parts = [fn(_tf.tf.constant(x[s:s + 4096]), _tf.tf.constant(y[s:s + 4096]))[1].numpy()
+                 for s in range(0, len(x), 4096)]
+        out.append(dpsgd.clip_rows(np.concatenate(parts), clip)[0])
+    return out
+
+
+@pytest.mark.parametrize("projection_dim", [8192, 16])
+def test_extracted_checkpoint_gradients_give_the_rows_of_the_tensorflow_metric(tmp_path, projection_dim):
+    # A hidden-layer MLP (P = 5·8 + 8 + 8·2 + 2 = 66, the tiny e2e run's model), three
+    # checkpoints: Recipes A and B from checkpoint_gradients.parquet equal, bit for bit,
+    # what the metric computed when it ran TensorFlow (projection_dim 16 < P projects).
+    from dpaudit import _tf
+    from dpaudit.extract.checkpoints import read_checkpoint_gradients
+    from dpaudit.training.models import build_mlp, features
+    from dpaudit.training.shadows import build_parent_set
+
+    _tf.configure(1, 0)
+    rng = np.random.default_rng(1)
+    n = 70
+    examples = pd.DataFrame({"example_id": np.arange(n) + 1000,
+                             "split": ["train"] * 30 + ["holdout"] * 25 + ["test"] * 15,
+                             "label": rng.integers(0, 2, n), "x": list(rng.standard_normal((n, 5)).astype(np.float32))})
+    model = build_mlp(5, {"hidden_units": [8], "activation": "relu", "dropout": 0.0, "n_classes": 2}, seed=0)
+    model.save(tmp_path / "m.keras")
+    checkpoints = [[w + 0.3 * k * rng.standard_normal(w.shape).astype(np.float32) for w in model.get_weights()]
+                   for k in range(3)]
+    np.savez(tmp_path / "c.npz", start_step=np.array([0, 40, 80]), steps_represented=np.array([40, 40, 40]),
+             **{f"w{k}_{j}": w for k, ws in enumerate(checkpoints) for j, w in enumerate(ws)})
+    train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 0.5,
+             "noise_multiplier": 1.1, "sampling_probability": 0.1, "steps": 120}
+    options = {"partners": 32, "projection_dim": projection_dim, "seed": 0}
+    path = _extract_checkpoint_gradients(tmp_path, examples, train, tmp_path / "c.npz")
+    sets = read_checkpoint_gradients(path)
+    assert [s["checkpoint"] for s in sets] == [-1, 0, 1, 2] and [s["steps"] for s in sets] == [0, 40, 40, 40]
+    rows, per_example = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options=options,
+                                        shadow_scores=None, log=logging.getLogger("test"))
+
+    ids = build_parent_set(examples, SPLITS, seed=0, pool="nonmembers_and_utility")["ids"]
+    frame = examples.set_index("example_id").loc[ids].reset_index()
+    final, *clipped = _tf_metric_gradients(tmp_path / "m.keras", features(frame), frame["label"].to_numpy(np.int64),
+                                           [None, *checkpoints], 0.5)
+    res_a = dpsgd.recipe_a_single_step(final, 1.1, 0.5, 1e-3)
+    res_b = dpsgd.recipe_b_trajectory([{"steps": 40, "clipped": c} for c in clipped], sampling_rate=0.1,
+                                      noise_multiplier=1.1, clip=0.5, delta=1e-3, n_partners=32, seed=0,
+                                      projection_dim=projection_dim)
+    assert res_b["projection_dim"] == (16 if projection_dim == 16 else 0)
+    np.testing.assert_array_equal(per_example["example_id"], ids)
+    np.testing.assert_array_equal(per_example["eps_pmp_x_gauss_single_step"], res_a["eps_pmp_x"])
+    np.testing.assert_array_equal(per_example["eps_pmp_x_dpsgd_clt"], res_b["eps_pmp_x"])
+    np.testing.assert_array_equal(per_example["mu_mean_dpsgd_clt"], res_b["mu_mean_x"])
+    np.testing.assert_array_equal(per_example["mu_max_dpsgd_clt"], res_b["mu_max_x"])
+    value = rows[rows["quantile"].isna() & (rows["neighbouring_relation"] != "add_remove")].set_index(
+        ["method", "metric"])["value"]
+    for method, res in (("gauss_single_step", res_a), ("dpsgd_clt", res_b)):
+        assert value[(method, "epsilon_pmp")] == res["eps_pmp"]
+        assert value[(method, "epsilon_parent_set")] == res["eps_X"]
+    assert res_b["eps_pmp"] > 0 and res_a["eps_pmp"] > 0
+
+
+def test_checkpoint_gradients_of_runs_without_recipes_have_no_rows_and_the_metric_checks_x(tmp_path):
+    from dpaudit import _tf
+    from dpaudit.extract.checkpoints import read_checkpoint_gradients
+    from dpaudit.training.models import build_mlp
+
+    _tf.configure(1, 0)
+    rng = np.random.default_rng(0)
+    examples = pd.DataFrame({"example_id": np.arange(8), "split": ["train"] * 4 + ["holdout"] * 4,
+                             "label": rng.integers(0, 2, 8), "x": list(rng.standard_normal((8, 3)).astype(np.float32))})
+    build_mlp(3, {"hidden_units": [], "activation": "relu", "dropout": 0.0, "n_classes": 2}, seed=0).save(
+        tmp_path / "m.keras")
+    baseline = {"mechanism": "baseline", "epsilon": math.inf, "steps": 10}
+    assert read_checkpoint_gradients(_extract_checkpoint_gradients(tmp_path, examples, baseline, None)) == []
+    train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 1.0,
+             "noise_multiplier": 1.0, "sampling_probability": 0.1, "steps": 10}
+    path = _extract_checkpoint_gradients(tmp_path, examples, train, None)
+    # no checkpoints: Recipe A only; another parent seed than the extraction's is refused by name
+    rows, _ = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={}, shadow_scores=None,
+                              log=logging.getLogger("test"))
+    assert (rows.loc[rows["method"] == "dpsgd_clt", "status"] == "not_computed").all()
+    examples = pd.concat([examples, examples.assign(example_id=examples["example_id"] + 8, split="test")])
+    with pytest.raises(ValueError, match="checkpoint_gradients.parquet.*not those of this parent set"):
+        pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={"parent_seed": 5},
+                        shadow_scores=None, log=logging.getLogger("test"))

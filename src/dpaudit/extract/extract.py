@@ -9,6 +9,8 @@ returns the same rows as in-memory frames, for tests and small data.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -90,18 +92,19 @@ def _n_params(net) -> int:
     return int(sum(int(np.prod(v.shape)) for v in net.trainable_variables))
 
 
-def gradient_chunks(net, x: np.ndarray, y: np.ndarray, *, keep: bool = False):
+def gradient_chunks(net, x: np.ndarray, y: np.ndarray, *, keep: bool = False, fn=None):
     """Yield ``(start, stop, norms, flat)`` per chunk of at most 4096 rows and 2^26 floats
     (2^24 when the caller ``keep``s the vectors).
 
     ``norms`` is float64 numpy; ``flat`` the chunk's float32 gradients as a TF tensor
-    (``.numpy()`` copies it only when the caller keeps the vectors).
+    (``.numpy()`` copies it only when the caller keeps the vectors). ``fn``: a
+    ``make_per_example_gradient_fn(net)`` to reuse (traced once for several weight sets).
     """
     from dpaudit import _tf
 
     tf = _tf.tf
     n_params = _n_params(net)
-    fn = make_per_example_gradient_fn(net)
+    fn = fn or make_per_example_gradient_fn(net)
     floats = _KEPT_CHUNK_FLOATS if keep else _GRAD_CHUNK_FLOATS
     chunk = max(1, min(4096, floats // max(n_params, 1)))
     for start in range(0, len(x), chunk):
@@ -154,6 +157,7 @@ def write_per_example(
     full_gradients: bool,
     threads: int,
     seed: int,
+    checkpoint_gradients: Mapping[str, Any] | None = None,
 ) -> int:
     """Write ``extract_per_example``'s two tables; returns the number of examples.
 
@@ -161,6 +165,8 @@ def write_per_example(
     full gradients both files are byte for byte what writing the frames gives; with
     them, ``gradients.parquet`` gets one row group per gradient chunk (the same rows,
     types and values), and at most one chunk of vectors is in memory.
+    ``checkpoint_gradients`` (the pmp family): keyword arguments of
+    ``write_checkpoint_gradients`` but the model and examples, run in the same process.
     """
     from dpaudit.data.datasets import features as arrow_features
 
@@ -173,6 +179,8 @@ def write_per_example(
     del table
     outputs = _outputs(net, keys, x, splits)
     write_parquet(outputs_path, outputs)
+    if checkpoint_gradients is not None:
+        write_checkpoint_gradients(net, keys, x, splits, **checkpoint_gradients)
     ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
     is_member = outputs["is_member"].to_numpy()
     if not full_gradients:
@@ -197,6 +205,78 @@ def write_per_example(
         if len(x) == 0:
             writer.write_table(schema.empty_table())
     return len(outputs)
+
+
+def write_checkpoint_gradients(
+    net,
+    examples: pd.DataFrame,
+    x: np.ndarray,
+    splits: Mapping[str, str],
+    *,
+    path: str | os.PathLike,
+    train: Mapping[str, Any],
+    checkpoints_path: str | os.PathLike | None,
+    parent: Mapping[str, Any] | None,
+) -> int:
+    """Write the parent set's per-example gradients at the final weights and at every checkpoint
+    (``dpaudit.extract.checkpoints`` describes the file); returns its number of rows.
+
+    ``net``: the logits model at the final weights (its weights are replaced by each
+    checkpoint's in turn); ``examples`` (example_id, split, label) and ``x`` (float32 rows)
+    in the same order; ``parent``: the pmp options ``parent_seed`` and ``nonmember_pool``,
+    None for a run whose metric needs no gradients (a Recipe C shadow model). A run the
+    recipes do not apply to gets the schema with no rows. One traced gradient function
+    serves every weight set; one chunk of vectors (one row group) is in memory at a time.
+    """
+    from dpaudit.extract.checkpoints import FINAL, load_checkpoints, not_applicable, schema
+    from dpaudit.training.shadows import build_parent_set
+
+    n_params = _n_params(net)
+    table_schema = schema(n_params)
+    rows = 0
+    with atomic_path(path, suffix=".parquet") as tmp, \
+            pq.ParquetWriter(tmp, table_schema, compression="zstd") as writer:
+        if parent is not None and not_applicable(train) is None:
+            chosen = build_parent_set(examples, splits, seed=int(parent["parent_seed"]),
+                                      pool=parent["nonmember_pool"])
+            ids, is_member = chosen["ids"], chosen["is_member"]
+            position = pd.Series(np.arange(len(examples)), index=examples["example_id"].to_numpy(np.int64))
+            rows_of_x = position.loc[ids].to_numpy()
+            xs = np.ascontiguousarray(x[rows_of_x])
+            ys = examples["label"].to_numpy(np.int64)[rows_of_x]
+            weight_sets = [(FINAL, int(train["steps"]), 0, None)]
+            if checkpoints_path is not None:
+                weight_sets += [(k, c["start_step"], c["steps"], c["weights"])
+                                for k, c in enumerate(load_checkpoints(checkpoints_path))]
+            fn = make_per_example_gradient_fn(net)
+            final = net.get_weights()
+            try:
+                _write_weight_sets(writer, table_schema, net, fn, weight_sets, xs, ys, ids, is_member,
+                                   checkpoints_path)
+            finally:
+                net.set_weights(final)  # the caller's model keeps its final weights
+            rows = len(weight_sets) * len(ids)
+        if rows == 0:
+            writer.write_table(table_schema.empty_table())
+    return rows
+
+
+def _write_weight_sets(writer, table_schema, net, fn, weight_sets, xs, ys, ids, is_member, checkpoints_path):
+    n_params = table_schema.field("gradient").type.list_size
+    for k, start_step, steps, weights in weight_sets:
+        if weights is not None:
+            if len(weights) != len(net.get_weights()):
+                raise ValueError(f"{checkpoints_path}: checkpoint {k} has {len(weights)} weight arrays, "
+                                 f"the model {len(net.get_weights())}")
+            net.set_weights(weights)
+        for start, stop, _, flat in gradient_chunks(net, xs, ys, keep=True, fn=fn):
+            size = stop - start
+            writer.write_table(pa.Table.from_arrays([
+                pa.array(np.full(size, k, dtype=np.int32)), pa.array(np.full(size, start_step, np.int64)),
+                pa.array(np.full(size, steps, np.int64)), pa.array(ids[start:stop]),
+                pa.array(is_member[start:stop]),
+                pa.FixedSizeListArray.from_arrays(pa.array(flat.numpy().reshape(-1)), n_params),
+            ], schema=table_schema))
 
 
 def _load(model_path, threads: int, seed: int):

@@ -7,6 +7,10 @@ training transcript from per-checkpoint clipped gradients, CLT: a heuristic,
 not a guarantee) and, when shadow models exist, Recipe C (empirical
 per-example ε̂ lower bounds). Non-private runs (ε = ∞) get rows saying the
 PMP bounds do not apply.
+
+The per-example gradients of X at the final weights and at every checkpoint come
+from the extraction stage (``checkpoint_gradients.parquet``,
+``dpaudit.extract.checkpoints``); this module starts no TensorFlow.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpaudit.extract.extract import load_model, make_per_example_gradient_fn
+from dpaudit.extract.checkpoints import FINAL, not_applicable, read_checkpoint_gradients
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
 from dpaudit.metrics.pmp.dpsgd import (
     clip_rows,
@@ -27,7 +31,6 @@ from dpaudit.metrics.pmp.dpsgd import (
     recipe_a_single_step,
     recipe_b_trajectory,
 )
-from dpaudit.training.models import features, logits_model
 from dpaudit.training.shadows import build_parent_set
 
 __all__ = [
@@ -53,35 +56,6 @@ METHOD_LABELS = {
                        "alpha/(2*2n) per one-sided bound, two per example)"),
     "empirical_lira_point": "empirical point estimate from shadow models (plug-in rates): NOT a bound",
 }
-
-
-def _clipped_gradients(model, gradient_fn, weights, x, y, clip, chunk: int = 4096):
-    """Per-example gradients of the CE loss at ``weights`` (None = the model's own), clipped to C.
-
-    ``gradient_fn`` is traced once per job: setting new weights only changes
-    variable values, so the traced function is reused for every checkpoint.
-    """
-    from dpaudit import _tf
-
-    if weights is not None:
-        model.set_weights(weights)
-    parts = [gradient_fn(_tf.tf.constant(x[s:s + chunk]), _tf.tf.constant(y[s:s + chunk]))[1].numpy()
-             for s in range(0, len(x), chunk)]
-    clipped, _ = clip_rows(np.concatenate(parts), clip)
-    return clipped
-
-
-def _load_checkpoints(path) -> list[dict]:
-    with np.load(path) as data:
-        starts = data["start_step"]
-        steps = data["steps_represented"]
-        out = []
-        for k in range(starts.size):
-            keys = sorted((key for key in data.files if key.startswith(f"w{k}_")),
-                          key=lambda key: int(key.split("_")[1]))
-            out.append({"start_step": int(starts[k]), "steps": int(steps[k]),
-                        "weights": [data[key] for key in keys]})
-    return out
 
 
 QUANTILES = (0.5, 0.99)  # of the per-example values, written as rows with a ``quantile`` column
@@ -125,10 +99,13 @@ def _summary(res: Mapping, delta: float) -> dict:
 
 
 def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Mapping, *,
-                    model_path: str | Path, checkpoints_path: str | Path | None, options: Mapping,
-                    shadow_scores: pd.DataFrame | None, threads: int,
+                    gradients_path: str | Path, options: Mapping, shadow_scores: pd.DataFrame | None,
                     log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(long ``pmp`` rows, per-example frame) of one run; see the module docstring."""
+    """(long ``pmp`` rows, per-example frame) of one run; see the module docstring.
+
+    ``gradients_path``: the run's ``checkpoint_gradients.parquet`` (read only when the
+    recipes apply); without checkpoint rows Recipe B is not computed.
+    """
     o = {**OPTION_DEFAULTS, **options}
     eps_accountant = float(train["epsilon"])
     delta = train.get("delta")
@@ -139,16 +116,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
               "nonmember_pool": o["nonmember_pool"], "neighbouring_relation": None, "quantile": math.nan,
               "n_shadow_models": None, "n_eval_models": None, "alpha": math.nan}
     rows: list[dict] = []
-    reason = None
-    if not math.isfinite(eps_accountant):
-        reason = ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
-                  "and a finite PMP value for it would be made up")
-    elif train.get("mechanism") != "dpsgd":
-        reason = (f"not applicable: mechanism {train.get('mechanism')} (epsilon = {eps_accountant:g}) is not DP-SGD; "
-                  "Recipes A, B and C bound DP-SGD's Gaussian noise on clipped gradients")
-    elif train.get("microbatches"):
-        reason = ("not applicable: microbatches clip group means, not examples; Recipes A and B assume "
-                  "per-example clipping")
+    reason = not_applicable(train)
     if reason is not None:
         for method in ("gauss_single_step", "dpsgd_clt", "empirical_lira"):
             rows += _rows(method, {"epsilon_pmp": math.nan, "mia_success_bound_pmp": math.nan}, common,
@@ -160,21 +128,22 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     parent = build_parent_set(examples, splits, seed=int(o["parent_seed"]), pool=o["nonmember_pool"], log=log)
     ids = parent["ids"]
     common |= {"n_parent": int(ids.size), "members_subsampled": parent["members_subsampled"]}
-    frame = examples.set_index("example_id").loc[ids]
-    x = features(frame.reset_index())
-    y = frame["label"].to_numpy(np.int64)
     z, clip = float(train["noise_multiplier"]), float(train["clip_norm"])
     q, steps = float(train["sampling_probability"]), int(train["steps"])
-
-    from dpaudit import _tf
-
-    _tf.configure(threads, int(o["seed"]))
-    model = load_model(model_path)
-    net = logits_model(model)
-    gradient_fn = make_per_example_gradient_fn(net)
+    weight_sets = read_checkpoint_gradients(gradients_path)
+    for ws in weight_sets:
+        if not np.array_equal(ws["example_id"], ids):
+            raise ValueError(f"{gradients_path}: the gradients of weight set {ws['checkpoint']} are not those of "
+                             "this parent set X (metrics.pmp.parent_seed or nonmember_pool differ from the "
+                             "extraction's); delete it and run again")
+    finals = [ws for ws in weight_sets if ws["checkpoint"] == FINAL]
+    if len(finals) != 1:
+        raise ValueError(f"{gradients_path}: {len(finals)} sets of final-weight gradients, expected 1 "
+                         "(extracted for a run the recipes do not apply to?); delete it and run again")
+    ckpts = [ws for ws in weight_sets if ws["checkpoint"] != FINAL]
     per_example = pd.DataFrame({"example_id": ids, "is_member": parent["is_member"]})
 
-    final = _clipped_gradients(model, gradient_fn, None, x, y, clip)
+    final, _ = clip_rows(finals[0]["gradients"], clip)
     res_a = recipe_a_single_step(final, z, clip, delta)
     a_common = common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1}
     rows += _rows("gauss_single_step", _summary(res_a, delta), a_common)
@@ -182,13 +151,11 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
 
     res_b = None
-    if checkpoints_path is not None:
-        ckpts = _load_checkpoints(checkpoints_path)
+    if ckpts:
         if sum(c["steps"] for c in ckpts) != steps:
-            raise ValueError(f"{checkpoints_path}: checkpoints represent {sum(c['steps'] for c in ckpts)} steps, "
+            raise ValueError(f"{gradients_path}: checkpoints represent {sum(c['steps'] for c in ckpts)} steps, "
                              f"train.json says {steps}")
-        grads = [{"steps": c["steps"], "clipped": _clipped_gradients(model, gradient_fn, c["weights"], x, y, clip)}
-                 for c in ckpts]
+        grads = [{"steps": c["steps"], "clipped": clip_rows(c["gradients"], clip)[0]} for c in ckpts]
         res_b = recipe_b_trajectory(grads, sampling_rate=q, noise_multiplier=z, clip=clip, delta=delta,
                                     n_partners=int(o["partners"]), seed=int(o["seed"]),
                                     projection_dim=int(o["projection_dim"]))
