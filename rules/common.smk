@@ -493,7 +493,9 @@ def intermediate_files():
                     files.append(P.CANARY_SCORES.format(dataset=dataset, run=run))
     files += metric_files() + profile_metric_files()
     for view in PROFILE_VIEWS:
-        files += [P.PROFILE_BASE.format(view=view), P.PROFILE_SINGLE.format(view=view)]
+        files.append(P.PROFILE_BASE.format(view=view))
+        if PROFILE["views"][view]["figures"]:  # the single-model profile feeds the figures only
+            files.append(P.PROFILE_SINGLE.format(view=view))
     files += [P.PROFILE_SAMPLES.format(view=view) for view in PROFILE["samples"]["views"]]
     files += audit_block_files("runs") + [P.AUDIT_NEIGHBOURS.format(dataset=d) for d in AUDIT_DATASETS]
     if AUDIT_DATASETS:

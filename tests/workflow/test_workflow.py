@@ -62,6 +62,13 @@ def test_default_config_job_counts(tmp_path):
         "plot_profile": 2,
         "profile_samples": 1,
         "plot_profile_samples": 1,
+        # Canary audits: a twin per DP-SGD run, rows per run, two figures per dataset (one job).
+        "canary_scores": 18,
+        "metric_canary": 24,
+        "plot_canary": 3,
+        # A dossier per model and the guidance page per dataset.
+        "dossier": 24,
+        "dossier_guidance": 3,
         "all": 1,
     }
 
@@ -138,8 +145,8 @@ def test_paper_epsilon_star_config_job_counts(tmp_path):
     assert counts["simulate_epsilon_star"] == 1 and counts["epsilon_star_ks_fit"] == 1
     trained = [job["dataset"] for job in job_wildcards(result.stdout)
                if "run" in job and "dataset" in job]
-    # each run appears once per per-run rule (train, extract, mia, epsilon_star, privacy_card)
-    assert trained.count("adult") == 260 * 5 and trained.count("purchase100") == 255 * 5
+    # each run appears once per per-run rule (train, extract, mia, epsilon_star, privacy_card, dossier)
+    assert trained.count("adult") == 260 * 6 and trained.count("purchase100") == 255 * 6
 
 
 def test_lite_epsilon_star_config_job_counts(tmp_path):
