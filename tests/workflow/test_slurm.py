@@ -170,10 +170,11 @@ def test_every_remote_job_went_through_the_scheduler(slurm_run):
     # prepare_dataset, one train_model per run and per PMP shadow model of the DP-SGD run,
     # metric_pmp per run (outside the group: it waits for the shadow models) and one
     # per_run group holding the extractions and the other metrics; plus the one
-    # resubmission of the cancelled training job.
+    # resubmission of the cancelled training job; and the canary audit twin of the DP-SGD
+    # run (a training job of its own).
     runs, shadows = 2, TINY_CONFIG["metrics"]["pmp"]["shadow_models"]
     assert plan.single_submissions == {"prepare_dataset": 1, "train_model": runs + shadows,
-                                       "metric_pmp": runs}, plan.describe()
+                                       "metric_pmp": runs, "canary_scores": 1}, plan.describe()
     assert plan.group_submissions == {"per_run": 1}, plan.describe()
     assert states.count("COMPLETED") == plan.submissions, (states, slurm_run["diagnostics"])
     assert states.count("CANCELLED") == 1, (states, slurm_run["diagnostics"])
