@@ -22,6 +22,7 @@ from dpaudit.dp.hypothesis import (
     clopper_pearson_upper,
     epsilon_from_rate_bounds,
 )
+from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.plots.privacy_utility import save_figure
 
 RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta"]
@@ -39,22 +40,19 @@ NUMERIC_DETAILS = ("boot_low", "boot_high", "argmax_count")
 # rate in the ratio's denominator times its set size) is one or two losses deciding the value.
 FEW_EXAMPLES = 2.0
 # The canary audit's rungs (family canary): column -> (metric, threat model, score kind).
-CANARY_RUNGS = {
-    "canary_gdp_white_box": ("epsilon_gdp_estimate", "white_box", "llr"),
-    "canary_one_run_fdp_white_box": ("epsilon_lb_one_run_fdp", "white_box", "llr"),
-    "canary_one_run_white_box": ("epsilon_lb_one_run", "white_box", "llr"),
-    "canary_one_run_black_box": ("epsilon_lb_one_run", "black_box", "neg_loss"),
-    "canary_many_runs": ("epsilon_lb_many_runs", "many_runs", "log_density_ratio"),
-}
+CANARY_RUNGS = {rung.key: (rung.metric, rung.threat_model, rung.score_kind) for rung in LADDER}
 # Rungs whose ceiling (what perfect guessing certifies) is drawn as a bar-end tick.
 CEILING_RUNGS = ("canary_one_run_white_box", "canary_one_run_fdp_white_box", "canary_many_runs")
+_CEILING_NOTE = {key: "; –: its ceiling" for key in CEILING_RUNGS}
+_RUNG_STYLE = {  # colour and marker of each rung of dpaudit.metrics.canary.rows.LADDER
+    "canary_gdp_white_box": ("tab:purple", "P"),
+    "canary_one_run_fdp_white_box": ("tab:brown", "v"),
+    "canary_one_run_white_box": ("tab:red", "s"),
+    "canary_many_runs": ("tab:olive", "X"),
+    "canary_one_run_black_box": ("tab:cyan", "h"),
+}
 SERIES = {  # column -> (label, colour, marker), the ε ladder from strongest to weakest attacker
-    "canary_gdp_white_box": ("white box, GDP estimate (canaries; assumes a Gaussian trade-off)",
-                             "tab:purple", "P"),
-    "canary_one_run_fdp_white_box": ("white box, one-run bound vs Gaussian curve (f-DP)", "tab:brown", "v"),
-    "canary_one_run_white_box": ("white box, one-run bound (distribution-free); –: its ceiling", "tab:red", "s"),
-    "canary_many_runs": ("many-runs bound (linear mechanisms); –: its ceiling", "tab:olive", "X"),
-    "canary_one_run_black_box": ("black box, one-run bound (input canaries, last model)", "tab:cyan", "h"),
+    **{rung.key: (rung.label + _CEILING_NOTE.get(rung.key, ""), *_RUNG_STYLE[rung.key]) for rung in LADDER},
     "epsilon_lower_bound": ("natural split: certified attack bound (CI)", "tab:blue", "o"),
     "epsilon_star_parametric": ("ε* parametric (logit loss)", "tab:orange", "D"),
     "epsilon_star_empirical": ("ε* empirical (logit loss)", "tab:green", "^"),

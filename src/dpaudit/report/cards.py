@@ -18,6 +18,7 @@ import pandas as pd
 from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
+from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.metrics.mia import roc_curve
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
@@ -46,14 +47,6 @@ def _page(title: str, body: str) -> str:
     )
 
 
-# The card's ε ladder: (metric, threat model, score kind) of the canary family, strongest attacker first.
-CANARY_LADDER = (
-    ("epsilon_gdp_estimate", "white_box", "llr", "white box: GDP estimate (assumes a Gaussian trade-off)"),
-    ("epsilon_lb_one_run_fdp", "white_box", "llr", "white box: one-run bound vs the Gaussian curve (f-DP)"),
-    ("epsilon_lb_one_run", "white_box", "llr", "white box: one-run bound (distribution-free)"),
-    ("epsilon_lb_many_runs", "many_runs", "log_density_ratio", "many releases: bound (distribution-free)"),
-    ("epsilon_lb_one_run", "black_box", "neg_loss", "black box: one-run bound (last model, input canaries)"),
-)
 VERDICT_TEXT = {
     "above_promise": "MEASURED ABOVE THE PROMISE: a distribution-free canary bound exceeds the accountant's ε",
     "consistent": "consistent with the promise: no canary bound exceeds the accountant's ε",
@@ -68,9 +61,10 @@ def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
         return ("<h2>ε ladder</h2><p>Canary audit not computed in this run "
                 "(family <code>canary</code> disabled).</p>")
     rows = []
-    for metric, threat, kind, label in CANARY_LADDER:
-        hit = canary[(canary["metric"] == metric) & (canary["threat_model"] == threat).fillna(False)
-                     & (canary["score_kind"] == kind).fillna(False)]
+    for rung in LADDER:
+        label = rung.label
+        hit = canary[(canary["metric"] == rung.metric) & (canary["threat_model"] == rung.threat_model).fillna(False)
+                     & (canary["score_kind"] == rung.score_kind).fillna(False)]
         if hit.empty:
             continue
         value = float(hit["value"].iloc[0])

@@ -34,6 +34,7 @@ import pandas as pd
 
 from dpaudit.contract.metrics import MECHANISM_LABELS, declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
+from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER
 
 # Columns of the run grid (dpaudit.config): a configuration is a grid row without its seed.
 GRID_COLUMNS = ("mechanism", "target_epsilon", "clip_norm", "microbatches", "epochs", "batch_size",
@@ -332,13 +333,8 @@ def _promise(view: RunView, train: Mapping) -> tuple[str, float]:
 
 # ------------------------------------------------------------------ section 2
 
-LADDER = (
-    ("white-box canaries, Gaussian-DP estimate", "epsilon_gdp_estimate", {"threat_model": "white_box", "score_kind": "llr"}),
-    ("white-box canaries, f-DP bound", "epsilon_lb_one_run_fdp", {"threat_model": "white_box", "score_kind": "llr"}),
-    ("white-box canaries, one-run bound", "epsilon_lb_one_run", {"threat_model": "white_box", "score_kind": "llr"}),
-    ("black-box canaries, one-run bound", "epsilon_lb_one_run", {"threat_model": "black_box"}),
-    ("many runs, worst-case neighbour", "epsilon_lb_many_runs", {}),
-)
+LADDER = tuple((rung.label, rung.metric, {"threat_model": rung.threat_model, "score_kind": rung.score_kind})
+               for rung in CANARY_LADDER)
 
 
 def _bound_sentence(found: Found, eps: float) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -29,8 +30,34 @@ import pandas as pd
 from dpaudit.dp import canary_bounds as cb
 from dpaudit.metrics.canary.many_runs import bound_from_scores
 
-__all__ = ["DISTRIBUTION_FREE", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
+__all__ = ["DISTRIBUTION_FREE", "LADDER", "Rung", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
            "verdict"]
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of a run's ε ladder: which canary row it is and how figures and pages name it."""
+
+    key: str
+    metric: str
+    threat_model: str
+    score_kind: str
+    label: str
+
+
+# The ε ladder, strongest attacker first: the audit figure, the privacy cards and the
+# dossiers all read it from here.
+LADDER = (
+    Rung("canary_gdp_white_box", "epsilon_gdp_estimate", "white_box", "llr",
+         "white box: GDP estimate (assumes a Gaussian trade-off)"),
+    Rung("canary_one_run_fdp_white_box", "epsilon_lb_one_run_fdp", "white_box", "llr",
+         "white box: one-run bound vs the Gaussian curve (f-DP)"),
+    Rung("canary_one_run_white_box", "epsilon_lb_one_run", "white_box", "llr",
+         "white box: one-run bound (distribution-free)"),
+    Rung("canary_many_runs", "epsilon_lb_many_runs", "many_runs", "log_density_ratio",
+         "many releases: bound (linear mechanisms, distribution-free)"),
+    Rung("canary_one_run_black_box", "epsilon_lb_one_run", "black_box", "neg_loss",
+         "black box: one-run bound (last model, input canaries)"),
+)
 
 # Rows whose bound holds for every (ε, δ)-DP mechanism; only these can flag a run.
 DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
