@@ -63,11 +63,12 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
     # the hand-kept module list of earlier versions missed; everything downstream of the
     # metrics table follows. Training, extraction, ε* do not rerun.
     # metric_canary reaches it through the many-runs bound (dpaudit.metrics.canary.many_runs),
-    # not the audit twin: canary_scores does not rerun.
+    # not the audit twin: canary_scores does not rerun; the dossiers read the metrics table.
     assert job_counts(result.stdout) == {
         "metric_mia": 2, "privacy_card": 2, "budget_ledger": 1, "aggregate_metrics": 1,
         "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "plot_audit": 1,
-        "plot_model_figures": 1, "metric_canary": 2, "plot_canary": 1, "all": 1,
+        "plot_model_figures": 1, "metric_canary": 2, "plot_canary": 1, "dossier": 2, "dossier_guidance": 1,
+        "all": 1,
     }
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
                           env=tiny_run["env"], root=tiny_run["project"])

@@ -10,7 +10,9 @@ Range. The δ of an (ε, δ) guarantee lies in the open interval (0, 1):
   ε-DP claim: the ε lower bound from attack rates (``dpaudit.dp.hypothesis``, the
   MIA family) and the δ-adjusted belief ρ_β + δ(1 − ρ_β) of the identifiability
   family reduce to their pure-ε forms at δ = 0, and so does ε* (Negoescu et al. 2023, Fig. 3
-  simulations evaluate it at δ = 0). Those callers say so explicitly
+  simulations evaluate it at δ = 0), and so do the canary audit's one-run bounds
+  (``dpaudit.dp.canary_bounds``; the many-runs bound of the linear mechanisms tests
+  their pure ε claim). Those callers say so explicitly
   with ``check_delta(..., allow_pure=True)``; nothing else admits 0.
 * δ ≥ 1 makes every mechanism (ε, δ)-DP, so it states nothing.
 

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from dpaudit.contract.delta import check_delta
 from dpaudit.dp.hypothesis import clopper_pearson_upper
 from dpaudit.dp.mechanisms import gaussian_epsilon_analytic, gaussian_sigma_analytic
 
@@ -72,13 +73,6 @@ def check_significance(alpha: float) -> float:
     return alpha
 
 
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 <= delta < 1.0 or math.isnan(delta):
-        raise ValueError(f"delta must lie in [0, 1), got {delta}")
-    return delta
-
-
 def _check_counts(m: int, r: int, v: int) -> tuple[int, int, int]:
     m, r, v = int(m), int(r), int(v)
     if not 0 <= v <= r <= m or m < 1:
@@ -95,7 +89,7 @@ def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     Steinke et al. 2023, Thm. 5.2 (its δ term is 2mδ·max_i (P[B ≥ v − i] − β)/i).
     """
     m, r, v = _check_counts(m, r, v)
-    delta = _check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)
     if v == 0:
         return 1.0
     q = special.expit(float(eps))
@@ -124,7 +118,7 @@ def one_run_epsilon(m: int, r: int, v: int, alpha: float, delta: float) -> float
     """Largest ε at which (ε, δ)-DP is rejected at significance α (0 when none is)."""
     m, r, v = _check_counts(m, r, v)
     alpha = check_significance(alpha)
-    delta = _check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)
     if v == 0 or one_run_p_value(m, r, v, 0.0, 0.0) > alpha:
         return 0.0  # even pure 0-DP is not rejected, so nothing larger is
     return _largest_rejected(lambda eps: alpha - one_run_p_value(m, r, v, eps, delta))
@@ -178,7 +172,7 @@ def one_run_fdp_epsilon(m: int, r: int, v: int, alpha: float, delta: float) -> f
     """Largest ε whose exactly-(ε, δ)-DP Gaussian trade-off curve is rejected at α."""
     m, r, v = _check_counts(m, r, v)
     alpha = check_significance(alpha)
-    delta = _check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)
     if delta == 0.0:
         raise ValueError("the f-DP one-run bound compares with a Gaussian curve and needs delta > 0")
     if v == 0:
@@ -259,7 +253,7 @@ def one_run_audit(scores, included, *, alpha: float, delta: float, method: str =
     ``method``: ``steinke`` or ``fdp`` (Gaussian trade-off, needs δ > 0).
     """
     alpha = check_significance(alpha)
-    delta = _check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)
     if method not in ("steinke", "fdp"):
         raise ValueError(f"method must be 'steinke' or 'fdp', got {method!r}")
     bound = one_run_epsilon if method == "steinke" else one_run_fdp_epsilon
@@ -373,7 +367,7 @@ def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int 
     threshold separates the scores perfectly, with the same K and counts.
     """
     alpha = check_significance(alpha)
-    delta = _check_delta(delta)
+    delta = check_delta(delta, allow_pure=True)
     if delta == 0.0:
         raise ValueError("the GDP estimate converts μ to ε at a delta > 0")
     scores = np.asarray(scores, dtype=np.float64)
