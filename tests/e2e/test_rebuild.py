@@ -22,13 +22,18 @@ MINIMAL_CONFIG = {
     "metrics": {"epsilon_star": {"enabled": False}},
 }
 
-# kind -> (path pattern under the work directory, the rule that rebuilds it)
+# kind -> (path pattern under the work directory, the rule that rebuilds it, a file made
+# by a job that reads it: the damaged run asks for that file only, so it runs the one job
+# that must fail instead of everything downstream)
 KINDS = {
-    "model.keras": ("results/models/synthetic/*/model.keras", "train_model"),
-    "train.json": ("results/models/synthetic/*/train.json", "train_model"),
-    "examples.parquet": ("results/data/synthetic/examples.parquet", "prepare_dataset"),
-    "outputs.parquet": ("results/per_example/synthetic/*/outputs.parquet", "extract_per_example"),
-    "metric parquet": ("results/metrics/mia/synthetic/*.parquet", "metric_mia"),
+    "model.keras": ("results/models/synthetic/*/model.keras", "train_model",
+                    "results/per_example/synthetic/*/outputs.parquet"),
+    "train.json": ("results/models/synthetic/*/train.json", "train_model", "results/metrics/mia/synthetic/*.parquet"),
+    "examples.parquet": ("results/data/synthetic/examples.parquet", "prepare_dataset",
+                         "results/models/synthetic/*/model.keras"),
+    "outputs.parquet": ("results/per_example/synthetic/*/outputs.parquet", "extract_per_example",
+                        "results/metrics/mia/synthetic/*.parquet"),
+    "metric parquet": ("results/metrics/mia/synthetic/*.parquet", "metric_mia", "results/tables/metrics.parquet"),
 }
 
 
@@ -57,8 +62,9 @@ def finished(tmp_path_factory):
 def test_a_damaged_then_deleted_intermediate_is_rebuilt_byte_identical(finished, kind, tmp_path):
     workdir = tmp_path / "work"
     shutil.copytree(finished["workdir"], workdir, symlinks=True)  # copy2 keeps modification times
-    pattern, rule = KINDS[kind]
+    pattern, rule, reader = KINDS[kind]
     (target,) = workdir.glob(pattern)
+    (reader_output,) = workdir.glob(reader)
     relative = str(target.relative_to(workdir))
 
     def run(*args, check=True):
@@ -67,7 +73,7 @@ def test_a_damaged_then_deleted_intermediate_is_rebuilt_byte_identical(finished,
 
     data = target.read_bytes()
     target.write_bytes(data[: len(data) // 2])
-    failed = run(check=False)
+    failed = run(str(reader_output.relative_to(workdir)), check=False)
     assert failed.returncode != 0, failed.stdout[-3000:]
     said = failed.stdout + failed.stderr
     assert f"{relative}: cannot be read" in said and "delete it and run again" in said, said[-4000:]

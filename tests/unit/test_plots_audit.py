@@ -100,3 +100,15 @@ def test_hollow_markers_flag_ceiling_boundary_and_values_decided_by_one_example(
     # a missing count (NaN: ε* undefined) is not a flag of its own
     audit.loc["r0", "epsilon_star_empirical_argmax_count"] = np.nan
     assert not _flagged(audit, "epsilon_star_empirical")[list(audit.index).index("r0")]
+
+
+def test_audit_dataset_ignores_dataset_level_rows_of_the_same_dataset():
+    # The privacy profile's rows name their source dataset and carry no run (a view of it).
+    table = _metrics_table()
+    dataset = str(table["dataset"].iloc[0])
+    profile = pd.DataFrame({"dataset": [dataset], "run": pd.array([pd.NA], dtype="string"), "family": ["profile"],
+                            "metric": ["epsilon_low"], "value": [1.0]})
+    mixed = pd.concat([table, profile], ignore_index=True)
+    from dpaudit.plots.audit import audit_dataset
+
+    assert len(audit_dataset(mixed, dataset)) == len(audit_dataset(table, dataset))

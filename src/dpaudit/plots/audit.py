@@ -278,7 +278,8 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
 
 
 def audit_dataset(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
-    rows = audit_table(table[table["dataset"] == dataset])
+    # Dataset-level families (the privacy profile of a view of this dataset) have no run.
+    rows = audit_table(table[(table["dataset"] == dataset).fillna(False) & table["run"].notna()])
     if rows.empty:
         raise ValueError(f"the metrics table has no run of dataset {dataset!r}")
     return rows
