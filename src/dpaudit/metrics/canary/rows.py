@@ -52,7 +52,7 @@ LADDER = (
     Rung("canary_one_run_fdp_white_box", "epsilon_lb_one_run_fdp", "white_box", "llr",
          "white box: one-run bound vs the Gaussian curve (f-DP)"),
     Rung("canary_one_run_white_box", "epsilon_lb_one_run", "white_box", "llr",
-         "white box: one-run bound (distribution-free)"),
+         "white box: one-run bound (distribution-free, at δ′ ≪ δ)"),
     Rung("canary_many_runs", "epsilon_lb_many_runs", "many_runs", "log_density_ratio",
          "many releases: bound (linear mechanisms, distribution-free)"),
     Rung("canary_one_run_black_box", "epsilon_lb_one_run", "black_box", "neg_loss",
