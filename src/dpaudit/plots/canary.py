@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import special
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
-from dpaudit.dp.canary_bounds import guesses_curve
+from dpaudit.dp.canary_bounds import guesses_curve, one_run_delta
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["accountant_tradeoff", "canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
@@ -44,13 +44,18 @@ def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, al
         white = _white_box(frame)
         if white.empty:
             continue
+        # the δ′ of the certified rows (dpaudit.metrics.canary.rows), and the accountant's ε there
+        at = one_run_delta(float(run["delta"]), alpha, len(white))
         curve = guesses_curve(white["score"].to_numpy(float), white["included"].to_numpy(bool),
-                              alpha=alpha, delta=float(run["delta"]))
+                              alpha=alpha, delta=at)
+        claims = run.get("claims", {})
+        claim = next((value for recorded, value in claims.items() if np.isclose(recorded, at, rtol=1e-12, atol=0)),
+                     float("nan"))
         frames.append(curve.assign(**{k: run[k] for k in ("dataset", "run", "target_epsilon", "seed",
-                                                           "accountant_epsilon")}))
+                                                           "accountant_epsilon")}, claimed_epsilon=claim))
     if not frames:
         return pd.DataFrame(columns=["dataset", "run", "target_epsilon", "seed", "accountant_epsilon", "guesses",
-                                     "correct", "epsilon", "ceiling", "canaries", "alpha", "delta"])
+                                     "correct", "epsilon", "ceiling", "canaries", "alpha", "delta", "claimed_epsilon"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -61,7 +66,7 @@ def _target_colours(targets) -> dict:
 
 
 def plot_guesses(table: pd.DataFrame, dataset: str, png: str | Path, pdf: str | Path | None = None) -> None:
-    fig, ax = plt.subplots(figsize=(7.4, 4.8))
+    fig, ax = plt.subplots(figsize=(7.4, 5.6))
     if table.empty:
         ax.text(0.5, 0.5, "no DP-SGD run with gradient canaries", ha="center", transform=ax.transAxes)
     colours = _target_colours(table["target_epsilon"]) if len(table) else {}
@@ -70,22 +75,27 @@ def plot_guesses(table: pd.DataFrame, dataset: str, png: str | Path, pdf: str | 
         colour = colours[float(target)]
         style = "-" if seed == table["seed"].min() else "--"
         ax.plot(rows["guesses"], rows["epsilon"], style, marker="o", ms=4, color=colour,
-                label=f"target ε = {target:g}, seed {seed} (accountant ε {rows['accountant_epsilon'].iloc[0]:.2f})")
+                label=f"target ε {target:g}, seed {seed}: accountant ε {rows['accountant_epsilon'].iloc[0]:.2f} at δ, "
+                      f"{rows['claimed_epsilon'].iloc[0]:.2f} at δ′")
         if not ceiling_drawn:
             ax.plot(rows["guesses"], rows["ceiling"], color="0.4", lw=1.2, ls=":",
                     label="ceiling: all r guesses right")
             ceiling_drawn = True
-        ax.axhline(float(rows["accountant_epsilon"].iloc[0]), color=colour, lw=0.7, alpha=0.5)
+        claim = float(rows["claimed_epsilon"].iloc[0])
+        if np.isfinite(claim):
+            ax.axhline(claim, color=colour, lw=0.7, alpha=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("guesses r (the r highest white-box canary scores guessed 'in')")
     ax.set_ylabel("one-run ε lower bound (Steinke et al. 2023)")
     level = f"{1 - float(table['alpha'].iloc[0]):.0%}" if len(table) else ""
     m = int(table["canaries"].iloc[0]) if len(table) else 0
-    ax.set_title(f"{dataset}: one-run bound vs guesses\n({m} gradient canaries, {level} confidence per point; "
-                 "thin lines: accountant ε)", fontsize=9)
+    at = float(table["delta"].iloc[0]) if len(table) else float("nan")
+    ax.set_title(f"{dataset}: one-run bound vs guesses at δ′ = {at:.2g}\n({m} gradient canaries, {level} confidence "
+                 "per point; thin lines: accountant ε at δ′)", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.subplots_adjust(left=0.09, right=0.62, bottom=0.12, top=0.92)
+    # below the axes: beside them the labels would be cut, inside they would hide the curves
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.3, top=0.89)
     save_figure(fig, png, pdf)
 
 
@@ -131,7 +141,7 @@ def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf:
         fpr, fnr = empirical_tradeoff(white["score"].to_numpy(float), white["included"].to_numpy(bool))
         ax.plot(grid, accountant_tradeoff(panel["noise_multiplier"], panel["sampling_probability"],
                                           panel["steps"], grid),
-                color="k", lw=1.6, label=f"accountant (PLD), ε = {panel['accountant_epsilon']:.2f}")
+                color="k", lw=1.6, label="accountant (PLD of the run: its q, σ and steps)")
         ax.step(fpr, fnr, where="post", color="tab:blue", lw=1.0, label="canaries (white box, LLR score)")
         mu = float(panel["mu"])
         ax.plot(grid, special.ndtr(special.ndtri(1.0 - grid) - mu), color="tab:orange", ls="--",
@@ -141,7 +151,8 @@ def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf:
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
         ax.set_xlabel("FPR (excluded canaries guessed in)")
-        ax.set_title(f"target ε = {panel['target_epsilon']:g}, GDP μ = {mu:.2f}", fontsize=9)
+        ax.set_title(f"target ε = {panel['target_epsilon']:g} (accountant ε {panel['accountant_epsilon']:.2f}), "
+                     f"GDP μ = {mu:.2f}", fontsize=9)
         ax.grid(alpha=0.3)
     if not panels:
         axes[0][0].text(0.5, 0.5, "no DP-SGD run with gradient canaries", ha="center")
@@ -163,7 +174,8 @@ def canary_figures(table: pd.DataFrame, records: Sequence[Mapping], scores: Sequ
         row = keys.loc[record["run"]]
         runs.append({"dataset": dataset, "run": record["run"], "target_epsilon": float(row["target_epsilon"]),
                      "seed": int(row["seed"]), "accountant_epsilon": float(record["epsilon"]),
-                     "delta": float(record["delta"])})
+                     "delta": float(record["delta"]),
+                     "claims": {float(d): float(e) for d, e in record.get("claimed_epsilon", [])}})
     guesses = guesses_table(runs, scores, alpha=alpha)
     plot_guesses(guesses, dataset, guesses_png, guesses_pdf)
     threat, kind = WHITE_BOX
