@@ -337,15 +337,26 @@ LADDER = tuple((rung.label, rung.metric, {"threat_model": rung.threat_model, "sc
                for rung in CANARY_LADDER)
 
 
+def _claim(found: Found, eps: float) -> tuple[float, str]:
+    """The ε a bound is judged against, and how to say it: the accountant's ε at the δ the
+    bound was computed at (``claimed_epsilon``; the one-run bound uses a δ′ ≪ δ), else ε."""
+    claim = found.get("claimed_epsilon")
+    if _missing(claim) or float(claim) == eps:
+        return eps, f"the promise ε = {fmt(eps)}"
+    return float(claim), (f"the accountant's ε = {found.num('claimed_epsilon')} at the bound's "
+                          f"δ′ = {found.num('delta', '.2g')}")
+
+
 def _bound_sentence(found: Found, eps: float) -> str:
     value = found.value
     kind = declared(found.family, found.metric).kind
+    eps, promise = _claim(found, eps)
     ceiling = found.get("ceiling_max", found.get("ceiling"))
     what = "estimate" if kind == "estimate" else "bound"
     if math.isnan(value):
         return "Not defined for this audit (see the note)."
     if value > eps:
-        text = (f"This {what} exceeds the promise ε = {fmt(eps)}: the audit measures more leakage than "
+        text = (f"This {what} exceeds {promise}: the audit measures more leakage than "
                 "the accountant allows.")
     elif value == 0 and kind == "estimate":
         text = "Under a Gaussian trade-off curve the canaries look like ε = 0: no leakage visible."
@@ -356,9 +367,9 @@ def _bound_sentence(found: Found, eps: float) -> str:
     else:
         level = (f" at {found.num('confidence', '.3g', scale=100)}% confidence" if found.get("confidence") is not None
                  else f" at level α = {found.num('alpha', '.3g')}" if found.get("alpha") is not None else "")
-        text = f"DP with ε below {found.num()} is rejected{level}; the promise is not contradicted."
+        text = f"DP with ε below {found.num()} is rejected{level}; {promise} is not contradicted."
     if kind != "estimate" and ceiling is not None and float(ceiling) < eps:
-        text += " Even perfect guessing could certify no more than the ceiling, which is below the promise."
+        text += f" Even perfect guessing could certify no more than the ceiling, which is below {promise}."
     return text
 
 
@@ -431,15 +442,18 @@ def _verdict(view: RunView, eps: float) -> str:
     ceiling = flag.num("ceiling_max")
     if above or verdict == "above_promise":
         return ('<p class="verdict bad" data-verdict="above_promise">Verdict: measured above the promise. '
-                f"A distribution-free bound, ε ≥ {best_html}, exceeds the accountant's ε = {fmt(eps)}: "
+                f"A distribution-free bound, ε ≥ {best_html}, exceeds "
+                f"{_claim(best, eps)[1] if best is not None else f'the promise ε = {fmt(eps)}'}: "
                 "the guarantee does not hold as stated (a bug, or a wrong assumption about sampling, "
                 "neighbouring relation or accountant).</p>")
     if verdict == "too_weak":
         return ('<p class="verdict weak" data-verdict="too_weak">Verdict: audit too weak to say. '
-                f"Even perfect guessing would certify at most ε = {ceiling}, below the promise ε = {fmt(eps)}, "
+                f"Even perfect guessing would certify at most ε = {ceiling}, below "
+                f"{_claim(best, eps)[1] if best is not None else f'the promise ε = {fmt(eps)}'}, "
                 f"so the measured bound ε ≥ {best_html} cannot contradict it.</p>")
+    claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
     return ('<p class="verdict" data-verdict="consistent">Verdict: consistent with the promise. '
-            f"The largest distribution-free bound, ε ≥ {best_html}, stays at or below ε = {fmt(eps)}, "
+            f"The largest distribution-free bound, ε ≥ {best_html}, stays at or below {claim_text}, "
             f"and the audit could have certified up to {ceiling}.</p>")
 
 
