@@ -202,7 +202,7 @@ def test_verdict_above_promise_is_red_and_quotes_the_bound():
     page = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0))
     assert 'class="verdict bad" data-verdict="above_promise"' in page
     assert "measured above the promise" in page
-    assert ">2.5</span>, exceeds the accountant's ε = 1" in page
+    assert ">2.5</span>, exceeds the promise ε = 1" in page
     check_numbers(page, table)
 
 
