@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from dpaudit.metrics import identifiability as idf
-from dpaudit.training.audit import AuditSetup, audit_run
+from dpaudit.metrics.identifiability_audit import AuditSetup, audit_run
 
 
 def best_of(repeats, function):

@@ -201,9 +201,9 @@ def profile_targets():
 # ---------------------------------------------------------------- audit (Bernau et al. 2021)
 # The identifiability audit (Bernau et al. 2021): configurations per dataset and the
 # blocks of runs each job trains, as parse-time lookups.
-from dpaudit.training.audit_grid import audit_configs as _audit_configs
-from dpaudit.training.audit_grid import blocks as _audit_blocks
-from dpaudit.training.audit_grid import target_problems as _audit_target_problems
+from dpaudit.metrics.identifiability_grid import audit_configs as _audit_configs
+from dpaudit.metrics.identifiability_grid import blocks as _audit_blocks
+from dpaudit.metrics.identifiability_grid import target_problems as _audit_target_problems
 
 AUDIT = config["audit"]
 AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}

@@ -4,7 +4,7 @@ from threadpoolctl import threadpool_limits
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.training.audit import run_audit_block
+from dpaudit.metrics.identifiability_audit import run_audit_block
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -2,7 +2,7 @@
 
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.training.audit import neighbour_table
+from dpaudit.metrics.identifiability_audit import neighbour_table
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -38,7 +38,7 @@ def test_audit_adapters_chain_on_digits(tmp_path):
     """audit_neighbours → audit_block → audit_aggregate → plot_identifiability on digits."""
     from dpaudit.data.datasets import prepare_dataset
     from dpaudit.io import write_parquet
-    from dpaudit.training.audit_grid import audit_configs
+    from dpaudit.metrics.identifiability_grid import audit_configs
 
     table, info = prepare_dataset("digits", {}, {})
     examples, info_path = tmp_path / "examples.parquet", tmp_path / "dataset.json"

@@ -10,7 +10,8 @@ import pytest
 from scipy import special, stats
 
 from dpaudit.metrics import identifiability as idf
-from dpaudit.training import audit, audit_grid
+from dpaudit.metrics import identifiability_audit as audit
+from dpaudit.metrics import identifiability_grid as audit_grid
 
 
 def _toy(rng, n=20, d=5, classes=3):

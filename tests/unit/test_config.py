@@ -197,7 +197,7 @@ def test_audit_runs_per_rho_key_must_name_a_target():
     message = invalid(lambda c: c["audit"]["datasets"]["digits"].update(runs_per_rho={"rho0.9": 7}))
     assert "config.audit.datasets.digits.runs_per_rho" in message and "rho0.9" in message
     # Matched by value: "0.90" is the target 0.9, and the audit grid uses it.
-    from dpaudit.training.audit_grid import audit_configs
+    from dpaudit.metrics.identifiability_grid import audit_configs
 
     config = copy.deepcopy(DEFAULT)
     config["audit"]["datasets"]["digits"]["runs_per_rho"] = {"0.90": 7}
@@ -214,7 +214,7 @@ def test_audit_unreachable_target_is_refused_at_parse_time():
     # The legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
     # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/common.smk
     # runs this check right after validate_config (tests/workflow: the dry-run stops).
-    from dpaudit.training.audit_grid import target_problems
+    from dpaudit.metrics.identifiability_grid import target_problems
 
     config = copy.deepcopy(DEFAULT)
     config["audit"]["datasets"]["digits"].update(delta=0.001, rho_beta=[0.9, 0.52])

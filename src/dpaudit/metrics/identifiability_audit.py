@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import special
 
 from dpaudit.metrics import identifiability as idf
-from dpaudit.training.audit_grid import block_run_ids
+from dpaudit.metrics.identifiability_grid import block_run_ids
 
 NEIGHBOURHOODS = ("bounded", "unbounded")
 MODES = ("ls", "gs")
