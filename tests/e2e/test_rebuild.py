@@ -1,11 +1,10 @@
 """Issue 19: `make run` brings results/ back to a complete, consistent state.
 
-One tiny finished run (one model, --cores 1) is copied per case. In each case one
-intermediate is cut in half: the job that reads it fails naming the file and the fix;
-the user deletes it and runs again: the rule that makes it reruns, and every Parquet
-under results/ is byte for byte the clean run's. The second half of each case is the
-deletion alone (what a user who removes a file does); the failed run before it only
-reran jobs downstream of the damaged file, which the rebuild reruns again.
+One tiny finished run (one model, --cores 1) is copied per case. For each kind of
+intermediate: cut in half, the job that reads it fails naming the file and the fix;
+deleted, the default target schedules the rule that makes it. Then all kinds deleted at
+once and one real rerun: each producing rule runs, and every Parquet under results/ is
+byte for byte the clean run's.
 """
 
 import shutil
@@ -58,18 +57,25 @@ def finished(tmp_path_factory):
             "parquet": _parquet_bytes(workdir)}
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_a_damaged_then_deleted_intermediate_is_rebuilt_byte_identical(finished, kind, tmp_path):
+def _copy(finished, tmp_path):
     workdir = tmp_path / "work"
     shutil.copytree(finished["workdir"], workdir, symlinks=True)  # copy2 keeps modification times
-    pattern, rule, reader = KINDS[kind]
-    (target,) = workdir.glob(pattern)
-    (reader_output,) = workdir.glob(reader)
-    relative = str(target.relative_to(workdir))
 
     def run(*args, check=True):
         return snakemake(workdir, "--cores", "1", *args, "--configfile", str(finished["config"]),
                          env=finished["env"], root=finished["project"], check=check)
+
+    return workdir, run
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_damaged_intermediate_fails_its_reader_naming_the_file_and_a_deleted_one_is_scheduled(
+        finished, kind, tmp_path):
+    workdir, run = _copy(finished, tmp_path)
+    pattern, rule, reader = KINDS[kind]
+    (target,) = workdir.glob(pattern)
+    (reader_output,) = workdir.glob(reader)
+    relative = str(target.relative_to(workdir))
 
     data = target.read_bytes()
     target.write_bytes(data[: len(data) // 2])
@@ -78,10 +84,24 @@ def test_a_damaged_then_deleted_intermediate_is_rebuilt_byte_identical(finished,
     said = failed.stdout + failed.stderr
     assert f"{relative}: cannot be read" in said and "delete it and run again" in said, said[-4000:]
 
+    # the user deletes it: the default target alone (no file named) rebuilds it
     target.unlink()
+    plan = run("-n")
+    assert job_counts(plan.stdout + plan.stderr)[rule] == 1, plan.stdout[-3000:]
+
+
+def test_deleted_intermediates_are_rebuilt_byte_identical(finished, tmp_path):
+    # Every kind deleted at once, one real rerun: each producing rule runs, and every
+    # Parquet under results/ is byte for byte the clean run's.
+    workdir, run = _copy(finished, tmp_path)
+    for pattern, _, _ in KINDS.values():
+        for path in workdir.glob(pattern):
+            path.unlink()
     rerun = run()
-    assert job_counts(rerun.stdout + rerun.stderr)[rule] == 1, rerun.stderr[-3000:]
-    assert target.exists()
+    counts = job_counts(rerun.stdout + rerun.stderr)
+    assert all(counts[rule] == 1 for _, rule, _ in KINDS.values()), counts
+    for pattern, _, _ in KINDS.values():
+        assert list(workdir.glob(pattern)), pattern
     rebuilt = _parquet_bytes(workdir)
     assert rebuilt.keys() == finished["parquet"].keys()
     differ = [name for name in rebuilt if rebuilt[name] != finished["parquet"][name]]
