@@ -33,7 +33,7 @@ scores) certifies with the same counts and confidence. A bound at its ceiling sa
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -201,9 +201,6 @@ class OneRunBound:
     alpha_per_candidate: float
     delta: float
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def default_guess_counts(m: int) -> list[int]:
     """1-2-5 steps from 10 up to m, and m itself."""
@@ -228,13 +225,19 @@ def _guess_candidates(m: int, counts, sides) -> list[tuple[int, int]]:
     return sorted(set(out))
 
 
-def _sorted_inclusion(scores, included) -> np.ndarray:
+def _checked_scores(scores, included) -> tuple[np.ndarray, np.ndarray]:
+    """float64 scores and bool inclusion bits: 1-D, same non-zero length, finite scores."""
     scores = np.asarray(scores, dtype=np.float64)
     included = np.asarray(included, dtype=bool)
     if scores.shape != included.shape or scores.ndim != 1 or scores.size == 0:
         raise ValueError("scores and included must be 1-D arrays of the same, non-zero length")
     if not np.isfinite(scores).all():
         raise ValueError(f"{int((~np.isfinite(scores)).sum())} canary score(s) are not finite")
+    return scores, included
+
+
+def _sorted_inclusion(scores, included) -> np.ndarray:
+    scores, included = _checked_scores(scores, included)
     # Ties broken by canary position, a choice made before looking at inclusion.
     order = np.lexsort((np.arange(scores.size), -scores))
     return included[order]
@@ -330,11 +333,8 @@ class GdpEstimate:
     alpha: float
     delta: float
 
-    def as_dict(self) -> dict:
-        return asdict(self)
 
-
-def _gdp_mu(fpr_ub: np.ndarray, fnr_ub: np.ndarray) -> np.ndarray:
+def _gdp_mu(fpr_ub, fnr_ub):
     with np.errstate(divide="ignore", invalid="ignore"):
         return special.ndtri(1.0 - fpr_ub) - special.ndtri(fnr_ub)
 
@@ -370,12 +370,7 @@ def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int 
     delta = check_delta(delta, allow_pure=True)
     if delta == 0.0:
         raise ValueError("the GDP estimate converts μ to ε at a delta > 0")
-    scores = np.asarray(scores, dtype=np.float64)
-    included = np.asarray(included, dtype=bool)
-    if scores.shape != included.shape or scores.ndim != 1:
-        raise ValueError("scores and included must be 1-D arrays of the same length")
-    if not np.isfinite(scores).all():
-        raise ValueError(f"{int((~np.isfinite(scores)).sum())} canary score(s) are not finite")
+    scores, included = _checked_scores(scores, included)
     pos, neg = np.sort(scores[included]), np.sort(scores[~included])
     n_pos, n_neg = pos.size, neg.size
     if n_pos == 0 or n_neg == 0:
@@ -385,14 +380,14 @@ def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int 
     per = alpha / (2 * k)
     fn = np.searchsorted(pos, thresholds, side="left")  # included scored below t
     fp = n_neg - np.searchsorted(neg, thresholds, side="left")  # excluded scored at or above t
-    fpr_ub = clopper_pearson_upper(fp, n_neg, per)
-    fnr_ub = clopper_pearson_upper(fn, n_pos, per)
-    mus = _gdp_mu(np.atleast_1d(fpr_ub), np.atleast_1d(fnr_ub))
+    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
+    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
+    mus = _gdp_mu(fpr_ub, fnr_ub)
     best = int(np.argmax(mus))
     mu = max(float(mus[best]), 0.0)
-    mu_ceiling = max(float(_gdp_mu(np.array([clopper_pearson_upper(0, n_neg, per)]),
-                                   np.array([clopper_pearson_upper(0, n_pos, per)]))[0]), 0.0)
+    # perfect separation: no false positive and no false negative at one threshold
+    mu_ceiling = max(float(_gdp_mu(clopper_pearson_upper(0, n_neg, per), clopper_pearson_upper(0, n_pos, per))), 0.0)
     return GdpEstimate(mu=mu, epsilon=gdp_epsilon(mu, delta), mu_ceiling=mu_ceiling,
                        ceiling=gdp_epsilon(mu_ceiling, delta), threshold=float(thresholds[best]),
-                       fpr_upper=float(np.atleast_1d(fpr_ub)[best]), fnr_upper=float(np.atleast_1d(fnr_ub)[best]),
+                       fpr_upper=float(fpr_ub[best]), fnr_upper=float(fnr_ub[best]),
                        thresholds=int(k), included=int(n_pos), excluded=int(n_neg), alpha=alpha, delta=delta)
