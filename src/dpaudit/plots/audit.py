@@ -40,7 +40,7 @@ NUMERIC_DETAILS = ("boot_low", "boot_high", "argmax_count")
 # rate in the ratio's denominator times its set size) is one or two losses deciding the value.
 FEW_EXAMPLES = 2.0
 # The canary audit's rungs (family canary): column -> (metric, threat model, score kind).
-CANARY_RUNGS = {rung.key: (rung.metric, rung.threat_model, rung.score_kind) for rung in LADDER}
+CANARY_RUNGS = {rung.key: rung for rung in LADDER}
 # Rungs whose ceiling (what perfect guessing certifies) is drawn as a bar-end tick.
 CEILING_RUNGS = ("canary_one_run_white_box", "canary_one_run_fdp_white_box", "canary_many_runs")
 _CEILING_NOTE = {key: "; –: its ceiling" for key in CEILING_RUNGS}
@@ -133,11 +133,10 @@ def _with_canary_rungs(audit: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame
         audit["canary_verdict"] = pd.Series(pd.NA, index=audit.index, dtype="string")
         return audit
     canary = table[table["family"] == "canary"]
-    for column, (metric, threat, kind) in CANARY_RUNGS.items():
-        rows = canary[(canary["metric"] == metric) & (canary["threat_model"] == threat).fillna(False)
-                      & (canary["score_kind"] == kind).fillna(False)]
+    for column, rung in CANARY_RUNGS.items():
+        rows = rung.rows(canary)
         if rows.duplicated(["dataset", "run"]).any():
-            raise ValueError(f"several canary {metric} rows ({threat}, {kind}) for one run")
+            raise ValueError(f"several canary {rung.metric} rows ({rung.threat_model}, {rung.score_kind}) for one run")
         # The audit's best case: the largest ceiling over its guess candidates where there are several.
         ceiling = "ceiling_max" if rows["ceiling_max"].notna().any() else "ceiling"
         picked = rows[["dataset", "run", "value", ceiling]].rename(

@@ -23,17 +23,18 @@ from scipy import special
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
 from dpaudit.dp.canary_bounds import guesses_curve, one_run_delta
+from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["accountant_tradeoff", "canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
            "plot_tradeoff"]
 
-WHITE_BOX = ("white_box", "llr")
+# The white-box rung whose scores the figures draw (its GDP row gives the fitted μ).
+WHITE_BOX = next(rung for rung in LADDER if rung.metric == "epsilon_gdp_estimate")
 
 
 def _white_box(scores: pd.DataFrame) -> pd.DataFrame:
-    threat, kind = WHITE_BOX
-    return scores[(scores["threat_model"] == threat) & (scores["score_kind"] == kind)]
+    return WHITE_BOX.rows(scores)
 
 
 def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, alpha: float) -> pd.DataFrame:
@@ -151,7 +152,7 @@ def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf:
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
         ax.set_xlabel("FPR (excluded canaries guessed in)")
-        ax.set_title(f"target ε = {panel['target_epsilon']:g} (accountant ε {panel['accountant_epsilon']:.2f}), "
+        ax.set_title(f"target ε = {panel['target_epsilon']:g}\naccountant ε {panel['accountant_epsilon']:.2f}, "
                      f"GDP μ = {mu:.2f}", fontsize=9)
         ax.grid(alpha=0.3)
     if not panels:
@@ -160,7 +161,7 @@ def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle(f"{dataset}: trade-off curves, accountant vs canaries (first seed per target)", fontsize=10)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.3, top=0.88, wspace=0.25)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.3, top=0.84, wspace=0.25)
     save_figure(fig, png, pdf)
 
 
@@ -178,10 +179,7 @@ def canary_figures(table: pd.DataFrame, records: Sequence[Mapping], scores: Sequ
                      "claims": {float(d): float(e) for d, e in record.get("claimed_epsilon", [])}})
     guesses = guesses_table(runs, scores, alpha=alpha)
     plot_guesses(guesses, dataset, guesses_png, guesses_pdf)
-    threat, kind = WHITE_BOX
-    gdp = table[(table["dataset"] == dataset) & (table["family"] == "canary")
-                & (table["metric"] == "epsilon_gdp_estimate") & (table["threat_model"] == threat)
-                & (table["score_kind"] == kind)].set_index("run")
+    gdp = WHITE_BOX.rows(table[(table["dataset"] == dataset) & (table["family"] == "canary")]).set_index("run")
     panels, seen = [], set()
     for run, record, frame in sorted(zip(runs, records, scores, strict=True),
                                      key=lambda item: (item[0]["target_epsilon"], item[0]["seed"])):

@@ -63,8 +63,7 @@ def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
     rows = []
     for rung in LADDER:
         label = rung.label
-        hit = canary[(canary["metric"] == rung.metric) & (canary["threat_model"] == rung.threat_model).fillna(False)
-                     & (canary["score_kind"] == rung.score_kind).fillna(False)]
+        hit = rung.rows(canary)
         if hit.empty:
             continue
         value = float(hit["value"].iloc[0])

@@ -117,12 +117,10 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
                                         "score": score, "threat_model": "white_box", "score_kind": kind,
                                         "example_id": pd.array([None] * gradient_canaries, dtype="Int64")}))
     if input_canaries:
-        d = plan.input_x.shape[1]
         x = np.concatenate([plan.input_x, np.zeros((input_canaries, gradient_canaries), np.float32)], axis=1)
         logits = predict_logits(net, x).astype(np.float64)
         lse = np.logaddexp.reduce(logits, axis=1)
         loss = lse - logits[np.arange(input_canaries), plan.input_labels]
-        assert x.shape[1] == d + gradient_canaries
         frames.append(pd.DataFrame({"canary_id": np.arange(input_canaries, dtype=np.int64),
                                     "included": plan.input_included, "score": -loss,
                                     "threat_model": "black_box", "score_kind": "neg_loss",

@@ -43,9 +43,19 @@ class Rung:
     score_kind: str
     label: str
 
+    def rows(self, table: pd.DataFrame) -> pd.DataFrame:
+        """This rung's rows of a canary metric table (or of ``metrics.parquet``); a rung
+        whose metric is not in the table gives no rows. Per-canary score frames (no
+        ``metric`` column) are selected by threat model and score kind only."""
+        keep = ((table["threat_model"] == self.threat_model).fillna(False)
+                & (table["score_kind"] == self.score_kind).fillna(False))
+        if "metric" in table.columns:
+            keep &= (table["metric"] == self.metric).fillna(False)
+        return table[keep.to_numpy(bool)]
 
-# The ε ladder, strongest attacker first: the audit figure, the privacy cards and the
-# dossiers all read it from here.
+
+# The ε ladder, strongest attacker first: the audit figure, the canary figures, the privacy
+# cards and the dossiers all read it from here.
 LADDER = (
     Rung("canary_gdp_white_box", "epsilon_gdp_estimate", "white_box", "llr",
          "white box: GDP estimate (assumes a Gaussian trade-off)"),
