@@ -1,9 +1,8 @@
 """The tiny end-to-end run, shared by every e2e module (one real run per test session)."""
 
 import pytest
-import yaml
 
-from tests.workflow.helpers import copy_project, snakemake
+from tests.workflow.helpers import finished_run
 
 TINY_CONFIG = {
     "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
@@ -23,13 +22,5 @@ TINY_CONFIG = {
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("e2e")
-    project = copy_project(base / "project")
-    workdir = base / "work"
-    workdir.mkdir()
-    config = base / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY_CONFIG))
-    env = {"PYTHONPATH": str(project / "src")}
-    result = snakemake(workdir, "--cores", "2", "--configfile", str(config),
-                       "--report", str(workdir / "results" / "report.html"), "--report-after-run",
-                       env=env, root=project)
-    return {"project": project, "workdir": workdir, "config": config, "env": env, "log": result}
+    report = base / "work" / "results" / "report.html"
+    return finished_run(base, TINY_CONFIG, "--report", str(report), "--report-after-run")

@@ -10,9 +10,8 @@ byte for byte the clean run's.
 import shutil
 
 import pytest
-import yaml
 
-from tests.workflow.helpers import copy_project, job_counts, snakemake
+from tests.workflow.helpers import finished_run, job_counts, snakemake
 
 MINIMAL_CONFIG = {
     "datasets": {"synthetic": {"n": 120, "d": 3, "classes": 2, "separation": 1.5, "seed": 3}},
@@ -45,16 +44,8 @@ def _parquet_bytes(workdir):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    base = tmp_path_factory.mktemp("rebuild")
-    project = copy_project(base / "project")
-    workdir = base / "work"
-    workdir.mkdir()
-    config = base / "minimal.yaml"
-    config.write_text(yaml.safe_dump(MINIMAL_CONFIG))
-    env = {"PYTHONPATH": str(project / "src")}
-    snakemake(workdir, "--cores", "1", "--configfile", str(config), env=env, root=project)
-    return {"project": project, "workdir": workdir, "config": config, "env": env,
-            "parquet": _parquet_bytes(workdir)}
+    run = finished_run(tmp_path_factory.mktemp("rebuild"), MINIMAL_CONFIG, cores=1)
+    return {**run, "parquet": _parquet_bytes(run["workdir"])}
 
 
 def _copy(finished, tmp_path):

@@ -11,18 +11,14 @@ from scipy import stats
 from dpaudit.metrics.canary.rows import canary_rows, recorded_claims, verdict
 from dpaudit.training import accounting
 from dpaudit.training.canary import plan_canaries, run_canary_twin, subsampled_gaussian_llr
+from tests.unit.test_training import SPLITS
+from tests.unit.test_training import _frame as training_frame
 
 LOG = logging.getLogger("test_canary_twin")
-SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 
 
-def _frame(n_train=200, n_hold=80, n_test=40, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    n = n_train + n_hold + n_test
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-    split = np.array(["train"] * n_train + ["holdout"] * n_hold + ["test"] * n_test)
-    return pd.DataFrame({"example_id": np.arange(n, dtype=np.int64), "split": split, "label": y, "x": list(x)})
+def _frame():
+    return training_frame(n_train=200, n_hold=80, n_test=40)
 
 
 # q = 20/200, 2 epochs = 20 steps; δ = 1e-5 keeps the one-run bound's δ term 2mδ = 0.02

@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -72,3 +74,16 @@ def copy_project(destination: Path) -> Path:
         else:
             shutil.copy2(source, destination / name)
     return destination
+def finished_run(base: Path, config: dict, *args: str, cores: int = 2) -> dict:
+    """A real run of ``config`` in a throw-away project copy under ``base``: the project,
+    work directory, config file, environment and Snakemake's result."""
+    project = copy_project(base / "project")
+    workdir = base / "work"
+    workdir.mkdir()
+    path = base / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {"PYTHONPATH": str(project / "src")}
+    result = snakemake(workdir, "--cores", str(cores), "--configfile", str(path), *args, env=env, root=project)
+    return {"project": project, "workdir": workdir, "config": path, "env": env, "log": result}
+
+
