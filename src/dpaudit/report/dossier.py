@@ -438,20 +438,18 @@ def _verdict(view: RunView, eps: float) -> str:
               if not math.isnan(f.value)]
     best = max(bounds, key=lambda f: f.value) if bounds else None
     best_html = best.num() if best is not None else "—"
+    claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
     above = bool(flag.get("value_bool", False))
     ceiling = flag.num("ceiling_max")
     if above or verdict == "above_promise":
         return ('<p class="verdict bad" data-verdict="above_promise">Verdict: measured above the promise. '
-                f"A distribution-free bound, ε ≥ {best_html}, exceeds "
-                f"{_claim(best, eps)[1] if best is not None else f'the promise ε = {fmt(eps)}'}: "
+                f"A distribution-free bound, ε ≥ {best_html}, exceeds {claim_text}: "
                 "the guarantee does not hold as stated (a bug, or a wrong assumption about sampling, "
                 "neighbouring relation or accountant).</p>")
     if verdict == "too_weak":
         return ('<p class="verdict weak" data-verdict="too_weak">Verdict: audit too weak to say. '
-                f"Even perfect guessing would certify at most ε = {ceiling}, below "
-                f"{_claim(best, eps)[1] if best is not None else f'the promise ε = {fmt(eps)}'}, "
+                f"Even perfect guessing would certify at most ε = {ceiling}, below {claim_text}, "
                 f"so the measured bound ε ≥ {best_html} cannot contradict it.</p>")
-    claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
     return ('<p class="verdict" data-verdict="consistent">Verdict: consistent with the promise. '
             f"The largest distribution-free bound, ε ≥ {best_html}, stays at or below {claim_text}, "
             f"and the audit could have certified up to {ceiling}.</p>")
