@@ -23,7 +23,7 @@ from scipy import special
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
 from dpaudit.dp.canary_bounds import guesses_curve, one_run_delta
-from dpaudit.metrics.canary.rows import LADDER
+from dpaudit.metrics.canary.rows import LADDER, recorded_claims
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["accountant_tradeoff", "canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
@@ -39,7 +39,8 @@ def _white_box(scores: pd.DataFrame) -> pd.DataFrame:
 
 def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, alpha: float) -> pd.DataFrame:
     """``guesses_curve`` of every audited DP-SGD run (``runs``: dicts with dataset, run,
-    target_epsilon, seed, accountant_epsilon, delta), stacked with its run keys."""
+    target_epsilon, seed, accountant_epsilon, delta, and optionally claims: the accountant's ε
+    at a given δ, ``dpaudit.metrics.canary.rows.recorded_claims``), stacked with its run keys."""
     frames = []
     for run, frame in zip(runs, scores, strict=True):
         white = _white_box(frame)
@@ -49,9 +50,8 @@ def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, al
         at = one_run_delta(float(run["delta"]), alpha, len(white))
         curve = guesses_curve(white["score"].to_numpy(float), white["included"].to_numpy(bool),
                               alpha=alpha, delta=at)
-        claims = run.get("claims", {})
-        claim = next((value for recorded, value in claims.items() if np.isclose(recorded, at, rtol=1e-12, atol=0)),
-                     float("nan"))
+        claims = run.get("claims")
+        claim = float("nan") if claims is None else claims(at)
         frames.append(curve.assign(**{k: run[k] for k in ("dataset", "run", "target_epsilon", "seed",
                                                            "accountant_epsilon")}, claimed_epsilon=claim))
     if not frames:
@@ -176,7 +176,7 @@ def canary_figures(table: pd.DataFrame, records: Sequence[Mapping], scores: Sequ
         runs.append({"dataset": dataset, "run": record["run"], "target_epsilon": float(row["target_epsilon"]),
                      "seed": int(row["seed"]), "accountant_epsilon": float(record["epsilon"]),
                      "delta": float(record["delta"]),
-                     "claims": {float(d): float(e) for d, e in record.get("claimed_epsilon", [])}})
+                     "claims": recorded_claims(record)})
     guesses = guesses_table(runs, scores, alpha=alpha)
     plot_guesses(guesses, dataset, guesses_png, guesses_pdf)
     gdp = WHITE_BOX.rows(table[(table["dataset"] == dataset) & (table["family"] == "canary")]).set_index("run")
