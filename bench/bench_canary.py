@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
+from dpaudit.dp import accounting
 from dpaudit.dp import canary_bounds as cb
-from dpaudit.training import accounting
 from dpaudit.training.canary import subsampled_gaussian_llr
 
 

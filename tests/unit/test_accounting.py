@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dpaudit.training.accounting import calibrate_noise, dpsgd_epsilon
+from dpaudit.dp.accounting import calibrate_noise, dpsgd_epsilon
 
 # Abadi et al. 2016 / tensorflow-privacy's compute_dp_sgd_privacy tutorial setting:
 # n = 60,000, batch 256, σ = 1.1, 60 epochs, δ = 1e-5 → ε ≈ 2.60 with RDP (the

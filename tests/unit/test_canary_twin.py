@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from dpaudit.dp import accounting
 from dpaudit.metrics.canary.rows import canary_rows, recorded_claims, verdict
-from dpaudit.training import accounting
 from dpaudit.training.canary import plan_canaries, run_canary_twin, subsampled_gaussian_llr
 from tests.unit.test_training import SPLITS
 from tests.unit.test_training import _frame as training_frame

@@ -77,9 +77,8 @@ def test_no_other_delta_range_check_in_the_library():
 
 
 def test_library_callers_use_the_one_check():
-    from dpaudit.dp import composition, mechanisms
+    from dpaudit.dp import accounting, composition, mechanisms
     from dpaudit.metrics import identifiability
-    from dpaudit.training import accounting
 
     with pytest.raises(ValueError, match=r"\(0, 1\)"):
         mechanisms.gaussian_sigma_analytic(1.0, 1.0, float("nan"))

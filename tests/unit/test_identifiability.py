@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpaudit.dp import accounting
 from dpaudit.metrics import identifiability as idf
-from dpaudit.training import accounting
 
 MNIST_TARGETS = [0.52, 0.75, 0.9, 0.99]
 OTHER_TARGETS = [0.53, 0.75, 0.9, 0.99]
@@ -98,7 +98,7 @@ def test_continuous_conversion_and_order_cap():
 
 
 def test_dp_accounting_conversion_is_tighter_and_matches_accountant():
-    from dpaudit.training import accounting
+    from dpaudit.dp import accounting
 
     legacy = idf.full_batch_epsilon(8.38, 30, 0.01, "legacy")
     improved = idf.full_batch_epsilon(8.38, 30, 0.01, "dp_accounting")
@@ -222,7 +222,7 @@ def _tv_distance(distance):
     ("rdp", "shuffle", "dp_accounting"), ("pld", "shuffle", "analytic_gaussian"),
 ])
 def test_run_rows_record_the_conversion_and_the_neighbouring_relation(accountant, sampling, conversion):
-    # The (ε, δ) comes from dpaudit.training.accounting as training computed it; every
+    # The (ε, δ) comes from dpaudit.dp.accounting as training computed it; every
     # row names the conversion and relation. Full batch (q = 1), k = 30, z = 5: k steps of
     # a Gaussian with sensitivity S·C and noise zC are one test at Mahalanobis distance
     # S√k/z, S = 1 (add/remove-one, Poisson) or 2 (replace-one, shuffle); the expected

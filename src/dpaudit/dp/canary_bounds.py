@@ -25,6 +25,17 @@ place.
   (Dong, Roth, Su 2019, Cor. 2.13). An estimate under a Gaussian trade-off, not a
   distribution-free bound.
 
+* Claim-curve test (Nasr et al. 2023, Sec. 4: many independent trials; the claim as
+  a whole trade-off curve, Dong, Roth, Su 2022): for independent trials of the
+  claimed mechanism (the audit twin's gradient canaries, or releases of a linear
+  mechanism), one-sided Clopper–Pearson upper bounds on FPR and FNR at rank-spaced
+  thresholds of the pooled scores (chosen before the labels are looked at), with
+  Bonferroni over the 2K bounds. The claim is rejected when some (FPR_ub, FNR_ub), or
+  its mirror (FNR_ub, FPR_ub), lies below the claimed curve f_claim
+  (``dpaudit.dp.tradeoff``): no 2mδ term and no change of δ. The same bounds give the
+  many-trials (ε, δ) lower bound at the run's own δ,
+  max over thresholds of ln((1 − δ − FNR_ub)/FPR_ub) and ln((1 − δ − FPR_ub)/FNR_ub).
+
 Every estimator also reports its ceiling: what perfect guessing (perfectly separated
 scores) certifies with the same counts and confidence. A bound at its ceiling says
 "the audit could not have shown more", not "ε is this".
@@ -40,11 +51,13 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from dpaudit.contract.delta import check_delta
-from dpaudit.dp.hypothesis import clopper_pearson_upper
+from dpaudit.dp.hypothesis import clopper_pearson_upper, epsilon_from_rate_bounds
 from dpaudit.dp.mechanisms import gaussian_epsilon_analytic, gaussian_sigma_analytic
 
 __all__ = [
     "GUESS_SIDES",
+    "ClaimCurveTest",
+    "claim_curve_test",
     "GdpEstimate",
     "OneRunBound",
     "candidate_thresholds",
@@ -391,3 +404,102 @@ def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int 
                        ceiling=gdp_epsilon(mu_ceiling, delta), threshold=float(thresholds[best]),
                        fpr_upper=float(fpr_ub[best]), fnr_upper=float(fnr_ub[best]),
                        thresholds=int(k), included=int(n_pos), excluded=int(n_neg), alpha=alpha, delta=delta)
+
+
+# ------------------------------------------------------------------ claim-curve test (many trials)
+
+
+@dataclass(frozen=True)
+class ClaimCurveTest:
+    """The claim-curve test of independent trials against a claimed trade-off curve.
+
+    ``p_value``: the Bonferroni-adjusted significance at which the claim is rejected
+    (rejected iff ``p_value`` ≤ ``alpha``), i.e. 2K times the smallest per-bound level
+    at which some threshold's point falls below the curve, capped at 1. ``worst_*``:
+    that threshold's bounds at the test's own per-bound level α/(2K) and the claimed
+    FNR there (its mirror's when ``worst_mirrored``). ``epsilon``: the many-trials
+    (ε, δ) lower bound at ``delta`` with the same bounds, ``ceiling`` what perfect
+    separation certifies with these counts.
+    """
+
+    rejected: bool
+    p_value: float
+    worst_fpr_upper: float
+    worst_fnr_upper: float
+    worst_claimed_fnr: float
+    worst_mirrored: bool
+    worst_threshold: float
+    epsilon: float
+    ceiling: float
+    thresholds: int
+    included: int
+    excluded: int
+    alpha: float
+    delta: float
+
+
+def _curve_gaps(curve, fpr_ub: np.ndarray, fnr_ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(gap, mirrored): claimed FNR minus bound, for the point and its mirror (> 0 rejects)."""
+    direct = np.asarray(curve.fnr(fpr_ub)) - fnr_ub
+    mirror = np.asarray(curve.fnr(fnr_ub)) - fpr_ub
+    return np.maximum(direct, mirror), mirror > direct
+
+
+def claim_curve_test(scores, included, curve, *, alpha: float, delta: float = 0.0,
+                     per_tail: int | None = 40) -> ClaimCurveTest:
+    """Test independent trials (higher score = looks included) against ``curve`` (a
+    ``dpaudit.dp.tradeoff.ClaimedCurve``; module docstring). The thresholds are
+    ``candidate_thresholds`` of the pooled scores; "in" iff score ≥ t."""
+    alpha = check_significance(alpha)
+    delta = check_delta(delta, allow_pure=True)
+    scores, included = _checked_scores(scores, included)
+    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
+    n_pos, n_neg = pos.size, neg.size
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"the claim-curve test needs included and excluded trials, got {n_pos} and {n_neg}")
+    thresholds = candidate_thresholds(scores, per_tail)
+    k = thresholds.size
+    per = alpha / (2 * k)
+    fn = np.searchsorted(pos, thresholds, side="left")
+    fp = n_neg - np.searchsorted(neg, thresholds, side="left")
+    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
+    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
+    gaps, _ = _curve_gaps(curve, fpr_ub, fnr_ub)
+    # Smallest per-bound level at which each threshold rejects: the gap grows with the
+    # level (narrower bounds), so bisect in log level; 0.5 (the median) is the largest.
+    levels = np.full(k, np.nan)
+    top = np.full(k, 0.5)
+    reject_top, _ = _curve_gaps(curve, np.atleast_1d(clopper_pearson_upper(fp, n_neg, top)),
+                                np.atleast_1d(clopper_pearson_upper(fn, n_pos, top)))
+    live = reject_top > 0
+    if live.any():
+        lo = np.full(int(live.sum()), math.log(1e-300))
+        hi = np.full(int(live.sum()), math.log(0.5))
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            g, _ = _curve_gaps(curve, np.atleast_1d(clopper_pearson_upper(fp[live], n_neg, np.exp(mid))),
+                               np.atleast_1d(clopper_pearson_upper(fn[live], n_pos, np.exp(mid))))
+            hi = np.where(g > 0, mid, hi)
+            lo = np.where(g > 0, lo, mid)
+        levels[live] = np.exp(hi)
+    adjusted = np.where(np.isnan(levels), 1.0, np.minimum(2 * k * levels, 1.0))
+    # the reported point: the threshold with the smallest adjusted level (ties: the largest gap)
+    worst = int(np.lexsort((-gaps, adjusted))[0])
+    _, mirrored = _curve_gaps(curve, fpr_ub[worst:worst + 1], fnr_ub[worst:worst + 1])
+    rejected = bool(gaps.max() > 0)
+    p_value = float(adjusted[worst])
+    if rejected:
+        p_value = min(p_value, alpha)  # bisection precision never contradicts the direct check
+    else:
+        p_value = max(p_value, np.nextafter(alpha, 1.0))
+    claimed = float(curve.fnr(fnr_ub[worst]) if mirrored[0] else curve.fnr(fpr_ub[worst]))
+    terms = epsilon_from_rate_bounds(1.0 - fnr_ub, fpr_ub, 1.0 - fpr_ub, fnr_ub, delta)
+    perfect_fpr = clopper_pearson_upper(0, n_neg, per)
+    perfect_fnr = clopper_pearson_upper(0, n_pos, per)
+    ceiling = float(np.max(epsilon_from_rate_bounds(1.0 - perfect_fnr, perfect_fpr, 1.0 - perfect_fpr,
+                                                    perfect_fnr, delta)))
+    return ClaimCurveTest(rejected=rejected, p_value=p_value, worst_fpr_upper=float(fpr_ub[worst]),
+                          worst_fnr_upper=float(fnr_ub[worst]), worst_claimed_fnr=claimed,
+                          worst_mirrored=bool(mirrored[0]), worst_threshold=float(thresholds[worst]),
+                          epsilon=max(float(np.max(terms)), 0.0), ceiling=max(ceiling, 0.0), thresholds=int(k),
+                          included=int(n_pos), excluded=int(n_neg), alpha=alpha, delta=delta)

@@ -111,13 +111,14 @@ def max_attack_accuracy(eps, delta=0.0):
 # the MIA family, the privacy cards and every later family import these.
 
 
-def check_one_sided_alpha(alpha: float) -> float:
-    alpha = float(alpha)
+def check_one_sided_alpha(alpha):
+    """A level in (0, 0.5] (float), or an array of them (one level per bound)."""
+    levels = np.asarray(alpha, dtype=np.float64)
     # One-sided bounds at α ≥ ½ would no longer bracket the point estimate,
     # which the MIA threshold search relies on.
-    if not 0.0 < alpha <= 0.5:
+    if not np.all((levels > 0.0) & (levels <= 0.5)):
         raise ValueError(f"alpha must lie in (0, 0.5], got {alpha}")
-    return alpha
+    return float(levels) if levels.ndim == 0 else levels
 
 
 def _count_arrays(k, n) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +150,8 @@ def clopper_pearson_upper(k, n, alpha: float) -> np.ndarray | float:
     alpha = check_one_sided_alpha(alpha)
     k_arr, n_arr = _count_arrays(k, n)
     safe_rest = np.where(k_arr < n_arr, n_arr - k_arr, 1.0)
-    hi = np.where(k_arr < n_arr, special.betaincinv(k_arr + 1.0, safe_rest, 1.0 - alpha), 1.0)
+    # betainccinv(a, b, α) = betaincinv(a, b, 1 − α) without rounding 1 − α (tiny α keeps its digits)
+    hi = np.where(k_arr < n_arr, special.betainccinv(k_arr + 1.0, safe_rest, alpha), 1.0)
     return float(hi) if hi.ndim == 0 else hi
 
 

@@ -17,7 +17,7 @@ Every ε here carries the conversion that produced it (``CONVERSIONS``):
 * ``continuous``: the same bound minimised over every real α > 1, closed form
   ε = M + 2√(M ln(1/δ)) for R(α) = αM;
 * ``dp_accounting``: dp-accounting's current (tighter) RDP conversion, through
-  ``dpaudit.training.accounting``.
+  ``dpaudit.dp.accounting``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from dpaudit.contract.delta import check_delta
+from dpaudit.dp import accounting
 from dpaudit.dp.composition import rdp_to_dp
 from dpaudit.dp.hypothesis import max_advantage
-from dpaudit.training import accounting
 
 CONVERSIONS = ("legacy", "continuous", "dp_accounting")
 # tensorflow-privacy's order grid before 2020 (compute_dp_sgd_privacy), which the
@@ -332,7 +332,7 @@ def sequential_noise_multiplier(eps: float, steps: int, delta: float) -> float:
 # -------------------------------------------------- rows for a trained DP-SGD run
 
 
-# How ``dpaudit.training.accounting.dpsgd_epsilon`` turned a trained run's composition
+# How ``dpaudit.dp.accounting.dpsgd_epsilon`` turned a trained run's composition
 # into ε(δ), by (accountant, sampling): dp-accounting's RDP accountant and its RDP →
 # (ε, δ) conversion (named as in CONVERSIONS), its PLD accountant, or, for shuffled
 # batches with "pld", the exact ε of the composed Gaussian (Balle & Wang 2018).

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
-from dpaudit.training import accounting
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.models import features, predict_logits
 from dpaudit.training.train import normalize_params, train_model

@@ -4,7 +4,7 @@ Output and objective perturbation of logistic regression (numpy/scipy, no
 TensorFlow training) are dispatched to ``dpaudit.training.linear``.
 
 Parameters are checked and filled here (``normalize_params``), the noise is
-calibrated by ``dpaudit.training.accounting``, batches come from
+calibrated by ``dpaudit.dp.accounting``, batches come from
 ``dpaudit.training.sampling``, and each update is one step of
 ``dpaudit.training.steps`` (the DP-SGD update rule, microbatching and the gradient
 implementations are documented there; ``build_train_step`` stays importable
@@ -29,8 +29,9 @@ import pandas as pd
 from dpaudit.config import batch_size_problem
 from dpaudit.contract.delta import check_delta
 from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
+from dpaudit.dp import accounting
 from dpaudit.io import atomic_path
-from dpaudit.training import accounting, sampling
+from dpaudit.training import sampling
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
 from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name

@@ -57,7 +57,10 @@ def _check(noise_multiplier, sampling_probability, steps, delta, accountant, sam
         raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
 
 
-def _event(noise_multiplier: float, q: float, steps: int, sampling: str) -> dp_event.DpEvent:
+def dpsgd_event(noise_multiplier: float, q: float, steps: int, sampling: str) -> dp_event.DpEvent:
+    """The dp_accounting event the accountant composes for a DP-SGD run (the one place
+    σ, q, the step count and the batch scheme become a mechanism; every ε of this
+    module and the claimed trade-off curve of ``dpaudit.dp.tradeoff`` read it)."""
     if sampling == "poisson":
         step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(noise_multiplier))
         return dp_event.SelfComposedDpEvent(step, int(steps))
@@ -94,20 +97,12 @@ def dpsgd_epsilon(
     sampling: str = "poisson",
     orders: list[float] | None = None,
 ) -> dict[str, Any]:
-    """ε(δ) of DP-SGD with Gaussian noise multiplier σ, sampling rate q, ``steps`` steps."""
-    _check(noise_multiplier, sampling_probability, steps, delta, accountant, sampling)
+    """ε(δ) of DP-SGD with Gaussian noise multiplier σ, sampling rate q, ``steps`` steps
+    (one point of ``dpsgd_profile``, so a run's ε and its profile share one code path)."""
+    eps = float(dpsgd_profile(noise_multiplier, sampling_probability, steps, [delta], accountant, sampling,
+                              orders)[0])
     orders = list(DEFAULT_RDP_ORDERS if orders is None else orders)
-    method = accountant
-    if noise_multiplier == 0:
-        eps = math.inf
-    elif sampling == "shuffle" and accountant == "pld":
-        method = "analytic_gaussian"
-        sigma_total = noise_multiplier / 2.0 / math.sqrt(_shuffle_epochs(sampling_probability, steps))
-        eps = float(gaussian_mechanism.get_epsilon_gaussian(sigma_total, delta))
-    else:
-        acc = _accountant(accountant, sampling, orders)
-        acc.compose(_event(noise_multiplier, sampling_probability, steps, sampling))
-        eps = float(acc.get_epsilon(delta))
+    method = "analytic_gaussian" if sampling == "shuffle" and accountant == "pld" else accountant
     return {
         "epsilon": eps,
         "delta": float(delta),
@@ -122,6 +117,30 @@ def dpsgd_epsilon(
         "sampling": sampling,
         "amplification": "poisson_subsampling" if sampling == "poisson" else "none",
     }
+
+
+def dpsgd_profile(
+    noise_multiplier: float,
+    sampling_probability: float,
+    steps: int,
+    deltas,
+    accountant: str = "rdp",
+    sampling: str = "poisson",
+    orders: list[float] | None = None,
+) -> np.ndarray:
+    """The accountant's privacy profile: ε(δ) at every δ of ``deltas`` (one composition)."""
+    deltas = [float(d) for d in deltas]
+    for delta in deltas:
+        _check(noise_multiplier, sampling_probability, steps, delta, accountant, sampling)
+    orders = list(DEFAULT_RDP_ORDERS if orders is None else orders)
+    if noise_multiplier == 0:
+        return np.full(len(deltas), math.inf)
+    if sampling == "shuffle" and accountant == "pld":
+        sigma_total = noise_multiplier / 2.0 / math.sqrt(_shuffle_epochs(sampling_probability, steps))
+        return np.array([gaussian_mechanism.get_epsilon_gaussian(sigma_total, d) for d in deltas], dtype=np.float64)
+    acc = _accountant(accountant, sampling, orders)
+    acc.compose(dpsgd_event(noise_multiplier, sampling_probability, steps, sampling))
+    return np.array([acc.get_epsilon(d) for d in deltas], dtype=np.float64)
 
 
 def calibrate_noise(
