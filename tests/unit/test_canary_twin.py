@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 from dpaudit.dp import accounting
-from dpaudit.metrics.canary.rows import canary_rows, recorded_claims, verdict
+from dpaudit.metrics.canary.rows import canary_rows, claimed_curve, recorded_claims, verdict
 from dpaudit.training.canary import plan_canaries, run_canary_twin, subsampled_gaussian_llr
+from dpaudit.training.steps import MechanismPolicy
 from tests.unit.test_training import SPLITS
 from tests.unit.test_training import _frame as training_frame
 
@@ -28,14 +29,15 @@ PARAMS = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "learning_rate": 
           "accountant": "rdp", "sampling": "poisson", "seed": 1}
 
 
-def _twin(broken=None, factor=10.0, input_canaries=40, seed=0):
-    return run_canary_twin(_frame(), SPLITS, PARAMS, gradient_canaries=1000, input_canaries=input_canaries,
-                           gradient_norm_factor=factor, seed=seed, threads=1, log=LOG, broken=broken)
+def _twin(policy=None, factor=10.0, input_canaries=40, seed=0, canaries=1000, params=None):
+    return run_canary_twin(_frame(), SPLITS, params or PARAMS, gradient_canaries=canaries,
+                           input_canaries=input_canaries, gradient_norm_factor=factor, seed=seed, threads=1, log=LOG,
+                           policy=policy or MechanismPolicy())
 
 
 def _rows(scores, record):
     return canary_rows(scores, accountant_epsilon=record["epsilon"], delta=record["delta"], alpha=0.05,
-                       claimed_epsilon=recorded_claims(record))
+                       claimed_epsilon=recorded_claims(record), claim_curve=claimed_curve(record))
 
 
 def _value(rows, metric, threat="white_box", kind="llr"):
@@ -71,7 +73,7 @@ def test_correct_twin_observations_follow_the_subsampled_gaussian_the_auditor_as
 
 def test_noise_ten_times_too_small_is_caught_and_flagged():
     # Power (issue 17): the step draws σ/10 while the accountant claims ε = 1.
-    scores, record = _twin(broken={"noise_factor": 0.1})
+    scores, record = _twin(MechanismPolicy(noise_factor=0.1))
     rows = _rows(scores, record)
     assert _value(rows, "epsilon_lb_one_run") > 1.0
     assert _verdict(rows) == "above_promise"
@@ -80,7 +82,7 @@ def test_noise_ten_times_too_small_is_caught_and_flagged():
 def test_clipping_disabled_is_caught_and_flagged():
     # Power: clipping off; a canary's gradient (10 C, like an outlier example's) enters
     # unclipped while the noise stays σC.
-    scores, record = _twin(broken={"disable_clipping": True}, input_canaries=0)
+    scores, record = _twin(MechanismPolicy(clip_factor=float("inf")), input_canaries=0)
     rows = _rows(scores, record)
     assert _value(rows, "epsilon_lb_one_run") > 1.0
     assert _verdict(rows) == "above_promise"
@@ -138,12 +140,19 @@ def test_correct_dpsgd_mirror_is_flagged_no_more_often_than_the_confidence_allow
     assert flagged <= 3, bounds
 
 
-def test_verdict_names_the_three_outcomes():
-    assert verdict([(1.5, 3.0, 1.0)]) == "above_promise"
-    assert verdict([(0.2, 0.5, 1.0)]) == "too_weak"
-    assert verdict([(0.2, 3.0, 1.0)]) == "consistent"
-    assert verdict([(1.5, 3.0, 2.0), (0.1, 0.5, 1.0)]) == "consistent"  # each bound against its own claim
-    assert verdict([]) == "too_weak"
+def test_verdict_names_the_three_outcomes_and_the_test_that_decided():
+    assert verdict([(1.5, 3.0, 1.0)]) == ("above_promise", "distribution_free_bound")
+    assert verdict([(0.2, 0.5, 1.0)]) == ("too_weak", "ceilings")
+    assert verdict([(0.2, 3.0, 1.0)]) == ("consistent", "distribution_free_bound")
+    # each bound against its own claim
+    assert verdict([(1.5, 3.0, 2.0), (0.1, 0.5, 1.0)]) == ("consistent", "distribution_free_bound")
+    assert verdict([]) == ("too_weak", "ceilings")
+    # the claim-curve test decides first; a weak audit says so whatever its ceilings
+    assert verdict([(0.2, 0.5, 1.0)], curve_rejected=True) == ("above_promise", "claim_curve_test")
+    assert verdict([(0.2, 3.0, 1.0)], curve_rejected=False, detectable_factor=0.4) == (
+        "too_weak", "detectable_noise_factor")
+    assert verdict([(0.2, 0.5, 1.0)], curve_rejected=False, detectable_factor=0.8) == (
+        "consistent", "claim_curve_test")
 
 
 def test_canary_rows_are_declared_in_the_metric_vocabulary():
@@ -158,6 +167,15 @@ def test_canary_rows_are_declared_in_the_metric_vocabulary():
     assert flag["value_bool"].notna().all() and flag["value"].isna().all()
     assert set(written["metric"]) == {"epsilon_lb_one_run", "epsilon_lb_one_run_fdp", "epsilon_gdp_estimate",
                                       "measured_above_promise"}
+    curve = claimed_curve({"noise_multiplier": 1.0, "sampling_probability": 0.1, "steps": 10,
+                           "sampling": "poisson", "accountant_profile": [[1e-5, 2.5]]})
+    rows = canary_rows(_mirror_scores(rng, 200, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
+                       claimed_epsilon=lambda at: 2.5, claim_curve=curve,
+                       detectable={"factor": 0.7, "power": 0.8, "repetitions": 50, "seed": 0})
+    written = metric_rows("canary", rows, dataset="d", run="r")
+    assert {"claim_curve_rejected", "epsilon_lb_many_trials", "detectable_noise_factor"} <= set(written["metric"])
+    flag = written[written["metric"] == "measured_above_promise"]
+    assert flag["decided_by"].iloc[0] == "claim_curve_test"
     na = metric_rows("canary", not_applicable_rows("baseline"), dataset="d", run="r")
     assert na["value_bool"].isna().all() and not na["applicable"].any()
 
@@ -174,3 +192,125 @@ def test_privacy_card_ladder_copies_the_rows_and_flags_a_broken_run_in_red():
     one_run = _value(rows, "epsilon_lb_one_run")
     assert f"{one_run:.3f}" in page and "0.250" in page
     assert "family <code>canary</code> disabled" in canary_ladder_html(None, mia)
+
+
+# ---------------------------------------------------------------- issue 22: the real step's power and
+# the independence of the canaries. Tiny model, q = 0.1, 4 epochs = 40 steps, ε = 1, 2,000 gradient
+# canaries; each planted bug below is a bug of the data path or the noise that a clone could carry.
+
+POWER_PARAMS = {**PARAMS, "epochs": 4}
+
+
+def _claim_test(policy):
+    scores, record = _twin(policy, input_canaries=0, canaries=2000, params=POWER_PARAMS)
+    rows = _rows(scores, record)
+    flag = rows[rows["metric"] == "measured_above_promise"].iloc[0]
+    curve = rows[rows["metric"] == "claim_curve_rejected"].iloc[0]
+    return record, bool(curve["value_bool"]), flag
+
+
+def test_correct_twin_is_not_rejected_by_the_claim_curve_test():
+    record, rejected, flag = _claim_test(MechanismPolicy())
+    assert record["canary_sampler"] == "shared_poisson" and record["norm_checks"] > 0
+    assert not rejected and flag["verdict"] != "above_promise"
+
+
+@pytest.mark.parametrize("policy", [MechanismPolicy(noise_factor=0.5), MechanismPolicy(clip_factor=2.0),
+                                    MechanismPolicy(sample_rate_factor=2.0)],
+                         ids=["noise_x0.5", "data_clipped_at_2C", "data_sampled_at_2q"])
+def test_planted_bugs_in_the_real_step_are_rejected_by_the_claim_curve_test(policy):
+    # Measured p-values (seed 0): 0.017, 0.0057, 0.038 at alpha 0.05 with 2,000 canaries over 40 steps.
+    record, rejected, flag = _claim_test(policy)
+    assert record["planted_bug"] == policy.as_dict()
+    assert rejected and flag["verdict"] == "above_promise" and flag["decided_by"] == "claim_curve_test"
+
+
+def test_a_fast_path_norm_that_is_not_the_gradients_stops_the_twin():
+    with pytest.raises(RuntimeError, match=r"per-example gradient norm of example_id \d+ at step 1 .* one tape"):
+        _twin(MechanismPolicy(norm_factor=0.5), input_canaries=0, canaries=10)
+
+
+def test_norm_check_passes_on_the_masked_ghost_path_with_dropout():
+    scores, record = _twin(input_canaries=0, canaries=10, params={**PARAMS, "dropout": 0.3})
+    assert record["dp_implementation"] == "masked_ghost_clipping" and record["norm_checks"] > 0
+
+
+def _twin_arrays(m=400, epochs=4):
+    from dpaudit.training.train import train_model
+
+    plan = plan_canaries(_frame(), SPLITS, gradient_canaries=m, input_canaries=0, gradient_norm=10.0,
+                         n_classes=2, seed=0)
+    info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": epochs}, None, threads=1, log=LOG, canaries=plan)
+    return plan, info
+
+
+def test_canary_sampling_bits_are_independent_bernoulli_q_across_canaries_and_steps():
+    plan, info = _twin_arrays(m=1000, epochs=6)
+    sampled = info["canary_sampled"]  # steps x m
+    q = info["sampling_probability"]
+    included = plan.gradient_included
+    assert not sampled[:, ~included].any()  # an excluded canary is never sampled
+    bits = sampled[:, included].astype(np.float64)
+    t, k = bits.shape
+    # Rate: Binomial(t·k, q), two-sided z < 4.
+    assert abs(bits.mean() - q) < 4 * np.sqrt(q * (1 - q) / bits.size)
+    # Pairs across canaries (same step, neighbouring canaries) and across steps (same canary,
+    # consecutive steps): both-sampled frequency q² under independence; z < 4 for each.
+    across = (bits[:, :-1] * bits[:, 1:]).mean()
+    over_time = (bits[:-1] * bits[1:]).mean()
+    for observed, count in ((across, t * (k - 1)), (over_time, (t - 1) * k)):
+        assert abs(observed - q**2) < 4 * np.sqrt(q**2 * (1 - q**2) / count)
+    # Per-step counts across canaries: Binomial(k, q) (dispersion within 4 standard errors of 1).
+    counts = bits.sum(axis=1)
+    dispersion = counts.var(ddof=1) / (k * q * (1 - q))
+    assert abs(dispersion - 1) < 4 * np.sqrt(2 / (t - 1))
+
+
+def test_excluded_canary_observations_are_independent_gaussian_noise():
+    plan, info = _twin_arrays(m=400, epochs=6)
+    sigma = info["noise_multiplier"]
+    u = info["canary_observations"][:, ~plan.gradient_included].astype(np.float64) / sigma  # steps x m_out
+    # N(0, 1) after dividing by σ: KS at 1e-3, and the pairwise correlation of coordinates
+    # within 4/√steps of 0 on average (mean |r| of independent columns ≈ 0.8/√steps).
+    assert stats.kstest(u.ravel(), "norm").pvalue > 1e-3
+    r = np.corrcoef(u.T)
+    off = r[~np.eye(len(r), dtype=bool)]
+    assert abs(off.mean()) < 4 / np.sqrt(u.shape[0] * len(r))
+    assert np.abs(off).mean() < 1.2 * np.sqrt(2 / np.pi) / np.sqrt(u.shape[0])
+
+
+def test_data_logits_do_not_depend_on_the_canaries():
+    from dpaudit.training.models import features, predict_logits
+
+    plan, info = _twin_arrays(m=50, epochs=2)
+    net = info["canary_net"]
+    x = features(_frame()[_frame()["split"] == SPLITS["members"]])
+    padded = np.pad(x, [(0, 0), (0, 50)])
+    before = predict_logits(net, padded)
+    weights = net.get_weights()
+    changed = [w.copy() for w in weights]
+    changed[0][x.shape[1]:] = np.random.default_rng(0).normal(size=changed[0][x.shape[1]:].shape) * 100
+    net.set_weights(changed)
+    np.testing.assert_array_equal(predict_logits(net, padded), before)
+    net.set_weights(weights)
+
+
+def test_verdict_sentence_says_what_the_audit_could_have_caught():
+    from dpaudit.metrics.canary.rows import verdict_sentence
+
+    rng = np.random.default_rng(5)
+    curve = claimed_curve({"noise_multiplier": 1.0, "sampling_probability": 0.1, "steps": 10,
+                           "sampling": "poisson", "accountant_profile": []})
+    detectable = {"factor": 0.72, "power": 0.8, "repetitions": 50, "seed": 0}
+    clean = canary_rows(_mirror_scores(rng, 2000, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
+                        claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable=detectable)
+    assert verdict_sentence(clean) == ("consistent", "consistent with the promise; this audit rejects, 8 times in "
+                                       "10, an implementation whose noise is below 0.72× the claim")
+    weak = canary_rows(_mirror_scores(rng, 2000, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
+                       claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable={**detectable, "factor": 0.3})
+    outcome, sentence = verdict_sentence(weak)
+    assert outcome == "too_weak" and "below 0.30× the claim" in sentence
+    leaky = canary_rows(_mirror_scores(rng, 2000, 0.1, 0.4, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
+                        claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable=detectable)
+    outcome, sentence = verdict_sentence(leaky)
+    assert outcome == "above_promise" and "below the accountant's claimed trade-off curve" in sentence

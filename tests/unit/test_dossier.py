@@ -202,7 +202,7 @@ def test_verdict_above_promise_is_red_and_quotes_the_bound():
     page = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0))
     assert 'class="verdict bad" data-verdict="above_promise"' in page
     assert "measured above the promise" in page
-    assert ">2.5</span>, exceeds the promise ε = 1" in page
+    assert ">2.5</span> against the promise ε = 1" in page
     check_numbers(page, table)
 
 
@@ -214,7 +214,7 @@ def test_verdict_consistent_and_too_weak():
     weak = D.build_dossier(table_of(model_rows("dpsgd", 4.0, 0, verdict="too_weak", one_run=0.0, ceiling_max=1.267)),
                            DATASET, run_name("dpsgd", 4.0, 0))
     assert 'data-verdict="too_weak"' in weak and "audit too weak to say" in weak
-    assert ">1.267</span>, below the promise ε = 4" in weak
+    assert ">1.267</span>; the measured bound is ε ≥" in weak and "below the accountant&#x27;s ε" in weak
 
 
 def test_verdict_of_a_baseline_says_there_is_no_promise():

@@ -351,10 +351,28 @@ CANARY = [
     Metric("canary", "epsilon_lb_many_runs", "many-runs ε lower bound",
            "Clopper–Pearson ε lower bound from R releases on D and R on a worst-case neighbour D′ scored by "
            "their exact log-density ratio (linear mechanisms).", "nats", "bound", (*_CANARY, "ceiling_max", "claimed_epsilon")),
+    Metric("canary", "claim_curve_rejected", "claimed curve rejected",
+           "Whether independent canary trials (white-box gradient canaries, or releases of a linear mechanism) "
+           "put a Clopper–Pearson point (FPR, FNR) below the accountant's claimed trade-off curve (Nasr, Hayes, "
+           "Steinke and others 2023, Section 4; Dong, Roth, Su 2022), Bonferroni over the thresholds, with the worst point and the adjusted "
+           "significance p_value at which the claim is (or would be) rejected.", "—", "diagnostic",
+           (*_CANARY, "fpr_upper", "fnr_upper", "claimed_fnr", "mirrored", "thresholds", "p_value", "claim_curve"),
+           dtype="bool"),
+    Metric("canary", "epsilon_lb_many_trials", "many-trials ε lower bound",
+           "Largest ε with ln((1 − δ − FNR)/FPR) or its mirror over the claim-curve test's Clopper–Pearson bounds, "
+           "a distribution-free lower bound at the run's own δ for independent trials.", "nats", "bound",
+           (*_CANARY, "thresholds", "claimed_epsilon")),
+    Metric("canary", "detectable_noise_factor", "detectable noise factor",
+           "Largest factor f such that an implementation drawing noise f·σ instead of the claimed σ is rejected "
+           "with probability at least power by this run's claim-curve test (same trials, thresholds and "
+           "confidence), simulated.", "factor", "diagnostic",
+           (*_CANARY, "power", "repetitions", "simulation_seed", "thresholds")),
     Metric("canary", "measured_above_promise", "measured above promise",
-           "Whether a distribution-free canary bound exceeds the accountant's ε (verdict says above_promise, "
-           "consistent, or too_weak when every ceiling is below ε).", "—", "diagnostic",
-           ("verdict", "ceiling_max", "confidence", "applicable", "note"), dtype="bool"),
+           "Whether the canary audit caught the mechanism leaking more than its claim: the claim-curve test "
+           "rejected, or a distribution-free bound exceeds the accountant's ε (verdict above_promise, consistent, "
+           "or too_weak when the audit could not have caught a 2× noise shortfall; decided_by names the test).",
+           "—", "diagnostic", ("verdict", "decided_by", "ceiling_max", "confidence",
+                             "applicable", "note"), dtype="bool"),
 ]
 
 METRICS: tuple[Metric, ...] = (*MIA, *PRIVACY_CARD, *EPSILON_STAR, *IDENTIFIABILITY, *PMP, *PROFILE, *CANARY)

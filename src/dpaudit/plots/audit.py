@@ -42,11 +42,14 @@ FEW_EXAMPLES = 2.0
 # The canary audit's rungs (family canary): column -> (metric, threat model, score kind).
 CANARY_RUNGS = {rung.key: rung for rung in LADDER}
 # Rungs whose ceiling (what perfect guessing certifies) is drawn as a bar-end tick.
-CEILING_RUNGS = ("canary_one_run_white_box", "canary_one_run_fdp_white_box", "canary_many_runs")
+CEILING_RUNGS = ("canary_many_trials_white_box", "canary_one_run_white_box", "canary_one_run_fdp_white_box",
+                 "canary_many_runs", "canary_many_trials_releases")
 _CEILING_NOTE = {key: "; –: its ceiling" for key in CEILING_RUNGS}
 _RUNG_STYLE = {  # colour and marker of each rung of dpaudit.metrics.canary.rows.LADDER
     "canary_gdp_white_box": ("tab:purple", "P"),
     "canary_one_run_fdp_white_box": ("tab:brown", "v"),
+    "canary_many_trials_white_box": ("tab:pink", "*"),
+    "canary_many_trials_releases": ("tab:gray", "*"),
     "canary_one_run_white_box": ("tab:red", "s"),
     "canary_many_runs": ("tab:olive", "X"),
     "canary_one_run_black_box": ("tab:cyan", "h"),
@@ -131,6 +134,7 @@ def _with_canary_rungs(audit: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame
         for column in CANARY_RUNGS:
             audit[column] = audit[f"{column}_ceiling"] = np.nan
         audit["canary_verdict"] = pd.Series(pd.NA, index=audit.index, dtype="string")
+        audit["canary_detectable_noise_factor"] = np.nan
         return audit
     canary = table[table["family"] == "canary"]
     for column, rung in CANARY_RUNGS.items():
@@ -148,6 +152,10 @@ def _with_canary_rungs(audit: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame
                 else pd.DataFrame({"dataset": [], "run": [], "verdict": []}))
     audit = audit.merge(verdicts.rename(columns={"verdict": "canary_verdict"}), on=["dataset", "run"],
                         how="left", validate="one_to_one")
+    factors = canary[canary["metric"] == "detectable_noise_factor"][["dataset", "run", "value"]]
+    audit = audit.merge(factors.rename(columns={"value": "canary_detectable_noise_factor"}), on=["dataset", "run"],
+                        how="left", validate="one_to_one")
+    audit["canary_detectable_noise_factor"] = audit["canary_detectable_noise_factor"].astype("float64")
     return audit
 
 
@@ -271,6 +279,10 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
         counts = verdicts.value_counts()
         title += ("\ncanary verdicts: " + ", ".join(
             f"{int(counts.get(v, 0))} {v.replace('_', ' ')}" for v in ("above_promise", "consistent", "too_weak")))
+        factors = audit["canary_detectable_noise_factor"].dropna() if "canary_detectable_noise_factor" in audit else []
+        if len(factors):
+            title += (f"; the audit rejects, 8 times in 10, noise below {float(np.median(factors)):.2f}× the claim "
+                      "(median over runs)")
     ax.set_title(title, fontsize=10)
     fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.33, wspace=0.06)
     save_figure(fig, png, pdf)

@@ -4,9 +4,9 @@
   model against the number of guesses r (the top-r canary scores), with the ceiling
   perfect guessing reaches at that r. Where the bound stops growing with r, more
   guesses do not help; where it hugs the ceiling, more canaries would.
-* Trade-off panel: per target ε (first seed), the accountant's trade-off curve
-  (dp_accounting's privacy loss distribution of the run: Poisson-subsampled Gaussian,
-  composed over its steps), the canaries' empirical trade-off (FNR against FPR of the
+* Trade-off panel: per target ε (first seed), the accountant's claimed trade-off curve
+  (``dpaudit.dp.tradeoff.accountant_tradeoff``: the privacy loss distribution of its
+  event joined with its (ε, δ) profile; the curve the claim-curve test reads), the canaries' empirical trade-off (FNR against FPR of the
   white-box likelihood-ratio score) and the Gaussian curve of the fitted GDP μ. An
   empirical curve below the accountant's would be a violation.
 """
@@ -23,10 +23,10 @@ from scipy import special
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
 from dpaudit.dp.canary_bounds import guesses_curve, one_run_delta
-from dpaudit.metrics.canary.rows import LADDER, recorded_claims
+from dpaudit.metrics.canary.rows import LADDER, claimed_curve, recorded_claims
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["accountant_tradeoff", "canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
+__all__ = ["canary_figures", "empirical_tradeoff", "guesses_table", "plot_guesses",
            "plot_tradeoff"]
 
 # The white-box rung whose scores the figures draw (its GDP row gives the fitted μ).
@@ -100,26 +100,6 @@ def plot_guesses(table: pd.DataFrame, dataset: str, png: str | Path, pdf: str | 
     save_figure(fig, png, pdf)
 
 
-def accountant_tradeoff(noise_multiplier: float, sampling_probability: float, steps: int,
-                        fpr: np.ndarray, *, discretization: float = 1e-3) -> np.ndarray:
-    """Lowest FNR at each FPR that the accountant allows: the trade-off curve dual to the
-    privacy profile δ(ε) of dp_accounting's PLD (add-or-remove, Poisson subsampling),
-    f(α) = sup_ε max(0, 1 − δ(ε) − e^ε α, e^{−ε}(1 − δ(ε) − α))."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
-    dist = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
-                                       sampling_prob=float(sampling_probability),
-                                       value_discretization_interval=discretization)
-    dist = dist.self_compose(int(steps))
-    eps = np.linspace(0.0, 40.0, 801)
-    delta = np.asarray(dist.get_delta_for_epsilon(eps), dtype=np.float64)
-    fpr = np.asarray(fpr, dtype=np.float64)[:, None]
-    with np.errstate(over="ignore", invalid="ignore"):
-        first = 1.0 - delta[None, :] - np.exp(eps)[None, :] * fpr
-        second = np.exp(-eps)[None, :] * (1.0 - delta[None, :] - fpr)
-    return np.clip(np.nanmax(np.maximum(first, second), axis=1), 0.0, 1.0)
-
-
 def empirical_tradeoff(scores: np.ndarray, included: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(FPR, FNR) of "in iff score ≥ t" over every distinct t (and t = +inf)."""
     scores = np.asarray(scores, np.float64)
@@ -132,17 +112,16 @@ def empirical_tradeoff(scores: np.ndarray, included: np.ndarray) -> tuple[np.nda
 
 
 def plot_tradeoff(panels: Sequence[Mapping], dataset: str, png: str | Path, pdf: str | Path | None = None) -> None:
-    """``panels``: dicts with target_epsilon, accountant_epsilon, noise_multiplier,
-    sampling_probability, steps, mu (the GDP estimate) and scores (white-box frame)."""
+    """``panels``: dicts with target_epsilon, accountant_epsilon, curve (the claimed
+    trade-off curve, ``dpaudit.dp.tradeoff``), mu (the GDP estimate) and scores (white-box frame)."""
     count = max(len(panels), 1)
     fig, axes = plt.subplots(1, count, figsize=(3.9 * count, 4.4), squeeze=False)
     grid = np.concatenate([np.geomspace(1e-6, 1e-2, 60), np.linspace(0.01, 1.0, 100)])
     for ax, panel in zip(axes[0], panels, strict=False):
         white = _white_box(panel["scores"])
         fpr, fnr = empirical_tradeoff(white["score"].to_numpy(float), white["included"].to_numpy(bool))
-        ax.plot(grid, accountant_tradeoff(panel["noise_multiplier"], panel["sampling_probability"],
-                                          panel["steps"], grid),
-                color="k", lw=1.6, label="accountant (PLD of the run: its q, σ and steps)")
+        ax.plot(grid, panel["curve"].fnr(grid), color="k", lw=1.6,
+                label="accountant's claimed curve (PLD of its event ∨ its (ε, δ) profile)")
         ax.step(fpr, fnr, where="post", color="tab:blue", lw=1.0, label="canaries (white box, LLR score)")
         mu = float(panel["mu"])
         ax.plot(grid, special.ndtr(special.ndtri(1.0 - grid) - mu), color="tab:orange", ls="--",
@@ -186,8 +165,7 @@ def canary_figures(table: pd.DataFrame, records: Sequence[Mapping], scores: Sequ
         if run["target_epsilon"] in seen or _white_box(frame).empty or run["run"] not in gdp.index:
             continue
         seen.add(run["target_epsilon"])
-        panels.append({**run, "noise_multiplier": record["noise_multiplier"],
-                       "sampling_probability": record["sampling_probability"], "steps": record["steps"],
-                       "mu": float(gdp.loc[run["run"], "mu"]), "scores": frame})
+        panels.append({**run, "curve": claimed_curve(record), "mu": float(gdp.loc[run["run"], "mu"]),
+                       "scores": frame})
     plot_tradeoff(panels, dataset, tradeoff_png, tradeoff_pdf)
     return guesses

@@ -18,7 +18,7 @@ import pandas as pd
 from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
-from dpaudit.metrics.canary.rows import LADDER
+from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
 from dpaudit.metrics.mia import roc_curve
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
@@ -47,11 +47,6 @@ def _page(title: str, body: str) -> str:
     )
 
 
-VERDICT_TEXT = {
-    "above_promise": "MEASURED ABOVE THE PROMISE: a distribution-free canary bound exceeds the accountant's ε",
-    "consistent": "consistent with the promise: no canary bound exceeds the accountant's ε",
-    "too_weak": "audit too weak to say: every distribution-free bound's ceiling is below the accountant's ε",
-}
 
 
 def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
@@ -77,20 +72,16 @@ def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
     if len(natural):
         rows.append(f"<tr><td>natural split: certified attack bound</td><td>{float(natural['value'].iloc[0]):.3f}"
                     "</td><td>—</td><td>—</td><td>—</td></tr>")
-    verdict_rows = canary[canary["metric"] == "measured_above_promise"]
-    verdict = verdict_rows["verdict"].iloc[0] if len(verdict_rows) and "verdict" in verdict_rows else None
-    if verdict is None or pd.isna(verdict):
-        note = (verdict_rows["note"].iloc[0] if len(verdict_rows) and "note" in verdict_rows else None)
-        line = html.escape(str(note)) if note is not None and not pd.isna(note) else "no canary verdict"
-    else:
-        style = ' style="color:#b00020;font-weight:bold"' if verdict == "above_promise" else ""
-        line = f"<span{style}>{html.escape(VERDICT_TEXT[str(verdict)])}</span>"
+    verdict, sentence = verdict_sentence(canary)
+    style = ' style="color:#b00020;font-weight:bold"' if verdict == "above_promise" else ""
+    line = f"<span{style}>{html.escape(sentence.upper() if verdict == 'above_promise' else sentence)}</span>"
     table = ("<table><tr><th>rung</th><th>ε</th><th>ceiling</th><th>at δ</th><th>accountant ε at that δ</th></tr>"
              + "".join(rows) + "</table>") if rows else ""
     return ("<h2>ε ladder</h2><p>Canary audit (dpaudit family <code>canary</code>): lower bounds and estimates of "
             "the model's ε from planted canaries; a ceiling is what perfect guessing would certify. The "
             "distribution-free one-run bound is computed at a δ small enough for its 2mδ term (m canaries) and "
-            "judged against the accountant's ε at that δ.</p>"
+            "judged against the accountant's ε at that δ; the many-trials bound and the claim-curve test read the "
+            "gradient canaries as independent trials, at the run's own δ.</p>"
             f"{table}<p>Verdict: {line}</p>")
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from dpaudit.contract.metrics import MECHANISM_LABELS, declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
+from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, verdict_sentence
 from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER
 
 # Columns of the run grid (dpaudit.config): a configuration is a grid row without its seed.
@@ -214,6 +215,9 @@ class RunView:
     def find(self, family: str, metric: str, **select) -> Found | None:
         found = self.find_all(family, metric, **select)
         return found[0] if found else None
+
+    def family_rows(self, family: str) -> pd.DataFrame:
+        return self.rows[self.rows["family"] == family]
 
     def missing_family(self, family: str) -> str | None:
         """Why a family has nothing to say for this model, or None when it has rows."""
@@ -433,25 +437,24 @@ def _verdict(view: RunView, eps: float) -> str:
     if verdict is None or not bool(flag.get("applicable", True)):
         note = flag.get("note") or "not applicable"
         return f'<p class="verdict weak">Verdict: no promise to audit ({_esc(note)}).</p>'
-    bounds = [f for metric in ("epsilon_lb_one_run", "epsilon_lb_many_runs")
-              for f in view.find_all("canary", metric, **({"threat_model": "many_runs"} if metric.endswith("runs") else {}))
-              if not math.isnan(f.value)]
-    best = max(bounds, key=lambda f: f.value) if bounds else None
+    bounds = [f for metric in DISTRIBUTION_FREE for f in view.find_all("canary", metric) if not math.isnan(f.value)]
+    best = max(bounds, key=lambda f: f.value - _claim(f, eps)[0]) if bounds else None
     best_html = best.num() if best is not None else "—"
     claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
-    above = bool(flag.get("value_bool", False))
     ceiling = flag.num("ceiling_max")
-    if above or verdict == "above_promise":
-        return ('<p class="verdict bad" data-verdict="above_promise">Verdict: measured above the promise. '
-                f"A distribution-free bound, ε ≥ {best_html}, exceeds {claim_text}: "
-                "the guarantee does not hold as stated (a bug, or a wrong assumption about sampling, "
+    _, sentence = verdict_sentence(view.family_rows("canary"))
+    said = _esc(sentence) + "."
+    if verdict == "above_promise":
+        return ('<p class="verdict bad" data-verdict="above_promise">Verdict: ' + said +
+                f" The largest distribution-free bound is ε ≥ {best_html} against {claim_text}. "
+                "The guarantee does not hold as stated (a bug, or a wrong assumption about sampling, "
                 "neighbouring relation or accountant).</p>")
     if verdict == "too_weak":
-        return ('<p class="verdict weak" data-verdict="too_weak">Verdict: audit too weak to say. '
-                f"Even perfect guessing would certify at most ε = {ceiling}, below {claim_text}, "
-                f"so the measured bound ε ≥ {best_html} cannot contradict it.</p>")
-    return ('<p class="verdict" data-verdict="consistent">Verdict: consistent with the promise. '
-            f"The largest distribution-free bound, ε ≥ {best_html}, stays at or below {claim_text}, "
+        return ('<p class="verdict weak" data-verdict="too_weak">Verdict: ' + said +
+                f" Perfect guessing would certify at most ε = {ceiling}; the measured bound is ε ≥ {best_html} "
+                f"against {claim_text}.</p>")
+    return ('<p class="verdict" data-verdict="consistent">Verdict: ' + said +
+            f" The largest distribution-free bound, ε ≥ {best_html}, stays at or below {claim_text}, "
             f"and the audit could have certified up to {ceiling}.</p>")
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,48 +31,12 @@ from dpaudit.contract.metrics import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.training.canary_linear import linear_canary_scores
-from dpaudit.training.models import features, predict_logits
+from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
+from dpaudit.training.models import predict_logits
+from dpaudit.training.steps import CORRECT, MechanismPolicy
 from dpaudit.training.train import normalize_params, train_model
 
 __all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin", "subsampled_gaussian_llr"]
-
-
-@dataclass(frozen=True)
-class CanaryPlan:
-    """Which canaries exist and which are included (fixed before training)."""
-
-    gradient_included: np.ndarray  # bool [m_gradient]
-    input_x: np.ndarray  # float32 [m_input, d]
-    input_labels: np.ndarray  # int64 [m_input], the changed labels
-    input_example_ids: np.ndarray  # int64 [m_input], where the rows came from
-    input_included: np.ndarray  # bool [m_input]
-    gradient_norm: float
-    seed: int
-
-
-def plan_canaries(examples: pd.DataFrame, splits: dict[str, str], *, gradient_canaries: int,
-                  input_canaries: int, gradient_norm: float, n_classes: int, seed: int) -> CanaryPlan:
-    """Draw the canaries and their inclusion bits from ``seed`` (NumPy SeedSequence)."""
-    if gradient_canaries < 0 or input_canaries < 0:
-        raise ValueError(f"canary counts must be >= 0, got {gradient_canaries} and {input_canaries}")
-    if not np.isfinite(gradient_norm) or gradient_norm <= 0:
-        raise ValueError(f"canary gradient_norm must be finite and > 0, got {gradient_norm}")
-    rng = np.random.default_rng([int(seed), 17])
-    gradient_included = rng.random(int(gradient_canaries)) < 0.5
-    pool = examples[examples["split"] == splits["nonmembers"]]
-    if input_canaries > len(pool):
-        raise ValueError(
-            f"{input_canaries} input canaries requested but the non-member split {splits['nonmembers']!r} "
-            f"has {len(pool)} rows; set metrics.canary.input_canaries <= {len(pool)}"
-        )
-    chosen = np.sort(rng.choice(len(pool), size=int(input_canaries), replace=False))
-    rows = pool.iloc[chosen]
-    labels = (rows["label"].to_numpy(dtype=np.int64) + 1) % int(n_classes)
-    input_included = rng.random(int(input_canaries)) < 0.5
-    x = features(rows) if len(rows) else np.zeros((0, 0), np.float32)
-    return CanaryPlan(gradient_included=gradient_included, input_x=x, input_labels=labels,
-                      input_example_ids=rows["example_id"].to_numpy(dtype=np.int64),
-                      input_included=input_included, gradient_norm=float(gradient_norm), seed=int(seed))
 
 
 def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) -> np.ndarray:
@@ -87,13 +50,13 @@ def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) ->
 def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], *,
                     gradient_canaries: int, input_canaries: int, gradient_norm_factor: float, seed: int,
                     threads: int, log: logging.Logger, run: str | None = None, confidence: float = 0.95,
-                    broken: dict[str, float] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+                    policy: MechanismPolicy = CORRECT) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the audit twin of a DP-SGD run; return per-canary scores and the twin's record.
 
     Scores (higher = looks included): white box ``llr`` (``subsampled_gaussian_llr`` with
     the run's q and σ, as the auditor knows them) and ``sum`` (Σ_t u_t); black box
     ``neg_loss`` (minus the final twin's cross-entropy on the canary's changed label).
-    ``broken`` is the test-only hook of ``dpaudit.training.steps.build_train_step``.
+    ``policy`` plants a bug on purpose (``dpaudit.training.steps.MechanismPolicy``; power tests).
     """
     p = normalize_params(params)
     if p["mechanism"] != "dpsgd":
@@ -103,9 +66,10 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
                          gradient_norm=gradient_norm_factor * p["clip_norm"], n_classes=n_classes, seed=seed)
     t0 = time.perf_counter()
     info = train_model(examples, splits, params, None, threads=threads, log=log, run=run,
-                       canaries=plan, broken=broken)
+                       canaries=plan, policy=policy)
     seconds = time.perf_counter() - t0
     observations = info.pop("canary_observations")
+    info.pop("canary_sampled")
     net = info.pop("canary_net")
     q, sigma = info["sampling_probability"], info["noise_multiplier"]
     frames = []
@@ -145,9 +109,13 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "sampling": info["sampling"],
         "twin_train_seconds": seconds,
         "dp_implementation": info["dp_implementation"],
-        "broken": dict(broken or {}),
+        "planted_bug": policy.as_dict(),
+        "accounted_steps": info["accounted_steps"],
+        "canary_sampler": info["canary_sampler"],
+        "norm_checks": info["norm_checks"],
         "history": info["history"],
     }
+    record["accountant_profile"] = accountant_profile(record)
     record["claimed_epsilon"] = claimed_epsilon_points(record, alpha=1.0 - float(confidence),
                                                        canaries=[int(gradient_canaries), int(input_canaries)])
     log.info("audit twin: %d gradient and %d input canaries, %d steps in %.1fs",
@@ -180,6 +148,20 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
     raise ValueError(f"the canary audit covers dpsgd and {LINEAR_MECHANISMS}, not {mechanism!r}")
 
 
+# δ at which the twin records the accountant's own profile (with the run's δ): the claim's
+# (ε, δ) statements that the claimed trade-off curve joins (``dpaudit.dp.tradeoff``).
+PROFILE_DELTAS = tuple(float(d) for d in np.geomspace(1e-12, 0.1, 23))
+
+
+def accountant_profile(record: dict[str, Any]) -> list[list[float]]:
+    """[[δ, ε(δ)], ...]: the run's accountant (its σ, q, the steps it accounted for, batch
+    scheme) at ``PROFILE_DELTAS`` and the run's δ, through the same code path as the run's ε."""
+    deltas = sorted({*PROFILE_DELTAS, float(record["delta"])})
+    eps = accounting.dpsgd_profile(record["noise_multiplier"], record["sampling_probability"],
+                                   record["accounted_steps"], deltas, record["accountant"], record["sampling"])
+    return [[float(d), float(e)] for d, e in zip(deltas, eps, strict=True)]
+
+
 def claimed_epsilon_points(record: dict[str, Any], *, alpha: float, canaries: list[int]) -> list[list[float]]:
     """[[δ′, ε(δ′)], ...]: the accountant's ε of the twin's mechanism (its σ, q, steps,
     accountant and sampling) at each δ′ = ``one_run_delta`` the one-run bounds of these
@@ -191,6 +173,6 @@ def claimed_epsilon_points(record: dict[str, Any], *, alpha: float, canaries: li
         at = one_run_delta(record["delta"], alpha, m)
         if at not in points:
             points[at] = accounting.dpsgd_epsilon(record["noise_multiplier"], record["sampling_probability"],
-                                                  record["steps"], at, record["accountant"],
+                                                  record["accounted_steps"], at, record["accountant"],
                                                   record["sampling"])["epsilon"]
     return [[float(at), float(eps)] for at, eps in sorted(points.items())]

@@ -58,7 +58,8 @@ groups) whose gradient norm exceeded C (Abadi et al. 2016).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 
 DP_IMPLEMENTATIONS = (
     "auto",
@@ -67,6 +68,51 @@ DP_IMPLEMENTATIONS = (
     "vectorized_optimizer",
     "microbatch_group_gradients",
 )
+
+
+@dataclass(frozen=True)
+class MechanismPolicy:
+    """How a step departs from the mechanism its accountant analyses; the default is the
+    correct mechanism. Any other value plants a bug on purpose, for the audit's power
+    tests and benchmarks (never a config value, never used by the released training):
+
+    * ``noise_factor``: the noise actually drawn is σ·f (the accountant keeps σ);
+    * ``clip_factor``: the clip weights use the threshold f·C while the noise stays σC
+      (``math.inf``: no clipping);
+    * ``sample_rate_factor``: Poisson batches are drawn at rate f·q while the accountant
+      assumes q (``dpaudit.training.train``);
+    * ``norm_factor``: the fast and ghost paths' per-example norms are scaled by f (the
+      audit twin's norm check must stop the job).
+    """
+
+    noise_factor: float = 1.0
+    clip_factor: float = 1.0
+    sample_rate_factor: float = 1.0
+    norm_factor: float = 1.0
+
+    def __post_init__(self):
+        for name in ("noise_factor", "clip_factor", "sample_rate_factor", "norm_factor"):
+            value = float(getattr(self, name))
+            if not value > 0 or math.isnan(value) or (math.isinf(value) and name != "clip_factor"):
+                raise ValueError(f"MechanismPolicy.{name} must be a finite number > 0, got {value!r}")
+
+    @property
+    def correct(self) -> bool:
+        return self == MechanismPolicy()
+
+    def as_dict(self) -> dict[str, float]:
+        """The departures from the correct mechanism (empty when correct)."""
+        default = MechanismPolicy()
+        return {k: float(getattr(self, k)) for k in ("noise_factor", "clip_factor", "sample_rate_factor",
+                                                     "norm_factor") if getattr(self, k) != getattr(default, k)}
+
+
+CORRECT = MechanismPolicy()
+
+# The audit twin recomputes this many examples' gradients per step the slow way (one tape
+# each) and compares their norms with the fast path's (``build_train_step``).
+NORM_CHECK_EXAMPLES = 2
+NORM_CHECK_RTOL = 1e-3
 
 
 def optimizer_class_name(opt) -> str:
@@ -192,7 +238,8 @@ def build_train_step(
     dropout_masks: Callable | None = None,
     gradient_canaries: int = 0,
     canary_gradient_norm: float | None = None,
-    broken: Mapping[str, float] | None = None,
+    check_norms: bool = False,
+    policy: MechanismPolicy = CORRECT,
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
@@ -201,13 +248,23 @@ def build_train_step(
     caller feeds data rows without them; the step pads zeros, so no data gradient
     touches their weights). Canary i's gradient is ``canary_gradient_norm`` (default C)
     at kernel entry (d + i, 0) of the first Dense layer; the step takes a third
-    argument, the [m] 0/1 mask of canaries sampled into this batch, clips each
-    sampled canary gradient like an example's (factor min(1, C/norm)), adds it to the
-    clipped sum before the noise, and returns a fourth value: the noised sum at the
-    canary coordinates divided by C (s_i + σ·z for a clipped canary). ``noise_step``
-    then takes the mask too. ``broken`` is a test-only hook (never a config value):
-    ``noise_factor`` scales the noise actually drawn (the accountant keeps σ) and
-    ``disable_clipping`` skips clipping; the vectorized optimizer supports neither.
+    argument, the [m] 0/1 mask of canaries sampled into this batch. The canaries pass
+    through every piece of the step a data row passes through after its gradient is
+    formed: their norms are appended to the per-example (or per-group) norms and clipped
+    by the same clip-weight computation, their clipped gradients join the clipped sum
+    before the same noise call, and the update is divided by the same divisor. The step
+    returns a fourth value: the noised sum at the canary coordinates divided by C
+    (s_i + σ·z for a clipped canary). ``noise_step`` then takes the mask too.
+
+    ``check_norms`` (fast and ghost paths; the audit twin): the step takes one more
+    argument, ``NORM_CHECK_EXAMPLES`` positions in the batch, recomputes those examples'
+    gradients the slow way (one tape per example, same Dropout masks) and returns two
+    more values: the fast path's norms at those positions and the slow ones (the caller
+    compares them; per-example norms cannot be shared with an injected gradient, so they
+    are checked instead).
+
+    ``policy`` (``MechanismPolicy``) plants a bug on purpose for power tests; the
+    vectorized optimizer supports only the correct mechanism.
 
     ``step(x, y)`` applies one update and returns (summed CE, #correct, clipped
     fraction) of the batch (training-mode logits); the clipped fraction is the share
@@ -253,45 +310,72 @@ def build_train_step(
 
     if mechanism != "dpsgd":
         raise ValueError(f"unknown mechanism {mechanism!r}")
+    if not isinstance(policy, MechanismPolicy):
+        raise TypeError(f"policy must be a MechanismPolicy, got {type(policy).__name__}")
     clip = float(clip_norm)
-    broken = dict(broken or {})
-    unknown_hooks = set(broken) - {"noise_factor", "disable_clipping"}
-    if unknown_hooks:
-        raise ValueError(f"unknown broken-mechanism hook(s) {sorted(unknown_hooks)}")
     # The noise actually drawn; the accountant (the caller) keeps the claimed σ.
-    sigma = float(noise_multiplier) * float(broken.get("noise_factor", 1.0))
-    # Clipping threshold of the clip factors; the noise stays σ·C with the claimed C.
-    clip_for_factors = math.inf if broken.get("disable_clipping") else clip
+    sigma = float(noise_multiplier) * float(policy.noise_factor)
+    # Clipping threshold of the clip weights; the noise stays σ·C with the claimed C.
+    clip_for_weights = clip * float(policy.clip_factor)
     m_canary = int(gradient_canaries)
     if m_canary < 0 or m_canary >= d:
         raise ValueError(f"gradient_canaries must lie in [0, {d}) (the model's inputs), got {m_canary}")
-    if (m_canary or broken) and implementation == "vectorized_optimizer":
-        raise ValueError("canaries and broken-mechanism hooks need a gradient path of dpaudit, not vectorized_optimizer")
+    if (m_canary or check_norms or not policy.correct) and implementation == "vectorized_optimizer":
+        raise ValueError("canaries, norm checks and planted bugs need a gradient path of dpaudit, "
+                         "not vectorized_optimizer")
+    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
     d_data = d - m_canary
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
     if not canary_norm > 0 or not math.isfinite(canary_norm):
         raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")
     if m_canary:
-        signature = [tf.TensorSpec([None, d_data], tf.float32), tf.TensorSpec([None], tf.int64),
-                     tf.TensorSpec([m_canary], tf.float32)]
+        signature = [tf.TensorSpec([None, d_data], tf.float32), signature[1], tf.TensorSpec([m_canary], tf.float32)]
+    if check:
+        signature = [*signature, tf.TensorSpec([NORM_CHECK_EXAMPLES], tf.int32)]
     first_kernel = variables[0]
-    canary_factor = min(1.0, clip_for_factors / canary_norm)
+    canary_norms = tf.fill([m_canary], canary_norm)
 
     def model_input(x):
         return tf.pad(x, [[0, 0], [0, m_canary]]) if m_canary else x
 
-    def noised_update(clipped, units, canary_mask=None):
-        """Clipped sum (+ sampled canaries) + N(0, σ²C²), divided by the fixed divisor."""
+    def with_canary_norms(norms):
+        """Per-unit norms of the batch followed by the canaries' (one clip-weight call for both)."""
+        return tf.concat([norms, canary_norms], axis=0) if m_canary else norms
+
+    def split_weights(weights, units):
+        """(data units' weights, canaries' weights) from ``clip_weights(with_canary_norms(.))``."""
+        return (weights[:units], weights[units:]) if m_canary else (weights, None)
+
+    def noised_update(clipped, units, canary_mask=None, canary_weights=None):
+        """Clipped sum (+ sampled, clipped canaries) + N(0, σ²C²), divided by the fixed divisor."""
         if m_canary:
-            column = tf.reshape(canary_mask * (canary_norm * canary_factor), [m_canary, 1])
+            column = tf.reshape(canary_mask * canary_norms * canary_weights, [m_canary, 1])
             width = int(first_kernel.shape[1])
             clipped = [tf.pad(column, [[d_data, 0], [0, width - 1]]) + clipped[0], *clipped[1:]]
         noised = _tf.gradient_clipping_utils.add_aggregate_noise(clipped, units, clip, sigma, loss_reduction="sum")
         observed = noised[0][d_data:, 0] / clip if m_canary else None
         return [g / divisor for g in noised], observed
 
-    def finish(outputs, observed):
-        return (*outputs, observed) if m_canary else outputs
+    def finish(outputs, observed, checked=None):
+        extra = (observed,) if m_canary else ()
+        return (*outputs, *extra, *(checked or ()))
+
+    def slow_norms(x, y, positions, masks=None, chain=None):
+        """Norms of the examples at ``positions``, one tape per example (same masks)."""
+        out = []
+        for j in range(NORM_CHECK_EXAMPLES):
+            at = positions[j:j + 1]
+            xi, yi = tf.gather(x, at), tf.gather(y, at)
+            with tf.GradientTape() as tape:
+                if masks is None:
+                    logits = net(xi, training=True)
+                else:
+                    logits, _ = _tapped_forward(chain, xi, tf, [tf.gather(mk, at) for mk in masks])
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yi, logits))
+            grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
+        return tf.stack(out)
+
     if (implementation == "microbatch_group_gradients") != (microbatches is not None):
         raise ValueError("microbatches go with implementation microbatch_group_gradients only")
     # TF Privacy divides by the number of microbatches; per-example DP-SGD by B.
@@ -299,6 +383,12 @@ def build_train_step(
 
     def fraction_above_clip(norms):
         return tf.reduce_mean(tf.cast(norms > clip, tf.float32))
+
+    def ratio_weights(norms):
+        # C / max(C, ‖g_i‖) = min(1, C/‖g_i‖), and 1 for a zero gradient.
+        if math.isinf(clip_for_weights):
+            return tf.ones_like(norms)
+        return clip_for_weights / tf.maximum(clip_for_weights, norms)
 
     if implementation == "fast_gradient_clipping":
         opt = plain_optimizer()
@@ -311,35 +401,44 @@ def build_train_step(
         registry = _tf.tfp_layer_registry.make_default_layer_registry()
         base_apply = opt.apply_gradients
 
+        def clip_weights(norms):
+            if math.isinf(clip_for_weights):
+                return tf.ones_like(norms)
+            return _tf.clip_grads.compute_clip_weights(clip_for_weights, norms)
+
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y, canary_mask=None):
+        def step(x, y, *extra):
+            canary_mask = extra[0] if m_canary else None
             x = model_input(x)
             # clip_grads.compute_clipped_gradients_and_outputs, unrolled so the
             # per-example norms are available for the clipped fraction.
             norms = _tf.clip_grads.compute_gradient_norms(
                 net, registry, x, y, trainable_vars=variables
-            )
-            weights = (tf.ones_like(norms) if math.isinf(clip_for_factors)
-                       else _tf.clip_grads.compute_clip_weights(clip, norms))
+            ) * policy.norm_factor
+            # before the update: the slow tapes must read the weights the norms were computed at
+            checked = (tf.gather(norms, extra[-1]), slow_norms(x, y, extra[-1])) if check else None
+            weights, canary_weights = split_weights(clip_weights(with_canary_norms(norms)), tf.shape(y)[0])
             with tf.GradientTape() as tape:
                 logits = net(x, training=True)
                 clipped_loss = net.loss(y, logits, weights)
             clipped = tape.gradient(
                 clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
             )
-            update, observed = noised_update(clipped, tf.shape(y)[0], canary_mask)
+            update, observed = noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
             opt.apply_gradients(zip(update, variables, strict=True))
             losses, correct = batch_stats(y, logits)
-            return finish((tf.reduce_sum(losses), correct, fraction_above_clip(norms)), observed)
+            return finish((tf.reduce_sum(losses), correct, fraction_above_clip(norms)), observed, checked)
 
     elif implementation == "masked_ghost_clipping":
         opt = plain_optimizer()
         base_apply = opt.apply_gradients
         chain = _dense_chain(net, keras)
         sample_masks = dropout_masks or dropout_mask_sampler(dropout_layers(chain, keras), dropout_seed)
+        clip_weights = ratio_weights
 
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y, canary_mask=None):
+        def step(x, y, *extra):
+            canary_mask = extra[0] if m_canary else None
             x = model_input(x)
             masks = sample_masks(tf.shape(x)[0])
             with tf.GradientTape() as tape:
@@ -347,9 +446,9 @@ def build_train_step(
                 losses, correct = batch_stats(y, logits)
                 summed = tf.reduce_sum(losses)
             deltas = tape.gradient(summed, [z for _, z, _ in taps])
-            norms = tf.sqrt(_ghost_squared_norms(taps, deltas, tf))
-            # C / max(C, ‖g_i‖) = min(1, C/‖g_i‖), and 1 for a zero gradient.
-            factors = tf.ones_like(norms) if math.isinf(clip_for_factors) else clip / tf.maximum(clip, norms)
+            norms = tf.sqrt(_ghost_squared_norms(taps, deltas, tf)) * policy.norm_factor
+            checked = (tf.gather(norms, extra[-1]), slow_norms(x, y, extra[-1], masks, chain)) if check else None
+            factors, canary_weights = split_weights(clip_weights(with_canary_norms(norms)), tf.shape(y)[0])
             clipped = {}
             for (h, _, layer), delta in zip(taps, deltas, strict=True):
                 # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
@@ -357,9 +456,10 @@ def build_train_step(
                 clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
                 if layer.use_bias:
                     clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
-            update, observed = noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask)
+            update, observed = noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+                                             canary_weights)
             opt.apply_gradients(zip(update, variables, strict=True))
-            return finish((summed, correct, fraction_above_clip(norms)), observed)
+            return finish((summed, correct, fraction_above_clip(norms)), observed, checked)
 
     elif implementation == "vectorized_optimizer":
         cls = (
@@ -379,6 +479,7 @@ def build_train_step(
         # noise-only update of an empty batch goes to the parent Keras optimizer.
         base_apply = super(cls, opt).apply_gradients
         chain = _dense_chain(net, keras)
+        clip_weights = ratio_weights
 
         @tf.function(input_signature=signature, autograph=False)
         def step(x, y):
@@ -405,9 +506,11 @@ def build_train_step(
         opt = plain_optimizer()
         base_apply = opt.apply_gradients
         chain = _dense_chain(net, keras)
+        clip_weights = ratio_weights
 
         @tf.function(input_signature=signature, autograph=False)
-        def step(x, y, canary_mask=None):
+        def step(x, y, *extra):
+            canary_mask = extra[0] if m_canary else None
             x = model_input(x)
             m = tf.shape(y)[0]
             # np.array_split sizes: the first m mod k groups hold one example more.
@@ -441,10 +544,9 @@ def build_train_step(
                     sq += tf.reduce_sum(tf.square(gb), axis=1)
                     group_grads[layer.bias.ref()] = gb
             norms = tf.sqrt(sq)
-            # C / max(C, ‖g‖) = min(1, C/‖g‖), and 1 for an empty group's zero gradient.
-            factors = tf.ones_like(norms) if math.isinf(clip_for_factors) else clip / tf.maximum(clip, norms)
+            factors, canary_weights = split_weights(clip_weights(with_canary_norms(norms)), k)
             clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
-            update, observed = noised_update(clipped, k, canary_mask)
+            update, observed = noised_update(clipped, k, canary_mask, canary_weights)
             opt.apply_gradients(zip(update, variables, strict=True))
             nonempty = sizes > 0
             n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > clip, nonempty), tf.float32))
@@ -454,13 +556,14 @@ def build_train_step(
     else:
         raise ValueError(f"unknown DP implementation {implementation!r}")
 
-    @tf.function(input_signature=signature[2:], autograph=False)
+    noise_signature = signature[2:3] if m_canary else []
+
+    @tf.function(input_signature=noise_signature, autograph=False)
     def noise_step(canary_mask=None):
         zeros = [tf.zeros_like(v) for v in variables]
-        update, observed = noised_update(zeros, 1, canary_mask)
+        canary_weights = clip_weights(canary_norms) if m_canary else None
+        update, observed = noised_update(zeros, 1, canary_mask, canary_weights)
         base_apply(zip(update, variables, strict=True))
         return finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), observed)
 
     return step, noise_step, opt
-
-

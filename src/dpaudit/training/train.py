@@ -32,9 +32,18 @@ from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.io import atomic_path
 from dpaudit.training import sampling
+from dpaudit.training.canary_plan import CanaryPlan
 from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
-from dpaudit.training.steps import DP_IMPLEMENTATIONS, build_train_step, optimizer_class_name
+from dpaudit.training.steps import (
+    CORRECT,
+    DP_IMPLEMENTATIONS,
+    NORM_CHECK_EXAMPLES,
+    NORM_CHECK_RTOL,
+    MechanismPolicy,
+    build_train_step,
+    optimizer_class_name,
+)
 
 __all__ = [
     "DEFAULTS",
@@ -270,8 +279,8 @@ def train_model(
     dataset: str | None = None,
     checkpoints: int = 0,
     checkpoint_path: str | Path | None = None,
-    canaries: Any = None,
-    broken: dict[str, float] | None = None,
+    canaries: CanaryPlan | None = None,
+    policy: MechanismPolicy = CORRECT,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
 
@@ -282,20 +291,29 @@ def train_model(
     ``_CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
     recomputes per-example clipped gradients at each of them.
 
-    ``canaries`` (a ``dpaudit.training.canary.CanaryPlan``) turns the run into an
-    audit twin: the included input canaries join the members, the gradient canaries
-    get their own input coordinates (initial weights of the data coordinates equal the
-    released model's), and ``info["canary_observations"]`` holds the noised update at
-    every gradient canary's coordinate per step (steps × m, divided by C);
-    ``model_path`` may then be None (no model is saved) and ``info["canary_net"]`` is
-    the trained logits model. ``broken`` is the test-only hook of
-    ``dpaudit.training.steps.build_train_step``.
+    ``canaries`` (a ``CanaryPlan``) turns the run into an audit twin: the included
+    input canaries join the members, the gradient canaries get their own input
+    coordinates (initial weights of the data coordinates equal the released model's),
+    and ``info["canary_observations"]`` holds the noised update at every gradient
+    canary's coordinate per step (steps × m, divided by C), ``info["canary_sampled"]``
+    which canaries each step sampled (steps × m, bool); ``model_path`` may then be None
+    (no model is saved) and ``info["canary_net"]`` is the trained logits model. With
+    Poisson sampling the included gradient canaries are rows of the population the
+    batch sampler draws from (one call, one Bernoulli(q) per row and step, so a wrong
+    rate or sampler shows in them); with ``shuffle`` they keep their own Poisson(q) draw
+    (a permutation would put all m canaries into the batches). The twin also checks the
+    fast path's per-example norms against one tape per example at every step
+    (``NORM_CHECK_EXAMPLES`` random positions) and stops on a relative difference above
+    ``NORM_CHECK_RTOL``. ``policy`` (``dpaudit.training.steps.MechanismPolicy``) plants a
+    bug on purpose, for power tests only.
     """
     wall0 = time.perf_counter()
     p = normalize_params(params)
-    if canaries is not None or broken:
+    if canaries is not None or not policy.correct:
         if p["mechanism"] != "dpsgd":
-            raise ValueError(f"canary twins and broken-mechanism hooks apply to dpsgd runs, not {p['mechanism']}")
+            raise ValueError(f"canary twins and planted bugs apply to dpsgd runs, not {p['mechanism']}")
+    if policy.sample_rate_factor != 1.0 and p["sampling"] != "poisson":
+        raise ValueError("MechanismPolicy.sample_rate_factor applies to Poisson sampling only")
     if model_path is not None or canaries is None:
         model_path = Path(model_path)
         if model_path.suffix not in (".keras", ".h5"):
@@ -396,22 +414,38 @@ def train_model(
         dropout_seed=int(np.random.SeedSequence(dropout_seed).generate_state(1)[0]),
         gradient_canaries=m_gradient,
         canary_gradient_norm=None if canaries is None else canaries.gradient_norm,
-        broken=broken,
+        check_norms=canaries is not None,
+        policy=policy,
     )
+    check_norms = canaries is not None and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
 
     sampler_seed = [p["seed"], 1]
     rng = np.random.default_rng(sampler_seed)
+    canary_rows = np.flatnonzero(canaries.gradient_included) if m_gradient else np.zeros(0, np.int64)
+    shared_sampler = m_gradient > 0 and p["sampling"] == "poisson"
+    population = n_train + (canary_rows.size if shared_sampler else 0)
     if p["sampling"] == "poisson":
-        batches = sampling.poisson_batches(n_train, q, steps, rng)
+        batches = sampling.poisson_batches(population, q * policy.sample_rate_factor, steps, rng)
     else:
         batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
-    canary_masks = canary_rng = None
+    own_canary_rng = check_rng = None
     observations: list[np.ndarray] = []
+    sampled: list[np.ndarray] = []
     if m_gradient:
-        # Gradient canaries are sampled like examples of a Poisson batch (rate q), for
-        # either sampling mode; only the included ones can be drawn.
-        canary_rng = np.random.default_rng([p["seed"], canaries.seed, 3])
-        canary_masks = canaries.gradient_included.astype(np.float32)
+        own_canary_rng = np.random.default_rng([p["seed"], canaries.seed, 3])
+        # which examples' norms are checked: its own stream, so the batches stay the same
+        check_rng = np.random.default_rng([p["seed"], canaries.seed, 5])
+    norm_checks = 0
+    member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
+
+    def canary_mask_of(idx):
+        """(data positions, [m] 0/1 canary mask) of one batch of the population."""
+        mask = np.zeros(m_gradient, np.float32)
+        if shared_sampler:
+            mask[canary_rows[idx[idx >= n_train] - n_train]] = 1.0
+            return idx[idx < n_train], mask
+        mask[canary_rows[own_canary_rng.random(canary_rows.size) < q]] = 1.0
+        return idx, mask
 
     # As TF Privacy: with fixed-size batches, drop the remainder so k divides the batch.
     drop_remainder = k is not None and p["sampling"] == "shuffle"
@@ -430,8 +464,10 @@ def train_model(
                 recorder.before_step()
             idx = next(batches)
             extra = ()
-            if canary_masks is not None:
-                extra = (tf.constant(canary_masks * (canary_rng.random(m_gradient) < q).astype(np.float32)),)
+            if m_gradient:
+                idx, mask = canary_mask_of(idx)
+                sampled.append(mask > 0)
+                extra = (tf.constant(mask),)
             if drop_remainder and len(idx) % k:
                 dropped += len(idx) % k
                 idx = idx[: len(idx) - len(idx) % k]
@@ -442,9 +478,17 @@ def train_model(
                     if extra:
                         observations.append(out[3].numpy())
                 continue
+            positions = None
+            if check_norms:
+                positions = check_rng.integers(0, len(idx), NORM_CHECK_EXAMPLES).astype(np.int32)
+                extra = (*extra, tf.constant(positions))
             ls, cs, fraction, *observed = step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
-            if observed:
+            if m_gradient:
                 observations.append(observed[0].numpy())
+            if positions is not None:
+                norm_checks += NORM_CHECK_EXAMPLES
+                _check_norms(observed[1].numpy(), observed[2].numpy(), idx[positions], member_ids, n,
+                             len(observations), run, implementation)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
                 raise ValueError(
@@ -525,6 +569,7 @@ def train_model(
         "noise_multiplier": float(noise_multiplier),
         "delta": p["delta"],
         "epsilon": float(privacy["epsilon"]),
+        "accounted_steps": privacy.get("steps"),
         "accountant": privacy["accountant"],
         "orders": privacy["orders"],
         "neighbouring_relation": privacy["neighbouring_relation"],
@@ -548,9 +593,30 @@ def train_model(
     }
     if canaries is not None:
         info["canary_observations"] = np.stack(observations) if observations else np.zeros((0, m_gradient))
+        info["canary_sampled"] = np.stack(sampled) if sampled else np.zeros((0, m_gradient), bool)
+        info["canary_sampler"] = "shared_poisson" if shared_sampler else "own_poisson"
+        info["norm_checks"] = norm_checks
         info["canary_net"] = net
         info["n_members_with_canaries"] = int(n_train)
     return info
+
+
+def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_ids: np.ndarray, n: int,
+                 step: int, run: str | None, implementation: str | None) -> None:
+    """Stop the twin when the fast path's norm of a checked example differs from one tape's."""
+    scale = np.maximum(np.abs(slow), 1e-6)
+    bad = np.flatnonzero(np.abs(fast - slow) > NORM_CHECK_RTOL * scale)
+    if bad.size:
+        j = int(bad[0])
+        row = int(rows[j])
+        example = f"example_id {int(member_ids[row])}" if row < n else f"input canary {row - n}"
+        label = f"run {run!r}" if run is not None else "this run"
+        raise RuntimeError(
+            f"audit twin of {label}: the per-example gradient norm of {example} at step {step} is "
+            f"{float(fast[j]):.6g} on the {implementation} path but {float(slow[j]):.6g} from one tape per example "
+            f"(relative difference {abs(float(fast[j]) - float(slow[j])) / float(scale[j]):.3g} > {NORM_CHECK_RTOL:g}): "
+            "this implementation clips gradients by norms that are not theirs, so its DP guarantee does not hold"
+        )
 
 
 def _with_canary_inputs(model, d: int, m: int, p: dict[str, Any]):

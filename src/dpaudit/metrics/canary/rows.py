@@ -8,14 +8,22 @@ Per (threat model, score kind) of a run's ``scores.parquet``:
   trade-off curve of an exactly (ε, δ)-DP Gaussian mechanism (assumes that shape);
 * ``epsilon_gdp_estimate``: Nasr et al. 2023's GDP estimate (an estimate under a
   Gaussian trade-off, not a bound);
-* ``epsilon_lb_many_runs``: linear mechanisms only, Clopper–Pearson over R releases.
+* ``epsilon_lb_many_runs``: linear mechanisms only, Clopper–Pearson over R releases;
+* ``claim_curve_rejected`` and ``epsilon_lb_many_trials``: the claim-curve test of
+  ``dpaudit.dp.canary_bounds`` on independent trials (the white-box gradient canaries'
+  LLR scores against the accountant's claimed trade-off curve, ``dpaudit.dp.tradeoff``;
+  the linear releases against the pure-ε curve), and the (ε, δ) bound at the run's δ;
+* ``detectable_noise_factor``: what this test could have caught (``dpaudit.dp.canary_power``).
 
-Each carries its ceiling (what perfect guessing certifies with the same counts) in
-``ceiling``. The run's ``measured_above_promise`` flag (its ``verdict`` column) compares the distribution-free bounds
-(one-run Steinke, many-runs) with the accountant's ε: ``above_promise`` when a bound
-exceeds it (the mechanism leaks more than it claims, with the audit's confidence),
-``too_weak`` when no such bound could have reached it (every ceiling below ε),
-``consistent`` otherwise. Metric names and meanings: ``dpaudit.contract.metrics``.
+Each bound carries its ceiling (what perfect guessing certifies with the same counts) in
+``ceiling``. The run's ``measured_above_promise`` flag (its ``verdict`` column, and
+``decided_by``) is ``above_promise`` when the claim-curve test rejects or a
+distribution-free bound (one-run Steinke, many-runs, many-trials) exceeds the claim it is
+judged against (the mechanism leaks more than it claims, with the audit's confidence);
+``too_weak`` when the audit could not have caught an implementation drawing half the
+claimed noise (detectable factor < 0.5) or, without a claim-curve test, when every
+ceiling is below the claim; ``consistent`` otherwise. The GDP estimate never decides.
+Metric names and meanings: ``dpaudit.contract.metrics``.
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.dp import canary_bounds as cb
+from dpaudit.dp.canary_power import detectable_noise_factor
+from dpaudit.dp.tradeoff import ClaimedCurve, accountant_tradeoff, pure_tradeoff
 from dpaudit.metrics.canary.many_runs import bound_from_scores
 
-__all__ = ["DISTRIBUTION_FREE", "LADDER", "Rung", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
+__all__ = ["DISTRIBUTION_FREE", "LADDER", "verdict_sentence", "claimed_curve", "Rung", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
            "verdict"]
 
 @dataclass(frozen=True)
@@ -61,16 +71,28 @@ LADDER = (
          "white box: GDP estimate (assumes a Gaussian trade-off)"),
     Rung("canary_one_run_fdp_white_box", "epsilon_lb_one_run_fdp", "white_box", "llr",
          "white box: one-run bound vs the Gaussian curve (f-DP)"),
+    Rung("canary_many_trials_white_box", "epsilon_lb_many_trials", "white_box", "llr",
+         "white box: many-trials bound (independent canaries, distribution-free, at δ)"),
     Rung("canary_one_run_white_box", "epsilon_lb_one_run", "white_box", "llr",
          "white box: one-run bound (distribution-free, at δ′ ≪ δ)"),
     Rung("canary_many_runs", "epsilon_lb_many_runs", "many_runs", "log_density_ratio",
          "many releases: bound (linear mechanisms, distribution-free)"),
+    Rung("canary_many_trials_releases", "epsilon_lb_many_trials", "many_runs", "log_density_ratio",
+         "many releases: many-trials bound (linear mechanisms, distribution-free, at δ = 0)"),
     Rung("canary_one_run_black_box", "epsilon_lb_one_run", "black_box", "neg_loss",
          "black box: one-run bound (last model, input canaries)"),
 )
 
-# Rows whose bound holds for every (ε, δ)-DP mechanism; only these can flag a run.
-DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs")
+# The rung of the independent white-box trials (the claim-curve test's).
+TRIALS_RUNG = next(rung for rung in LADDER if rung.metric == "epsilon_lb_many_trials")
+
+# Rows whose bound holds for every (ε, δ)-DP mechanism; these and the claim-curve test can flag a run.
+DISTRIBUTION_FREE = ("epsilon_lb_one_run", "epsilon_lb_many_runs", "epsilon_lb_many_trials")
+# The threat model and score of the independent white-box trials the claim-curve test reads.
+TRIALS = (TRIALS_RUNG.threat_model, TRIALS_RUNG.score_kind)
+# A run whose audit cannot catch an implementation drawing this fraction of the claimed
+# noise (or less) with probability 0.8 is "too weak to say", whatever it measured.
+WEAK_FACTOR = 0.5
 
 ROW_DTYPES: dict[str, str] = {
     "metric": "string",
@@ -90,6 +112,16 @@ ROW_DTYPES: dict[str, str] = {
     "correct": "Int64",
     "candidates": "Int64",
     "thresholds": "Int64",
+    "fpr_upper": "float64",
+    "fnr_upper": "float64",
+    "claimed_fnr": "float64",
+    "mirrored": "boolean",
+    "p_value": "float64",
+    "claim_curve": "string",
+    "power": "float64",
+    "repetitions": "Int64",
+    "simulation_seed": "Int64",
+    "decided_by": "string",
     "confidence": "float64",
     "claimed_epsilon": "float64",
     "delta": "float64",
@@ -110,22 +142,46 @@ def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def verdict(bounds: Sequence[tuple[float, float, float]]) -> str:
-    """``above_promise`` / ``too_weak`` / ``consistent`` from (bound, ceiling_max, claimed ε)
-    triples of distribution-free bounds, each against the accountant's ε at the δ the bound
-    was computed at (see the module docstring)."""
-    if not bounds:
-        return "too_weak"
+def verdict(bounds: Sequence[tuple[float, float, float]], *, curve_rejected: bool | None = None,
+            detectable_factor: float | None = None) -> tuple[str, str | None]:
+    """(verdict, decided_by) from (bound, ceiling_max, claimed ε) triples of distribution-free
+    bounds (each against the accountant's ε at the δ the bound was computed at), the
+    claim-curve test's outcome (None: no test) and its detectable noise factor (module
+    docstring)."""
+    if curve_rejected:
+        return "above_promise", "claim_curve_test"
     if any(bound > claim for bound, _, claim in bounds):
-        return "above_promise"
-    if all(ceiling < claim for _, ceiling, claim in bounds):
-        return "too_weak"
-    return "consistent"
+        return "above_promise", "distribution_free_bound"
+    if detectable_factor is not None and not math.isnan(detectable_factor):
+        return ("too_weak", "detectable_noise_factor") if detectable_factor < WEAK_FACTOR else (
+            "consistent", "claim_curve_test")
+    if not bounds or all(ceiling < claim for _, ceiling, claim in bounds):
+        return "too_weak", "ceilings"
+    return "consistent", "distribution_free_bound"
+
+
+def _curve_rows(keys: Mapping, values: np.ndarray, included: np.ndarray, curve: ClaimedCurve, *, alpha: float,
+                delta: float, per_tail: int | None, claim: float, detectable: Mapping | None) -> tuple[list[dict], bool]:
+    test = cb.claim_curve_test(values, included, curve, alpha=alpha, delta=delta, per_tail=per_tail)
+    rows = [
+        {**keys, "metric": "claim_curve_rejected", "value_bool": test.rejected, "fpr_upper": test.worst_fpr_upper,
+         "fnr_upper": test.worst_fnr_upper, "claimed_fnr": test.worst_claimed_fnr, "mirrored": test.worst_mirrored,
+         "thresholds": test.thresholds, "p_value": test.p_value, "claim_curve": curve.describe(), "delta": delta},
+        {**keys, "metric": "epsilon_lb_many_trials", "value": test.epsilon, "ceiling": test.ceiling,
+         "ceiling_max": test.ceiling, "thresholds": test.thresholds, "delta": delta, "claimed_epsilon": claim},
+    ]
+    if detectable is not None:
+        rows.append({**keys, "metric": "detectable_noise_factor", "value": detectable["factor"],
+                     "power": detectable["power"], "repetitions": detectable["repetitions"],
+                     "simulation_seed": detectable["seed"], "thresholds": test.thresholds, "delta": delta,
+                     "note": detectable.get("note")})
+    return rows, test.rejected
 
 
 def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
                 guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
-                seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None) -> pd.DataFrame:
+                seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None,
+                claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None) -> pd.DataFrame:
     """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
     or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
     score_kind, included, score).
@@ -138,13 +194,20 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     ``claimed_epsilon(δ′)``, the accountant's ε at that δ′ (needed whenever δ′ < δ; at δ′ = δ,
     e.g. pure ε-DP, the claim is ``accountant_epsilon``); its rows carry δ′ in ``delta`` and
     the claim in ``claimed_epsilon``.
+
+    ``claim_curve``: the accountant's claimed trade-off curve of the white-box canaries
+    (independent trials): their LLR scores get the claim-curve test and the many-trials
+    bound at ``delta``. The many-runs releases get the same test against the pure-ε curve.
+    ``detectable``: the detectable noise factor of that test (``dpaudit.dp.canary_power``;
+    keys factor, power, repetitions, seed, optional note).
     """
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon <= 0:
         raise ValueError(f"accountant_epsilon must be > 0, got {accountant_epsilon}")
     alpha = cb.check_significance(alpha)
     rows: list[dict] = []
-    distribution_free: list[tuple[float, float]] = []
+    distribution_free: list[tuple[float, float, float]] = []
+    curve_rejected: bool | None = None
     base = {"confidence": 1.0 - alpha, "delta": float(delta), "applicable": True}
     one_run_groups = scores[scores["threat_model"] != "many_runs"] if len(scores) else scores
     for (threat, kind), group in (one_run_groups.groupby(["threat_model", "score_kind"], sort=True)
@@ -172,7 +235,16 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
                          "guesses_bottom": b.guesses_bottom, "correct": b.correct, "candidates": b.candidates})
             if metric in DISTRIBUTION_FREE:
                 distribution_free.append((b.epsilon, b.ceiling_max, claim))
-        if included.all() or not included.any() or delta <= 0:
+        if included.all() or not included.any():
+            continue
+        if claim_curve is not None and (threat, kind) == TRIALS:
+            curve_rows, rejected = _curve_rows(keys, values, included, claim_curve, alpha=alpha, delta=float(delta),
+                                               per_tail=gdp_thresholds_per_tail, claim=accountant_epsilon,
+                                               detectable=detectable)
+            rows.extend(curve_rows)
+            curve_rejected = bool(curve_rejected) or rejected
+            distribution_free.append((curve_rows[1]["value"], curve_rows[1]["ceiling"], accountant_epsilon))
+        if delta <= 0:
             continue
         g = cb.gdp_estimate(values, included, alpha=alpha, delta=delta, per_tail=gdp_thresholds_per_tail)
         rows.append({**keys, "metric": "epsilon_gdp_estimate", "value": g.epsilon, "ceiling": g.ceiling,
@@ -187,17 +259,38 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
                      "included": int(releases["included"].sum()), "delta": 0.0,
                      "claimed_epsilon": accountant_epsilon})
         distribution_free.append((float(bound["epsilon_lower_bound"]), float(bound["ceiling"]), accountant_epsilon))
-    outcome = verdict(distribution_free)
+        keys = {**base, "threat_model": "many_runs", "score_kind": str(releases["score_kind"].iloc[0]),
+                "canaries": len(releases), "included": int(releases["included"].sum())}
+        curve_rows, rejected = _curve_rows(keys, releases["score"].to_numpy(np.float64),
+                                           releases["included"].to_numpy(bool), pure_tradeoff(accountant_epsilon),
+                                           alpha=alpha, delta=0.0, per_tail=gdp_thresholds_per_tail,
+                                           claim=accountant_epsilon, detectable=detectable)
+        rows.extend(curve_rows)
+        curve_rejected = bool(curve_rejected) or rejected
+        distribution_free.append((curve_rows[1]["value"], curve_rows[1]["ceiling"], accountant_epsilon))
+    factor = None if detectable is None else float(detectable["factor"])
+    outcome, decided_by = verdict(distribution_free, curve_rejected=curve_rejected, detectable_factor=factor)
     rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
-                 "verdict": outcome,
+                 "verdict": outcome, "decided_by": decided_by,
                  "ceiling_max": max((c for _, c, _ in distribution_free), default=math.nan),
-                 "note": "compares the distribution-free bounds (one-run, many-runs) with the accountant's epsilon"})
+                 "note": "the claim-curve test on independent trials and the distribution-free bounds (one-run, "
+                         "many-runs, many-trials) against the accountant's claim; the GDP estimate never decides"})
     return _frame(rows)
 
 
 def not_applicable_rows(reason: str) -> pd.DataFrame:
     """The row of a run the canary family does not audit (a non-private baseline)."""
     return _frame([{"metric": "measured_above_promise", "applicable": False, "note": reason}])
+
+
+def claimed_curve(record: Mapping) -> ClaimedCurve:
+    """The accountant's claimed trade-off curve of an audit twin's mechanism, from its
+    audit.json: the accountant's event (σ, q, the steps it accounted for, batch scheme)
+    joined with its own profile points [[δ, ε(δ)], ...] (``accountant_profile``)."""
+    points = [(float(eps), float(at)) for at, eps in record.get("accountant_profile", [])]
+    return accountant_tradeoff(float(record["noise_multiplier"]), float(record["sampling_probability"]),
+                               int(record.get("accounted_steps", record["steps"])), str(record["sampling"]),
+                               points=points)
 
 
 def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapping | None,
@@ -207,11 +300,22 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
     if scores is None:
         return not_applicable_rows(f"not applicable: no canary audit for mechanism {train.get('mechanism')}")
     guess_counts = options["guess_counts"]
-    return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta,
-                       alpha=1.0 - float(options["confidence"]),
+    alpha = 1.0 - float(options["confidence"])
+    per_tail = int(options["gdp_thresholds_per_tail"])
+    curve = detectable = None
+    trials = TRIALS_RUNG.rows(scores) if len(scores) else scores
+    if train.get("mechanism") == "dpsgd" and len(trials) and record is not None:
+        curve = claimed_curve(record)
+        detectable = detectable_noise_factor(
+            canaries=len(trials), q=float(record["sampling_probability"]),
+            steps=int(record.get("accounted_steps", record["steps"])), sigma=float(record["noise_multiplier"]),
+            curve=curve, alpha=alpha, delta=float(delta), per_tail=per_tail, seed=int(options["seed"]))
+    elif record is not None and record.get("detectable_noise_factor") is not None:
+        detectable = record["detectable_noise_factor"]
+    return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta, alpha=alpha,
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
-                       gdp_thresholds_per_tail=int(options["gdp_thresholds_per_tail"]), seed=int(options["seed"]),
-                       claimed_epsilon=recorded_claims(record))
+                       gdp_thresholds_per_tail=per_tail, seed=int(options["seed"]),
+                       claimed_epsilon=recorded_claims(record), claim_curve=curve, detectable=detectable)
 
 
 def recorded_claims(record: Mapping | None) -> Callable[[float], float] | None:
@@ -229,3 +333,50 @@ def recorded_claims(record: Mapping | None) -> Callable[[float], float] | None:
                          "rerun canary_scores (its confidence or canary counts changed)")
 
     return claim
+
+
+def _row(table: pd.DataFrame, metric: str) -> Mapping | None:
+    hit = table[(table["metric"] == metric).fillna(False).to_numpy(bool)]
+    return None if hit.empty else hit.iloc[0].to_dict()
+
+
+def _number(row: Mapping | None, column: str) -> float:
+    value = None if row is None else row.get(column)
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
+    """(verdict, sentence): the canary verdict of one run's rows said in words, with what
+    the audit could have caught (the one phrasing the dossier, the privacy card and the
+    audit figure use). ``table``: the run's canary rows (or its rows of metrics.parquet)."""
+    flag = _row(table, "measured_above_promise")
+    verdict_value = None if flag is None else flag.get("verdict")
+    if verdict_value is None or pd.isna(verdict_value):
+        note = None if flag is None else flag.get("note")
+        return None, str(note) if note is not None and not pd.isna(note) else "no canary verdict"
+    outcome = str(verdict_value)
+    curve = _row(table, "claim_curve_rejected")
+    factor = _number(_row(table, "detectable_noise_factor"), "value")
+    power = _number(_row(table, "detectable_noise_factor"), "power")
+    caught = ""
+    if not math.isnan(factor):
+        times = f"{power * 10:.0f} times in 10" if not math.isnan(power) else "most of the time"
+        caught = (f"this audit rejects, {times}, an implementation whose noise is below {factor:.2f}× the claim"
+                  if factor > 0 else f"this audit cannot reject, {times}, even a noiseless implementation")
+    decided = flag.get("decided_by")
+    if outcome == "above_promise":
+        if decided == "claim_curve_test" and curve is not None:
+            return outcome, (
+                "measured above the promise: the canaries put the point (FPR ≤ "
+                f"{_number(curve, 'fpr_upper'):.3g}, FNR ≤ {_number(curve, 'fnr_upper'):.3g}) below the accountant's "
+                f"claimed trade-off curve (FNR ≥ {_number(curve, 'claimed_fnr'):.3g} there; adjusted p = "
+                f"{_number(curve, 'p_value'):.2g}): the implementation leaks more than its accountant claims")
+        return outcome, ("measured above the promise: a distribution-free canary bound exceeds the accountant's ε "
+                         "at the δ it is computed at")
+    if outcome == "too_weak":
+        if decided == "detectable_noise_factor":
+            return outcome, (f"audit too weak to say: {caught}, so even half the claimed noise could go unnoticed")
+        return outcome, "audit too weak to say: every distribution-free bound's ceiling is below the accountant's ε"
+    if caught:
+        return outcome, f"consistent with the promise; {caught}"
+    return outcome, "consistent with the promise: no canary bound exceeds the accountant's ε"
