@@ -1,6 +1,6 @@
 """Snakemake adapter: Epsilon* (Negoescu et al. 2023) of one run, with its flags, interval and utility."""
 
-from dpaudit.aggregate import evaluation_delta
+from dpaudit.contract.delta import evaluation_delta
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging

@@ -1,6 +1,6 @@
 """Snakemake adapter: loss-threshold membership-inference metrics of one run."""
 
-from dpaudit.aggregate import evaluation_delta
+from dpaudit.contract.delta import evaluation_delta
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging

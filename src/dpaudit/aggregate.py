@@ -43,16 +43,6 @@ SUMMARY_METRICS = {
 }
 
 
-def evaluation_delta(train: Mapping) -> float:
-    """The δ a run's attack metrics (MIA ε lower bound, ε*) are evaluated at, from its train.json.
-
-    Its guarantee's δ, except for a pure ε-DP run (δ = 0: output or objective perturbation),
-    which is (ε, δ)-DP for every δ and is audited at the dataset's δ like the rest of the
-    grid (``evaluation_delta`` in its train.json); ε* needs δ > 0.
-    """
-    return float(train.get("evaluation_delta", train["delta"]))
-
-
 def _as_float(value) -> float:
     if value is None:
         return math.nan

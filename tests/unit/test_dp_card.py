@@ -17,7 +17,7 @@ from dpaudit.dp.card import (
     privacy_card_from_info,
     roc_inside_dp_region,
 )
-from dpaudit.metrics.mia import RocCurve
+from dpaudit.dp.roc import RocCurve
 
 N = 10_000
 FPR = np.array([0.0, 0.0005, 0.001, 0.01, 0.1, 0.5, 1.0])

@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate
 from scipy.special import expit
 
-from dpaudit.aggregate import RUN_COLUMNS, collect_metrics
+from dpaudit.aggregate import RUN_COLUMNS, collect_metrics, summary_from_table
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_parquet, write_json, write_parquet
 from dpaudit.metrics.epsilon_star import NormalFit, epsilon_star_run_metrics, mechanism_epsilon_bar
@@ -92,7 +92,8 @@ def test_landscape_strategies_carry_epsilon_bar_and_flags(metrics_table, tmp_pat
         files.append(tmp_path / f"m{i}.parquet")
         write_parquet(files[-1], frame)
     table = collect_metrics(files, runs)
-    strategies, diagnostics, html = landscape_for_dataset(table, "toy", {}, tmp_path / "l.png", tmp_path / "l.pdf")
+    strategies, diagnostics, html = landscape_for_dataset(table, summary_from_table(table), "toy", {},
+                                                          tmp_path / "l.png", tmp_path / "l.pdf")
     assert len(diagnostics) == 8 and html.count("<tr>") == 9 and "—" in html  # the separated run: undefined
     assert (tmp_path / "l.png").stat().st_size > 0 and (tmp_path / "l.pdf").read_bytes()[:4] == b"%PDF"
     dp = strategies.set_index("mechanism").loc["dpsgd"]

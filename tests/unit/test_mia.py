@@ -18,6 +18,7 @@ from scipy.stats import binom
 
 from dpaudit import io
 from dpaudit.dp import hypothesis
+from dpaudit.dp import roc as R
 from dpaudit.metrics import mia
 
 # ----------------------------------------------------------------- oracles
@@ -98,7 +99,7 @@ def test_roc_counts_match_brute_force_with_ties(seed):
     # Oracle: explicit count of "loss ≤ t" per class at every candidate threshold. Exact.
     rng = np.random.default_rng(seed)
     members, nonmembers = _tied_losses(rng, 37), _tied_losses(rng, 23)
-    roc = mia.roc_curve(members, nonmembers)
+    roc = R.roc_curve(members, nonmembers)
     points = _brute_roc_points(members, nonmembers)
     assert roc.thresholds.tolist() == [p[0] for p in points]
     assert roc.tp.tolist() == [p[1] for p in points]
@@ -117,15 +118,15 @@ def test_auc_matches_pair_counting_with_ties(seed):
     rng = np.random.default_rng(100 + seed)
     members = _tied_losses(rng, int(rng.integers(1, 60)))
     nonmembers = _tied_losses(rng, int(rng.integers(1, 60)))
-    roc = mia.roc_curve(members, nonmembers)
-    assert mia.roc_auc(roc) == pytest.approx(_brute_auc(members, nonmembers), abs=1e-12)
+    roc = R.roc_curve(members, nonmembers)
+    assert R.roc_auc(roc) == pytest.approx(_brute_auc(members, nonmembers), abs=1e-12)
 
 
 def test_auc_extremes_and_all_ties():
     # Hand-derived: perfect separation → 1, reversed → 0, all losses equal → ½.
-    assert mia.roc_auc(mia.roc_curve([0.0, 1.0], [2.0, 3.0, 4.0])) == 1.0
-    assert mia.roc_auc(mia.roc_curve([5.0, 6.0], [2.0, 3.0])) == 0.0
-    assert mia.roc_auc(mia.roc_curve([1.0] * 4, [1.0] * 7)) == 0.5
+    assert R.roc_auc(R.roc_curve([0.0, 1.0], [2.0, 3.0, 4.0])) == 1.0
+    assert R.roc_auc(R.roc_curve([5.0, 6.0], [2.0, 3.0])) == 0.0
+    assert R.roc_auc(R.roc_curve([1.0] * 4, [1.0] * 7)) == 0.5
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -139,7 +140,7 @@ def test_max_advantage_matches_brute_force(seed):
         score = tp * 29 - fp * 41
         if best is None or score > best[0]:
             best = (score, t, tp, fp)
-    point = mia.max_advantage(mia.roc_curve(members, nonmembers))
+    point = R.roc_max_advantage(R.roc_curve(members, nonmembers))
     assert (point.threshold, point.tp, point.fp) == best[1:]
     assert point.advantage == pytest.approx(best[0] / (41 * 29), abs=1e-15)
     assert point.advantage >= 0.0
@@ -153,7 +154,7 @@ def test_tpr_at_fpr_matches_brute_force(seed):
     members = _tied_losses(rng, 53, levels=30)
     nonmembers = _tied_losses(rng, 200, levels=30)
     targets = (0.0, 0.001, 0.01, 0.05, 0.1, 0.5, 1.0)
-    result = mia.tpr_at_fpr(mia.roc_curve(members, nonmembers), targets)
+    result = R.tpr_at_fpr(R.roc_curve(members, nonmembers), targets)
     assert list(result) == list(targets)
     points = _brute_roc_points(members, nonmembers)
     for target in targets:
@@ -169,8 +170,8 @@ def test_tpr_at_fpr_matches_brute_force(seed):
 def test_tpr_at_fpr_without_enough_nonmembers_is_zero_at_minus_inf():
     # Hand-derived: 10 non-members cannot realize FPR ≤ 0.001 except with FP = 0;
     # the smallest loss is a non-member, so only "flag nobody" qualifies.
-    roc = mia.roc_curve(np.arange(1.0, 11.0), np.arange(0.0, 10.0))
-    point = mia.tpr_at_fpr(roc, (0.001,))[0.001]
+    roc = R.roc_curve(np.arange(1.0, 11.0), np.arange(0.0, 10.0))
+    point = R.tpr_at_fpr(roc, (0.001,))[0.001]
     assert (point.threshold, point.tp, point.fp, point.tpr, point.fpr) == (
         -math.inf,
         0,
@@ -182,11 +183,11 @@ def test_tpr_at_fpr_without_enough_nonmembers_is_zero_at_minus_inf():
 
 def test_roc_refuses_empty_and_nonfinite():
     with pytest.raises(ValueError, match="member_losses is empty"):
-        mia.roc_curve([], [1.0])
+        R.roc_curve([], [1.0])
     with pytest.raises(ValueError, match="nonmember_losses is empty"):
-        mia.roc_curve([1.0], [])
+        R.roc_curve([1.0], [])
     with pytest.raises(ValueError, match=r"position\(s\) 1, 3"):
-        mia.roc_curve([0.0, np.nan, 1.0, np.inf], [1.0])
+        R.roc_curve([0.0, np.nan, 1.0, np.inf], [1.0])
 
 
 # ---------------------------------------------------------- Clopper–Pearson
@@ -338,7 +339,7 @@ def test_pruned_search_equals_exhaustive_search(n_m, n_n, shift, alpha, block, m
     rng = np.random.default_rng(n_m + n_n)
     members = rng.normal(0.0, 1.0, n_m)
     nonmembers = rng.normal(shift, 1.0, n_n)
-    roc = mia.roc_curve(members, nonmembers)
+    roc = R.roc_curve(members, nonmembers)
     exact = hypothesis.epsilon_terms_from_counts(roc.tp, roc.fp, n_m, n_n, 1e-5, alpha)
     caps = mia._epsilon_term_caps(roc.tp, roc.fp, n_m, n_n, 1e-5, alpha)
     assert np.all(caps >= exact)
@@ -358,7 +359,7 @@ def test_pruned_search_survives_loose_caps(shift, slack, monkeypatch):
     # beat the best. Oracle: exhaustive maximum of the exact terms. Exact equality.
     rng = np.random.default_rng(int(shift * 10))
     members, nonmembers = rng.normal(0.0, 1.0, 1500), rng.normal(shift, 1.0, 1200)
-    roc = mia.roc_curve(members, nonmembers)
+    roc = R.roc_curve(members, nonmembers)
     exact_terms = hypothesis.epsilon_terms_from_counts
     slack_rng = np.random.default_rng(99)
 

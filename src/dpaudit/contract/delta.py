@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -118,3 +119,13 @@ def resolve_delta(delta, n_members: int, allow_large_delta: bool = False, name: 
     elif value > rule:
         warnings.append(f"delta={value:g} exceeds the rule of thumb 1/(n ln n) = {rule:.4g} (n = {int(n_members)} members)")
     return value, warnings
+
+
+def evaluation_delta(train: Mapping) -> float:
+    """The δ a run's attack metrics (MIA ε lower bound, ε*) are evaluated at, from its train.json.
+
+    Its guarantee's δ, except for a pure ε-DP run (δ = 0: output or objective perturbation),
+    which is (ε, δ)-DP for every δ and is audited at the dataset's δ like the rest of the
+    grid (``evaluation_delta`` in its train.json); ε* needs δ > 0.
+    """
+    return float(train.get("evaluation_delta", train["delta"]))

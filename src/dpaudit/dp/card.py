@@ -25,7 +25,7 @@ from dpaudit.dp.hypothesis import (
     tpr_bound,
 )
 from dpaudit.dp.ledger import normalise_relation, parse_float
-from dpaudit.metrics.mia import RocCurve, roc_auc, tpr_at_fpr
+from dpaudit.dp.roc import RocCurve, roc_auc, tpr_at_fpr
 
 __all__ = [
     "CardFigureRenderer",
@@ -205,7 +205,7 @@ def privacy_card(run: str, eps, delta, *, dataset: str | None = None,
     Theory (from eps, delta; eps = inf or 'inf' for a non-private model): e^ε,
     max attack accuracy and advantage bounds, TPR bounds at the FPRs of ``CARD_FPRS``.
     Measurement (all optional, passed in): the attack ROC (``roc``, a
-    ``dpaudit.metrics.mia.RocCurve``: its TPR at ``CARD_FPRS`` and AUC are the mia
+    ``dpaudit.dp.roc.RocCurve``: its TPR at ``CARD_FPRS`` and AUC are the mia
     family's functions, its counts feed the sampling-error check
     ``roc_inside_dp_region`` and the ε lower bound when ``eps_lower_bound`` is not
     given), generalization gap, utility.

@@ -260,13 +260,13 @@ def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str
     )
 
 
-def landscape_for_dataset(table: pd.DataFrame, dataset: str, dataset_info: dict, png,
+def landscape_for_dataset(table: pd.DataFrame, summary: pd.DataFrame, dataset: str, dataset_info: dict, png,
                           pdf) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Draw one dataset's landscape; return its strategy table, per-run diagnostics and their HTML table."""
-    from dpaudit.aggregate import summary_from_table
-
+    """Draw one dataset's landscape from its metric rows and their per-run summary
+    (``dpaudit.aggregate.summary_from_table``); return its strategy table, per-run
+    diagnostics and their HTML table."""
     table = table[table["dataset"] == dataset]
-    summary = summary_from_table(table)
+    summary = summary[summary["dataset"] == dataset] if "dataset" in summary.columns else summary
     if summary["epsilon_star"].isna().all() or summary["landscape_utility"].isna().all():
         raise ValueError(f"no ε* / utility values for dataset {dataset!r}; is metrics.epsilon_star enabled?")
     missing = summary["epsilon_star"].isna() | summary["landscape_utility"].isna()

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
-from dpaudit.metrics.mia import roc_curve
+from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
 BASELINE_COLOUR = "black"

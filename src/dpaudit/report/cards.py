@@ -18,8 +18,8 @@ import pandas as pd
 from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
+from dpaudit.dp.roc import roc_curve
 from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
-from dpaudit.metrics.mia import roc_curve
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
 # and the DP-region test. The measured attack (TPR at low FPR, AUC) is the mia family's; the
