@@ -178,7 +178,7 @@ class _ScoreTable:
         self.values, self.cdf = {}, {}
         for name, mix in weights.items():
             step = np.zeros(k_step)
-            for centre, weight in zip(centres, mix):
+            for centre, weight in zip(centres, mix, strict=True):
                 if weight > 0:
                     cdf = special.ndtr((u_edges - centre) / s) if s > 0 else (u_edges >= centre).astype(float)
                     step += weight * np.diff(cdf)
