@@ -2,7 +2,13 @@
 run's training, and the GDP estimate against the ideal canary (numpy mirror) at the
 breast_cancer settings. Ratios are measured in one run (issue 17); no assertions.
 
-    python bench/bench_canary.py [--skip-twin]
+Issue 22: the claim-curve test with its curve at m = 10,000 (target ≤ 1 s), the
+detectable noise factor per run at the default datasets' settings (target ≤ 5 s), and
+the detectable factor at m = 5,000 / 20,000 / 50,000 for ε = 1, 4, 16 (q, steps and δ
+from config/config.yaml: n members from each dataset's split, its batch size and
+epochs, δ = auto, the config's accountant and batch scheme).
+
+    python bench/bench_canary.py [--skip-twin] [--only claim|power|power-sizes]
 """
 
 from __future__ import annotations
@@ -93,13 +99,97 @@ def twin_cost() -> None:
           f"gradient + 100 input canaries {twin:.2f} s: ratio {twin / released:.2f}")
 
 
+def default_settings() -> list[dict]:
+    """q, steps, δ and the calibrated σ of each default dataset's DP-SGD runs (config/config.yaml)."""
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.contract.delta import resolve_delta
+    from dpaudit.data.datasets import prepare_dataset
+    from dpaudit.training import sampling
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    training = config["training"]
+    grid = next(g for g in config["grid"] if "dpsgd" in g["mechanism"])
+    batch, epochs = int(grid["batch_size"][0]), int(grid["epochs"][0])
+    out = []
+    for name, params in config["datasets"].items():
+        _, info = prepare_dataset(name, {}, params or {})
+        n = int(info["n_members"])
+        q, steps = batch / n, sampling.steps_per_epoch(n, batch) * epochs
+        delta = resolve_delta(training["delta"], n)[0]
+        for eps in grid["target_epsilon"]:
+            sigma = accounting.calibrate_noise(float(eps), q, steps, delta, training["accountant"],
+                                               training["sampling"])
+            out.append({"dataset": name, "n": n, "q": q, "steps": steps, "delta": delta, "epsilon": float(eps),
+                        "sigma": sigma, "sampling": training["sampling"]})
+    return out
+
+
+def claim_curve_cost(m: int = 10_000, repeats: int = 3) -> None:
+    """The claimed curve (PLD of the accountant's event) and the claim-curve test on m ideal canaries."""
+    from dpaudit.dp.tradeoff import accountant_tradeoff
+
+    q, steps, delta = 64 / 284, 40, 6.2e-4
+    print(f"claim-curve test, breast_cancer settings, m = {m:,} ideal canaries (best of {repeats}):")
+    for eps in (1.0, 4.0, 16.0):
+        sigma = accounting.calibrate_noise(eps, q, steps, delta, "rdp", "poisson")
+        rng = np.random.default_rng(0)
+        included = rng.random(m) < 0.5
+        u = ((rng.random((steps, m)) < q) & included) + sigma * rng.standard_normal((steps, m))
+        scores = subsampled_gaussian_llr(u, q, sigma)
+        curve_s, test_s = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            curve = accountant_tradeoff(sigma, q, steps, points=[(eps, delta)])
+            middle = time.perf_counter()
+            result = cb.claim_curve_test(scores, included, curve, alpha=0.05, delta=delta)
+            curve_s.append(middle - start)
+            test_s.append(time.perf_counter() - middle)
+        curve_s, test_s = min(curve_s), min(test_s)
+        print(f"  ε = {eps:4g}: curve {curve_s:.3f} s + test {test_s:.3f} s = {curve_s + test_s:.3f} s "
+              f"(rejected {result.rejected}, p {result.p_value:.3g}, many-trials ε {result.epsilon:.2f} "
+              f"of ceiling {result.ceiling:.2f})")
+
+
+def detectable_factors(settings: list[dict], sizes=(5_000,)) -> None:
+    """detectable_noise_factor per run (curve included in the time) at each setting and m."""
+    from dpaudit.dp.canary_power import detectable_noise_factor
+    from dpaudit.dp.tradeoff import accountant_tradeoff
+
+    print("detectable noise factor (power 0.8, α = 0.05, 40 thresholds per tail, 100 repetitions, "
+          "tolerance 0.005, seed 0):")
+    for s in settings:
+        for m in sizes:
+            start = time.perf_counter()
+            curve = accountant_tradeoff(s["sigma"], s["q"], s["steps"], s["sampling"],
+                                        points=[(s["epsilon"], s["delta"])])
+            out = detectable_noise_factor(canaries=m, q=s["q"], steps=s["steps"], sigma=s["sigma"], curve=curve,
+                                          alpha=0.05, delta=s["delta"])
+            total = time.perf_counter() - start
+            print(f"  {s['dataset']:<13s} n = {s['n']:4d} q = {s['q']:.3f} T = {s['steps']:3d} "
+                  f"ε = {s['epsilon']:4g} σ = {s['sigma']:.3f} m = {m:6,}: factor {out['factor']:.3f} "
+                  f"(power {out['power_at_factor']:.2f}; {out['power_at_next']:.2f} at {out['next_factor']:.3f}) "
+                  f"{total:5.2f} s ({out['evaluations']} powers)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--skip-twin", action="store_true", help="leave out the TensorFlow twin timing")
+    parser.add_argument("--only", choices=("claim", "power", "power-sizes"),
+                        help="run one issue-22 part only")
     args = parser.parse_args()
-    estimators()
-    ideal_tightness()
-    if not args.skip_twin:
+    logging.getLogger("absl").setLevel(logging.ERROR)  # dp_accounting's RDP order warnings
+    if args.only is None:
+        estimators()
+        ideal_tightness()
+    if args.only in (None, "claim"):
+        claim_curve_cost()
+    if args.only in (None, "power", "power-sizes"):
+        settings = default_settings()
+        detectable_factors(settings, (5_000,) if args.only != "power-sizes" else (5_000, 20_000, 50_000))
+    if args.only is None and not args.skip_twin:
         twin_cost()
 
 

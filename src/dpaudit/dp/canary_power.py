@@ -1,0 +1,357 @@
+"""What the claim-curve test could have caught: the detectable noise factor.
+
+For an audited run the claim-curve test (``dpaudit.dp.canary_bounds.claim_curve_test``)
+either rejects or not; this module says how strong that test was. The *detectable
+noise factor* is the largest f ≤ 1 such that an implementation drawing noise f·σ
+instead of the claimed σ is rejected by this very test (same number of canaries m,
+same q and steps, same thresholds, confidence and claimed curve) with probability
+≥ ``power`` (0.8): "this audit rejects, 8 times in 10, an implementation whose noise
+is below f× the claim". f close to 1 is a strong audit; f = 0 means no noise
+reduction at all is caught 8 times in 10.
+
+The mechanism simulated
+-----------------------
+The white-box canaries of the audit twin are independent trials of the claimed
+DP-SGD mechanism (issue 22): canary i is included with probability ½; at each step t
+its coordinate shows u_it = c·s_it + fσ·z_it (units of the clip norm C), with
+s_it ~ Bernoulli(q′) when included (0 when not) and z_it ~ N(0, 1) independent; the
+score is the log-likelihood ratio of the *claimed* mechanism,
+``dpaudit.training.canary.subsampled_gaussian_llr`` with the claimed q and σ (what the
+auditor knows). ``simulate_canary_scores`` is that mechanism in numpy, vectorized over
+canaries and steps, with the bugs it can carry: ``noise_factor`` f, ``steps_factor``
+(more steps than the accountant counted), ``sample_rate_factor`` (q′ = q·factor) and
+``clip_factor`` c (a contribution of c·C under noise calibrated for C).
+
+How the factor is computed (``detectable_noise_factor``)
+--------------------------------------------------------
+* Power at f: the fraction of ``repetitions`` simulated audits at noise fσ whose
+  claim-curve test rejects. Repetition r always draws from the generator seeded
+  (seed, r), whatever f: common random numbers, so the estimated power is a step
+  function of f that is non-increasing in practice and bisection is well posed.
+* Bisection over f in [``lower``, 1] to ``tolerance``: the returned factor is the
+  largest f tried whose measured power is ≥ ``power`` (its power is returned too,
+  and the power at the next f tried above it, which is < ``power``). With R
+  repetitions the factor is the (1 − power) quantile of the per-repetition critical
+  factors (the noise below which each simulated audit rejects), so its seed-to-seed
+  spread shrinks like 1/√R.
+* The rejection decision of each simulated audit is ``claim_curve_rejects``: the
+  decision of ``claim_curve_test`` (same thresholds ``candidate_thresholds``, same
+  Clopper–Pearson bounds at α/(2K), same comparison of the point and its mirror with
+  the curve) without its p-value search. The curve is bracketed on a fixed grid
+  (it is decreasing, so f(a_{i+1}) ≤ f(α) ≤ f(a_i) on [a_i, a_{i+1}]) and evaluated
+  exactly only where the bracket cannot decide, so the decision is identical to the
+  exact one.
+* Scores by tabulation (``method="tabulated"``, the default). Given the inclusion
+  bits the scores are independent, and each is a sum over steps of i.i.d. per-step
+  terms ℓ(u_t). The per-step term's distribution is known in closed form (ℓ is
+  increasing, so P[ℓ(u) ≤ y] = Φ((ℓ⁻¹(y) − a)/(fσ)) for u ~ N(a, (fσ)²), mixed over
+  s_t), so it is put on a lattice of spacing h (each term rounded to the lattice)
+  and composed over the steps by FFT (its characteristic function to the power T).
+  Each repetition then draws the inclusion bits and one uniform per canary and reads
+  the score off the inverse CDF of its class (uniform within the lattice cell, so no
+  ties). This is an exact simulation (up to floating-point error of the FFT, ~1e-13
+  in probability, far below the 1/m the test resolves) of the same test applied to
+  the score Σ_t round_h(ℓ(u_t)) + (a uniform tie-break within one cell), which
+  differs from the LLR by at most (T/2 + 1)·h; h is 1/2¹⁶ of a window covering ±20
+  standard deviations of the score, so the typical difference is ~10⁻⁴ standard
+  deviations. The test only uses ranks, and m, q, T, the thresholds, the confidence
+  and the curve are the audit's own. Its cost does not grow with m·T (one FFT per f,
+  then m uniforms), so m = 50,000 stays cheap. The uniform per canary is also the
+  common random number across f (quantile coupling).
+* ``method="direct"`` simulates every step of every canary with
+  ``simulate_canary_scores`` instead (cost ∝ m·T per repetition and f; the unit
+  tests check both methods agree).
+
+``detectable_factor(simulate, ...)`` is the generic version: any ``simulate(f, rng)
+-> (scores, included)`` (e.g. releases of a linear mechanism with its noise scale
+times f) gets the same bisection, repetitions and seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+from scipy import special
+
+from dpaudit.dp.canary_bounds import candidate_thresholds, check_significance
+from dpaudit.dp.hypothesis import clopper_pearson_upper
+from dpaudit.training.canary import subsampled_gaussian_llr
+
+__all__ = [
+    "claim_curve_rejects",
+    "detectable_factor",
+    "detectable_noise_factor",
+    "simulate_canary_scores",
+    "tabulated_canary_sampler",
+]
+
+DEFAULT_REPETITIONS = 100
+DEFAULT_TOLERANCE = 0.005
+DEFAULT_LOWER = 0.01
+_LATTICE = 2**16
+_WINDOW_SDS = 20.0
+_TAIL_SDS = 10.0  # per-step u beyond ±10 noise sds carries < 1e-23 of the mass
+
+
+# ------------------------------------------------------------------ the mechanism, step by step
+
+
+def _included_bits(m: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.random(int(m)) < 0.5
+
+
+def simulate_canary_scores(m: int, q: float, steps: int, sigma: float, *, noise_factor: float = 1.0,
+                           steps_factor: float = 1, sample_rate_factor: float = 1.0, clip_factor: float = 1.0,
+                           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and inclusion bits of m white-box canaries of a DP-SGD implementation
+    (module docstring): included with probability ½, sampled at rate
+    q·``sample_rate_factor`` per step for round(steps·``steps_factor``) steps,
+    contributing ``clip_factor`` (units of C) under noise ``noise_factor``·σ. The
+    score is the claimed mechanism's LLR (claimed q and σ), summed over the steps
+    the implementation ran."""
+    m, q, sigma = int(m), float(q), float(sigma)
+    run_steps = int(round(int(steps) * float(steps_factor)))
+    rate = min(q * float(sample_rate_factor), 1.0)
+    if m < 1 or run_steps < 1 or not 0.0 < q <= 1.0 or not sigma > 0.0:
+        raise ValueError(f"need m >= 1, steps >= 1, q in (0, 1], sigma > 0; got {m}, {run_steps}, {q}, {sigma}")
+    included = _included_bits(m, rng)
+    sampled = rng.random((run_steps, m), dtype=np.float32) < rate
+    u = rng.standard_normal((run_steps, m), dtype=np.float32)
+    u *= np.float32(float(noise_factor) * sigma)
+    u += np.float32(clip_factor) * (sampled & included)
+    return subsampled_gaussian_llr(u, q, sigma), included
+
+
+# ------------------------------------------------------------------ the score's distribution, tabulated
+
+
+def _llr_term(u, q: float, sigma: float):
+    return np.logaddexp(math.log1p(-q), math.log(q) + (2.0 * np.asarray(u, dtype=np.float64) - 1.0)
+                        / (2.0 * sigma**2))
+
+
+def _llr_inverse(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """u with ℓ(u) = y (−inf at or below ℓ's infimum log(1 − q))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.log(np.expm1(y) + q) - math.log(q)
+    return np.where(y > math.log1p(-q), sigma**2 * v + 0.5, -np.inf)
+
+
+class _ScoreTable:
+    """Lattice distribution of Σ_t round_h(ℓ(u_t)) over ``run_steps`` steps for the
+    excluded (u ~ N(0, s²)) and included (u ~ (1 − r)N(0, s²) + rN(c, s²)) canaries."""
+
+    def __init__(self, q: float, sigma: float, run_steps: int, noise: float, rate: float, clip: float):
+        s = float(noise) * sigma
+        centres = np.array([0.0, float(clip)])
+        weights = {"out": np.array([1.0, 0.0]), "in": np.array([1.0 - rate, rate])}
+        lo = float(_llr_term(centres.min() - _TAIL_SDS * s, q, sigma))
+        hi = float(_llr_term(centres.max() + _TAIL_SDS * s, q, sigma))
+        # moments of one step's term (Gauss–Hermite), for the window of the sum
+        nodes, w = special.roots_hermitenorm(120)
+        w = w / w.sum()
+        per_centre = _llr_term(centres[:, None] + s * nodes[None, :], q, sigma)
+        m1 = per_centre @ w
+        m2 = (per_centre**2) @ w
+        means, sds = [], []
+        for mix in weights.values():
+            mean = float(mix @ m1)
+            means.append(run_steps * mean)
+            sds.append(math.sqrt(max(run_steps * (float(mix @ m2) - mean**2), 0.0)))
+        spread = max(max(sds), 1e-9 * (hi - lo), 1e-12)
+        w_lo = max(run_steps * lo, min(means) - _WINDOW_SDS * spread)
+        w_hi = min(run_steps * hi, max(means) + _WINDOW_SDS * spread)
+        n = _LATTICE
+        h = max(w_hi - w_lo, 1e-12) / (n - 1)
+        k_step = int(math.ceil((hi - lo) / h)) + 1
+        while k_step > n // 2:  # one step wider than the sum's window (few steps): widen the lattice
+            n *= 2
+        self.h = h
+        # per-step lattice: value lo + k·h takes the mass of [lo + (k − ½)h, lo + (k + ½)h)
+        edges = lo + (np.arange(k_step + 1) - 0.5) * h
+        edges[0], edges[-1] = -np.inf, np.inf
+        u_edges = _llr_inverse(edges, q, sigma)
+        offset = int(math.floor((w_lo - run_steps * lo) / h))  # first lattice index of the sum kept
+        self.values, self.cdf = {}, {}
+        for name, mix in weights.items():
+            step = np.zeros(k_step)
+            for centre, weight in zip(centres, mix, strict=True):
+                if weight > 0:
+                    cdf = special.ndtr((u_edges - centre) / s) if s > 0 else (u_edges >= centre).astype(float)
+                    step += weight * np.diff(cdf)
+            spectrum = np.fft.rfft(step, n) ** run_steps
+            total = np.clip(np.fft.irfft(spectrum, n), 0.0, None)
+            total = np.roll(total, -(offset % n))  # index i holds the sum's lattice index offset + i
+            total /= total.sum()
+            self.values[name] = run_steps * lo + (offset + np.arange(n + 1) - 0.5) * h  # cell edges
+            self.cdf[name] = np.concatenate([[0.0], np.cumsum(total)])
+            self.cdf[name] /= self.cdf[name][-1]
+
+    def quantile(self, name: str, uniforms: np.ndarray) -> np.ndarray:
+        """Inverse CDF, linear within each lattice cell (a uniform tie-break)."""
+        return np.interp(uniforms, self.cdf[name], self.values[name])
+
+
+def tabulated_canary_sampler(m: int, q: float, steps: int, sigma: float, *, steps_factor: float = 1,
+                             sample_rate_factor: float = 1.0, clip_factor: float = 1.0
+                             ) -> Callable[[float, np.random.Generator], tuple[np.ndarray, np.ndarray]]:
+    """``simulate(f, rng) -> (scores, included)``: the canaries of
+    ``simulate_canary_scores`` at noise_factor f, drawn from the tabulated distribution
+    of their scores (module docstring). The table of the last f is kept."""
+    m, q, sigma = int(m), float(q), float(sigma)
+    run_steps = int(round(int(steps) * float(steps_factor)))
+    rate = min(q * float(sample_rate_factor), 1.0)
+    cache: dict[float, _ScoreTable] = {}
+
+    def simulate(noise_factor: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        f = float(noise_factor)
+        if f not in cache:
+            cache.clear()
+            cache[f] = _ScoreTable(q, sigma, run_steps, f, rate, float(clip_factor))
+        table = cache[f]
+        included = _included_bits(m, rng)
+        uniforms = rng.random(m)
+        scores = np.empty(m)
+        scores[included] = table.quantile("in", uniforms[included])
+        scores[~included] = table.quantile("out", uniforms[~included])
+        return scores, included
+
+    return simulate
+
+
+# ------------------------------------------------------------------ the test's decision, fast
+
+
+class _BracketedCurve:
+    """f_claim on a fixed grid: decides ``fnr_ub < f(fpr_ub)`` from the bracket
+    f(a_{i+1}) ≤ f(α) ≤ f(a_i) and calls the exact curve only when it cannot."""
+
+    def __init__(self, curve, points: int = 4000):
+        self.curve = curve
+        self.grid = np.concatenate([[0.0], np.geomspace(1e-12, 1.0, points)])
+        self.values = np.asarray(curve.fnr(self.grid), dtype=np.float64)
+
+    def below(self, fpr: np.ndarray, fnr: np.ndarray) -> np.ndarray:
+        """fnr < f(fpr), elementwise (the exact comparison)."""
+        i = np.clip(np.searchsorted(self.grid, fpr, side="right") - 1, 0, self.grid.size - 2)
+        upper, lower = self.values[i], self.values[i + 1]
+        out = fnr < lower
+        unsure = ~out & (fnr < upper)
+        if unsure.any():
+            out[unsure] = fnr[unsure] < np.asarray(self.curve.fnr(fpr[unsure]))
+        return out
+
+
+def claim_curve_rejects(scores, included, curve, *, alpha: float, per_tail: int | None = 40) -> bool:
+    """The decision of ``claim_curve_test`` (its ``rejected``), without the p-value
+    search: some (FPR_ub, FNR_ub) at a candidate threshold, or its mirror, lies below
+    ``curve``. ``curve`` may be a ``ClaimedCurve`` or the bracketed form used by
+    ``detectable_factor``."""
+    alpha = check_significance(alpha)
+    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    scores = np.asarray(scores, dtype=np.float64)
+    included = np.asarray(included, dtype=bool)
+    order = np.argsort(scores, kind="stable")
+    ordered = scores[order]
+    in_below = np.concatenate([[0], np.cumsum(included[order])])  # included among the i lowest
+    n_pos = int(in_below[-1])
+    n_neg = scores.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"the claim-curve test needs included and excluded trials, got {n_pos} and {n_neg}")
+    thresholds = candidate_thresholds(scores, per_tail)
+    per = alpha / (2 * thresholds.size)
+    below = np.searchsorted(ordered, thresholds, side="left")  # pooled scores < t
+    fn = in_below[below]
+    fp = n_neg - (below - fn)
+    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
+    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
+    return bool(bracket.below(fpr_ub, fnr_ub).any() or bracket.below(fnr_ub, fpr_ub).any())
+
+
+# ------------------------------------------------------------------ the factor
+
+
+def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.ndarray, np.ndarray]], *,
+                      curve, alpha: float, per_tail: int | None = 40, power: float = 0.8,
+                      repetitions: int = DEFAULT_REPETITIONS, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE,
+                      lower: float = DEFAULT_LOWER, upper: float = 1.0) -> dict:
+    """Largest factor f in [``lower``, ``upper``] (to ``tolerance``) at which the
+    claim-curve test rejects ``simulate(f, rng)`` in at least a fraction ``power`` of
+    ``repetitions`` simulated audits (repetition r draws from the generator seeded
+    (seed, r) at every f). ``factor`` is 0 when even ``lower`` is not caught that
+    often, and ``upper`` when ``upper`` itself is."""
+    alpha = check_significance(alpha)
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must lie in (0, 1), got {power}")
+    repetitions, seed = int(repetitions), int(seed)
+    if repetitions < 1 or not 0.0 < lower < upper or not tolerance > 0:
+        raise ValueError(f"need repetitions >= 1, 0 < lower < upper, tolerance > 0; "
+                         f"got {repetitions}, {lower}, {upper}, {tolerance}")
+    start = time.perf_counter()
+    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    measured: dict[float, float] = {}
+
+    def power_at(f: float) -> float:
+        if f not in measured:
+            hits = 0
+            for r in range(repetitions):
+                scores, included = simulate(f, np.random.default_rng([seed, r]))
+                hits += claim_curve_rejects(scores, included, bracket, alpha=alpha, per_tail=per_tail)
+            measured[f] = hits / repetitions
+        return measured[f]
+
+    need = power - 1e-12
+    if power_at(upper) >= need:
+        lo, hi = upper, None
+    elif power_at(lower) < need:
+        lo, hi = None, lower
+    else:
+        lo, hi = lower, upper
+        while hi - lo > tolerance:
+            mid = 0.5 * (lo + hi)
+            if power_at(mid) >= need:
+                lo = mid
+            else:
+                hi = mid
+    return {
+        "factor": 0.0 if lo is None else float(lo),
+        "power_at_factor": None if lo is None else measured[lo],
+        "next_factor": None if hi is None else float(hi),
+        "power_at_next": None if hi is None else measured[hi],
+        "power": float(power),
+        "repetitions": repetitions,
+        "seed": seed,
+        "tolerance": float(tolerance),
+        "lower": float(lower),
+        "upper": float(upper),
+        "alpha": alpha,
+        "per_tail": per_tail,
+        "evaluations": len(measured),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def detectable_noise_factor(*, canaries: int, q: float, steps: int, sigma: float, curve, alpha: float,
+                            delta: float = 0.0, per_tail: int | None = 40, power: float = 0.8,
+                            repetitions: int = DEFAULT_REPETITIONS, seed: int = 0,
+                            tolerance: float = DEFAULT_TOLERANCE, method: str = "tabulated") -> dict:
+    """The detectable noise factor of a white-box DP-SGD canary audit (module
+    docstring): ``canaries`` canaries of the claimed mechanism (q, steps, σ) at noise
+    f·σ, each audit the claim-curve test against ``curve`` at significance ``alpha``
+    with ``per_tail`` thresholds per tail. ``delta`` does not change the decision (it
+    enters only the test's many-trials ε bound) and is recorded. Returns
+    ``detectable_factor``'s dict plus the settings."""
+    if method == "tabulated":
+        simulate = tabulated_canary_sampler(canaries, q, steps, sigma)
+    elif method == "direct":
+        def simulate(f, rng):
+            return simulate_canary_scores(canaries, q, steps, sigma, noise_factor=f, rng=rng)
+    else:
+        raise ValueError(f"method must be 'tabulated' or 'direct', got {method!r}")
+    out = detectable_factor(simulate, curve=curve, alpha=alpha, per_tail=per_tail, power=power,
+                            repetitions=repetitions, seed=seed, tolerance=tolerance)
+    return {**out, "canaries": int(canaries), "sampling_probability": float(q), "steps": int(steps),
+            "noise_multiplier": float(sigma), "delta": float(delta), "method": method}
