@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.dp.canary_bounds import claim_curve_test
 from dpaudit.dp.hypothesis import epsilon_from_counts
+from dpaudit.dp.tradeoff import pure_tradeoff
 from dpaudit.metrics.mia import epsilon_lower_bound
 from dpaudit.training.canary_linear import linear_release_scores
 
-__all__ = ["audit_linear", "many_runs_bound"]
+__all__ = ["audit_linear", "claim_curve", "many_runs_bound"]
 
 
 def many_runs_bound(scores_in, scores_out, *, delta: float, alpha: float, seed: int) -> dict[str, Any]:
@@ -40,12 +42,31 @@ def bound_from_scores(scores: pd.DataFrame, *, delta: float, alpha: float, seed:
     return many_runs_bound(values[included], values[~included], delta=delta, alpha=alpha, seed=seed)
 
 
+def claim_curve(scores: pd.DataFrame, *, epsilon: float, alpha: float, per_tail: int | None = 40) -> dict[str, Any]:
+    """The claim-curve test of a many_runs scores frame against pure ε-DP (δ = 0).
+
+    The releases are independent trials of the claimed mechanism: ``included`` = released on
+    D, score = log p_D − log p_D′ (higher = looks like D), exactly the test's convention.
+    """
+    test = claim_curve_test(scores["score"].to_numpy(np.float64), scores["included"].to_numpy(bool),
+                            pure_tradeoff(epsilon), alpha=alpha, delta=0.0, per_tail=per_tail)
+    return {"claim_rejected": test.rejected, "claim_p_value": test.p_value, "claim_epsilon": test.epsilon,
+            "claim_ceiling": test.ceiling, "claim_thresholds": test.thresholds,
+            "claim_worst_fpr_upper": test.worst_fpr_upper, "claim_worst_fnr_upper": test.worst_fnr_upper,
+            "claim_worst_claimed_fnr": test.worst_claimed_fnr, "claim_worst_mirrored": test.worst_mirrored}
+
+
 def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, epsilon: float, lam: float,
-                 releases: int, alpha: float = 0.05, seed: int, delta: float = 0.0, **options) -> dict[str, Any]:
-    """Releases, scores and bound in one call (``linear_release_scores`` then ``many_runs_bound``)."""
+                 releases: int, alpha: float = 0.05, seed: int, delta: float = 0.0, detect: bool = False,
+                 **options) -> dict[str, Any]:
+    """Releases, scores, bound and claim-curve test in one call (``linear_release_scores``, then
+    ``many_runs_bound`` and ``claim_curve`` at the same α; with ``detect`` the detectable noise
+    factor too, at that α)."""
+    options.setdefault("alpha", alpha if detect else None)
     result = linear_release_scores(x_members, labels, mechanism=mechanism, epsilon=epsilon, lam=lam,
                                    releases=releases, seed=seed, **options)
     frame = result["scores"]
     included = frame["included"].to_numpy(bool)
     values = frame["score"].to_numpy(np.float64)
-    return {**result, **many_runs_bound(values[included], values[~included], delta=delta, alpha=alpha, seed=seed)}
+    return {**result, **many_runs_bound(values[included], values[~included], delta=delta, alpha=alpha, seed=seed),
+            **claim_curve(frame, epsilon=epsilon, alpha=alpha, per_tail=options.get("per_tail", 40))}
