@@ -316,7 +316,13 @@ def table_sketch(name: str, params: Mapping):
 def _table_problems(config: Mapping) -> list[str]:
     """Which entries are tables, their keys, and the parse-time checks of their files (dpaudit.data.table):
     a refusal names the file, the column and what to write."""
-    from dpaudit.data.table import TABLE_DEFAULTS, TABLE_KEYS, TableError, inspect_table
+    from dpaudit.data.table import (
+        TABLE_DEFAULTS,
+        TABLE_KEYS,
+        TableError,
+        inspect_table,
+        table_format,
+    )
 
     problems = []
     for name, params in config["datasets"].items():
@@ -341,6 +347,9 @@ def _table_problems(config: Mapping) -> list[str]:
         for key, value in TABLE_DEFAULTS.items():
             params.setdefault(key, value)
         if table_download(params["path"]) is not None and not Path(params["path"]).exists():
+            if table_format(params["path"], params.get("format")) is None:
+                problems.append(f"{where}: table {params['path']}: unknown file type; give format: csv or "
+                                "format: parquet")
             continue  # download_dataset fetches it; prepare_dataset checks it
         try:
             sketch = inspect_table(name, params)

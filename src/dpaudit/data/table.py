@@ -51,7 +51,7 @@ __all__ = [
     "table_format",
 ]
 
-TABLE_KEYS = ("source", "path", "column_names", "label", "id", "categorical", "drop", "missing", "max_levels")
+TABLE_KEYS = ("source", "path", "format", "column_names", "label", "id", "categorical", "drop", "missing", "max_levels")
 TABLE_DEFAULTS: dict[str, Any] = {"categorical": "auto", "drop": [], "missing": "refuse", "max_levels": 100}
 SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet"}
 SAMPLE_BYTES = 1 << 20
@@ -85,7 +85,10 @@ class TableSketch:
         return len(self.label_counts)
 
 
-def table_format(path: str | Path) -> str | None:
+def table_format(path: str | Path, declared: str | None = None) -> str | None:
+    """csv or parquet: the ``format`` key if given, else the file's suffix (None: neither)."""
+    if declared:
+        return declared
     name = str(path).lower()
     return next((kind for suffix, kind in SUFFIXES.items() if name.endswith(suffix)), None)
 
@@ -351,9 +354,10 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
     spec = _thawed(frozen)
     path = Path(path_text)
     where = _where(name, path)
-    kind = table_format(path)
+    kind = table_format(path, spec.get("format"))
     if kind is None:
-        raise TableError(f"{where}: unknown file type; write a path ending in {', '.join(SUFFIXES)}")
+        raise TableError(f"{where}: unknown file type; write a path ending in {', '.join(SUFFIXES)} or give "
+                         "format: csv or format: parquet")
     if not path.exists():
         raise TableError(f"{where}: no such file (relative paths start in the working directory {Path.cwd()}); "
                          "write the path of an existing file")
