@@ -493,7 +493,7 @@ def _numbers(column: pa.Array, name: str, offset: int, where: str) -> np.ndarray
     values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
     bad = np.flatnonzero(~np.isfinite(values) & ~column.is_null().to_numpy(zero_copy_only=False))
     if bad.size:
-        raise TableError(f"{where}: column {name!r} data row {int(bad[0]) + offset + 1} holds {values[bad[0]]!r}, "
+        raise TableError(f"{where}: column {name!r} data row {int(bad[0]) + offset + 1} holds {float(values[bad[0]])!r}, "
                          "not a finite number; fix the cell or drop the column")
     return values
 
