@@ -334,3 +334,17 @@ def test_adult_through_the_table_source_matches_the_builtin_reader(real_adult): 
     # adult.data levels absent from the members (at most the one-row Holand-Netherlands) are all zeros
     assert set(names) - set(builtin_names) == set()
     assert len(builtin_names) - len(names) <= 1
+
+
+def test_prepare_resources_grow_with_the_table(tmp_path):
+    from dataclasses import replace
+
+    from dpaudit.resources import PREPARE_BUILTIN, prepare_resources
+
+    sketch = inspect_table("credit", _params(_write(_frame(200), tmp_path / "s.csv")))
+    assert sketch.rows == 200 and sketch.features == 2 + 6 + 1  # city: twice its 3 levels seen
+    large = replace(sketch, rows=10**6)
+    assert prepare_resources(large)["mem_mb"] > prepare_resources(sketch)["mem_mb"] == 1000
+    assert prepare_resources(replace(large, features=300))["mem_mb"] > prepare_resources(large)["mem_mb"]
+    assert prepare_resources(large, attempt=2)["mem_mb"] == 2 * prepare_resources(large)["mem_mb"]
+    assert prepare_resources(None) == PREPARE_BUILTIN
