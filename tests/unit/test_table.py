@@ -343,7 +343,7 @@ def test_prepare_resources_grow_with_the_table(tmp_path):
 
     sketch = inspect_table("credit", _params(_write(_frame(200), tmp_path / "s.csv")))
     assert sketch.rows == 200 and sketch.features == 2 + 6 + 1  # city: twice its 3 levels seen
-    large = replace(sketch, rows=10**6)
+    large = replace(sketch, rows=10**7)
     assert prepare_resources(large)["mem_mb"] > prepare_resources(sketch)["mem_mb"] == 1000
     assert prepare_resources(replace(large, features=300))["mem_mb"] > prepare_resources(large)["mem_mb"]
     assert prepare_resources(large, attempt=2)["mem_mb"] == 2 * prepare_resources(large)["mem_mb"]
