@@ -42,6 +42,12 @@ FAMILIES = ["mia", "privacy_card"] + [
     if config["metrics"][family]["enabled"]
 ]
 RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
+# A table dataset's one input is its file (issue 25): a changed file reruns what depends on it.
+# A table path that is a raw file the workflow downloads (config/own_table.yaml reads
+# resources/raw/adult/adult.data) is made by download_dataset.
+TABLES = {dataset: config["datasets"][dataset]["path"] for dataset in DATASETS
+          if config["datasets"][dataset].get("source") == "table"}
+DOWNLOADED = sorted({*DATASETS, *(found[0] for path in TABLES.values() if (found := dpconfig.table_download(path)))})
 
 # Each rule's code hash covers the dpaudit modules its adapter script reaches
 # (static import parsing, dpaudit.codehash): adding a rule or an import needs no
@@ -92,6 +98,8 @@ def training_params(wildcards):
 
 
 def raw_inputs(wildcards):
+    if wildcards.dataset in TABLES:
+        return {"table": TABLES[wildcards.dataset]}
     return {
         name: ancient(P.RAW_FILE.format(dataset=wildcards.dataset, filename=name))
         for name in RAW_FILES[wildcards.dataset]
@@ -528,6 +536,8 @@ def _dataset_shape(dataset):
 
 
 def _job_resources(name, wildcards, attempt):
+    if name == "prepare_dataset":
+        return dpresources.prepare_resources(_table_sketch(wildcards.dataset), attempt=attempt)
     n, d, classes = _dataset_shape(wildcards.dataset)
     if name == "audit_block":
         options = AUDIT["datasets"][wildcards.dataset]
@@ -551,6 +561,13 @@ def _job_resources(name, wildcards, attempt):
         return dpresources.pmp_metric_resources(n, n_params, checkpoints=PMP["checkpoints"], attempt=attempt)
     grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
     return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
+
+
+def _table_sketch(dataset):
+    """A table dataset's parse-time inspection (its file exists when the job is scheduled); None otherwise."""
+    if dataset not in TABLES:
+        return None
+    return dpconfig.table_sketch(dataset, config["datasets"][dataset])
 
 
 def job_resources(name):

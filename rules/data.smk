@@ -5,6 +5,8 @@ rule download_dataset:
         P.RAW_FILE,
     params:
         sources=download_sources,
+    wildcard_constraints:
+        dataset="|".join(DOWNLOADED),
     log:
         P.log("download_dataset", "{dataset}/{filename}"),
     retries: 1
@@ -23,6 +25,8 @@ rule prepare_dataset:
         delta=config["training"]["delta"],
         allow_large_delta=config["training"]["allow_large_delta"],
         code=CODE["prepare_dataset"],
+    resources:
+        **job_resources("prepare_dataset"),
     log:
         P.log("prepare_dataset", P.DATASET_KEY),
     benchmark:

@@ -7,10 +7,11 @@ from dpaudit.report.dossier import build_dossier
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     inputs = dict(sm.input.items())
+    info = read_json(inputs["info"])
     page = build_dossier(
         read_parquet(inputs["table"]), sm.wildcards.dataset, sm.wildcards.run,
         train=read_json(inputs["train"]), outputs=read_parquet(inputs["outputs"]),
-        splits=read_json(inputs["info"])["splits"],
+        splits=info["splits"], dataset_info=info,
         canary_record=read_json(inputs["record"]) if "record" in inputs else None,
         ledger=read_parquet(inputs["ledger"]), loss_column=sm.params.loss,
     )

@@ -50,6 +50,7 @@ MECHANISM_COLUMNS: dict[str, tuple[str, ...]] = {
 NEEDS_TARGET_EPSILON = ("dpsgd", *LINEAR_MECHANISMS)
 # Classes of the datasets whose class count the config does not set (synthetic's
 # is its ``classes`` key); checked against prepare_dataset in tests/unit/test_config.py.
+DATASET_NAMES = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist")
 DATASET_CLASSES = {"breast_cancer": 2, "digits": 10, "adult": 2, "purchase100": 100, "mnist": 10}
 # Training keys that apply only to the linear mechanisms, and the only shared
 # training keys those use (the MLP architecture, optimizer, accountant and
@@ -259,6 +260,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     config = _fill_defaults(config, schema, schema)
     problems.extend(_path_problems(config))
     problems.extend(_profile_problems(config["profile"]))
+    problems.extend(_table_problems(config))
     problems.extend(_binary_problems(config))
     for name, params in config["datasets"].items():
         if name != "synthetic":
@@ -281,6 +283,94 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
+
+
+def table_download(path: str) -> tuple[str, str] | None:
+    """(dataset, file) when a table's path is a raw file the workflow downloads (download_dataset makes it)."""
+    from dpaudit.contract import paths as P
+    from dpaudit.data.download import KNOWN_FILES
+
+    for dataset, files in KNOWN_FILES.items():
+        for filename in files:
+            if str(path) == P.RAW_FILE.format(dataset=dataset, filename=filename):
+                return dataset, filename
+    return None
+
+
+def table_sketch(name: str, params: Mapping):
+    """The parse-time inspection of a table dataset (dpaudit.data.table.TableSketch), or None when
+    the entry is not a table, its file is still to be downloaded, or it is refused (the
+    refusal is reported by validate_config)."""
+    from dpaudit.data.table import TableError, inspect_table
+
+    if params.get("source") != "table" or "path" not in params:
+        return None
+    if table_download(params["path"]) is not None and not Path(params["path"]).exists():
+        return None
+    try:
+        return inspect_table(name, params)
+    except TableError:
+        return None
+
+
+def _table_problems(config: Mapping) -> list[str]:
+    """Which entries are tables, their keys, and the parse-time checks of their files (dpaudit.data.table):
+    a refusal names the file, the column and what to write."""
+    from dpaudit.data.table import (
+        TABLE_DEFAULTS,
+        TABLE_KEYS,
+        TableError,
+        inspect_table,
+        table_format,
+    )
+
+    problems = []
+    for name, params in config["datasets"].items():
+        where = f"config.datasets.{name}"
+        builtin = name in DATASET_NAMES
+        if params.get("source") != "table":
+            keys = sorted(set(params) & set(TABLE_KEYS))
+            if not builtin:
+                problems.append(f"{where}: {name!r} is not a built-in dataset ({', '.join(DATASET_NAMES)}); "
+                                "to audit your own table write source: table, path: <file> and label: <column>")
+            elif keys:
+                problems.append(f"{where}: key(s) {', '.join(keys)} apply to source: table only")
+            continue
+        if builtin:
+            problems.append(f"{where}: {name!r} is a built-in dataset; give your table another name")
+            continue
+        missing = [key for key in ("path", "label") if key not in params]
+        if missing:
+            problems.append(f"{where}: source: table needs {' and '.join(missing)} (the file and the column to "
+                            "predict)")
+            continue
+        for key, value in TABLE_DEFAULTS.items():
+            params.setdefault(key, value)
+        if table_download(params["path"]) is not None and not Path(params["path"]).exists():
+            if table_format(params["path"], params.get("format")) is None:
+                problems.append(f"{where}: table {params['path']}: unknown file type; give format: csv or "
+                                "format: parquet")
+            continue  # download_dataset fetches it; prepare_dataset checks it
+        try:
+            sketch = inspect_table(name, params)
+        except TableError as error:
+            problems.extend(str(error).split("\n  "))
+            continue
+        problems.extend(_table_canary_problems(config, name, sketch))
+    return problems
+
+
+def _table_canary_problems(config: Mapping, name: str, sketch) -> list[str]:
+    """Input canaries are drawn from the non-member split: a table's holdout must hold them."""
+    from dpaudit.data.table import holdout_count
+
+    canary = config["metrics"]["canary"]
+    holdout = holdout_count(sketch, config["datasets"][name])
+    if not canary["enabled"] or holdout is None or int(canary["input_canaries"]) <= holdout:
+        return []
+    return [f"config.metrics.canary.input_canaries: {canary['input_canaries']} input canaries are drawn from the "
+            f"non-members of table {sketch.path} (dataset {name}), which has {holdout}; write input_canaries <= "
+            f"{holdout} or use a larger table"]
 
 
 def batch_size_problem(batch_size: int, n_members: int, dataset: str, where: str) -> str | None:
@@ -315,6 +405,11 @@ def _size_problems(config: Mapping, schema: Mapping) -> list[str]:
     for name, params in config["datasets"].items():
         where, grid = _grid_blocks(config, name)
         n = members_before_download(name, params)
+        sketch = table_sketch(name, params)
+        if sketch is not None:
+            from dpaudit.data.table import members_count
+
+            n = members_count(sketch, params)
         for index, block in enumerate(grid):
             keras = [m for m in block["mechanism"] if m in ("baseline", "dpsgd")]
             if not keras:
@@ -333,7 +428,8 @@ def _size_problems(config: Mapping, schema: Mapping) -> list[str]:
                 continue
             for position, b in enumerate(sizes):
                 key = f"{where}[{index}].batch_size" + (f"[{position}]" if "batch_size" in block else " (default)")
-                message = batch_size_problem(b, n, name, key)
+                label = name if sketch is None else f"{name} (table {sketch.path})"
+                message = batch_size_problem(b, n, label, key)
                 if message is not None and message not in seen:
                     seen.add(message)
                     problems.append(message)
@@ -395,7 +491,7 @@ def _audit_problems(config: Mapping) -> list[str]:
             problems.append(f"{where}: config.audit.pairs lists 'explicit' but {where}.neighbour is missing; "
                             "write neighbour: {x_star: <member example_id>, x_prime: <non-member example_id>}")
         classes = dataset_classes(name, config["datasets"][name])
-        if options["output"] == "sigmoid" and classes != 2:
+        if options["output"] == "sigmoid" and classes not in (2, None):
             problems.append(f"{where}.output: sigmoid is one unit for binary labels and {name} has {classes} "
                             "classes; write output: softmax")
         problems.extend(_ssim_problems(name, options, config["datasets"][name], where))
@@ -429,11 +525,15 @@ def _ssim_problems(name: str, options: Mapping, params: Mapping, where: str) -> 
     return []
 
 
-def dataset_classes(name: str, params: Mapping) -> int:
-    """Number of classes of a configured dataset, known before it is prepared."""
+def dataset_classes(name: str, params: Mapping) -> int | None:
+    """Number of classes of a configured dataset, known before it is prepared (a table's from
+    its label column; None while its file is still to be downloaded)."""
     if name == "synthetic":
         return int(params.get("classes", SYNTHETIC_DEFAULTS["classes"]))
-    return DATASET_CLASSES[name]
+    if params.get("source") == "table":
+        sketch = table_sketch(name, params)
+        return None if sketch is None else sketch.classes
+    return DATASET_CLASSES.get(name)
 
 
 def _binary_problems(config: Mapping) -> list[str]:
@@ -443,7 +543,7 @@ def _binary_problems(config: Mapping) -> list[str]:
         where, grid = _grid_blocks(config, name)
         linear = sorted({m for block in grid for m in block["mechanism"] if m in LINEAR_MECHANISMS})
         classes = dataset_classes(name, params)
-        if linear and classes != 2:
+        if linear and classes not in (2, None):
             problems.append(
                 f"config.datasets.{name}: mechanism {', '.join(linear)} (from {where}) is binary logistic "
                 f"regression, but dataset {name} has {classes} classes; give {name} its own grid without it"

@@ -1,5 +1,7 @@
 """The tiny end-to-end run, shared by every e2e module (one real run per test session)."""
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from tests.workflow.helpers import finished_run
@@ -19,8 +21,27 @@ TINY_CONFIG = {
 }
 
 
+# Issue 25: one small table dataset (a CSV with numeric, text and true/false columns read
+# through the table source), with one baseline run of its own.
+TABLE_GRID = [{"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]}]
+
+
+def write_tiny_table(path):
+    rng = np.random.default_rng(5)
+    n = 400
+    label = rng.integers(0, 2, n)
+    frame = pd.DataFrame({"row_id": np.arange(n) + 1000, "income": (label + rng.normal(size=n)).round(3),
+                          "region": rng.choice(["north", "south", "east"], n), "owner": rng.random(n) < 0.5,
+                          "churned": np.where(label == 1, "yes", "no")})
+    frame.to_csv(path, index=False)
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("e2e")
     report = base / "work" / "results" / "report.html"
-    return finished_run(base, TINY_CONFIG, "--report", str(report), "--report-after-run")
+    write_tiny_table(base / "tiny_table.csv")
+    table = {"source": "table", "path": str(base / "tiny_table.csv"), "label": "churned", "id": "row_id",
+             "grid": TABLE_GRID}
+    config = {**TINY_CONFIG, "datasets": {**TINY_CONFIG["datasets"], "tiny_table": table}}
+    return finished_run(base, config, "--report", str(report), "--report-after-run")

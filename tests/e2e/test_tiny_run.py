@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from dpaudit.io import read_parquet
+from dpaudit.io import read_json, read_parquet
 from tests.workflow.helpers import job_counts, snakemake
 
 
@@ -64,10 +64,11 @@ def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):
     # metrics table follows. Training, extraction, ε* do not rerun.
     # metric_canary reaches it through the many-runs bound (dpaudit.metrics.canary.many_runs),
     # not the audit twin: canary_scores does not rerun; the dossiers read the metrics table.
+    # The table dataset (one baseline run) adds its metric_mia, card, canary row, dossier and figures.
     assert job_counts(result.stdout) == {
-        "metric_mia": 2, "privacy_card": 2, "budget_ledger": 1, "aggregate_metrics": 1,
-        "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 1, "plot_audit": 1,
-        "plot_model_figures": 1, "metric_canary": 2, "plot_canary": 1, "dossier": 2, "dossier_guidance": 1,
+        "metric_mia": 3, "privacy_card": 3, "budget_ledger": 1, "aggregate_metrics": 1,
+        "plot_privacy_utility": 1, "plot_epsilon_star_landscape": 2, "plot_audit": 2,
+        "plot_model_figures": 2, "metric_canary": 3, "plot_canary": 1, "dossier": 3, "dossier_guidance": 2,
         "all": 1,
     }
     unchanged = snakemake(tiny_run["workdir"], "-n", "--configfile", str(tiny_run["config"]),
@@ -80,9 +81,9 @@ def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
     # the privacy_card job fails loudly in that case, and every card here records it.
     table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
     inside = table[(table["family"] == "privacy_card") & (table["metric"] == "roc_inside_dp_region")]
-    assert len(inside) == 2 and (inside["value_bool"] == True).all() and inside["value"].isna().all()  # noqa: E712
+    assert len(inside) == 3 and (inside["value_bool"] == True).all() and inside["value"].isna().all()  # noqa: E712
     cards = list((tiny_run["workdir"] / "results" / "cards").rglob("*.html"))
-    assert len(cards) == 2 and all("data:image/png;base64," in c.read_text() for c in cards)
+    assert len(cards) == 3 and all("data:image/png;base64," in c.read_text() for c in cards)
     ledger = (tiny_run["workdir"] / "results" / "tables" / "budget_ledger.html").read_text()
     assert "release_all_epsilon" in ledger
 
@@ -119,10 +120,26 @@ def test_canary_rows_ladder_and_figures_for_the_dp_run(tiny_run):
     verdict = dp[dp["metric"] == "measured_above_promise"]
     assert len(verdict) == 1 and verdict["verdict"].iloc[0] in ("consistent", "too_weak")
     base = canary[canary["mechanism"] == "baseline"]
-    assert len(base) == 1 and not base["applicable"].any()
+    assert len(base) == 2 and not base["applicable"].any()  # the synthetic and the table baseline
     scores = read_parquet(next((results / "canary").rglob("scores.parquet")))
     assert {"canary_id", "included", "score", "threat_model"} <= set(scores.columns)
     for kind in ("guesses", "tradeoff"):
         assert (results / "figures" / f"canary_{kind}_synthetic.png").stat().st_size > 0
     cards = [c.read_text() for c in (results / "cards").rglob("*.html")]
     assert any("ε ladder" in c and "Verdict:" in c for c in cards)
+
+
+def test_the_table_dataset_was_prepared_trained_and_carded(tiny_run):
+    # Issue 25: the CSV read through the table source, its roles recorded, its model's dossier with the card.
+    results = tiny_run["workdir"] / "results"
+    info = read_json(results / "data" / "tiny_table" / "dataset.json")
+    assert info["n"] == 400 and info["label_names"] == ["no", "yes"] and info["source"]["kind"] == "table"
+    roles = {c["name"]: c["role"] for c in info["table"]["column_roles"]}
+    assert roles == {"row_id": "id", "income": "numeric", "region": "categorical", "owner": "boolean",
+                     "churned": "label"}
+    table = read_parquet(results / "tables" / "metrics.parquet")
+    assert (table[table["dataset"] == "tiny_table"]["metric"] == "attack_auc").any()
+    dossiers = [p for p in (results / "dossiers" / "tiny_table").glob("*.html") if p.name != "guidance.html"]
+    assert len(dossiers) == 1
+    text = dossiers[0].read_text()
+    assert "fitted on the members" in text and "outside the DP guarantee" in text

@@ -311,6 +311,22 @@ def _info(
     }
 
 
+FIT_ON = {"members": "train", "holdout": "holdout"}
+
+
+def fit_split_of(params: Mapping[str, Any]) -> tuple[str, str]:
+    """(``fit_on`` as configured, the split whose rows fit the scaling and the categories)."""
+    fit_on = str(params.get("fit_on", "members"))
+    if fit_on not in FIT_ON:
+        raise ValueError(f"fit_on must be one of {sorted(FIT_ON)}, got {fit_on!r}")
+    return fit_on, FIT_ON[fit_on]
+
+
+def _fit_record(fit_on: str, fitted: bool = True) -> dict[str, Any]:
+    """What dataset.json says of the fitted preprocessing (the dossier reads ``fitted_on_members``)."""
+    return {"fit_on": fit_on, "fitted_on_members": fitted and fit_on == "members"}
+
+
 def _split_params(params: Mapping[str, Any]) -> tuple[int, tuple[float, float, float]]:
     seed = int(params.get("split_seed", DEFAULT_SPLIT_SEED))
     f_train, f_holdout, f_test = (
@@ -331,12 +347,14 @@ def _finish_tabular(
     seed, fractions = _split_params(params)
     y = np.asarray(y, dtype=np.int64)
     split = stratified_split(y, seed, fractions)
-    x_std, mean, std, scale = _standardize(np.asarray(x, dtype=np.float64), split == "train")
+    fit_on, fit_split = fit_split_of(params)
+    x_std, mean, std, scale = _standardize(np.asarray(x, dtype=np.float64), split == fit_split)
     classes = int(y.max()) + 1
     preprocessing = {
         "split": {"method": "stratified", "split_seed": seed, "fractions": list(fractions)},
+        **_fit_record(fit_on),
         "standardize": {
-            "fit_on": "train",
+            "fit_on": fit_split,
             "columns": "all",
             "mean": mean.tolist(),
             "std": std.tolist(),
@@ -457,7 +475,10 @@ def _adult(
 
     num = np.concatenate([numeric(train, "adult.data"), numeric(test, "adult.test")])
     is_train = np.arange(len(y)) < n_train
-    num_std, mean, std, scale = _standardize(num, is_train)
+    fit_on, _ = fit_split_of(params)
+    fit_rows = is_train if fit_on == "members" else ~is_train
+    fit_file = "adult.data (train)" if fit_on == "members" else "adult.test (holdout)"
+    num_std, mean, std, scale = _standardize(num, fit_rows)
 
     # Categories come from adult.data (the members) only, sorted, so the encoding
     # never depends on non-member rows; an adult.test value unseen in training
@@ -469,10 +490,10 @@ def _adult(
     unseen: dict[str, int] = {}
     feature_names = list(ADULT_NUMERIC)
     for column in ADULT_CATEGORICAL:
-        cats = np.array(sorted(set(train[column])))
         values = np.concatenate(
             [train[column].to_numpy(dtype=str), test[column].to_numpy(dtype=str)]
         )
+        cats = np.array(sorted(set(values[fit_rows])))
         pos = np.searchsorted(cats, values)
         pos_clipped = np.minimum(pos, cats.size - 1)
         known = cats[pos_clipped] == values
@@ -493,11 +514,12 @@ def _adult(
         "skipped_lines": {"adult.data": skipped_train, "adult.test": skipped_test},
         "numeric_columns": list(ADULT_NUMERIC),
         "categorical_columns": list(ADULT_CATEGORICAL),
-        "categories_from": "adult.data (train)",
+        **_fit_record(fit_on),
+        "categories_from": fit_file,
         "categories": categories,
         "unseen_test_categories": unseen,
         "standardize": {
-            "fit_on": "train",
+            "fit_on": "train" if fit_on == "members" else "holdout",
             "columns": list(ADULT_NUMERIC),
             "mean": mean.tolist(),
             "std": std.tolist(),
@@ -609,6 +631,7 @@ def _purchase(
             "(already binary in the Shokri et al. preprocessing)"
         ),
         "standardize": None,
+        **_fit_record(fit_split_of(params)[0], fitted=False),
         "split": {
             "method": "random, not stratified (numpy PCG64 permutation)",
             "split_seed": seed,
@@ -644,6 +667,7 @@ def _mnist(raw_files: Mapping[str, Path], params: Mapping[str, Any]) -> tuple[pa
 
     raw_info = _raw_file_info(raw_files, params.get("sources", {}))
     x, y, split, preprocessing = mnist_arrays(raw_files)
+    preprocessing = {**preprocessing, **_fit_record(fit_split_of(params)[0], fitted=False)}
     table = _to_table(np.arange(y.size), split, y, x)
     info = _info("mnist", y, split, x.shape[1], 10, "holdout", preprocessing,
                  {"source": {"kind": "raw_files", "files": sorted(raw_info)}, "raw_files": raw_info},
@@ -664,11 +688,22 @@ def prepare_dataset(
       - adult: ``sources`` = {raw file name: [source, ...]} to record where the
         raw files came from (their sha256 is computed from ``raw_files``);
       - purchase100: ``split_seed`` (default 0) for the 67/33 random split, and
-        ``sources`` as for adult.
+        ``sources`` as for adult;
+      - every dataset: ``fit_on`` = ``members`` (default) or ``holdout``, the split whose
+        rows fit the standardization and the categories (nothing is fitted for
+        purchase100 and mnist, whose features are fixed transforms);
+      - ``source: table`` (any name): the table keys of :mod:`dpaudit.data.table`, with the
+        file as raw file ``table``.
     """
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
-    if name == "synthetic":
+    if params.get("source") == "table":
+        from dpaudit.data.table import prepare_table
+
+        if "table" not in raw_files:
+            raise ValueError(f"dataset {name}: a table dataset needs its file as raw file 'table'")
+        table, info = prepare_table(name, raw_files["table"], params)
+    elif name == "synthetic":
         table, info = _synthetic(params)
     elif name in ("breast_cancer", "digits"):
         table, info = _sklearn(name, params)

@@ -36,6 +36,7 @@ from dpaudit.contract.metrics import MECHANISM_LABELS, declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, verdict_sentence
 from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER
+from dpaudit.report.dataset_card import dataset_card
 
 # Columns of the run grid (dpaudit.config): a configuration is a grid row without its seed.
 GRID_COLUMNS = ("mechanism", "target_epsilon", "clip_norm", "microbatches", "epochs", "batch_size",
@@ -717,8 +718,9 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
 def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping | None = None,
                   outputs: pd.DataFrame | None = None, splits: Mapping | None = None,
                   canary_record: Mapping | None = None, ledger: pd.DataFrame | None = None,
-                  loss_column: str = "loss_ce") -> str:
-    """Standalone HTML dossier of one trained model (no external file, no script)."""
+                  loss_column: str = "loss_ce", dataset_info: Mapping | None = None) -> str:
+    """Standalone HTML dossier of one trained model (no external file, no script); with
+    ``dataset_info`` (dataset.json) it opens with the dataset card."""
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
@@ -728,6 +730,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
             f'<p class="sub">Run {_esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",
+            *(["<h2>Dataset</h2>", dataset_card(dataset_info)] if dataset_info else []),
             "<h2>1 Promise</h2>", promise,
             "<h2>2 Measured</h2>", _measured(view, eps),
             "<h2>3 Distributional and practical</h2>", _distributional(view, eps),

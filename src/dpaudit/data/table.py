@@ -1,0 +1,676 @@
+"""A user's CSV or Parquet table as a dataset (issue 25): ``source: table`` entries.
+
+Two entry points, one set of rules:
+
+- :func:`inspect_table` (parse time, no job): the file exists and opens, the header has
+  no empty or duplicate names, the label, id, drop and categorical columns exist, the
+  types of the first block say each column's role, the first block has no categorical
+  column above ``max_levels``, and the label column (read whole, one column) has two or
+  more classes each large enough for the stratified split. It also gives the members
+  count for the parse-time batch-size check and the file sizes for the job's memory.
+- :func:`prepare_table` (the ``prepare_dataset`` job): streams the file batch by batch
+  through pyarrow's CSV or Parquet reader (no hand-written parser), checks every cell
+  (non-numeric or non-finite values in a numeric column, missing cells, levels above the
+  limit, duplicate ids) naming the file, the column and the data row (1 = the first row
+  after the header), splits stratified like the built-in tables, fits the scaling and
+  the categories on the chosen split only (``fit_on``: members by default, or holdout)
+  and records every column's role and encoding in ``dataset.json``.
+
+Roles: ``label`` (mapped to 0..k-1 in sorted order of its values, recorded), ``id``
+(integers; the ``example_id``; without one, the 0-based data row), ``dropped``,
+``numeric`` (standardized: (x - mean) / std of the fit split, std 0 -> 1), ``categorical``
+(one indicator per level seen in the fit split, sorted; a level not seen there gives an
+all-zero block, counted per split) and ``boolean`` (one 0/1 feature). Text cells are
+trimmed of surrounding whitespace; an empty cell (or one of pyarrow's null markers:
+"NA", "NaN", "null", ...) is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import math
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "TABLE_DEFAULTS",
+    "TABLE_KEYS",
+    "TableError",
+    "TableSketch",
+    "inspect_table",
+    "prepare_table",
+    "table_format",
+]
+
+TABLE_KEYS = ("source", "path", "format", "column_names", "label", "id", "categorical", "drop", "missing", "max_levels")
+TABLE_DEFAULTS: dict[str, Any] = {"categorical": "auto", "drop": [], "missing": "refuse", "max_levels": 100}
+SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet"}
+SAMPLE_BYTES = 1 << 20
+BATCH_ROWS = 1 << 16
+FIRST_ROWS = 5
+MEMBERS, HOLDOUT = "members", "holdout"
+FIT_SPLITS = {MEMBERS: "train", HOLDOUT: "holdout"}
+
+
+class TableError(ValueError):
+    """A table that cannot become a dataset; the message names the file, column and row."""
+
+
+@dataclass(frozen=True)
+class TableSketch:
+    """What parse time knows of a table (nothing of its cells beyond the first block and the label)."""
+
+    path: str
+    format: str
+    columns: tuple[str, ...]
+    roles: dict[str, str]
+    types: dict[str, str]
+    label_counts: dict[str, int] = field(default_factory=dict)
+    file_bytes: int = 0
+    text_bytes: int = 0
+    rows: int = 0
+    features: int = 0
+
+    @property
+    def classes(self) -> int:
+        return len(self.label_counts)
+
+
+def table_format(path: str | Path, declared: str | None = None) -> str | None:
+    """csv or parquet: the ``format`` key if given, else the file's suffix (None: neither)."""
+    if declared:
+        return declared
+    name = str(path).lower()
+    return next((kind for suffix, kind in SUFFIXES.items() if name.endswith(suffix)), None)
+
+
+def _where(name: str, path: Any) -> str:
+    return f"config.datasets.{name}: table {path}"
+
+
+def _spec(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {**TABLE_DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+
+
+# ---------------------------------------------------------------------------
+# reading
+
+
+def _csv_options(spec: Mapping[str, Any], *, types: Mapping[str, pa.DataType] | None = None,
+                 include: list[str] | None = None, block_size: int | None = None):
+    import pyarrow.csv as pa_csv
+
+    read = pa_csv.ReadOptions(column_names=list(spec["column_names"]) if spec.get("column_names") else None,
+                              block_size=block_size or (1 << 22))
+    convert = pa_csv.ConvertOptions(column_types=dict(types or {}), strings_can_be_null=True,
+                                    include_columns=include or [])
+    return read, pa_csv.ParseOptions(), convert
+
+
+def _open_csv(path: Path, spec: Mapping[str, Any], **options):
+    import pyarrow.csv as pa_csv
+
+    read, parse, convert = _csv_options(spec, **options)
+    return pa_csv.open_csv(str(path), read_options=read, parse_options=parse, convert_options=convert)
+
+
+def _unreadable(where: str, exc: Exception, kind: str) -> TableError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    hint = ("an empty file" if "Empty CSV" in text else
+            "cut off or not Parquet" if kind == "parquet" else "not a readable CSV")
+    return TableError(f"{where}: cannot be read ({hint}: {text}); write a complete .csv, .csv.gz or .parquet file")
+
+
+def _first_block(path: Path, kind: str, spec: Mapping[str, Any], where: str) -> tuple[list[str], pa.Table]:
+    """The file's column names and its first block (types inferred by pyarrow)."""
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            handle = pq.ParquetFile(str(path))
+            names = list(handle.schema_arrow.names)
+            batch = next(handle.iter_batches(batch_size=BATCH_ROWS), None)
+            block = pa.Table.from_batches([batch]) if batch is not None else handle.schema_arrow.empty_table()
+            return names, block
+        reader = _open_csv(path, spec, block_size=SAMPLE_BYTES)
+        names = list(reader.schema.names)
+        try:
+            block = pa.Table.from_batches([reader.read_next_batch()])
+        except StopIteration:
+            block = reader.schema.empty_table()
+        return names, block
+    except (pa.ArrowInvalid, OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise _unreadable(where, exc, kind) from exc
+
+
+def _header_problems(names: list[str], spec: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
+    empty = [i for i, n in enumerate(names) if not str(n).strip()]
+    if empty:
+        problems.append(f"{where}: column(s) at position {empty} have an empty name; name every column in the "
+                        "header (or give config key column_names for a file without one)")
+    seen: dict[str, int] = {}
+    for i, n in enumerate(names):
+        if n in seen and str(n).strip():
+            problems.append(f"{where}: column name {n!r} appears twice (positions {seen[n]} and {i}); "
+                            "rename one of them")
+        seen.setdefault(n, i)
+    if problems:
+        return problems
+    existing = ", ".join(names)
+    label = spec.get("label")
+    if label not in names:
+        problems.append(f"{where}: label column {label!r} does not exist; columns: {existing}")
+    if spec.get("id") is not None and spec["id"] not in names:
+        problems.append(f"{where}: id column {spec['id']!r} does not exist; columns: {existing}")
+    for key in ("drop", "categorical"):
+        listed = spec.get(key)
+        if not isinstance(listed, list):
+            continue
+        unknown = [c for c in listed if c not in names]
+        if unknown:
+            problems.append(f"{where}: {key} column(s) {unknown} do not exist; columns: {existing}")
+        clash = [c for c in listed if c in (label, spec.get("id"))]
+        if clash:
+            problems.append(f"{where}: {key} lists {clash}, the label or id column; remove them from {key}")
+    if label is not None and label == spec.get("id"):
+        problems.append(f"{where}: label and id are the same column {label!r}; give the id column or remove id")
+    return problems
+
+
+def _role_of(name: str, kind: pa.DataType, spec: Mapping[str, Any]) -> str | None:
+    if name == spec["label"]:
+        return "label"
+    if name == spec.get("id"):
+        return "id"
+    if name in spec["drop"]:
+        return "dropped"
+    if isinstance(spec["categorical"], list):
+        if name in spec["categorical"]:
+            return "categorical"
+        return "boolean" if pa.types.is_boolean(kind) else "numeric"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
+        return "numeric"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
+        return "categorical"
+    return None
+
+
+def _roles(block: pa.Table, spec: Mapping[str, Any], where: str) -> tuple[dict[str, str], list[str]]:
+    roles, problems = {}, []
+    for name, kind in zip(block.column_names, block.schema.types, strict=True):
+        role = _role_of(name, kind, spec)
+        if role is None:
+            problems.append(f"{where}: column {name!r} holds {kind} values, neither numbers, text nor booleans; "
+                            "list it under drop or under categorical")
+            continue
+        if role == "id" and not (pa.types.is_integer(kind) or pa.types.is_null(kind)):
+            problems.append(f"{where}: id column {name!r} holds {kind} values; example ids are integers "
+                            "(int64): write integer ids or remove the id key (ids are then the row numbers)")
+        if role == "numeric" and isinstance(spec["categorical"], list) and not (
+                pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+            value = _first_non_numeric(block.column(name))
+            row = f" (data row {value[0] + 1}: {value[1]!r})" if value else ""
+            problems.append(f"{where}: column {name!r} is numeric (not under categorical) but holds text{row}; "
+                            "add it to categorical or fix the value")
+        roles[name] = role
+    return roles, problems
+
+
+def _trimmed(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Text of a column, trimmed, with empty text as missing."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = pc.cast(column, pa.string())
+    column = pc.utf8_trim_whitespace(column)
+    return pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column)
+
+
+_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+
+
+def _first_non_numeric(column: pa.ChunkedArray | pa.Array) -> tuple[int, str] | None:
+    """(row, text) of the first non-empty cell of a text column that is not a finite number."""
+    values = _trimmed(column).to_pylist()
+    for row, value in enumerate(values):
+        if value is not None and not _NUMBER.match(value):
+            return row, value
+    return None
+
+
+def _levels_problem(name: str, levels: int, limit: int, where: str, dataset: str, rows: str) -> str:
+    return (f"{where}: categorical column {name!r} has {levels} distinct values {rows}, more than max_levels = "
+            f"{limit}; raise config.datasets.{dataset}.max_levels, drop the column, or (for numbers) remove it "
+            "from categorical")
+
+
+def _gzip_size(path: Path) -> int:
+    """Uncompressed size of a single-member gzip file (its trailer, mod 2^32)."""
+    with open(path, "rb") as handle:
+        handle.seek(-4, 2)
+        return struct.unpack("<I", handle.read(4))[0]
+
+
+def _text_bytes(path: Path, kind: str) -> int:
+    size = path.stat().st_size
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(str(path)).metadata
+        return max(size, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)))
+    if str(path).lower().endswith(".gz"):
+        try:
+            return max(size, _gzip_size(path))
+        except (OSError, struct.error):
+            return size
+    return size
+
+
+def _read_label(path: Path, kind: str, spec: Mapping[str, Any], label: str, where: str) -> pa.Array:
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(str(path), columns=[label]).column(label).combine_chunks()
+        import pyarrow.csv as pa_csv
+
+        read, parse, convert = _csv_options(spec, include=[label])
+        convert.column_types = {label: pa.string()}
+        return pa_csv.read_csv(str(path), read_options=read, parse_options=parse,
+                               convert_options=convert).column(label).combine_chunks()
+    except (pa.ArrowInvalid, OSError, EOFError) as exc:
+        raise _unreadable(where, exc, kind) from exc
+
+
+def _label_text(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_dictionary(column.type):
+        return _trimmed(column)
+    return column
+
+
+def _class_problems(counts: Mapping[str, int], fractions, label: str, where: str) -> list[str]:
+    from dpaudit.data.datasets import _share
+
+    if len(counts) < 2:
+        only = ", ".join(repr(k) for k in counts) or "no value"
+        return [f"{where}: label column {label!r} has one class ({only}); a classifier needs two or more — "
+                "choose another label column"]
+    need = next(n for n in range(1, 10_000) if _class_fits(n, fractions, _share))
+    small = {k: v for k, v in counts.items() if v < need}
+    if small:
+        return [f"{where}: label column {label!r}: class(es) {small} have fewer than {need} rows, too few for the "
+                f"stratified split {list(fractions)} (every class needs a row in train, holdout and test); "
+                "merge or drop the rare classes"]
+    return []
+
+
+def _class_fits(n: int, fractions, share) -> bool:
+    train, holdout = share(fractions[0], n), share(fractions[1], n)
+    return train >= 1 and holdout >= 1 and n - train - holdout >= 1
+
+
+def _fractions(params: Mapping[str, Any]) -> tuple[float, float, float]:
+    from dpaudit.data.datasets import DEFAULT_FRACTIONS
+
+    return tuple(float(f) for f in params.get("split_fractions", DEFAULT_FRACTIONS))  # type: ignore[return-value]
+
+
+def inspect_table(name: str, params: Mapping[str, Any], path: str | Path | None = None) -> TableSketch:
+    """Parse-time checks of a table dataset; raises TableError listing every problem."""
+    spec = _spec(params)
+    path = Path(path if path is not None else spec["path"])
+    stat = path.stat() if path.is_file() else None
+    return _inspect(name, _frozen(spec), str(path), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in value}
+
+
+@functools.lru_cache(maxsize=64)
+def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) -> TableSketch:
+    spec = _thawed(frozen)
+    path = Path(path_text)
+    where = _where(name, path)
+    kind = table_format(path, spec.get("format"))
+    if kind is None:
+        raise TableError(f"{where}: unknown file type; write a path ending in {', '.join(SUFFIXES)} or give "
+                         "format: csv or format: parquet")
+    if not path.exists():
+        raise TableError(f"{where}: no such file (relative paths start in the working directory {Path.cwd()}); "
+                         "write the path of an existing file")
+    if not path.is_file():
+        raise TableError(f"{where}: not a regular file; write the path of a .csv, .csv.gz or .parquet file")
+    if size == 0:
+        raise TableError(f"{where}: the file is empty; write a table with a header row and data rows")
+    names, block = _first_block(path, kind, spec, where)
+    problems = _header_problems(names, spec, where)
+    if problems:
+        raise TableError("\n  ".join(problems))
+    roles, problems = _roles(block, spec, where)
+    limit = int(spec["max_levels"])
+    features = 0
+    for column, role in roles.items():
+        if role == "categorical":
+            levels = pc.count_distinct(_trimmed(block.column(column))).as_py()
+            if levels > limit:
+                problems.append(_levels_problem(column, levels, limit, where, name, "in its first rows"))
+            features += min(limit, 2 * max(levels, 1))
+        elif role in ("numeric", "boolean"):
+            features += 1
+    if not features:
+        problems.append(f"{where}: no feature column is left (every column is the label, the id or dropped); "
+                        "keep at least one column out of drop")
+    if problems:
+        raise TableError("\n  ".join(problems))
+    if block.num_rows == 0:
+        raise TableError(f"{where}: the file has a header but no data rows; write a table with data rows")
+    label = _label_text(_read_label(path, kind, spec, spec["label"], where))
+    counts = {str(k): int(v) for k, v in _value_counts(label).items()}
+    problems = _class_problems(counts, _fractions(spec), spec["label"], where)
+    if problems:
+        raise TableError("\n  ".join(problems))
+    return TableSketch(path=str(path), format=kind, columns=tuple(names), roles=roles,
+                       types={c: str(t) for c, t in zip(block.column_names, block.schema.types, strict=True)},
+                       label_counts=counts, file_bytes=size, text_bytes=_text_bytes(path, kind),
+                       rows=len(label), features=max(features, 1))
+
+
+def _value_counts(column: pa.Array) -> dict[Any, int]:
+    counts = pc.value_counts(column.drop_null())
+    return {v.as_py(): c.as_py() for v, c in zip(counts.field("values"), counts.field("counts"), strict=True)}
+
+
+def members_count(sketch: TableSketch, params: Mapping[str, Any]) -> int | None:
+    """Members of a table dataset known at parse time (None under ``missing: drop_rows``)."""
+    from dpaudit.data.datasets import _share
+
+    if _spec(params)["missing"] != "refuse":
+        return None
+    fraction = _fractions(params)[0]
+    return sum(_share(fraction, n) for n in sketch.label_counts.values())
+
+
+def holdout_count(sketch: TableSketch, params: Mapping[str, Any]) -> int | None:
+    from dpaudit.data.datasets import _share
+
+    if _spec(params)["missing"] != "refuse":
+        return None
+    fraction = _fractions(params)[1]
+    return sum(_share(fraction, n) for n in sketch.label_counts.values())
+
+
+# ---------------------------------------------------------------------------
+# preparing (the prepare_dataset job)
+
+
+class _Levels:
+    """A column's distinct values in first-seen order and each row's code."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.codes: list[np.ndarray] = []
+
+    def add(self, column: pa.Array) -> None:
+        encoded = pc.dictionary_encode(column)
+        local = [self.index.setdefault(v, len(self.index)) for v in encoded.dictionary.to_pylist()]
+        remap = np.asarray(local + [-1], dtype=np.int32)
+        codes = encoded.indices.fill_null(len(local)).to_numpy(zero_copy_only=False)
+        self.codes.append(remap[codes])
+
+    def all_codes(self) -> np.ndarray:
+        out = np.concatenate(self.codes) if self.codes else np.zeros(0, np.int32)
+        self.codes = []
+        return out
+
+
+def _batches(path: Path, kind: str, spec: Mapping[str, Any], types: Mapping[str, pa.DataType],
+             used: list[str], where: str):
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            yield from pq.ParquetFile(str(path)).iter_batches(batch_size=BATCH_ROWS, columns=used)
+            return
+        yield from _open_csv(path, spec, types=types, include=used)
+    except pa.ArrowInvalid as exc:
+        match = re.search(r"CSV column #(\d+).*invalid value '(.*)'", str(exc))
+        if match and kind == "csv":
+            column = used[int(match.group(1))] if int(match.group(1)) < len(used) else match.group(1)
+            raise _cell_error(path, spec, column, where) from exc
+        raise _unreadable(where, exc, kind) from exc
+    except (OSError, EOFError) as exc:
+        raise _unreadable(where, exc, kind) from exc
+
+
+def _cell_error(path: Path, spec: Mapping[str, Any], column: str, where: str) -> TableError:
+    """The first non-numeric cell of a numeric CSV column (read again as text to find its row)."""
+    import pyarrow.csv as pa_csv
+
+    read, parse, convert = _csv_options(spec, include=[column])
+    convert.column_types = {column: pa.string()}
+    text = pa_csv.read_csv(str(path), read_options=read, parse_options=parse, convert_options=convert).column(column)
+    found = _first_non_numeric(text)
+    cell = f"data row {found[0] + 1} holds {found[1]!r}" if found else "a cell is not a number"
+    return TableError(f"{where}: column {column!r} is numeric but {cell}; fix the cell, or list the column under "
+                      "categorical (or drop) if it is not a number")
+
+
+def _missing_rows(column: pa.Array, offset: int) -> list[int]:
+    rows = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
+    return [int(r) + offset + 1 for r in rows[:FIRST_ROWS]]
+
+
+def _numbers(column: pa.Array, name: str, offset: int, where: str) -> np.ndarray:
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        found = _first_non_numeric(column)
+        if found is not None:
+            raise TableError(f"{where}: column {name!r} is numeric but data row {found[0] + offset + 1} holds "
+                             f"{found[1]!r}; fix the cell, or list the column under categorical (or drop)")
+        column = pc.cast(_trimmed(column), pa.float64())
+    values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(~np.isfinite(values) & ~column.is_null().to_numpy(zero_copy_only=False))
+    if bad.size:
+        raise TableError(f"{where}: column {name!r} data row {int(bad[0]) + offset + 1} holds {float(values[bad[0]])!r}, "
+                         "not a finite number; fix the cell or drop the column")
+    return values
+
+
+def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
+    """The examples table and dataset.json info of a ``source: table`` dataset."""
+    from dpaudit.data.datasets import _info, _sha256, _to_table, stratified_split
+
+    spec = _spec(params)
+    path = Path(path)
+    sketch = inspect_table(name, params, path)
+    where = _where(name, path)
+    roles = sketch.roles
+    used = [c for c in sketch.columns if roles[c] != "dropped"]
+    label = spec["label"]
+    types = {c: {"numeric": pa.float64(), "boolean": pa.bool_(), "id": pa.int64(),
+                 "categorical": pa.string(), "label": pa.string()}[roles[c]] for c in used}
+    limit = int(spec["max_levels"])
+    numeric: dict[str, list[np.ndarray]] = {c: [] for c in used if roles[c] in ("numeric", "boolean")}
+    levels = {c: _Levels() for c in used if roles[c] in ("categorical", "label")}
+    ids: list[np.ndarray] = []
+    keep: list[np.ndarray] = []
+    missing_total = dict.fromkeys(used, 0)
+    offset = 0
+    for batch in _batches(path, sketch.format, spec, types, used, where):
+        size = batch.num_rows
+        row_ok = np.ones(size, dtype=bool)
+        for column_name in used:
+            column = batch.column(column_name)
+            if roles[column_name] == "categorical":
+                column = _trimmed(column)
+            elif roles[column_name] == "label":
+                column = _label_text(column)
+            if column.null_count:
+                missing_total[column_name] += column.null_count
+                if spec["missing"] == "refuse":
+                    rows = _missing_rows(column, offset)
+                    raise TableError(f"{where}: column {column_name!r} has missing cells (first at data row(s) "
+                                     f"{rows}); fill them, or write missing: drop_rows to drop such rows "
+                                     "(recorded in dataset.json)")
+                row_ok &= ~column.is_null().to_numpy(zero_copy_only=False)
+            role = roles[column_name]
+            if role in ("numeric",):
+                numeric[column_name].append(_numbers(column, column_name, offset, where))
+            elif role == "boolean":
+                numeric[column_name].append(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False))
+            elif role == "id":
+                ids.append(pc.cast(column, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False))
+            else:
+                levels[column_name].add(column)
+                if role == "categorical" and len(levels[column_name].index) > limit:
+                    raise TableError(_levels_problem(column_name, len(levels[column_name].index), limit, where,
+                                                     name, f"by data row {offset + size}"))
+        keep.append(row_ok)
+        offset += size
+    if offset == 0:
+        raise TableError(f"{where}: the file has a header but no data rows; write a table with data rows")
+    kept = np.concatenate(keep)
+    rows_dropped = int((~kept).sum())
+    row_number = np.flatnonzero(kept)
+    example_id = np.concatenate(ids)[kept] if ids else row_number.astype(np.int64)
+    if ids:
+        _check_ids(example_id, row_number, spec["id"], where)
+
+    label_codes = levels[label].all_codes()[kept]
+    values = list(levels[label].index)
+    order = sorted(range(len(values)), key=lambda k: _sort_key(values[k]))
+    position = np.empty(len(values), dtype=np.int64)
+    position[order] = np.arange(len(values))
+    y = position[label_codes]
+    label_names = [str(values[k]) for k in order]
+    counts = {label_names[k]: int(c) for k, c in enumerate(np.bincount(y, minlength=len(values)))}
+    problems = _class_problems({k: v for k, v in counts.items() if v}, _fractions(params), label, where)
+    if problems:
+        raise TableError("\n  ".join(problems))
+    seed = int(params.get("split_seed", 0))
+    fractions = _fractions(params)
+    split = stratified_split(y, seed, fractions)
+    fit_on = str(params.get("fit_on", MEMBERS))
+    fit = split == FIT_SPLITS[fit_on]
+
+    feature_columns = [c for c in used if roles[c] in ("numeric", "boolean", "categorical")]
+    blocks: dict[str, tuple[str, Any, list[str]]] = {}
+    d = 0
+    for column_name in feature_columns:
+        if roles[column_name] == "categorical":
+            codes = levels[column_name].all_codes()[kept]
+            seen = np.unique(codes[fit])
+            names_all = list(levels[column_name].index)
+            fitted = sorted((names_all[k] for k in seen), key=str)
+            blocks[column_name] = ("categorical", codes, fitted)
+            d += len(fitted)
+        else:
+            blocks[column_name] = (roles[column_name], np.concatenate(numeric.pop(column_name))[kept], [])
+            d += 1
+    x = np.zeros((y.size, d), dtype=np.float32)
+    column_info, feature_names, start = [], [], 0
+    for column_name in sketch.columns:
+        role = roles[column_name]
+        entry: dict[str, Any] = {"name": column_name, "role": role, "missing_cells": missing_total.get(column_name)}
+        if column_name in blocks:
+            kind, data, fitted = blocks.pop(column_name)
+            if kind == "numeric":
+                mean, std = float(data[fit].mean()), float(data[fit].std())
+                scale = std if std > 0 else 1.0
+                x[:, start] = (data - mean) / scale
+                entry.update(encoding="standardized", mean=mean, std=std, scale=scale, features=[start])
+                feature_names.append(column_name)
+                start += 1
+            elif kind == "boolean":
+                x[:, start] = data
+                entry.update(encoding="0/1 indicator (false 0, true 1), not standardized", features=[start])
+                feature_names.append(column_name)
+                start += 1
+            else:
+                names_all = list(levels[column_name].index)
+                lookup = {v: i for i, v in enumerate(fitted)}
+                target = np.asarray([lookup.get(v, -1) for v in names_all] or [-1], dtype=np.int64)
+                where_in = target[data]
+                rows = np.flatnonzero(where_in >= 0)
+                x[rows, start + where_in[rows]] = 1.0
+                unseen = {s: int(np.sum((where_in < 0) & (split == s))) for s in ("train", "holdout", "test")}
+                entry.update(encoding="one-hot (levels of the fit split, sorted; unseen level = all zeros)",
+                             levels=[str(v) for v in fitted], unseen_rows=unseen,
+                             features=list(range(start, start + len(fitted))))
+                feature_names += [f"{column_name}={v}" for v in fitted]
+                start += len(fitted)
+        elif role == "label":
+            entry.update(encoding="label 0..k-1 in sorted order of its values", classes=label_names)
+        elif role == "id":
+            entry.update(encoding="example_id (integers as written)")
+        else:
+            entry.update(encoding="not used")
+        column_info.append(entry)
+    del blocks, levels
+
+    digest = _sha256(path)
+    table_record = {
+        "path": str(spec.get("path", path)), "format": sketch.format, "sha256": digest,
+        "bytes": path.stat().st_size, "rows": offset, "columns": len(sketch.columns),
+        "rows_dropped": rows_dropped, "rows_used": int(y.size),
+        "columns_dropped": [c for c in sketch.columns if roles[c] == "dropped"],
+        "column_roles": column_info,
+    }
+    preprocessing = {
+        "split": {"method": "stratified", "split_seed": seed, "fractions": list(fractions)},
+        "fit_on": fit_on,
+        "fitted_on_members": fit_on == MEMBERS,
+        "missing": spec["missing"],
+        "rows_dropped_for_missing_cells": rows_dropped,
+        "label": {"column": label, "order": label_names},
+        "text": "cells trimmed of surrounding whitespace; empty text is missing",
+        "example_id": f"column {spec['id']!r}" if spec.get("id") else "0-based data row of the file",
+    }
+    table = _to_table(example_id, split, y, x)
+    info = _info(name, y, split, d, len(label_names), "test", preprocessing,
+                 {"source": {"kind": "table", "path": table_record["path"], "format": sketch.format}},
+                 table=table_record, feature_names=feature_names, label_names=label_names,
+                 raw_files={Path(path).name: {"sha256": digest, "bytes": table_record["bytes"],
+                                              "sources": [table_record["path"]]}})
+    return table, info
+
+
+def _sort_key(value: Any) -> tuple:
+    if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
+        return (0, float(value), "")
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+def _check_ids(ids: np.ndarray, rows: np.ndarray, column: str, where: str) -> None:
+    order = np.argsort(ids, kind="stable")
+    same = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if same.size:
+        first = order[same[0]]
+        second = order[same[0] + 1]
+        raise TableError(f"{where}: id column {column!r} holds {int(ids[first])} twice (data rows "
+                         f"{int(rows[first]) + 1} and {int(rows[second]) + 1}); ids must be unique")
