@@ -311,7 +311,13 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
             steps=int(record.get("accounted_steps", record["steps"])), sigma=float(record["noise_multiplier"]),
             curve=curve, alpha=alpha, delta=float(delta), per_tail=per_tail, seed=int(options["seed"]))
     elif record is not None and record.get("detectable_noise_factor") is not None:
-        detectable = record["detectable_noise_factor"]
+        # the linear releases' factor, simulated by the job that drew them (dpaudit.training.canary_linear)
+        details = record.get("detectable_noise_factor_details") or {}
+        seed = details.get("seed", options["seed"])
+        detectable = {"factor": float(record["detectable_noise_factor"]), "power": details.get("power"),
+                      "repetitions": details.get("repetitions"),
+                      "seed": int(seed[0] if isinstance(seed, list | tuple) else seed),
+                      "note": f"noise scale f × the claimed one; {details.get('route', 'simulated')} releases"}
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta, alpha=alpha,
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
                        gdp_thresholds_per_tail=per_tail, seed=int(options["seed"]),
