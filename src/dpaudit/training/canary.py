@@ -5,12 +5,22 @@ rate, step count, noise multiplier, optimizer and gradient code path
 (``dpaudit.training.train.train_model`` and ``dpaudit.training.steps``), plus two
 kinds of canaries, each included independently with probability ½:
 
-* gradient canaries (white box): canary i owns one input coordinate that no data row
-  uses; while included, it is sampled into each batch at the run's rate q and
-  contributes a gradient of norm ``gradient_norm`` (clipped to C by the step) at the
-  first layer's weight (d + i, 0). The auditor sees the noised update at that weight
-  in every step (what an observer of all iterates reconstructs from consecutive
-  weights and the optimizer's rule).
+* gradient canaries (white box): canary i owns one coordinate of the update that the
+  loss does not depend on (a first-layer weight of an input no data row uses, in
+  effect); while included, it is a row of the population the batch sampler draws from
+  at the run's rate q, and contributes a gradient of norm ``gradient_norm`` that the
+  step clips with the data's clip weights. The auditor sees the noised update at that
+  coordinate in every step (what an observer of all iterates reconstructs from
+  consecutive weights and the optimizer's rule).
+
+Why the gradient canaries are independent trials of the claimed mechanism (Nasr et al.
+2023, Sec. 4): canary i's inclusion bit is its own fair coin; given it, its per-step
+sampling bits are independent Bernoulli(q) draws of the sampler (one uniform per row
+and step, rows independent), its noise is the Gaussian of its own coordinate
+(independent across coordinates and steps), and no data row or other canary touches its
+coordinate. Its observation sequence is therefore an independent draw of the
+Poisson-subsampled Gaussian mechanism composed over the run's steps, which is what the
+claim-curve test of ``dpaudit.dp.canary_bounds`` needs (no 2mδ term).
 * input canaries (black box): rows of the non-member split with their label changed
   to the next class, so that a model that memorises them fits them against the data.
   The included ones join the training set; the auditor sees the final model only.
@@ -81,8 +91,7 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
                                         "score": score, "threat_model": "white_box", "score_kind": kind,
                                         "example_id": pd.array([None] * gradient_canaries, dtype="Int64")}))
     if input_canaries:
-        x = np.concatenate([plan.input_x, np.zeros((input_canaries, gradient_canaries), np.float32)], axis=1)
-        logits = predict_logits(net, x).astype(np.float64)
+        logits = predict_logits(net, plan.input_x).astype(np.float64)
         lse = np.logaddexp.reduce(logits, axis=1)
         loss = lse - logits[np.arange(input_canaries), plan.input_labels]
         frames.append(pd.DataFrame({"canary_id": np.arange(input_canaries, dtype=np.int64),

@@ -244,10 +244,10 @@ def build_train_step(
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
     ``gradient_canaries = m > 0`` (the white-box canary audit, ``dpaudit.training.canary``):
-    the model's last m inputs are canary coordinates that the data never use (the
-    caller feeds data rows without them; the step pads zeros, so no data gradient
-    touches their weights). Canary i's gradient is ``canary_gradient_norm`` (default C)
-    at kernel entry (d + i, 0) of the first Dense layer; the step takes a third
+    the update gains m coordinates that the loss does not depend on (as first-layer
+    weights of inputs the data never use would be, without the other weights of those
+    inputs, which carry no gradient and would only cost time). Canary i's gradient is
+    ``canary_gradient_norm`` (default C) at its coordinate; the step takes a third
     argument, the [m] 0/1 mask of canaries sampled into this batch. The canaries pass
     through every piece of the step a data row passes through after its gradient is
     formed: their norms are appended to the per-example (or per-group) norms and clipped
@@ -318,25 +318,20 @@ def build_train_step(
     # Clipping threshold of the clip weights; the noise stays σ·C with the claimed C.
     clip_for_weights = clip * float(policy.clip_factor)
     m_canary = int(gradient_canaries)
-    if m_canary < 0 or m_canary >= d:
-        raise ValueError(f"gradient_canaries must lie in [0, {d}) (the model's inputs), got {m_canary}")
+    if m_canary < 0:
+        raise ValueError(f"gradient_canaries must be >= 0, got {m_canary}")
     if (m_canary or check_norms or not policy.correct) and implementation == "vectorized_optimizer":
         raise ValueError("canaries, norm checks and planted bugs need a gradient path of dpaudit, "
                          "not vectorized_optimizer")
     check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
-    d_data = d - m_canary
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
     if not canary_norm > 0 or not math.isfinite(canary_norm):
         raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")
     if m_canary:
-        signature = [tf.TensorSpec([None, d_data], tf.float32), signature[1], tf.TensorSpec([m_canary], tf.float32)]
+        signature = [*signature, tf.TensorSpec([m_canary], tf.float32)]
     if check:
         signature = [*signature, tf.TensorSpec([NORM_CHECK_EXAMPLES], tf.int32)]
-    first_kernel = variables[0]
     canary_norms = tf.fill([m_canary], canary_norm)
-
-    def model_input(x):
-        return tf.pad(x, [[0, 0], [0, m_canary]]) if m_canary else x
 
     def with_canary_norms(norms):
         """Per-unit norms of the batch followed by the canaries' (one clip-weight call for both)."""
@@ -347,14 +342,13 @@ def build_train_step(
         return (weights[:units], weights[units:]) if m_canary else (weights, None)
 
     def noised_update(clipped, units, canary_mask=None, canary_weights=None):
-        """Clipped sum (+ sampled, clipped canaries) + N(0, σ²C²), divided by the fixed divisor."""
-        if m_canary:
-            column = tf.reshape(canary_mask * canary_norms * canary_weights, [m_canary, 1])
-            width = int(first_kernel.shape[1])
-            clipped = [tf.pad(column, [[d_data, 0], [0, width - 1]]) + clipped[0], *clipped[1:]]
-        noised = _tf.gradient_clipping_utils.add_aggregate_noise(clipped, units, clip, sigma, loss_reduction="sum")
-        observed = noised[0][d_data:, 0] / clip if m_canary else None
-        return [g / divisor for g in noised], observed
+        """Clipped sum (and the sampled canaries' clipped gradients at their coordinates)
+        + N(0, σ²C²) per coordinate, divided by the fixed divisor."""
+        canaries = [canary_mask * canary_norms * canary_weights] if m_canary else []
+        noised = _tf.gradient_clipping_utils.add_aggregate_noise([*clipped, *canaries], units, clip, sigma,
+                                                                 loss_reduction="sum")
+        observed = noised[-1] / clip if m_canary else None
+        return [g / divisor for g in noised[:len(clipped)]], observed
 
     def finish(outputs, observed, checked=None):
         extra = (observed,) if m_canary else ()
@@ -409,7 +403,6 @@ def build_train_step(
         @tf.function(input_signature=signature, autograph=False)
         def step(x, y, *extra):
             canary_mask = extra[0] if m_canary else None
-            x = model_input(x)
             # clip_grads.compute_clipped_gradients_and_outputs, unrolled so the
             # per-example norms are available for the clipped fraction.
             norms = _tf.clip_grads.compute_gradient_norms(
@@ -439,7 +432,6 @@ def build_train_step(
         @tf.function(input_signature=signature, autograph=False)
         def step(x, y, *extra):
             canary_mask = extra[0] if m_canary else None
-            x = model_input(x)
             masks = sample_masks(tf.shape(x)[0])
             with tf.GradientTape() as tape:
                 logits, taps = _tapped_forward(chain, x, tf, masks)
@@ -511,7 +503,6 @@ def build_train_step(
         @tf.function(input_signature=signature, autograph=False)
         def step(x, y, *extra):
             canary_mask = extra[0] if m_canary else None
-            x = model_input(x)
             m = tf.shape(y)[0]
             # np.array_split sizes: the first m mod k groups hold one example more.
             sizes = m // k + tf.cast(tf.range(k) < m % k, tf.int32)

@@ -292,9 +292,9 @@ def train_model(
     recomputes per-example clipped gradients at each of them.
 
     ``canaries`` (a ``CanaryPlan``) turns the run into an audit twin: the included
-    input canaries join the members, the gradient canaries get their own input
-    coordinates (initial weights of the data coordinates equal the released model's),
-    and ``info["canary_observations"]`` holds the noised update at every gradient
+    input canaries join the members, the gradient canaries get their own coordinates of
+    the update (``dpaudit.training.steps.build_train_step``; the model is the released
+    run's, initialised alike), and ``info["canary_observations"]`` holds the noised update at every gradient
     canary's coordinate per step (steps × m, divided by C), ``info["canary_sampled"]``
     which canaries each step sampled (steps × m, bool); ``model_path`` may then be None
     (no model is saved) and ``info["canary_net"]`` is the trained logits model. With
@@ -356,7 +356,6 @@ def train_model(
             y = np.concatenate([y, canaries.input_labels[canaries.input_included]])
         n_train = len(x)
         m_gradient = int(canaries.gradient_included.size)
-        x_util = np.pad(x_util, [(0, 0), (0, m_gradient)])  # the model's canary inputs are 0
     else:
         n_train = n
     spe = sampling.steps_per_epoch(n, batch_size)
@@ -396,8 +395,6 @@ def train_model(
         }
 
     model = build_mlp(d, {**p, "n_classes": n_classes}, seed=p["seed"])
-    if m_gradient:
-        model = _with_canary_inputs(model, d, m_gradient, {**p, "n_classes": n_classes})
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
     net = logits_model(model)
     step, noise_step, opt = build_train_step(
@@ -617,17 +614,6 @@ def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_id
             f"(relative difference {abs(float(fast[j]) - float(slow[j])) / float(scale[j]):.3g} > {NORM_CHECK_RTOL:g}): "
             "this implementation clips gradients by norms that are not theirs, so its DP guarantee does not hold"
         )
-
-
-def _with_canary_inputs(model, d: int, m: int, p: dict[str, Any]):
-    """The same MLP with m extra inputs: data weights as initialised for ``model``
-    (the released run's initialisation), canary-coordinate weights 0."""
-    twin = build_mlp(d + m, p, seed=p["seed"])
-    weights = model.get_weights()
-    first = np.zeros((d + m, weights[0].shape[1]), dtype=weights[0].dtype)
-    first[:d] = weights[0]
-    twin.set_weights([first, *weights[1:]])
-    return twin
 
 
 class _CheckpointRecorder:
