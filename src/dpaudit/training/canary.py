@@ -117,6 +117,8 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "accountant": info["accountant"],
         "sampling": info["sampling"],
         "twin_train_seconds": seconds,
+        # the training loop alone, measured like the released run's train_seconds (train.json)
+        "twin_loop_seconds": info["train_seconds"],
         "dp_implementation": info["dp_implementation"],
         "planted_bug": policy.as_dict(),
         "accounted_steps": info["accounted_steps"],

@@ -430,6 +430,7 @@ def train_model(
     sampled: list[np.ndarray] = []
     if m_gradient:
         own_canary_rng = np.random.default_rng([p["seed"], canaries.seed, 3])
+    if canaries is not None:
         # which examples' norms are checked: its own stream, so the batches stay the same
         check_rng = np.random.default_rng([p["seed"], canaries.seed, 5])
     norm_checks = 0
@@ -484,7 +485,8 @@ def train_model(
                 observations.append(observed[0].numpy())
             if positions is not None:
                 norm_checks += NORM_CHECK_EXAMPLES
-                _check_norms(observed[1].numpy(), observed[2].numpy(), idx[positions], member_ids, n,
+                fast, slow = observed[-2:]
+                _check_norms(fast.numpy(), slow.numpy(), idx[positions], member_ids, n,
                              len(observations), run, implementation)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
