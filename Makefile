@@ -20,15 +20,22 @@ $(STAMP): requirements.lock pyproject.toml
 
 setup: $(STAMP)
 
+# The config file is checked first (dpaudit.configfile): a missing, empty, all-default
+# or badly indented file stops here with one line naming it (and the line), no traceback.
+CHECK_CONFIG = @$(BIN)/python -m dpaudit.configfile $(CONFIG)
+
 run: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake --configfile $(CONFIG) --report results/report.html --report-after-run $(SNAKEMAKE_ARGS)
 
 dry-run: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake -n --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
 
 # After a killed run (kill -9, power loss) Snakemake's lock stays in .snakemake/locks
 # and the next run refuses to start; this removes it (same config as `make run`).
 unlock: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake --unlock --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
 
 test: $(STAMP)

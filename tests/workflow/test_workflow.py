@@ -275,3 +275,17 @@ def test_linear_mechanism_on_a_multiclass_dataset_stops_before_any_job(tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Job stats" not in output
     assert "config.datasets.digits" in output and "10 classes" in output and "output_perturbation" in output
+
+
+@pytest.mark.parametrize(("text", "what"), [("{}\n", "is empty ({})"),
+                                            ("training:\n  optimizer: sgd\n", "has its default value")])
+def test_empty_or_all_default_config_file_stops_before_any_job(tmp_path, text, what):
+    # Snakemake alone would run config/config.yaml for {} (issue 26)
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"{path}: the config file {what}" in output or (f"{path}: every key" in output and what in output)
+    assert "copy config/config.yaml" in output
+    assert "Job stats" not in output and "train_model" not in output
