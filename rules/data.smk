@@ -23,6 +23,8 @@ rule prepare_dataset:
         delta=config["training"]["delta"],
         allow_large_delta=config["training"]["allow_large_delta"],
         code=CODE["prepare_dataset"],
+    resources:
+        **job_resources("prepare_dataset"),
     log:
         P.log("prepare_dataset", P.DATASET_KEY),
     benchmark:
