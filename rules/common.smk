@@ -88,6 +88,7 @@ localrules:
     metric_canary,
     dossier,
     dossier_guidance,
+    check_results,
 
 
 def run_params(wildcards):
@@ -510,6 +511,17 @@ def intermediate_files():
     if AUDIT_DATASETS:
         files.append(P.AUDIT_SUMMARY)
     return files
+
+
+def final_outputs(wildcards=None):
+    """The default target's named files and every other output of their jobs (tables, figures,
+    pages with their PDFs and data), without intermediates: what check_results reads."""
+    named = [f for f in workflow.get_rule("all").input if isinstance(f, str) and f != P.RESULTS_CHECK]
+    files = {}
+    for path in named:
+        if path not in files:
+            files.update(dict.fromkeys(_sibling_outputs(path)))
+    return list(files)
 
 
 def complete_results(wildcards):

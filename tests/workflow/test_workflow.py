@@ -69,6 +69,7 @@ def test_default_config_job_counts(tmp_path):
         # A dossier per model and the guidance page per dataset.
         "dossier": 24,
         "dossier_guidance": 3,
+        "check_results": 1,
         "all": 1,
     }
 
