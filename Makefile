@@ -7,7 +7,7 @@ STAMP := $(VENV)/.dpaudit-installed
 CONFIG ?= config/config.yaml
 SNAKEMAKE_ARGS ?=
 
-.PHONY: all setup run dry-run unlock test lint bench clean-results
+.PHONY: all setup run dry-run unlock test lint bench clean-results clean-orphans
 
 all: run
 
@@ -50,3 +50,10 @@ bench: $(STAMP)
 
 clean-results:
 	rm -rf results logs benchmarks .snakemake
+
+# Files under results/, logs/ and benchmarks/ that no target of CONFIG produces (runs,
+# datasets or families removed from the config): listed; removed with CONFIRM=1.
+clean-orphans: $(STAMP)
+	$(CHECK_CONFIG)
+	@$(BIN)/python -m dpaudit.orphans $(if $(CONFIRM),--remove) -- \
+		$(BIN)/snakemake --list-untracked --configfile $(CONFIG) $(SNAKEMAKE_ARGS)

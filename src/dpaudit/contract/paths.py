@@ -153,6 +153,8 @@ def table(name: str, suffix: str = "parquet") -> str:
 
 
 METRICS_TABLE = table("metrics")
+# the HTML report `snakemake --report` writes (make run), not a job's output
+REPORT = f"{RESULTS}/report.html"
 # check_results' record: every final table and figure read whole (dpaudit.checks)
 RESULTS_CHECK = f"{RESULTS}/checked.json"
 RUNS_PAGE = table("runs", "html")
