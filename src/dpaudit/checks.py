@@ -5,9 +5,9 @@ copy, a full disk) would go unnoticed: Snakemake sees it present and says "Nothi
 done". The ``check_results`` job reads what identifies each file as whole, never its
 content: a Parquet file's footer (``pyarrow.parquet.read_metadata``), a PNG's signature,
 header chunk and closing IEND chunk, a PDF's ``%PDF-`` header and ``%%EOF`` trailer, an
-HTML page's closing ``</html>``. A file cut short loses its footer or trailer. Its job
-reruns whenever a final output is newer than its record (a truncated file is), and fails
-naming every damaged file and the fix.
+HTML page's closing ``</html>`` (a fragment's closing tag). A file cut short loses its
+footer or trailer. Its job reruns whenever a final output is newer than its record (a
+truncated file is), and fails naming every damaged file and the fix.
 """
 
 from __future__ import annotations
@@ -66,8 +66,12 @@ def file_problem(path: str | os.PathLike) -> str | None:
             return "a PDF without its %%EOF trailer (cut short)"
         return None
     if suffix in (".html", ".htm"):
-        if b"</html>" not in _tail(path, 512).lower():
-            return "an HTML page without its closing </html> (cut short)"
+        tail = _tail(path, 512).lower()
+        if b"<html" in _head(path, 1024).lower():
+            if b"</html>" not in tail:
+                return "an HTML page without its closing </html> (cut short)"
+        elif not (tail.rstrip().endswith(b">") and b"</" in tail):  # a fragment (a table the report embeds)
+            return "an HTML fragment that does not end with a closing tag (cut short)"
         return None
     return None
 

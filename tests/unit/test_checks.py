@@ -55,3 +55,11 @@ def test_empty_missing_and_wrong_headers(outputs, tmp_path):
     assert file_problem(tmp_path / "gone.parquet") == "missing"
     outputs[1].write_bytes(b"GIF89a" + b"\0" * 100 + b"IEND\xaeB`\x82")
     assert file_problem(outputs[1]).startswith("not a PNG")
+
+
+def test_an_html_fragment_needs_its_closing_tag(tmp_path):
+    fragment = tmp_path / "runs.html"
+    fragment.write_text("<p>runs</p><table><tr><td>1</td></tr></table>\n")
+    assert file_problem(fragment) is None
+    _cut(fragment)
+    assert "fragment" in file_problem(fragment)
