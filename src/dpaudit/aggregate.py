@@ -246,5 +246,7 @@ def load_train_infos(
 def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
     """The per-run summary rebuilt from the metrics table alone (what the figure reads)."""
     per_run = table[table["run"].notna()]
-    runs = per_run[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
+    # (a table written before a run column existed, e.g. loss_divergence_reason, lacks it)
+    runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
+                                                                                     ignore_index=True)
     return summary_frame(table, runs)
