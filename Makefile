@@ -7,7 +7,7 @@ STAMP := $(VENV)/.dpaudit-installed
 CONFIG ?= config/config.yaml
 SNAKEMAKE_ARGS ?=
 
-.PHONY: all setup run dry-run unlock test lint bench clean-results
+.PHONY: all setup run dry-run unlock test lint bench clean-results clean-orphans
 
 all: run
 
@@ -20,26 +20,42 @@ $(STAMP): requirements.lock pyproject.toml
 
 setup: $(STAMP)
 
+# The config file is checked first (dpaudit.configfile): a missing, empty, all-default
+# or badly indented file stops here with one line naming it (and the line), no traceback.
+CHECK_CONFIG = @$(BIN)/python -m dpaudit.configfile $(CONFIG)
+
 run: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake --configfile $(CONFIG) --report results/report.html --report-after-run $(SNAKEMAKE_ARGS)
 
 dry-run: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake -n --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
 
 # After a killed run (kill -9, power loss) Snakemake's lock stays in .snakemake/locks
 # and the next run refuses to start; this removes it (same config as `make run`).
 unlock: $(STAMP)
+	$(CHECK_CONFIG)
 	$(BIN)/snakemake --unlock --configfile $(CONFIG) $(SNAKEMAKE_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Fails on any ruff finding and on any `snakemake --lint` finding but the accepted one
+# (no conda environment per rule: one locked venv), read from the lint's JSON (dpaudit.lint).
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/snakemake --lint
+	$(BIN)/python -m dpaudit.lint --snakefile Snakefile --configfile $(CONFIG)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean-results:
 	rm -rf results logs benchmarks .snakemake
+
+# Files under results/, logs/ and benchmarks/ that no target of CONFIG produces (runs,
+# datasets or families removed from the config): listed; removed with CONFIRM=1.
+clean-orphans: $(STAMP)
+	$(CHECK_CONFIG)
+	@$(BIN)/python -m dpaudit.orphans $(if $(CONFIRM),--remove) -- \
+		$(BIN)/snakemake --list-untracked --configfile $(CONFIG) $(SNAKEMAKE_ARGS)

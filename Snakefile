@@ -21,6 +21,7 @@ include: "rules/pmp.smk"
 include: "rules/canary.smk"
 include: "rules/aggregate.smk"
 include: "rules/dossier.smk"
+include: "rules/check.smk"
 
 
 rule all:
@@ -38,6 +39,8 @@ rule all:
         audit_figures(),
         canary_figures(),
         dossier_targets(),
+        # every final table and figure read whole (rules/check.smk): a damaged one fails here
+        P.RESULTS_CHECK,
         # every intermediate and every other output of the jobs above: a deleted one is
         # rebuilt with everything made from it (docs/architecture.md, "A complete results/")
         complete_results,

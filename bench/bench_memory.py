@@ -7,6 +7,12 @@ prints one JSON line: its peak RSS (``ru_maxrss``) and ``dpaudit.resources``'
 declared ``mem_mb`` for the same job. Cases: ``full_gradients`` (n = 10^5 with
 every per-example gradient vector; 5,207 MB before gradients were streamed, target
 <= 1,735 MB) and ``large_n`` (n = 10^6, norms only; 2,827 MB before).
+
+Case ``canary_twin`` (issue 26): the audit twin of a DP-SGD run (``canary_scores``) at the
+schema's maximum of 100,000 gradient canaries, n = 2,000 (members 1,000), d = 20, the
+grid's default hyperparameters (10 epochs, batch 64, 64 hidden units), against
+``dpaudit.resources.canary_twin_resources`` (the issue's tour measured 1,424 MB when
+1,000 MB were declared from the released model's width).
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ import numpy as np
 CASES = {
     "full_gradients": {"n": 100_000, "d": 100, "full_gradients": True},
     "large_n": {"n": 1_000_000, "d": 100, "full_gradients": False},
+    "canary_twin": {"n": 2_000, "d": 20, "gradient_canaries": 100_000, "input_canaries": 100},
 }
+TWIN_RUN = {"mechanism": "dpsgd", "target_epsilon": 1.0, "clip_norm": 1.0, "epochs": 10, "batch_size": 64,
+            "learning_rate": 0.05, "seed": 0, "delta": 1e-5}
 HIDDEN = [64]
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 
@@ -74,9 +83,54 @@ def _child(folder: Path, full_gradients: bool, before: bool) -> None:
     print(json.dumps({"peak_mb": round(peak_mb), "seconds": round(time.perf_counter() - start, 1)}))
 
 
+def _twin_examples(n: int, d: int):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    split = np.array(["train"] * (n // 2) + ["holdout"] * (n // 4) + ["test"] * (n - n // 2 - n // 4))
+    return pd.DataFrame({"example_id": np.arange(n, dtype=np.int64), "split": split,
+                         "label": (x[:, 0] > 0).astype(np.int64), "x": list(x)})
+
+
+def _twin_child(n: int, d: int, gradient_canaries: int, input_canaries: int) -> None:
+    """The twin as ``scripts/canary_scores.py`` runs it, in a process of its own."""
+    import logging
+
+    from dpaudit.training.canary import run_canary_twin
+
+    start = time.perf_counter()
+    run_canary_twin(_twin_examples(n, d), SPLITS, {**TWIN_RUN, "hidden_units": HIDDEN},
+                    gradient_canaries=gradient_canaries, input_canaries=input_canaries, gradient_norm_factor=1.0,
+                    seed=0, threads=1, log=logging.getLogger("bench"))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_mb": round(peak_mb), "seconds": round(time.perf_counter() - start, 1)}))
+
+
+def run_twin_case() -> dict:
+    from dpaudit.resources import canary_twin_resources
+
+    case = CASES["canary_twin"]
+    result = subprocess.run(
+        [sys.executable, __file__, "--twin-child", *(str(case[k]) for k in ("n", "d", "gradient_canaries",
+                                                                             "input_canaries"))],
+        capture_output=True, text=True, check=True,
+    )
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    declared = canary_twin_resources(case["n"], case["d"], 2, {"hidden_units": HIDDEN}, TWIN_RUN,
+                                     gradient_canaries=case["gradient_canaries"],
+                                     input_canaries=case["input_canaries"])
+    record = {"bench": "canary_twin_memory", "case": "canary_twin", **case, **measured,
+              "declared_mem_mb": declared["mem_mb"], "declared_runtime_min": declared["runtime"]}
+    print(json.dumps(record), flush=True)
+    return record
+
+
 def run_case(name: str, before: bool = False) -> dict:
     from dpaudit.resources import extract_resources, mlp_parameters
 
+    if name == "canary_twin":
+        return run_twin_case()
     case = CASES[name]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -102,11 +156,15 @@ def main() -> None:
     parser.add_argument("--case", choices=sorted(CASES), action="append")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--twin-child", nargs=4, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--before", action="store_true",
                         help="measure the in-memory extraction this bench replaced (for comparison)")
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.full, args.before)
+        return
+    if args.twin_child:
+        _twin_child(*args.twin_child)
         return
     for name in args.case or list(CASES):
         run_case(name, before=args.before)

@@ -75,6 +75,8 @@ rule audit_aggregate:
     params:
         alpha=AUDIT["alpha"],
         code=CODE["audit_aggregate"],
+    resources:
+        **job_resources("audit_aggregate"),
     log:
         P.log("audit_aggregate"),
     script:

@@ -10,9 +10,18 @@ from snakemake.logging import logger
 
 from dpaudit import config as dpconfig
 from dpaudit.codehash import ScriptCodeHashes
+from dpaudit.configfile import ConfigFileError, check_config_files
 from dpaudit.contract import paths as P
 from dpaudit.contract.metrics import MECHANISM_SHORT_LABELS
 from dpaudit.data.download import known_files, known_sources
+
+# The command line's config files as written (dpaudit.configfile): Snakemake runs the
+# default config/config.yaml when one holds {}, so an empty or all-default file is
+# refused here, naming it, before any job.
+try:
+    check_config_files(workflow.config_settings.configfiles)
+except ConfigFileError as error:
+    raise WorkflowError(str(error)) from None
 
 try:
     _validated = dpconfig.validate_config(config)
@@ -85,6 +94,7 @@ localrules:
     metric_canary,
     dossier,
     dossier_guidance,
+    check_results,
 
 
 def run_params(wildcards):
@@ -511,6 +521,17 @@ def intermediate_files():
     return files
 
 
+def final_outputs(wildcards=None):
+    """The default target's named files and every other output of their jobs (tables, figures,
+    pages with their PDFs and data), without intermediates: what check_results reads."""
+    named = [f for f in workflow.get_rule("all").input if isinstance(f, str) and f != P.RESULTS_CHECK]
+    files = {}
+    for path in named:
+        if path not in files:
+            files.update(dict.fromkeys(_sibling_outputs(path)))
+    return list(files)
+
+
 def complete_results(wildcards):
     """The default target's named files with every intermediate and every job's other outputs."""
     named = [f for f in workflow.get_rule("all").input if isinstance(f, str)]
@@ -521,9 +542,10 @@ def complete_results(wildcards):
     return list(files)
 
 
-# ---- resources that grow with the data (issue 19): dpaudit.resources computes mem_mb
-# and runtime from n, d, the model size and full gradients; the SLURM profile sets
-# neither for these rules, so this value (times the attempt) is what a job gets.
+# ---- resources that grow with the data (issues 19, 26): dpaudit.resources.declared computes
+# mem_mb and runtime of every rule a cluster runs from what its job holds (n, d, the model
+# size, full gradients, the twin's canaries, a view's rows, the config's simulation sizes);
+# the SLURM profile sets neither, so this value (times the attempt) is what a job gets.
 from dpaudit import resources as dpresources
 from dpaudit.io import read_json as _read_json
 
@@ -535,32 +557,32 @@ def _dataset_shape(dataset):
     return dpresources.dataset_shape(payload, dataset, config["datasets"][dataset])
 
 
+def _view_shape(view):
+    """(n, d) of a privacy-profile view: its kept rows of the source and its columns."""
+    spec = PROFILE["views"][view]
+    n, _, _ = dpresources.dataset_shape(None, spec["source"], {"n": spec.get("first_rows")})
+    return n, len(spec["columns"])
+
+
 def _job_resources(name, wildcards, attempt):
-    if name == "prepare_dataset":
-        return dpresources.prepare_resources(_table_sketch(wildcards.dataset), attempt=attempt)
-    n, d, classes = _dataset_shape(wildcards.dataset)
-    if name == "audit_block":
-        options = AUDIT["datasets"][wildcards.dataset]
-        return dpresources.audit_resources(int(options.get("n") or n), d, runs=AUDIT["block_size"],
-                                           steps=AUDIT["steps"], attempt=attempt)
-    if name == "audit_neighbours":
-        return dpresources.metric_resources(n, attempt=attempt)
-    run = run_params(wildcards)
-    n_params = dpresources.model_parameters(d, classes, TRAINING[wildcards.dataset], run["mechanism"])
-    if name in ("train_model", "canary_scores"):  # an audit twin trains like its released run
-        return dpresources.train_resources(n, d, n_params, run, attempt=attempt)
-    if name == "extract_per_example":
-        job = dpresources.extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"],
-                                            attempt=attempt)
-        if PMP["enabled"]:  # plus the parent set's gradient vectors at the final weights and every checkpoint
-            kept = dpresources.extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
-            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"]),
-                   "runtime": job["runtime"] + kept["runtime"] * (1 + PMP["checkpoints"])}
-        return job
-    if name == "metric_pmp":  # reads the extraction's checkpoint gradients (no TensorFlow)
-        return dpresources.pmp_metric_resources(n, n_params, checkpoints=PMP["checkpoints"], attempt=attempt)
-    grid = config["metrics"]["epsilon_star"].get("grid_size", 0) if name == "metric_epsilon_star" else 0
-    return dpresources.metric_resources(n, grid_size=grid, attempt=attempt)
+    """dpaudit.resources.declared for one job: the sizes it grows with, read from its wildcards."""
+    keys = dict(wildcards.items())
+    size = {}
+    if "view" in keys:
+        size["n"], size["d"] = _view_shape(wildcards.view)
+    elif "dataset" in keys:
+        size["n"], size["d"], size["classes"] = _dataset_shape(wildcards.dataset)
+        if name in ("audit_block", "audit_neighbours"):
+            size["audit_n"] = int(AUDIT["datasets"][wildcards.dataset].get("n") or size["n"])
+        if "run" in keys:
+            size["run"] = run_params(wildcards)
+            size["training"] = TRAINING[wildcards.dataset]
+    if name == "audit_aggregate":
+        size["audit_runs"] = sum(params["runs"] for dataset in AUDIT_DATASETS
+                                 for params in AUDIT_CONFIGS[dataset].values())
+    if name == "prepare_dataset" and wildcards.dataset in TABLES:
+        size["table_sketch"] = _table_sketch(wildcards.dataset)
+    return dpresources.declared(name, config, **size, attempt=attempt)
 
 
 def _table_sketch(dataset):

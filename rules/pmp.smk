@@ -61,6 +61,8 @@ rule simulate_pmp:
         options=config["simulations"]["pmp"],
         code=CODE["simulate_pmp"],
     threads: 1
+    resources:
+        **job_resources("simulate_pmp"),
     log:
         P.log("simulate_pmp"),
     benchmark:

@@ -22,6 +22,8 @@ rule privacy_card:
         alpha=config["metrics"]["mia"]["alpha"],
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["privacy_card"],
+    resources:
+        **job_resources("privacy_card"),
     log:
         P.log("privacy_card", P.RUN_KEY),
     script:

@@ -28,6 +28,8 @@ rule profile_base:
         view=profile_view_spec,
         lam=PROFILE["lam"],
         code=CODE["profile_base"],
+    resources:
+        **job_resources("profile_base"),
     log:
         P.log("profile_base", P.VIEW_KEY),
     script:
@@ -45,6 +47,8 @@ rule profile_exact:
         view=profile_view_spec,
         lam=PROFILE["lam"],
         code=CODE["profile_exact"],
+    resources:
+        **job_resources("profile_exact"),
     log:
         P.log("profile_exact", P.VIEW_KEY),
     benchmark:
@@ -66,6 +70,8 @@ rule profile_samples:
         samples=PROFILE["samples"],
         seed=PROFILE["seed"],
         code=CODE["profile_samples"],
+    resources:
+        **job_resources("profile_samples"),
     log:
         P.log("profile_samples", P.VIEW_KEY),
     benchmark:
@@ -85,6 +91,8 @@ rule profile_single:
         log10_epsilon=PROFILE["single_model_log10_epsilon"],
         seed=PROFILE["seed"],
         code=CODE["profile_single"],
+    resources:
+        **job_resources("profile_single"),
     log:
         P.log("profile_single", P.VIEW_KEY),
     script:
@@ -106,6 +114,8 @@ rule profile_typical:
         draws=PROFILE["draws"],
         seed=PROFILE["seed"],
         code=CODE["profile_typical"],
+    resources:
+        **job_resources("profile_typical"),
     log:
         P.log("profile_typical", P.VIEW_KEY),
     benchmark:

@@ -27,6 +27,8 @@ rule simulate_epsilon_star:
     params:
         options=config["simulations"]["epsilon_star"],
         code=CODE["simulate_epsilon_star"],
+    resources:
+        **job_resources("simulate_epsilon_star"),
     log:
         P.log("simulate_epsilon_star"),
     benchmark:

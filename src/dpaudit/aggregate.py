@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,9 +23,12 @@ TRAIN_COLUMNS = {
     "noise_multiplier": "noise_multiplier",
     "accountant": "accountant",
     "sampling": "sampling",
-    # True when the run's final epoch loss exceeded LOSS_DIVERGENCE_RATIO × its first
-    # (dpaudit.training.train.loss_divergence): every metric row of the run carries the flag.
+    # True when the run did not train (dpaudit.training.train.divergence_reason: a
+    # non-finite loss, a last epoch above 2x the first and the constant predictor's loss,
+    # or a final training loss above the constant predictor's), with the reason: every
+    # metric row of the run carries both, runs.html shows them.
     "loss_diverged": "loss_diverged",
+    "loss_divergence_reason": "loss_divergence_reason",
 }
 FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
 RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
@@ -62,12 +66,13 @@ def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[t
                 value = info.get(key)
                 row[column] = _as_float(value) if column in FLOAT_TRAIN_COLUMNS else value
             row["loss_diverged"] = bool(info.get("loss_diverged", False))
+            row["loss_divergence_reason"] = info.get("loss_divergence_reason") if row["loss_diverged"] else None
             rows.append(row)
     frame = pd.DataFrame(rows)
     frame = frame.astype({**GRID_COLUMNS, "dataset": "string", "run": "string",
                           "accountant_epsilon": "float64", "accountant_delta": "float64",
                           "noise_multiplier": "float64", "accountant": "string", "sampling": "string",
-                          "loss_diverged": "boolean"})
+                          "loss_diverged": "boolean", "loss_divergence_reason": "string"})
     baseline = frame["mechanism"] == "baseline"
     if frame.loc[baseline, "accountant_epsilon"].lt(math.inf).any():
         raise ValueError("a baseline run has a finite accountant ε; non-private models must carry +inf")
@@ -161,6 +166,12 @@ RUNS_GLOSSARY = {
     "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for; the exact ε of output / "
                        "objective perturbation (— for baselines)"),
     "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
+    "loss_diverged": ("did not train", "yes / no", "yes: the model did not train (its loss became non-finite, its "
+                      "last epoch's loss exceeded twice its first and the loss of predicting the class frequencies, "
+                      "or its final training loss exceeded that constant predictor's); its privacy numbers describe "
+                      "a broken model. Type yes in the box under the column to show only these runs"),
+    "loss_divergence_reason": ("why it did not train", "—", "the rule that flagged the run, with its losses "
+                               "(— for a run that trained)"),
     "accountant_epsilon": vocabulary.glossary_entry("mia", "accountant_epsilon"),
     "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
     "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions, "
@@ -201,6 +212,11 @@ def summary_html(summary: pd.DataFrame) -> str:
         "Click a header to sort, type in the search box or in the boxes under the columns to filter. Numbers: 4 significant digits; "
         "— = not applicable or not computed.</p>"
     )
+    diverged = summary[summary["loss_diverged"].fillna(False).astype(bool)] if "loss_diverged" in summary else []
+    if len(diverged):
+        names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(diverged["dataset"], diverged["run"], strict=True))
+        intro += (f"<p style='color:#b00020;font-weight:bold'>{len(diverged)} run(s) did not train (column "
+                  f"“did not train” = yes); their privacy numbers describe a broken model: {names}</p>")
     body = intro + tables.interactive_table(summary, glossary, table_id="dpaudit-runs") + tables.glossary_html(glossary)
     return tables.page("dpaudit runs", body)
 
@@ -220,5 +236,7 @@ def load_train_infos(
 def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
     """The per-run summary rebuilt from the metrics table alone (what the figure reads)."""
     per_run = table[table["run"].notna()]
-    runs = per_run[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
+    # (a table written before a run column existed, e.g. loss_divergence_reason, lacks it)
+    runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
+                                                                                     ignore_index=True)
     return summary_frame(table, runs)

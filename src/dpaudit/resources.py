@@ -123,6 +123,29 @@ def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attem
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
 
 
+def canary_twin_resources(n: int, d: int, classes: int, training: Mapping[str, Any], run: Mapping[str, Any], *,
+                          gradient_canaries: int, input_canaries: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``canary_scores`` for a DP-SGD run: its audit twin (issues 22, 26).
+
+    The twin is the released MLP (d inputs) plus m = gradient_canaries coordinates of the
+    update that the loss does not depend on (``dpaudit.training.steps``): per step a few
+    m-vectors (norms, clip weights, mask, noised coordinates), and it keeps every step's m
+    observations and sampling bits (float32 and bool, then stacked, then the float64
+    log-likelihood ratios and sums with their temporaries: ~45 bytes per step and canary).
+    ``n`` bounds the members (steps per epoch); the sampler draws over n + m rows per step.
+    """
+    m = int(gradient_canaries)
+    n_params = mlp_parameters(int(d), training.get("hidden_units") or [], classes)
+    batch = int(_number(run.get("batch_size"), 64))
+    epochs = int(_number(run.get("epochs"), 10))
+    steps = math.ceil(int(n) / max(batch, 1)) * epochs
+    working = (n * (2 * 4 * d + 64) + 16 * n_params * 4 + 3 * batch * d * 4 + 45 * steps * m + 64 * (n + m)
+               + 3 * 4 * int(input_canaries) * d)
+    memory = _mb(working, TF_BASE_MB, attempt)
+    cost = 3e-9 * epochs * n * max(n_params, 1000) * 5 + 2e-8 * steps * m
+    return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
+
+
 def metric_resources(n: int, *, grid_size: int = 0, attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of a per-run metric job over n per-example rows (numpy, float64)."""
     memory = _mb(n * 40 * 8 + grid_size * 6 * 8, NUMPY_BASE_MB, attempt)
@@ -136,6 +159,155 @@ def audit_resources(n: int, d: int, *, runs: int, steps: int, attempt: int = 1) 
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
 
 
+def prepare_resources(n: int, d: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``prepare_dataset``: the raw table, its float32 matrix and the
+    Arrow/pandas copies written to examples.parquet (~8 copies of n × d float32)."""
+    memory = _mb(8 * 4 * n * d + 200 * n, NUMPY_BASE_MB, attempt)
+    # floors: text parsing of a raw CSV (adult) and scikit-learn's import, unmeasured: the
+    # 2,000 MB and 30 minutes below which the profile never declared a job
+    return {"mem_mb": max(memory, 2000 * max(int(attempt), 1)), "runtime": _minutes(60 + 2e-7 * n * d, 30, attempt)}
+
+
+def card_resources(n: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``privacy_card``: the run's n per-example outputs, the ROC over them
+    (float64 columns with their sort copies) and one matplotlib figure (~200 MB imported)."""
+    memory = _mb(n * 40 * 8, NUMPY_BASE_MB + 200, attempt)
+    return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": _minutes(30 + 1e-4 * n, 10, attempt)}
+
+
+def simulation_resources(sizes: Sequence[int], repeats: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``simulate_epsilon_star``: one simulated set of the largest size at a
+    time (members and non-members, scores, their sorts and the ε* grid: ~40 float64 per row);
+    run time over every size and repeat (bench_epsilon_star: ~2e-5 s per row and repeat)."""
+    largest = max((int(size) for size in sizes), default=0)
+    memory = _mb(2 * largest * 40 * 8, NUMPY_BASE_MB + 200, attempt)
+    rows = 2 * sum(int(size) for size in sizes) * max(int(repeats), 1)
+    return {"mem_mb": max(memory, 2000 * max(int(attempt), 1)), "runtime": _minutes(300 + 4e-4 * rows, 30, attempt)}
+
+
+def profile_resources(rule: str, n: int, d: int, *, draws: int, epsilons: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of a privacy-profile job on a view of n rows and d columns (numpy).
+
+    ``profile_exact`` refits every one of the n row-removed neighbours in chunks whose two
+    n × chunk float64 arrays stay within ``dpaudit.profile.neighbours.MEMORY_BUDGET_BYTES``
+    (2 GiB): its memory grows with n² until that budget, then with n d; its time with n² d. ``profile_typical`` draws ``draws`` models per ε and keeps running
+    sums per row (n × epsilons, never the draws × n matrix); ``profile_samples`` and
+    ``profile_single`` hold the view and a few thousand models; ``profile_base`` one fit.
+    """
+    view = 8 * n * (d + 8)
+    if rule == "profile_exact":
+        chunk_arrays = min(2 * 2**30, 2 * 8 * n * n)  # neighbours.MEMORY_BUDGET_BYTES, or n x n when smaller
+        memory = _mb(view * 4 + 1.5 * chunk_arrays, NUMPY_BASE_MB, attempt)
+        runtime = _minutes(60 + 2e-8 * n * n * max(d, 1) * 20, 30, attempt)
+    elif rule == "profile_typical":
+        # running sums per rank and neighbour (n x epsilons, a few), one 2^19-element chunk of draws x n
+        memory = _mb(view * 2 + 8 * n * epsilons * 6 + 8 * 2**19 * 4 + 8 * draws * (d + 8), NUMPY_BASE_MB, attempt)
+        runtime = _minutes(60 + 1e-7 * draws * epsilons * n * max(d, 1), 30, attempt)
+    elif rule in ("profile_base", "profile_samples", "profile_single"):
+        memory = _mb(view * 4 + 8 * draws * (d + 8), NUMPY_BASE_MB + 200, attempt)
+        runtime = _minutes(60 + 1e-6 * n * max(d, 1) + 1e-5 * draws * max(d, 1), 10, attempt)
+    else:
+        raise ValueError(f"no profile resources for rule {rule!r}")
+    # floor: the 2,000 MB the profile declared for every one of them before (never measured lower)
+    return {"mem_mb": max(memory, 2000 * max(int(attempt), 1)), "runtime": runtime}
+
+
+def neighbour_resources(members: int, n: int, d: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``audit_neighbours``: the members × pool distance matrix (float64;
+    the pool is at most the dataset's n) with the ranking's negated and flattened copies, and
+    the dataset's features."""
+    cells = int(members) * int(n)
+    memory = _mb(8 * cells * 3 + 8 * n * d * 3, NUMPY_BASE_MB, attempt)
+    return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)),
+            "runtime": _minutes(30 + 1e-8 * cells * max(d, 1), 10, attempt)}
+
+
+def audit_aggregate_resources(runs: int, steps: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``audit_aggregate``: every audit run's row and every run's
+    per-step rows (~12 float64 columns each, with the concatenation's copy)."""
+    memory = _mb(2 * 12 * 8 * runs * (steps + 1), NUMPY_BASE_MB, attempt)
+    return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)),
+            "runtime": _minutes(30 + 2e-5 * runs * (steps + 1), 10, attempt)}
+
+
+def pmp_simulation_resources(trials_expmech: int, trials_gauss: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``simulate_pmp``. Memory is constant (``CONSTANT_MEMORY``); run time
+    grows with the trials per point of Figs 1-3 and 4-6."""
+    runtime = _minutes(600 + 60 * int(trials_expmech) + 60 * int(trials_gauss), 30, attempt)
+    return {"mem_mb": 2000 * max(int(attempt), 1), "runtime": runtime}
+
+
+# Rules whose declared memory does not grow with any input, and why (the test that derives
+# every rule's declaration at two input sizes accepts an equal mem_mb only for these).
+CONSTANT_MEMORY = {
+    "simulate_pmp": "Lowy et al. 2024's Figs 1-6 on synthetic data of the code's fixed sizes (exact enumeration "
+                    "of C(2n, n) subsets for small n, a fixed-size Gaussian Monte Carlo), one trial at a time: "
+                    "the trials per point (config) change its run time, not its memory",
+}
+
+
+def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, classes: int = 2,
+             training: Mapping[str, Any] | None = None, run: Mapping[str, Any] | None = None,
+             audit_runs: int = 0, audit_n: int = 0, table_sketch: Any | None = None,
+             attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of one job of ``rule`` (``rules/common.smk``'s ``job_resources``).
+
+    ``n, d, classes``: the job's dataset (or privacy-profile view); ``training`` and ``run``:
+    its training settings and grid row (per-run rules); ``audit_runs``: the identifiability
+    audit's runs over every block (``audit_aggregate``); ``audit_n``: the members the audit
+    keeps (``audit.datasets.<name>.n``); ``table_sketch``: a table dataset's parse-time
+    inspection (``prepare_dataset`` of a table); ``config``: the validated config.
+    """
+    training = training or {}
+    if rule == "prepare_dataset":
+        return prepare_resources(n, d, attempt) if table_sketch is None else table_prepare_resources(table_sketch,
+                                                                                                    attempt)
+    if rule in ("profile_base", "profile_exact", "profile_samples", "profile_single", "profile_typical"):
+        profile = config["profile"]
+        return profile_resources(rule, n, d, draws=profile["draws"], epsilons=len(profile["log10_epsilons"]),
+                                 attempt=attempt)
+    if rule == "simulate_epsilon_star":
+        options = config["simulations"]["epsilon_star"]
+        return simulation_resources(options["sizes"], options["repeats"], attempt)
+    if rule == "simulate_pmp":
+        options = config["simulations"]["pmp"]
+        return pmp_simulation_resources(options["trials_expmech"], options["trials_gauss"], attempt)
+    if rule == "audit_aggregate":
+        return audit_aggregate_resources(audit_runs, config["audit"]["steps"], attempt)
+    if rule == "audit_block":
+        return audit_resources(audit_n or n, d, runs=config["audit"]["block_size"], steps=config["audit"]["steps"],
+                               attempt=attempt)
+    if rule == "audit_neighbours":
+        return neighbour_resources(audit_n or n, n, d, attempt)
+    if rule in ("metric_mia", "metric_identifiability"):
+        return metric_resources(n, attempt=attempt)
+    if rule == "privacy_card":
+        return card_resources(n, attempt)
+    if rule == "metric_epsilon_star":
+        return metric_resources(n, grid_size=config["metrics"]["epsilon_star"].get("grid_size", 0), attempt=attempt)
+    if run is None:
+        raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
+    n_params = model_parameters(d, classes, training, run["mechanism"])
+    if rule == "canary_scores" and run["mechanism"] == "dpsgd":
+        # the audit twin's input is d + gradient_canaries wide, not the released model's d
+        options = config["metrics"]["canary"]
+        return canary_twin_resources(n, d, classes, training, run, gradient_canaries=options["gradient_canaries"],
+                                     input_canaries=options["input_canaries"], attempt=attempt)
+    if rule in ("train_model", "canary_scores"):  # a linear run's releases: one fit's size each
+        return train_resources(n, d, n_params, run, attempt=attempt)
+    pmp = config["metrics"]["pmp"]
+    if rule == "extract_per_example":
+        job = extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
+        if pmp["enabled"]:  # plus the parent set's gradient vectors at the final weights and every checkpoint
+            kept = extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
+            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"]),
+                   "runtime": job["runtime"] + kept["runtime"] * (1 + pmp["checkpoints"])}
+        return job
+    if rule == "metric_pmp":  # reads the extraction's checkpoint gradients (no TensorFlow)
+        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], attempt=attempt)
+    raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
+
+
 def _number(value: Any, default: float) -> float:
     try:
         number = float(value)
@@ -144,14 +316,9 @@ def _number(value: Any, default: float) -> float:
     return default if math.isnan(number) else number
 
 
-# prepare_dataset of a built-in dataset: Purchase-100 (197,324 x 600 float32) is ~0.5 GB in
-# memory, with copies ~2 GB.
-PREPARE_BUILTIN = {"mem_mb": 4000, "runtime": 30}
-
-
-def prepare_resources(sketch: Any | None, attempt: int = 1) -> dict[str, int]:
-    """mem_mb and runtime of ``prepare_dataset``: fixed for a built-in dataset (``sketch`` None);
-    for a table (``dpaudit.data.table.TableSketch``) from its file: the rows, and the
+def table_prepare_resources(sketch: Any, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``prepare_dataset`` for a table dataset
+    (``dpaudit.data.table.TableSketch``), from its file: the rows, and the
     features after encoding estimated from the first block (a categorical column counts
     twice the levels seen there, at most ``max_levels``). The job streams the file, so it
     holds per row 8 bytes per numeric, 4 per categorical column, the float32 features
@@ -159,8 +326,6 @@ def prepare_resources(sketch: Any | None, attempt: int = 1) -> dict[str, int]:
     bench/bench_table.py measures the peak at 10^6 rows x 50 columns against this: 2,092 MB
     (CSV, 407 MB, 16 s) and 2,171 MB (Parquet, 230 MB, 40 s on a loaded machine) peak RSS
     for 4,100 MB declared, d = 184 features after encoding (334 estimated)."""
-    if sketch is None:
-        return {key: value * max(int(attempt), 1) for key, value in PREPARE_BUILTIN.items()}
     rows = max(int(sketch.rows), 1)
     columns = len(sketch.columns)
     per_row = 8 * columns + 2 * 4 * int(sketch.features) + 64

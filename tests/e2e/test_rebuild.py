@@ -97,3 +97,23 @@ def test_deleted_intermediates_are_rebuilt_byte_identical(finished, tmp_path):
     assert rebuilt.keys() == finished["parquet"].keys()
     differ = [name for name in rebuilt if rebuilt[name] != finished["parquet"][name]]
     assert not differ, f"not byte-identical to the clean run: {differ}"
+
+
+def test_a_truncated_final_table_fails_the_check_job_naming_it(finished, tmp_path):
+    # issue 26: no job reads budget_totals.parquet; check_results does, on the next run
+    workdir, run = _copy(finished, tmp_path)
+    assert (workdir / "results" / "checked.json").exists()
+    table = workdir / "results" / "tables" / "budget_totals.parquet"
+    data = table.read_bytes()
+    table.write_bytes(data[: len(data) // 2])
+    failed = run(check=False)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0, said[-3000:]
+    assert "results/tables/budget_totals.parquet: its Parquet footer cannot be read" in said, said[-4000:]
+    assert "delete it and run again" in said
+    assert job_counts(failed.stdout + failed.stderr).get("train_model", 0) == 0
+    # the user does what it says: the default target rebuilds it and the check passes
+    table.unlink()
+    rerun = run()
+    assert job_counts(rerun.stdout + rerun.stderr)["budget_ledger"] == 1
+    assert table.read_bytes() == data

@@ -29,3 +29,24 @@ def test_loss_diverged_is_a_boolean_run_column_joined_to_every_row(tmp_path):
         files.append(path)
     table = collect_metrics(files, frame)
     assert table.set_index("run")["loss_diverged"].to_dict() == {"a": True, "b": False, "c": False}
+
+
+def test_runs_page_shows_the_flag_and_its_reason_as_a_filterable_column():
+    from dpaudit.aggregate import RUNS_GLOSSARY, summary_html
+
+    runs = {"toy": {"a": {"mechanism": "dpsgd", "seed": 0}, "b": {"mechanism": "baseline", "seed": 1}}}
+    reason = "final training loss 1.946e+04 > 0.6931, the loss of predicting the class frequencies"
+    frame = runs_frame(runs, {("toy", "a"): {**_info(True), "loss_divergence_reason": reason},
+                              ("toy", "b"): {**_info(False), "loss_divergence_reason": None}})
+    assert frame.set_index("run")["loss_divergence_reason"].to_dict()["a"] == reason
+    assert pd.isna(frame.set_index("run")["loss_divergence_reason"]["b"])
+    assert list(RUNS_GLOSSARY).index("loss_diverged") < list(RUNS_GLOSSARY).index("test_accuracy")
+    page = summary_html(frame)
+    assert "did not train" in page and "1.946e+04" in page
+    assert "1 run(s) did not train" in page and "toy/a" in page
+    # the flag is a yes/no column of the filterable table
+    from dpaudit.aggregate import runs_glossary
+    from dpaudit.report.tables import display_frame
+
+    shown = display_frame(frame, runs_glossary(frame.columns))
+    assert shown.set_index("run")["did not train"].to_dict() == {"a": "yes", "b": "no"}

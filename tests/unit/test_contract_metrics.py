@@ -213,6 +213,14 @@ def test_privacy_card_rows_are_declared_and_take_the_attack_from_metrics_mia(tmp
     assert f"attack AUC</th><td>{roc_auc(roc):.4g}<" in page
     assert f"attack TPR at FPR 0.01</th><td>{tpr_at_fpr(roc, [0.01])[0.01].tpr:.4g}<" in page
     assert written.loc[written["metric"] == "roc_inside_dp_region", "value_bool"].item() == True  # noqa: E712
+    # a run that did not train says so at the top of its card, in red (issue 26)
+    from dpaudit.report.banner import DID_NOT_TRAIN
+
+    assert DID_NOT_TRAIN not in page
+    broken, _ = build_privacy_card(outputs, mia, {**train, "loss_diverged": True, "loss_divergence_reason": "x > y"},
+                                   {"splits": SPLITS}, tmp_path / "card2.png", fail_on_violation=False)
+    body = broken.split("<body>", 1)[1]
+    assert body.startswith("<div class='did-not-train'") and DID_NOT_TRAIN in body and "x &gt; y" in body
 
 
 def test_profile_rows_are_declared_with_the_view_as_a_column():

@@ -312,3 +312,21 @@ def test_guidance_target_defaults_equal_the_schema_and_config_values_apply():
     assert config["guidance"] == limits
     changed = {t.name: t.limit for t in targets_from_config({**config["guidance"], "rho_beta": 0.6})}
     assert changed["rho_beta"] == 0.6 and changed["advantage"] == limits["advantage"]
+
+
+def test_a_run_that_did_not_train_has_a_red_banner_at_the_top():
+    from dpaudit.report.banner import DID_NOT_TRAIN
+
+    table = full_table()
+    run = run_name("dpsgd", 1.0, 0)
+    reason = "final training loss 1.946e+04 > 0.6931, the loss of predicting the class frequencies"
+    page = D.build_dossier(table, DATASET, run, train={"loss_diverged": True, "loss_divergence_reason": reason,
+                                                       "learning_rate": 1000.0})
+    head = page.split("<h2>1 Promise</h2>")[0]
+    assert DID_NOT_TRAIN in head and "1.946e+04" in head and "background:#b00020" in head
+    assert DID_NOT_TRAIN not in D.build_dossier(table, DATASET, run, train={"loss_diverged": False})
+    # the metrics table's copy of the flag is enough (train.json not given)
+    table["loss_diverged"] = pd.array([r == run for r in table["run"]], dtype="boolean")
+    table["loss_divergence_reason"] = pd.array([reason if r == run else None for r in table["run"]], dtype="string")
+    assert DID_NOT_TRAIN in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]
+    assert DID_NOT_TRAIN not in D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 1))

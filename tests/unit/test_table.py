@@ -339,7 +339,7 @@ def test_adult_through_the_table_source_matches_the_builtin_reader(real_adult): 
 def test_prepare_resources_grow_with_the_table(tmp_path):
     from dataclasses import replace
 
-    from dpaudit.resources import PREPARE_BUILTIN, prepare_resources
+    from dpaudit.resources import table_prepare_resources as prepare_resources
 
     sketch = inspect_table("credit", _params(_write(_frame(200), tmp_path / "s.csv")))
     assert sketch.rows == 200 and sketch.features == 2 + 6 + 1  # city: twice its 3 levels seen
@@ -347,4 +347,3 @@ def test_prepare_resources_grow_with_the_table(tmp_path):
     assert prepare_resources(large)["mem_mb"] > prepare_resources(sketch)["mem_mb"] == 1000
     assert prepare_resources(replace(large, features=300))["mem_mb"] > prepare_resources(large)["mem_mb"]
     assert prepare_resources(large, attempt=2)["mem_mb"] == 2 * prepare_resources(large)["mem_mb"]
-    assert prepare_resources(None) == PREPARE_BUILTIN

@@ -1,6 +1,8 @@
 """Workflow-level checks: lint, dry-runs with hand-counted jobs, config isolation, bad configs."""
 
-import re
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -12,16 +14,47 @@ ACCEPTED_LINT = "Specify a conda environment or container for each rule."
 
 
 def test_lint_has_only_the_accepted_conda_finding(tmp_path):
-    result = snakemake(tmp_path, "--lint", "--configfile", str(ROOT / "config" / "config.yaml"),
-                       check=False)
-    output = result.stdout + result.stderr
-    findings = re.findall(r"^\s+\* (.+?):?$", output, flags=re.MULTILINE)
-    rules_linted = re.findall(r"^Lints for rule (\w+)", output, flags=re.MULTILINE)
+    # make lint's filter (dpaudit.lint) over Snakemake's JSON lints, on this checkout
+    from dpaudit.lint import ACCEPTED, classify, workflow_lints
+
+    lints = workflow_lints(ROOT / "Snakefile", ROOT / "config" / "config.yaml")
+    accepted, unexpected = classify(lints)
     # Guard against a parser that reads nothing: every rule gets the conda finding.
-    assert len(rules_linted) >= 7, output[-3000:]
-    unexpected = [f for f in findings if f.rstrip(":") != ACCEPTED_LINT.rstrip(".:") + "."]
-    assert not unexpected, f"snakemake --lint findings: {unexpected}\n{output[-3000:]}"
-    assert "Lints for snakefile" not in output, output[-3000:]
+    assert accepted[ACCEPTED_LINT] >= 7 and set(accepted) == set(ACCEPTED) == {ACCEPTED_LINT}
+    assert not unexpected, unexpected
+
+
+def test_make_lint_fails_on_a_new_finding_naming_the_rule(tmp_path):
+    # a rule without log: in a throw-away copy is a finding make lint reports, exit 1
+    from tests.workflow.helpers import copy_project
+
+    project = copy_project(tmp_path / "project")
+    rules = project / "rules" / "check.smk"
+    text = rules.read_text()
+    rules.write_text(text.replace('    log:\n        P.log("check_results"),\n', ""))
+    assert rules.read_text() != text
+    result = subprocess.run([sys.executable, "-m", "dpaudit.lint", "--snakefile", str(project / "Snakefile"),
+                             "--configfile", str(project / "config" / "config.yaml")],
+                            capture_output=True, text=True, timeout=600, cwd=project,
+                            env={**os.environ, "PYTHONPATH": str(project / "src")})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "rule check_results" in result.stderr and "log" in result.stderr.lower()
+    assert "accepted note on" in result.stdout  # the conda note: one line, with the reason
+    assert result.stdout.count("Specify a conda environment") == 1
+
+
+def test_lint_findings_are_classified_from_the_json():
+    from dpaudit.lint import classify
+
+    lints = {"snakefiles": [{"for": {"snakefile": "Snakefile"}, "lints": [{"title": "Mixed rules and functions",
+                                                                          "body": "b"}]}],
+             "rules": [{"for": {"rule": "a", "line": 3, "snakefile": "r.smk"},
+                        "lints": [{"title": ACCEPTED_LINT, "body": "x"}, {"title": "No log directive defined",
+                                                                           "body": "y"}]}]}
+    accepted, unexpected = classify(lints)
+    assert accepted == {ACCEPTED_LINT: 1}
+    assert unexpected == ["snakefile Snakefile: Mixed rules and functions b",
+                          "rule a (r.smk:3): No log directive defined y"]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -69,6 +102,7 @@ def test_default_config_job_counts(tmp_path):
         # A dossier per model and the guidance page per dataset.
         "dossier": 24,
         "dossier_guidance": 3,
+        "check_results": 1,
         "all": 1,
     }
 
@@ -275,3 +309,17 @@ def test_linear_mechanism_on_a_multiclass_dataset_stops_before_any_job(tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Job stats" not in output
     assert "config.datasets.digits" in output and "10 classes" in output and "output_perturbation" in output
+
+
+@pytest.mark.parametrize(("text", "what"), [("{}\n", "is empty ({})"),
+                                            ("training:\n  optimizer: sgd\n", "has its default value")])
+def test_empty_or_all_default_config_file_stops_before_any_job(tmp_path, text, what):
+    # Snakemake alone would run config/config.yaml for {} (issue 26)
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"{path}: the config file {what}" in output or (f"{path}: every key" in output and what in output)
+    assert "copy config/config.yaml" in output
+    assert "Job stats" not in output and "train_model" not in output

@@ -153,6 +153,10 @@ def table(name: str, suffix: str = "parquet") -> str:
 
 
 METRICS_TABLE = table("metrics")
+# the HTML report `snakemake --report` writes (make run), not a job's output
+REPORT = f"{RESULTS}/report.html"
+# check_results' record: every final table and figure read whole (dpaudit.checks)
+RESULTS_CHECK = f"{RESULTS}/checked.json"
 RUNS_PAGE = table("runs", "html")
 BUDGET_LEDGER = table("budget_ledger")
 BUDGET_TOTALS = table("budget_totals")

@@ -20,6 +20,7 @@ from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
 from dpaudit.dp.roc import roc_curve
 from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
+from dpaudit.report.banner import did_not_train_banner
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
 # and the DP-region test. The measured attack (TPR at low FPR, AUC) is the mia family's; the
@@ -114,7 +115,8 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
         )
     figure = Path(figure_path).read_bytes()
     data_uri = "data:image/png;base64," + base64.b64encode(figure).decode()
-    body = card.html.replace(f'src="{html.escape(Path(figure_path).name)}"', f'src="{data_uri}"')
+    body = did_not_train_banner(train) + card.html.replace(f'src="{html.escape(Path(figure_path).name)}"',
+                                                           f'src="{data_uri}"')
     body += canary_ladder_html(canary, mia)
     test = {"alpha": alpha, "loss": loss_column, "n_members": roc.n_members, "n_nonmembers": roc.n_nonmembers}
     records = [{"metric": m, "value": float(row[m])} for m in CARD_METRICS]

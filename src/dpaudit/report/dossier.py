@@ -36,6 +36,7 @@ from dpaudit.contract.metrics import MECHANISM_LABELS, declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, verdict_sentence
 from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER
+from dpaudit.report.banner import did_not_train_banner
 from dpaudit.report.dataset_card import dataset_card
 
 # Columns of the run grid (dpaudit.config): a configuration is a grid row without its seed.
@@ -726,7 +727,10 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
                         view.column("seed"), dataset)
     promise, eps = _promise(view, train)
-    body = [f"<h1>Privacy dossier: {_esc(title)}</h1>",
+    # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
+    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason")
+                           if view.column(key) is not None and not train.get("loss_diverged")}}
+    body = [f"<h1>Privacy dossier: {_esc(title)}</h1>", did_not_train_banner(flagged),
             f'<p class="sub">Run {_esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",

@@ -1,0 +1,87 @@
+"""Issue 26 on a real tiny run: a one-epoch DP-SGD run at learning rate 10^3 is flagged
+where users look (train.json, metrics.parquet, runs.html, its privacy card, its dossier),
+and the files of a run removed from the grid are listed by make clean-orphans."""
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.workflow.helpers import SNAKEMAKE, finished_run
+
+BROKEN = {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [1], "batch_size": [32],
+          "learning_rate": [1000.0], "seed": [0]}
+CONFIG = {
+    "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
+    "training": {"hidden_units": [8]},
+    "grid": [{"mechanism": ["baseline"], "epochs": [4], "batch_size": [32], "learning_rate": [0.2], "seed": [0]},
+             BROKEN],
+    "metrics": {"epsilon_star": {"enabled": False}},
+}
+BANNER = "this model did not train; its privacy numbers describe a broken model"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return finished_run(tmp_path_factory.mktemp("surprises"), CONFIG)
+
+
+def _train_infos(workdir):
+    return {path.parent.name: json.loads(path.read_text())
+            for path in (workdir / "results" / "models" / "synthetic").glob("*/train.json")}
+
+
+def _broken(workdir):
+    (name,) = [run for run, info in _train_infos(workdir).items() if info["mechanism"] == "dpsgd"]
+    return name
+
+
+def test_the_diverged_run_is_flagged_in_train_json_and_every_metric_row(run):
+    infos = _train_infos(run["workdir"])
+    broken = _broken(run["workdir"])
+    assert infos[broken]["loss_diverged"] is True and len(infos[broken]["history"]) == 1
+    assert infos[broken]["loss_divergence_reason"].startswith("final training loss")
+    (baseline,) = set(infos) - {broken}
+    assert infos[baseline]["loss_diverged"] is False
+    table = pd.read_parquet(run["workdir"] / "results" / "tables" / "metrics.parquet")
+    flags = table[table["run"].notna()].groupby("run")["loss_diverged"].agg(["min", "max"])
+    assert flags.loc[broken].tolist() == [True, True] and flags.loc[baseline].tolist() == [False, False]
+
+
+def test_runs_page_card_and_dossier_show_it(run):
+    workdir = run["workdir"]
+    broken = _broken(workdir)
+    runs = (workdir / "results" / "tables" / "runs.html").read_text()
+    assert "did not train" in runs and "1 run(s) did not train" in runs and f"synthetic/{broken}" in runs
+    dossier = (workdir / "results" / "dossiers" / "synthetic" / f"{broken}.html").read_text()
+    assert BANNER in dossier.split("<h2>")[0]
+    card = (workdir / "results" / "cards" / "synthetic" / f"{broken}.html").read_text()
+    assert BANNER in card.split("<body>", 1)[1][:2000]
+    others = [p for p in (workdir / "results" / "dossiers" / "synthetic").glob("*.html") if p.stem != broken]
+    assert others and all(BANNER not in p.read_text() for p in others)
+
+
+def test_the_orphan_listing_names_a_removed_runs_files(run, tmp_path):
+    import subprocess
+
+    workdir = run["workdir"]
+    broken = _broken(workdir)
+    smaller = tmp_path / "smaller.yaml"
+    smaller.write_text(yaml.safe_dump({**CONFIG, "grid": [CONFIG["grid"][0]]}))
+    command = [sys.executable, "-m", "dpaudit.orphans", "--workdir", str(workdir), "--", SNAKEMAKE,
+               "--snakefile", str(run["project"] / "Snakefile"), "--directory", str(workdir),
+               "--workflow-profile", str(run["project"] / "profiles" / "default"),
+               "--list-untracked", "--configfile", str(smaller)]
+    env = {**__import__("os").environ, **run["env"]}
+    listed = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=True).stdout
+    for expected in (f"results/models/synthetic/{broken}/train.json", f"results/metrics/mia/synthetic/{broken}.parquet",
+                     f"results/dossiers/synthetic/{broken}.html", f"logs/train_model/synthetic/{broken}.log"):
+        assert f"  {expected}" in listed, listed
+    assert "results/tables/metrics.parquet" not in listed and "results/report.html" not in listed
+    assert (workdir / f"results/models/synthetic/{broken}/train.json").exists()  # listing removes nothing
+    removed = subprocess.run([*command[:3], "--remove", *command[3:]], capture_output=True, text=True,
+                             timeout=600, env=env, check=True).stdout
+    assert "removed" in removed and not (workdir / f"results/models/synthetic/{broken}").exists()
+    assert (workdir / "results" / "tables" / "metrics.parquet").exists()
