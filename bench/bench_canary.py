@@ -22,7 +22,7 @@ import numpy as np
 
 from dpaudit.dp import accounting
 from dpaudit.dp import canary_bounds as cb
-from dpaudit.training.canary import subsampled_gaussian_llr
+from dpaudit.dp.canary_power import subsampled_gaussian_llr
 
 
 def estimators(m: int = 10_000, repeats: int = 3) -> None:

@@ -17,7 +17,8 @@ import numpy as np
 
 from dpaudit.data.datasets import features, prepare_dataset
 from dpaudit.dp.hypothesis import epsilon_from_counts
-from dpaudit.metrics.canary.many_runs import audit_linear
+from dpaudit.metrics.canary.many_runs import bound_from_scores
+from dpaudit.training.canary_linear import linear_release_scores
 
 
 def breast_cancer_members() -> tuple[np.ndarray, np.ndarray]:
@@ -59,8 +60,9 @@ def main() -> None:
                 bounds, seconds = [], []
                 for seed in range(args.seeds):
                     start = time.perf_counter()
-                    result = audit_linear(x, y, mechanism=mechanism, epsilon=epsilon, lam=args.lam,
-                                          releases=args.releases, alpha=0.05, seed=seed, solver=solver)
+                    result = linear_release_scores(x, y, mechanism=mechanism, epsilon=epsilon, lam=args.lam,
+                                                   releases=args.releases, seed=seed, solver=solver, alpha=None)
+                    result |= bound_from_scores(result["scores"], delta=0.0, alpha=0.05, seed=seed)
                     seconds.append(time.perf_counter() - start)
                     bounds.append(result["epsilon_lower_bound"])
                 pair = result["pair_epsilon"]

@@ -1,4 +1,5 @@
-"""Many-runs audit of the linear mechanisms (dpaudit.training.canary_linear).
+"""Many-runs audit of the linear mechanisms (dpaudit.training.canary_linear and its
+_neighbours, _releases and _detection modules).
 
 Oracles: the L2-Laplace log density of ``profile.profiles.log_coverage`` (output
 perturbation); brute-force gradients and ``np.linalg.slogdet`` of the explicit Hessians
@@ -17,13 +18,30 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from dpaudit.dp.hypothesis import epsilon_from_counts
-from dpaudit.metrics.canary.many_runs import audit_linear
+from dpaudit.metrics.canary.many_runs import claim_curve, many_runs_bound
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
 from dpaudit.profile.profiles import log_coverage
 from dpaudit.training import canary_linear as canary
+from dpaudit.training import canary_linear_neighbours as canary_neighbours
+from dpaudit.training import canary_linear_releases as canary_releases
 
 MECHANISMS = canary.MECHANISMS
+
+
+def audit_linear(x_members, labels, *, mechanism, epsilon, lam, releases, alpha=0.05, seed, delta=0.0,
+                 detect=False, **options):
+    """Releases, scores, bound and claim-curve test in one call (``canary.linear_release_scores``, then
+    ``many_runs_bound`` and ``claim_curve`` at the same α; with ``detect`` the detectable noise
+    factor too, at that α): the two halves the canary_scores and metric_canary jobs run."""
+    options.setdefault("alpha", alpha if detect else None)
+    result = canary.linear_release_scores(x_members, labels, mechanism=mechanism, epsilon=epsilon, lam=lam,
+                                          releases=releases, seed=seed, **options)
+    frame = result["scores"]
+    included = frame["included"].to_numpy(bool)
+    values = frame["score"].to_numpy(np.float64)
+    return {**result, **many_runs_bound(values[included], values[~included], delta=delta, alpha=alpha, seed=seed),
+            **claim_curve(frame, epsilon=epsilon, alpha=alpha, per_tail=options.get("per_tail", 40))}
 
 
 def _data(n=40, d=2, seed=0):
@@ -109,7 +127,7 @@ def test_refuses_bad_arguments():
 def test_worst_replacement_matches_brute_force_over_rows_and_directions():
     x, t = _scaled(n=8, d=2, seed=4)
     lam = 0.2
-    chosen = canary.worst_replacement(x, t, lam)
+    chosen = canary_neighbours.worst_replacement(x, t, lam)
     base = profile_model.fit(x, t, lam, allow_zero_rows=True).weights
     best = 0.0
     for row in range(len(x)):
@@ -137,12 +155,12 @@ def test_output_log_ratio_is_the_log_density_ratio_and_within_epsilon():
     shift *= epsilon / beta / np.linalg.norm(shift) * 0.9  # β‖Δ‖ = 0.9 ε
     w = center + profile_mechanisms.l2_laplace_noise(rng, 5000, d, beta)
     w[:10] = center + shift * rng.normal(size=(10, 1))  # releases on the segment, where cancellation bites
-    scores = canary.output_log_ratio(w, center, shift, beta)
+    scores = canary_releases.output_log_ratio(w, center, shift, beta)
     closed = log_coverage(w, center, beta) - log_coverage(w, center + shift, beta)
     np.testing.assert_allclose(scores, closed, atol=1e-9)
     assert np.abs(scores).max() <= beta * np.linalg.norm(shift) + 1e-12
     far = center - 1e6 * shift  # the supremum β‖Δ‖, reached far along −Δ
-    assert canary.output_log_ratio(far[None, :], center, shift, beta)[0] == pytest.approx(0.9 * epsilon, rel=1e-6)
+    assert canary_releases.output_log_ratio(far[None, :], center, shift, beta)[0] == pytest.approx(0.9 * epsilon, rel=1e-6)
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.05])
@@ -190,7 +208,7 @@ def test_objective_log_ratio_equals_brute_force():
         g2, h2 = _sum_objective_parts(x2, t2, ridge, point)
         expected.append((np.linalg.norm(g2) - np.linalg.norm(g)) / scale + np.linalg.slogdet(h)[1]
                         - np.linalg.slogdet(h2)[1])
-    np.testing.assert_allclose(canary.objective_log_ratio(w, x, t, ridge, scale, row, z, t_z), expected, atol=1e-10)
+    np.testing.assert_allclose(canary_releases.objective_log_ratio(w, x, t, ridge, scale, row, z, t_z), expected, atol=1e-10)
 
 
 def _density(x, t, ridge, scale, w):
@@ -212,7 +230,7 @@ def test_objective_releases_1d_follow_the_change_of_variables_density():
     """
     x, t = _scaled(n=10, d=1, seed=7)
     lam, epsilon = 0.05, 1.0
-    releases, info = canary.objective_perturbation_releases(x, t, epsilon, lam, 200_000, np.random.default_rng(0))
+    releases, info = canary_releases.objective_perturbation_releases(x, t, epsilon, lam, 200_000, np.random.default_rng(0))
     assert info["extra_regularizer"] > 0  # this small nΛ takes diffprivlib's extra-regularizer branch
     w = releases[:, 0]
     edges = np.quantile(w, np.linspace(0.001, 0.999, 41))
@@ -250,8 +268,8 @@ def test_batched_newton_matches_scipy_and_lbfgs_releases_score_within_epsilon():
     x, t = _scaled(n=20, d=3, seed=9)
     ridge = 0.7
     noise = np.random.default_rng(2).normal(size=(5, 3)) * 4
-    released, iterations = canary.perturbed_minimizers(x, t, ridge, noise)
-    assert iterations <= canary.MAX_NEWTON_ITERATIONS
+    released, iterations = canary_releases.perturbed_minimizers(x, t, ridge, noise)
+    assert iterations <= canary_releases.MAX_NEWTON_ITERATIONS
     for w, b in zip(released, noise, strict=True):
         def fun(v, b=b):
             return np.logaddexp(0.0, -t * (x @ v)).sum() + 0.5 * ridge * v @ v + b @ v
@@ -306,14 +324,14 @@ def test_blocks_and_hessian_paths_agree(monkeypatch):
     x, t = _scaled(n=25, d=3, seed=10)
     noise = np.random.default_rng(3).normal(size=(40, 3)) * 3
     args = (x, t, 0.8, 1.5, 2, np.array([0.0, 1.0, 0.0]), -1.0)
-    released, _ = canary.perturbed_minimizers(x, t, 0.8, noise)
-    scores = canary.objective_log_ratio(released, *args)
-    monkeypatch.setattr(canary, "_BLOCK_ELEMENTS", 7 * 25 * 3)
-    monkeypatch.setattr(canary, "_OUTER_ELEMENTS", 0)
-    assert canary._block(25, 3, None) == 7
-    released_small, _ = canary.perturbed_minimizers(x, t, 0.8, noise)
+    released, _ = canary_releases.perturbed_minimizers(x, t, 0.8, noise)
+    scores = canary_releases.objective_log_ratio(released, *args)
+    monkeypatch.setattr(canary_releases, "_BLOCK_ELEMENTS", 7 * 25 * 3)
+    monkeypatch.setattr(canary_releases, "_OUTER_ELEMENTS", 0)
+    assert canary_releases._block(25, 3, None) == 7
+    released_small, _ = canary_releases.perturbed_minimizers(x, t, 0.8, noise)
     np.testing.assert_allclose(released_small, released, atol=1e-12)
-    np.testing.assert_allclose(canary.objective_log_ratio(released, *args), scores, atol=1e-12)
+    np.testing.assert_allclose(canary_releases.objective_log_ratio(released, *args), scores, atol=1e-12)
 
 
 # ------------------------------------------------------------------ the crafted canary pair (issue 22, item 8)
@@ -326,14 +344,14 @@ def test_crafted_pair_matches_brute_force_and_the_strong_convexity_bound():
     < 2/(nΛ): the sensitivity bound is reached only as ‖w‖ → ∞ (ratio_ceiling → 1)."""
     x, t = _scaled(n=8, d=2, seed=4)
     lam = 0.2
-    pair = canary.crafted_pair(x, t, lam)
+    pair = canary_neighbours.crafted_pair(x, t, lam)
     n = len(x) + 1
     angles = np.linspace(0, 2 * np.pi, 72, endpoint=False)
     fits = np.array([profile_model.fit(np.vstack([x, -np.array([np.cos(a), np.sin(a)])]), np.append(t, 1.0), lam,
                                        allow_zero_rows=True).weights for a in angles])
     brute = np.linalg.norm(fits[:, None, :] - fits[None, :, :], axis=2).max()
     assert brute * 0.995 <= pair.shift_norm <= pair.shift_bound + 1e-12
-    assert pair.shift_bound <= 2 * canary.ratio_ceiling(pair.weights_norm) / (n * lam) * (1 + 1e-3)
+    assert pair.shift_bound <= 2 * canary_neighbours.ratio_ceiling(pair.weights_norm) / (n * lam) * (1 + 1e-3)
     assert pair.shift_norm < 2 / (n * lam)
     w_in = profile_model.fit(np.vstack([x, pair.x_in]), np.append(t, 1.0), lam, allow_zero_rows=True).weights
     w_out = profile_model.fit(np.vstack([x, pair.x_out]), np.append(t, 1.0), lam, allow_zero_rows=True).weights
@@ -344,9 +362,9 @@ def test_ratio_ceiling_closed_forms():
     """½‖σ(w·v₁)v₁ − σ(w·v₂)v₂‖ at w = 0 is ½ (v₂ = −v₁) exactly; at ‖w‖ = a* (a* = σ(a*), the largest
     ‖A(D)‖ when Λ = 1 on any data: Λ‖w‖ ≤ mean‖g‖ ≤ σ(‖w‖)) it is 0.5242 (2-D grid of 1e-6
     resolution: 0.524167); it tends to 1 as ‖w‖ grows (0.9104 at 10)."""
-    assert canary.ratio_ceiling(0.0) == pytest.approx(0.5, abs=1e-12)
-    assert canary.ratio_ceiling(0.659046068407366) == pytest.approx(0.524167, abs=2e-4)
-    assert canary.ratio_ceiling(10.0) == pytest.approx(0.9104, abs=2e-3)
+    assert canary_neighbours.ratio_ceiling(0.0) == pytest.approx(0.5, abs=1e-12)
+    assert canary_neighbours.ratio_ceiling(0.659046068407366) == pytest.approx(0.524167, abs=2e-4)
+    assert canary_neighbours.ratio_ceiling(10.0) == pytest.approx(0.9104, abs=2e-3)
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 2.0])
@@ -362,26 +380,10 @@ def test_half_epsilon_is_out_of_reach_at_lambda_one(epsilon):
     assert result["neighbour"] == "crafted" and result["row"] == len(x)
     assert result["pair_epsilon"] == pytest.approx(result["shift_fraction"] * epsilon)
     assert result["pair_epsilon"] <= 0.5242 * epsilon
-    assert result["shift_fraction"] > canary.worst_replacement(*_scaled(d=2), 1.0).shift_norm / (2 / len(x))
+    assert result["shift_fraction"] > canary_neighbours.worst_replacement(*_scaled(d=2), 1.0).shift_norm / (2 / len(x))
     assert result["claim_epsilon"] < 0.5 * epsilon
     assert result["claim_epsilon"] > 0.25 * epsilon
     assert not result["claim_rejected"]
-
-
-def test_claim_rejects_agrees_with_claim_curve_test():
-    from dpaudit.dp.canary_bounds import claim_curve_test
-    from dpaudit.dp.tradeoff import pure_tradeoff
-
-    rng = np.random.default_rng(0)
-    curve = pure_tradeoff(1.0)
-    included = np.repeat([True, False], 400)
-    agreed = set()
-    for shift in np.linspace(0.0, 1.5, 16):
-        scores = np.concatenate([rng.normal(shift, 1, 400), rng.normal(0, 1, 400)])
-        fast = canary.claim_rejects(scores, included, curve, alpha=0.05, per_tail=40)
-        assert fast == claim_curve_test(scores, included, curve, alpha=0.05, delta=0.0, per_tail=40).rejected
-        agreed.add(fast)
-    assert agreed == {True, False}  # both outcomes exercised
 
 
 def test_claim_curve_validity_and_power_over_seeds():

@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 from dpaudit.dp import accounting
+from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.metrics.canary.rows import canary_rows, claimed_curve, recorded_claims, verdict
-from dpaudit.training.canary import plan_canaries, run_canary_twin, subsampled_gaussian_llr
+from dpaudit.training.canary import plan_canaries, run_canary_twin
 from dpaudit.training.steps import MechanismPolicy
 from tests.unit.test_training import SPLITS
 from tests.unit.test_training import _frame as training_frame

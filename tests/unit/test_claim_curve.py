@@ -185,6 +185,20 @@ def test_fast_decision_is_the_tests_decision():
     assert 0 < sum(decisions) < len(decisions)  # both outcomes were checked
 
 
+
+def test_fast_decision_against_a_pure_curve():
+    # The linear releases' claim (pure ε-DP): two Gaussian score samples, shifted from 0 to 1.5.
+    rng = np.random.default_rng(0)
+    curve = pure_tradeoff(1.0)
+    included = np.repeat([True, False], 400)
+    agreed = set()
+    for shift in np.linspace(0.0, 1.5, 16):
+        scores = np.concatenate([rng.normal(shift, 1, 400), rng.normal(0, 1, 400)])
+        fast = cp.claim_curve_rejects(scores, included, curve, alpha=0.05, per_tail=40)
+        assert fast == claim_curve_test(scores, included, curve, alpha=0.05, delta=0.0, per_tail=40).rejected
+        agreed.add(fast)
+    assert agreed == {True, False}  # both outcomes exercised
+
 @pytest.mark.parametrize(("eps", "bug"), [(1.0, {"noise_factor": 0.6}), (4.0, {}), (4.0, {"steps_factor": 4}),
                                           (4.0, {"sample_rate_factor": 2.0, "clip_factor": 2.0})])
 def test_tabulated_scores_have_the_mechanisms_distribution(eps, bug):
@@ -241,3 +255,24 @@ def test_generic_factor_for_a_linear_like_release():
     out = cp.detectable_factor(simulate, curve=pure_tradeoff(eps), alpha=ALPHA, repetitions=40)
     assert 0.0 < out["factor"] < 1.0
     assert out["power_at_factor"] >= 0.8
+
+
+def test_batched_factor_is_the_per_repetition_factor():
+    # Oracle: the per-repetition version. A batched sampler that draws repetition r from the
+    # generator seeded (seed, r), as detectable_factor does, must give the same bisection.
+    eps, m, repetitions = 1.0, 600, 30
+
+    def simulate(f, rng):
+        included = rng.random(m) < 0.5
+        return included + rng.laplace(scale=f / eps, size=m), included
+
+    def simulate_all(f):
+        drawn = [simulate(f, np.random.default_rng([7, r])) for r in range(repetitions)]
+        return np.stack([s for s, _ in drawn]), np.stack([i for _, i in drawn])
+
+    one = cp.detectable_factor(simulate, curve=pure_tradeoff(eps), alpha=ALPHA, repetitions=repetitions, seed=7)
+    batched = cp.detectable_factor_batched(simulate_all, curve=pure_tradeoff(eps), alpha=ALPHA)
+    for key in ("factor", "power_at_factor", "next_factor", "power_at_next", "evaluations", "powers"):
+        assert batched[key] == one[key], key
+    assert batched["repetitions"] == repetitions and batched["seed"] is None
+    assert 0.0 < one["factor"] < 1.0 and one["powers"][1.0] <= 0.2

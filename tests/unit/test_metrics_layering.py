@@ -3,9 +3,10 @@
 Every module under ``dpaudit/metrics/`` is parsed (imports inside functions included,
 as ``dpaudit.codehash`` reads them); none may import ``dpaudit._tf`` or TensorFlow,
 Keras or tensorflow-privacy. For the pmp family, whose job used to start TensorFlow,
-every dpaudit module it reaches is checked too. (The canary family's ``audit_linear``
-reaches ``dpaudit.training.linear``, whose training function imports ``_tf``; the
-transitive check is not extended to it here.)
+every dpaudit module it reaches is checked too, and so for the canary family, which reads
+the scores the canary_scores job wrote and reaches no ``dpaudit.training`` module at all
+(the linear releases and their detectable noise factor are training-side:
+``dpaudit.training.canary_linear``).
 """
 
 import ast
@@ -44,8 +45,11 @@ def test_metrics_module_imports_no_tensorflow(module):
     assert not _third_party_imports(module), f"{module} imports {sorted(_third_party_imports(module))}"
 
 
-@pytest.mark.parametrize("module", [m for m in METRIC_MODULES if m.startswith("dpaudit.metrics.pmp")])
-def test_pmp_module_reaches_no_tensorflow(module):
+TRANSITIVELY_CHECKED = [m for m in METRIC_MODULES if m.startswith(("dpaudit.metrics.pmp", "dpaudit.metrics.canary"))]
+
+
+@pytest.mark.parametrize("module", TRANSITIVELY_CHECKED)
+def test_module_reaches_no_tensorflow(module):
     cache: dict[str, set[str]] = {}
     reached = codehash.module_closure([module], cache=cache)
     assert "dpaudit._tf" not in reached, (
@@ -53,6 +57,12 @@ def test_pmp_module_reaches_no_tensorflow(module):
         f"{sorted(m for m in reached if 'dpaudit._tf' in cache.get(m, set()))}")
     offenders = {m: sorted(names) for m in sorted(reached) if (names := _third_party_imports(m))}
     assert not offenders, f"{module} reaches TensorFlow imports: {offenders}"
+
+
+@pytest.mark.parametrize("module", [m for m in METRIC_MODULES if m.startswith("dpaudit.metrics.canary")])
+def test_canary_module_reaches_no_training_module(module):
+    reached = codehash.module_closure([module], cache={})
+    assert not sorted(m for m in reached if m.startswith("dpaudit.training")), module
 
 
 def test_the_check_catches_a_lazy_tf_import(tmp_path):

@@ -16,8 +16,8 @@ DP-SGD mechanism (issue 22): canary i is included with probability ½; at each s
 its coordinate shows u_it = c·s_it + fσ·z_it (units of the clip norm C), with
 s_it ~ Bernoulli(q′) when included (0 when not) and z_it ~ N(0, 1) independent; the
 score is the log-likelihood ratio of the *claimed* mechanism,
-``dpaudit.training.canary.subsampled_gaussian_llr`` with the claimed q and σ (what the
-auditor knows). ``simulate_canary_scores`` is that mechanism in numpy, vectorized over
+``subsampled_gaussian_llr`` with the claimed q and σ (what the auditor knows; the audit
+twin, ``dpaudit.training.canary``, scores its canaries with the same function). ``simulate_canary_scores`` is that mechanism in numpy, vectorized over
 canaries and steps, with the bugs it can carry: ``noise_factor`` f, ``steps_factor``
 (more steps than the accountant counted), ``sample_rate_factor`` (q′ = q·factor) and
 ``clip_factor`` c (a contribution of c·C under noise calibrated for C).
@@ -63,8 +63,12 @@ How the factor is computed (``detectable_noise_factor``)
   tests check both methods agree).
 
 ``detectable_factor(simulate, ...)`` is the generic version: any ``simulate(f, rng)
--> (scores, included)`` (e.g. releases of a linear mechanism with its noise scale
-times f) gets the same bisection, repetitions and seeds.
+-> (scores, included)`` gets the same bisection, repetitions and seeds.
+``detectable_factor_batched(simulate_all, ...)`` is the same bisection and decision for
+a sampler that draws all repetitions at once, ``simulate_all(f) -> (scores, included)``
+with scores of shape repetitions × m: it owns its random numbers and reuses them at
+every f (common random numbers), as the releases of the linear mechanisms do
+(``dpaudit.training.canary_linear_detection``: their noise is drawn once and scaled by f).
 """
 
 from __future__ import annotations
@@ -78,13 +82,14 @@ from scipy import special
 
 from dpaudit.dp.canary_bounds import candidate_thresholds, check_significance
 from dpaudit.dp.hypothesis import clopper_pearson_upper
-from dpaudit.training.canary import subsampled_gaussian_llr
 
 __all__ = [
     "claim_curve_rejects",
     "detectable_factor",
+    "detectable_factor_batched",
     "detectable_noise_factor",
     "simulate_canary_scores",
+    "subsampled_gaussian_llr",
     "tabulated_canary_sampler",
 ]
 
@@ -97,6 +102,14 @@ _TAIL_SDS = 10.0  # per-step u beyond ±10 noise sds carries < 1e-23 of the mass
 
 
 # ------------------------------------------------------------------ the mechanism, step by step
+
+
+def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """Σ_t log[(1 − q) + q·exp((2u_t − 1)/(2σ²))] per column: the log-likelihood ratio of
+    "included" (u_t ~ (1 − q)N(0, σ²) + qN(1, σ²)) against "excluded" (u_t ~ N(0, σ²)),
+    with u_t the update at the canary's coordinate in units of C."""
+    u = np.asarray(observations, dtype=np.float64)
+    return np.logaddexp(np.log1p(-q), np.log(q) + (2.0 * u - 1.0) / (2.0 * sigma**2)).sum(axis=0)
 
 
 def _included_bits(m: int, rng: np.random.Generator) -> np.ndarray:
@@ -254,24 +267,62 @@ def claim_curve_rejects(scores, included, curve, *, alpha: float, per_tail: int 
     bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
     scores = np.asarray(scores, dtype=np.float64)
     included = np.asarray(included, dtype=bool)
-    order = np.argsort(scores, kind="stable")
-    ordered = scores[order]
-    in_below = np.concatenate([[0], np.cumsum(included[order])])  # included among the i lowest
-    n_pos = int(in_below[-1])
-    n_neg = scores.size - n_pos
+    # each class sorted on its own (two plain sorts cost a third of one stable argsort of the pool)
+    positives, negatives = np.sort(scores[included]), np.sort(scores[~included])
+    n_pos, n_neg = positives.size, negatives.size
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"the claim-curve test needs included and excluded trials, got {n_pos} and {n_neg}")
     thresholds = candidate_thresholds(scores, per_tail)
     per = alpha / (2 * thresholds.size)
-    below = np.searchsorted(ordered, thresholds, side="left")  # pooled scores < t
-    fn = in_below[below]
-    fp = n_neg - (below - fn)
+    fn = np.searchsorted(positives, thresholds, side="left")  # included scoring below t
+    fp = n_neg - np.searchsorted(negatives, thresholds, side="left")  # excluded scoring t or more
     fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
     fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
     return bool(bracket.below(fpr_ub, fnr_ub).any() or bracket.below(fnr_ub, fpr_ub).any())
 
 
 # ------------------------------------------------------------------ the factor
+
+
+def _check_detection(alpha: float, power: float, lower: float, upper: float, tolerance: float) -> float:
+    alpha = check_significance(alpha)
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must lie in (0, 1), got {power}")
+    if not 0.0 < lower < upper or not tolerance > 0:
+        raise ValueError(f"need 0 < lower < upper, tolerance > 0; got {lower}, {upper}, {tolerance}")
+    return alpha
+
+
+def _largest_caught(power_at: Callable[[float], float], *, power: float, tolerance: float, lower: float,
+                    upper: float) -> tuple[float | None, float | None]:
+    """(lo, hi) of the bisection over f in [lower, upper] on ``power_at(f) >= power``: lo the largest f
+    tried that is caught often enough (None: not even ``lower``), hi the next f tried above it (None:
+    ``upper`` itself is caught)."""
+    need = power - 1e-12
+    if power_at(upper) >= need:
+        return upper, None
+    if power_at(lower) < need:
+        return None, lower
+    lo, hi = lower, upper
+    while hi - lo > tolerance:
+        mid = 0.5 * (lo + hi)
+        if power_at(mid) >= need:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
+def _factor_record(lo: float | None, hi: float | None, measured: dict[float, float], **settings) -> dict:
+    return {
+        "factor": 0.0 if lo is None else float(lo),
+        "power_at_factor": None if lo is None else measured[lo],
+        "next_factor": None if hi is None else float(hi),
+        "power_at_next": None if hi is None else measured[hi],
+        **settings,
+        "evaluations": len(measured),
+        "powers": dict(sorted(measured.items())),
+    }
 
 
 def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.ndarray, np.ndarray]], *,
@@ -282,14 +333,12 @@ def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.
     claim-curve test rejects ``simulate(f, rng)`` in at least a fraction ``power`` of
     ``repetitions`` simulated audits (repetition r draws from the generator seeded
     (seed, r) at every f). ``factor`` is 0 when even ``lower`` is not caught that
-    often, and ``upper`` when ``upper`` itself is."""
-    alpha = check_significance(alpha)
-    if not 0.0 < power < 1.0:
-        raise ValueError(f"power must lie in (0, 1), got {power}")
+    often, and ``upper`` when ``upper`` itself is. ``powers``: every f tried and its
+    measured power."""
+    alpha = _check_detection(alpha, power, lower, upper, tolerance)
     repetitions, seed = int(repetitions), int(seed)
-    if repetitions < 1 or not 0.0 < lower < upper or not tolerance > 0:
-        raise ValueError(f"need repetitions >= 1, 0 < lower < upper, tolerance > 0; "
-                         f"got {repetitions}, {lower}, {upper}, {tolerance}")
+    if repetitions < 1:
+        raise ValueError(f"need repetitions >= 1, got {repetitions}")
     start = time.perf_counter()
     bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
     measured: dict[float, float] = {}
@@ -303,35 +352,46 @@ def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.
             measured[f] = hits / repetitions
         return measured[f]
 
-    need = power - 1e-12
-    if power_at(upper) >= need:
-        lo, hi = upper, None
-    elif power_at(lower) < need:
-        lo, hi = None, lower
-    else:
-        lo, hi = lower, upper
-        while hi - lo > tolerance:
-            mid = 0.5 * (lo + hi)
-            if power_at(mid) >= need:
-                lo = mid
-            else:
-                hi = mid
-    return {
-        "factor": 0.0 if lo is None else float(lo),
-        "power_at_factor": None if lo is None else measured[lo],
-        "next_factor": None if hi is None else float(hi),
-        "power_at_next": None if hi is None else measured[hi],
-        "power": float(power),
-        "repetitions": repetitions,
-        "seed": seed,
-        "tolerance": float(tolerance),
-        "lower": float(lower),
-        "upper": float(upper),
-        "alpha": alpha,
-        "per_tail": per_tail,
-        "evaluations": len(measured),
-        "seconds": time.perf_counter() - start,
-    }
+    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    return {**_factor_record(lo, hi, measured, power=float(power), repetitions=repetitions, seed=seed,
+                             tolerance=float(tolerance), lower=float(lower), upper=float(upper), alpha=alpha,
+                             per_tail=per_tail),
+            "seconds": time.perf_counter() - start}
+
+
+def detectable_factor_batched(simulate_all: Callable[[float], tuple[np.ndarray, np.ndarray]], *, curve,
+                              alpha: float, per_tail: int | None = 40, power: float = 0.8,
+                              tolerance: float = DEFAULT_TOLERANCE, lower: float = DEFAULT_LOWER,
+                              upper: float = 1.0) -> dict:
+    """``detectable_factor`` for a sampler that draws every repetition at once:
+    ``simulate_all(f) -> (scores, included)``, scores repetitions × m (one simulated audit
+    per row), included m booleans shared by the rows or repetitions × m. The sampler owns
+    its random numbers and must reuse them at every f (common random numbers), so the
+    record's ``seed`` is None and ``repetitions`` is the number of rows."""
+    alpha = _check_detection(alpha, power, lower, upper, tolerance)
+    start = time.perf_counter()
+    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    measured: dict[float, float] = {}
+    rows: list[int] = []
+
+    def power_at(f: float) -> float:
+        if f not in measured:
+            scores, included = simulate_all(f)
+            scores = np.atleast_2d(scores)
+            included = np.broadcast_to(np.asarray(included, dtype=bool), scores.shape)
+            rows.append(scores.shape[0])
+            hits = sum(claim_curve_rejects(s, i, bracket, alpha=alpha, per_tail=per_tail)
+                       for s, i in zip(scores, included, strict=True))
+            measured[f] = hits / scores.shape[0]
+        return measured[f]
+
+    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    if len(set(rows)) != 1:
+        raise ValueError(f"simulate_all returned different numbers of repetitions across f: {sorted(set(rows))}")
+    return {**_factor_record(lo, hi, measured, power=float(power), repetitions=rows[0], seed=None,
+                             tolerance=float(tolerance), lower=float(lower), upper=float(upper), alpha=alpha,
+                             per_tail=per_tail),
+            "seconds": time.perf_counter() - start}
 
 
 def detectable_noise_factor(*, canaries: int, q: float, steps: int, sigma: float, curve, alpha: float,

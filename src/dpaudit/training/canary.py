@@ -40,21 +40,14 @@ import pandas as pd
 from dpaudit.contract.metrics import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
+from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.training.models import predict_logits
 from dpaudit.training.steps import CORRECT, MechanismPolicy
 from dpaudit.training.train import normalize_params, train_model
 
-__all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin", "subsampled_gaussian_llr"]
-
-
-def subsampled_gaussian_llr(observations: np.ndarray, q: float, sigma: float) -> np.ndarray:
-    """Σ_t log[(1 − q) + q·exp((2u_t − 1)/(2σ²))] per column: the log-likelihood ratio of
-    "included" (u_t ~ (1 − q)N(0, σ²) + qN(1, σ²)) against "excluded" (u_t ~ N(0, σ²)),
-    with u_t the update at the canary's coordinate in units of C."""
-    u = np.asarray(observations, dtype=np.float64)
-    return np.logaddexp(np.log1p(-q), np.log(q) + (2.0 * u - 1.0) / (2.0 * sigma**2)).sum(axis=0)
+__all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin"]
 
 
 def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], *,
@@ -63,7 +56,7 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
                     policy: MechanismPolicy = CORRECT) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the audit twin of a DP-SGD run; return per-canary scores and the twin's record.
 
-    Scores (higher = looks included): white box ``llr`` (``subsampled_gaussian_llr`` with
+    Scores (higher = looks included): white box ``llr`` (``dpaudit.dp.canary_power.subsampled_gaussian_llr`` with
     the run's q and σ, as the auditor knows them) and ``sum`` (Σ_t u_t); black box
     ``neg_loss`` (minus the final twin's cross-entropy on the canary's changed label).
     ``policy`` plants a bug on purpose (``dpaudit.training.steps.MechanismPolicy``; power tests).

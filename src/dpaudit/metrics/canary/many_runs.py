@@ -19,9 +19,8 @@ from dpaudit.dp.canary_bounds import claim_curve_test
 from dpaudit.dp.hypothesis import epsilon_from_counts
 from dpaudit.dp.tradeoff import pure_tradeoff
 from dpaudit.metrics.mia import epsilon_lower_bound
-from dpaudit.training.canary_linear import linear_release_scores
 
-__all__ = ["audit_linear", "claim_curve", "many_runs_bound"]
+__all__ = ["bound_from_scores", "claim_curve", "many_runs_bound"]
 
 
 def many_runs_bound(scores_in, scores_out, *, delta: float, alpha: float, seed: int) -> dict[str, Any]:
@@ -55,18 +54,3 @@ def claim_curve(scores: pd.DataFrame, *, epsilon: float, alpha: float, per_tail:
             "claim_worst_fpr_upper": test.worst_fpr_upper, "claim_worst_fnr_upper": test.worst_fnr_upper,
             "claim_worst_claimed_fnr": test.worst_claimed_fnr, "claim_worst_mirrored": test.worst_mirrored}
 
-
-def audit_linear(x_members: np.ndarray, labels: np.ndarray, *, mechanism: str, epsilon: float, lam: float,
-                 releases: int, alpha: float = 0.05, seed: int, delta: float = 0.0, detect: bool = False,
-                 **options) -> dict[str, Any]:
-    """Releases, scores, bound and claim-curve test in one call (``linear_release_scores``, then
-    ``many_runs_bound`` and ``claim_curve`` at the same α; with ``detect`` the detectable noise
-    factor too, at that α)."""
-    options.setdefault("alpha", alpha if detect else None)
-    result = linear_release_scores(x_members, labels, mechanism=mechanism, epsilon=epsilon, lam=lam,
-                                   releases=releases, seed=seed, **options)
-    frame = result["scores"]
-    included = frame["included"].to_numpy(bool)
-    values = frame["score"].to_numpy(np.float64)
-    return {**result, **many_runs_bound(values[included], values[~included], delta=delta, alpha=alpha, seed=seed),
-            **claim_curve(frame, epsilon=epsilon, alpha=alpha, per_tail=options.get("per_tail", 40))}
