@@ -11,7 +11,7 @@ every per-example gradient vector; 5,207 MB before gradients were streamed, targ
 Case ``canary_twin`` (issue 26): the audit twin of a DP-SGD run (``canary_scores``) at the
 schema's maximum of 100,000 gradient canaries, n = 2,000 (members 1,000), d = 20, the
 grid's default hyperparameters (10 epochs, batch 64, 64 hidden units), against
-``dpaudit.resources.canary_twin_resources`` (the issue's tour measured 1,424 MB when
+``dpaudit.resources.canary_twin_resources`` (the issue's tour measured 1,424 MB (canaries as first-layer inputs then; 1,168 MB peak for 2,700 MB declared since issue 22) when
 1,000 MB were declared from the released model's width).
 """
 

@@ -576,7 +576,7 @@ def train_model(
         save_model(model, model_path)
     # The released model's mean cross-entropy on its training data (members, and the
     # twin's included input canaries; the canary inputs are 0) against the constant predictor's.
-    logits_t = predict_logits(net, np.pad(x, [(0, 0), (0, m_gradient)]) if m_gradient else x).astype(np.float64)
+    logits_t = predict_logits(net, x).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         final_loss = float(np.mean(np.logaddexp.reduce(logits_t, axis=1) - logits_t[np.arange(len(y)), y]))
     constant_loss = constant_predictor_loss(y, n_classes)
