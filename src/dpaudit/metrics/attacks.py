@@ -235,7 +235,7 @@ def _log_mean_exp(logs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.nd
     """log of the mean of exp(logs) over the models in ``mask`` (axis 0), and the counts."""
     count = mask.sum(axis=0)
     masked = np.where(mask, logs, -np.inf)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         out = special.logsumexp(masked, axis=0) - np.log(count)
     return np.where(count > 0, out, np.nan), count
 
@@ -253,11 +253,12 @@ def _rmia_log_marginal(ref: np.ndarray, inc: np.ndarray, offline_a: float | None
     lout, n_out = _log_mean_exp(logp, ~inc)
     lall, _ = _log_mean_exp(logp, np.ones_like(inc))
     if offline_a is None:
-        both = np.logaddexp(lin, lout) - math.log(2.0)
+        with np.errstate(invalid="ignore"):
+            both = np.logaddexp(lin, lout) - math.log(2.0)
         out = np.where(n_in == 0, lout, np.where(n_out == 0, lin, both))
         return out, int(np.sum((n_in == 0) | (n_out == 0)))
     a = float(offline_a)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         mixed = np.logaddexp(math.log1p(a) + lout, math.log(1.0 - a) if a < 1 else -np.inf) - math.log(2.0)
     return np.where(n_out > 0, mixed, lall), int(np.sum(n_out == 0))
 
