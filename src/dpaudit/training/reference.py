@@ -164,7 +164,7 @@ class _Bias:
     use_bias = True
 
 
-def _stacked_step(variables, p, clip, divisor, sizes, tf, keras):
+def _stacked_step(variables, p, clip, divisor, tf, keras):
     """tf.function(x [K,m,d], y [K,m], mask [K,m], active [K], noise [K, P]) → (Σ loss, #correct, clipped)
     per model; applies one update of every active model."""
     n_layers = len(variables) // 2
@@ -291,6 +291,7 @@ def train_reference_models(
     if count is not None and count != k_models:
         raise ValueError(f"count={count} but the inclusion matrix has {k_models} rows")
     n_classes = int(p["n_classes"] or int(y.max()) + 1)
+    implementation = None
     if p["mechanism"] == "dpsgd":
         implementation = _resolve_implementation(p)  # refuses inconsistent choices like train_model
     problem = "force_loop" if force_loop else vectorization_problem(p)
@@ -304,8 +305,7 @@ def train_reference_models(
         logits, history, weights = _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf)
     else:
         log.warning("reference models of this recipe train one at a time in this process: %s", problem)
-        logits, history, weights = _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation
-                                               if p["mechanism"] == "dpsgd" else None, _tf)
+        logits, history, weights = _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf)
     seconds = time.perf_counter() - t0
     log.info("%d reference models (%s) trained in %.2fs", k_models,
              "stacked" if problem is None else "loop", seconds)
@@ -332,7 +332,7 @@ def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf):
     dp = p["mechanism"] == "dpsgd"
     clip = float(p["clip_norm"]) if dp else 1.0
     divisor = float(p["batch_size"])
-    step = _stacked_step(variables, p, clip, divisor, None, tf, keras)
+    step = _stacked_step(variables, p, clip, divisor, tf, keras)
     n_params = sum(int(np.prod(v.shape[1:])) for v in variables)
     noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
     n_steps = [len(b) for b in batches]
