@@ -170,3 +170,15 @@ def test_power_on_an_overfit_baseline():
         for name in wins:
             wins[name] += got[name][0] > got["loss"][0] and got[name][1] >= 2 * got["loss"][1]
     assert wins["lira_online"] >= 15 and wins["rmia"] >= 15, wins
+
+
+def test_shuffle_sampling_stacks_too():
+    """Fixed-size batches of each model's own half (its own step count): alone = its slice."""
+    x, y = _data(8)
+    params = _recipe("dpsgd", sampling="shuffle")
+    pool = R.train_reference_models(x, y, params, n_members=120, count=3, seed=4, return_weights=True)
+    alone = R.train_reference_models(x, y, params, n_members=120, inclusion=pool.inclusion[1:2],
+                                     seeds=pool.seeds[1:2], return_weights=True)
+    assert pool.vectorized and np.all(np.isfinite(pool.history["loss"]))
+    for a, b in zip(alone.weights, pool.weights, strict=True):
+        np.testing.assert_allclose(a[0], b[1], atol=1e-5, rtol=0)
