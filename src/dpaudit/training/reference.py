@@ -1,0 +1,427 @@
+"""K reference ("shadow") models of one training recipe, trained together in one process.
+
+A recipe is a grid cell without its seed (mechanism, ε, clip norm, epochs, batch size,
+learning rate, architecture, dataset). Its reference models train on random halves of
+the audit population P (members ∪ designated non-members): example j is in model k's
+training set with probability ½, independently, from a fixed seed
+(``inclusion_matrix``; the matrix is returned and must be stored with the outputs).
+
+DP-matched: every model runs the released model's mechanism with the RECIPE's
+accounting, read exactly as ``train_model`` reads it (``recipe_accounting``): sampling
+rate q = B/n and steps = ⌊n/B⌋·epochs of the target's n members, σ from
+``dpaudit.dp.accounting.calibrate_noise`` (or the given noise multiplier), the fixed
+divisor B. Each model draws its Poisson batches from its own included rows at that q
+(its expected batch is q·n_k ≈ B when |P| ≈ 2n), so every reference model carries the
+target's (ε, δ) claim.
+
+Vectorized path (``vectorized=True`` in the result): the MLP's Dense weights are
+stacked on a leading model axis ([K, in, out]); one step feeds a [K, m, d] block
+holding each model's own Poisson batch (padded to the largest, padding masked out of
+the loss). DP-SGD clips per example and per model by the ghost norms of
+``dpaudit.training.steps._ghost_squared_norms`` (‖h_i‖²‖δ_i‖² + ‖δ_i‖² per Dense layer,
+called on the K·m rows flattened; examples of different models do not interact either),
+forms the clipped sums hᵀ(w ⊙ δ) with one batched matmul per layer, and adds
+N(0, σ²C²) noise per model from the model's own numpy generator. The optimizers are
+Keras' legacy SGD (momentum) and Adam update rules, applied per model (a baseline model
+whose batch is empty skips the step, as ``train_model`` does; a DP model takes the
+noise-only step). Model k's initial weights are ``build_mlp(seed=seeds[k])``'s (same
+seeded initializers), its batches come from ``np.random.default_rng([seeds[k], 1])``
+(``train_model``'s sampler), its noise from ``default_rng([seeds[k], 4])``: a model's
+training does not depend on which other models share the stack.
+
+Fallback (``vectorized=False``, logged): Dropout, microbatches or an explicitly chosen
+``vectorized_optimizer``: the same recipe and batches, one Keras model at a time through
+``dpaudit.training.steps.build_train_step`` (``train_model``'s step), in this process.
+The linear mechanisms are not covered yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.dp import accounting
+from dpaudit.training import sampling
+from dpaudit.training.steps import _ghost_squared_norms
+from dpaudit.training.train import _resolve_implementation, normalize_params
+
+__all__ = [
+    "ReferencePool",
+    "inclusion_matrix",
+    "recipe_accounting",
+    "reference_seeds",
+    "train_reference_models",
+    "vectorization_problem",
+]
+
+# Keras legacy Adam's defaults (beta_1, beta_2, epsilon).
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPSILON = 1e-7
+
+
+def reference_seeds(seed: int, count: int) -> np.ndarray:
+    """The training seed of each of ``count`` reference models (31-bit ints from (seed, k))."""
+    return np.array([int(np.random.SeedSequence([int(seed), 7, k]).generate_state(1)[0] >> 1)
+                     for k in range(int(count))], dtype=np.int64)
+
+
+def inclusion_matrix(seed: int, count: int, population: int) -> np.ndarray:
+    """[count, population] bool: example j in model k's training set, each with probability ½."""
+    return np.random.default_rng([int(seed), 5]).random((int(count), int(population))) < 0.5
+
+
+def recipe_accounting(params: dict[str, Any], n_members: int) -> dict[str, Any]:
+    """q, steps, σ and the accountant's ε of the recipe, as ``train_model`` computes them
+    for a run on ``n_members`` members (same functions, same arguments)."""
+    p = normalize_params(params)
+    if p["mechanism"] in LINEAR_MECHANISMS:
+        raise NotImplementedError(f"reference models of {p['mechanism']} are not implemented yet")
+    n = int(n_members)
+    batch_size = p["batch_size"]
+    q = batch_size / n
+    spe = sampling.steps_per_epoch(n, batch_size)
+    steps = spe * p["epochs"]
+    sigma, epsilon = 0.0, math.inf
+    if p["mechanism"] == "dpsgd":
+        if p["noise_multiplier"] is None:
+            sigma = accounting.calibrate_noise(p["target_epsilon"], q, steps, p["delta"], p["accountant"],
+                                               p["sampling"])
+        else:
+            sigma = p["noise_multiplier"]
+        epsilon = float(accounting.dpsgd_epsilon(sigma, q, steps, p["delta"], p["accountant"],
+                                                 p["sampling"])["epsilon"])
+    return {"params": p, "sampling_probability": q, "steps": steps, "steps_per_epoch": spe,
+            "noise_multiplier": float(sigma), "epsilon": epsilon, "n_members": n}
+
+
+def vectorization_problem(p: dict[str, Any]) -> str | None:
+    """Why the model axis cannot train this (normalized) recipe, or None."""
+    if p["dropout"] > 0:
+        return "dropout > 0 (per-example Dropout masks are not stacked)"
+    if p["mechanism"] == "dpsgd":
+        if p["microbatches"] is not None:
+            return "microbatches (group clipping is not stacked)"
+        if p["dp_implementation"] == "vectorized_optimizer":
+            return "dp_implementation vectorized_optimizer chosen explicitly"
+    return None
+
+
+@dataclass
+class ReferencePool:
+    """K reference models' outputs on P and everything needed to reuse and judge them."""
+
+    logits: np.ndarray  # [K, |P|, C] float32, inference mode
+    inclusion: np.ndarray  # [K, |P|] bool
+    seeds: np.ndarray  # [K] training seeds
+    noise_multiplier: float
+    sampling_probability: float
+    steps: int
+    epsilon: float
+    delta: float | None
+    vectorized: bool
+    fallback_reason: str | None
+    history: dict[str, np.ndarray]  # "loss", "accuracy": [K, epochs] (training-mode, like train.json)
+    train_seconds: float
+    weights: list[np.ndarray] | None = None  # stacked [K, ...] arrays (kernel, bias per Dense layer)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _batches(inclusion: np.ndarray, seeds: np.ndarray, p: dict[str, Any], q: float, steps: int):
+    """Per model, the list of its batches as positions into P (``train_model``'s samplers)."""
+    out = []
+    for k in range(inclusion.shape[0]):
+        rows = np.flatnonzero(inclusion[k])
+        rng = np.random.default_rng([int(seeds[k]), 1])
+        if p["sampling"] == "poisson":
+            gen = sampling.poisson_batches(rows.size, q, steps, rng)
+        else:
+            gen = sampling.shuffle_batches(rows.size, p["batch_size"], p["epochs"], rng)
+        out.append([rows[idx] for idx in gen])
+    return out
+
+
+def _initial_weights(d: int, p: dict[str, Any], n_classes: int, seeds: np.ndarray, keras) -> list[np.ndarray]:
+    """Stacked initial weights: model k's are ``build_mlp(d, p, seed=seeds[k])``'s."""
+    widths = [d, *p["hidden_units"], n_classes]
+    stacked = []
+    for i in range(len(widths) - 1):
+        kernels = [keras.initializers.GlorotUniform(seed=int(s) * 1009 + 2 * i)((widths[i], widths[i + 1]),
+                                                                                 dtype="float32").numpy()
+                   for s in seeds]
+        stacked += [np.stack(kernels), np.zeros((len(seeds), widths[i + 1]), np.float32)]
+    return stacked
+
+
+class _Bias:
+    """What ``_ghost_squared_norms`` reads of a layer: every stacked Dense layer has a bias."""
+
+    use_bias = True
+
+
+def _stacked_step(variables, p, clip, divisor, tf, keras):
+    """tf.function(x [K,m,d], y [K,m], mask [K,m], active [K], noise [K, P]) → (Σ loss, #correct, clipped)
+    per model; applies one update of every active model."""
+    n_layers = len(variables) // 2
+    activation = keras.activations.get(p["activation"])
+    dp = p["mechanism"] == "dpsgd"
+    lr, momentum = float(p["learning_rate"]), float(p["momentum"])
+    adam = p["optimizer"] == "adam"
+    slots = [tf.Variable(tf.zeros_like(v)) for v in variables]
+    slots2 = [tf.Variable(tf.zeros_like(v)) for v in variables] if adam else []
+    k_models = int(variables[0].shape[0])
+    iterations = tf.Variable(tf.zeros([k_models], tf.float32))
+
+    def apply(grads, active):
+        act = tf.cast(active, tf.float32)
+        if adam:
+            iterations.assign_add(act)
+            t = tf.maximum(iterations, 1.0)
+            b1, b2 = ADAM_BETAS
+            lr_t = lr * tf.sqrt(1.0 - tf.pow(b2, t)) / (1.0 - tf.pow(b1, t))
+        for j, (v, g) in enumerate(zip(variables, grads, strict=True)):
+            shape = [k_models] + [1] * (len(v.shape) - 1)
+            a = tf.reshape(act, shape)
+            if adam:
+                m_new = ADAM_BETAS[0] * slots[j] + (1 - ADAM_BETAS[0]) * g
+                v_new = ADAM_BETAS[1] * slots2[j] + (1 - ADAM_BETAS[1]) * tf.square(g)
+                delta = -tf.reshape(lr_t, shape) * m_new / (tf.sqrt(v_new) + ADAM_EPSILON)
+                slots[j].assign(a * m_new + (1 - a) * slots[j])
+                slots2[j].assign(a * v_new + (1 - a) * slots2[j])
+                v.assign_add(a * delta)
+            elif momentum:
+                acc = momentum * slots[j] - lr * g
+                slots[j].assign(a * acc + (1 - a) * slots[j])
+                v.assign_add(a * acc)
+            else:
+                v.assign_add(a * (-lr * g))
+
+    def forward(x):
+        taps, h = [], x
+        for i in range(n_layers):
+            kernel, bias = variables[2 * i], variables[2 * i + 1]
+            z = tf.matmul(h, kernel) + bias[:, None, :]
+            taps.append((h, z))
+            h = activation(z) if i < n_layers - 1 else z
+        return h, taps
+
+    @tf.function(autograph=False, reduce_retracing=True)
+    def step(x, y, mask, active, noise):
+        with tf.GradientTape() as tape:
+            logits, taps = forward(x)
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits) * mask
+            if dp:
+                objective = tf.reduce_sum(losses)
+            else:
+                counts = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+                objective = tf.reduce_sum(tf.reduce_sum(losses, axis=1) / counts)
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=2), y), tf.float32) * mask, axis=1)
+        if not dp:
+            grads = tape.gradient(objective, variables)
+            apply(grads, active)
+            return tf.reduce_sum(losses, axis=1), correct, tf.zeros([k_models])
+        deltas = tape.gradient(objective, [z for _, z in taps])
+        k, m = tf.shape(x)[0], tf.shape(x)[1]
+        flat = [(tf.reshape(h, [k * m, -1]), None, _Bias()) for h, _ in taps]
+        sq = _ghost_squared_norms(flat, [tf.reshape(dl, [k * m, -1]) for dl in deltas], tf)
+        norms = tf.reshape(tf.sqrt(sq), [k, m])
+        weights = clip / tf.maximum(clip, norms)  # clip_grads.compute_clip_weights
+        grads, offset = [], 0
+        for (h, _), dl in zip(taps, deltas, strict=True):
+            wd = dl * weights[:, :, None]
+            for g in (tf.matmul(h, wd, transpose_a=True), tf.reduce_sum(wd, axis=1)):
+                size = int(np.prod(g.shape[1:]))
+                z = tf.reshape(noise[:, offset:offset + size], tf.shape(g))
+                grads.append((g + z) / divisor)
+                offset += size
+        apply(grads, active)
+        clipped = tf.reduce_sum(tf.cast(norms > clip, tf.float32) * mask, axis=1)
+        return tf.reduce_sum(losses, axis=1), correct, clipped
+
+    return step
+
+
+def train_reference_models(
+    x: np.ndarray,
+    y: np.ndarray,
+    params: dict[str, Any],
+    *,
+    n_members: int,
+    count: int | None = None,
+    seed: int = 0,
+    inclusion: np.ndarray | None = None,
+    seeds: np.ndarray | None = None,
+    threads: int = 1,
+    log: logging.Logger | None = None,
+    return_weights: bool = False,
+    force_loop: bool = False,
+) -> ReferencePool:
+    """Train ``count`` reference models of the recipe ``params`` (``train_model``'s
+    parameters) on halves of the audit population ``x`` [|P|, d], ``y`` [|P|].
+
+    ``n_members``: the target's member count (the recipe's q = B/n and steps).
+    ``inclusion`` [K, |P|] and ``seeds`` [K] default to ``inclusion_matrix(seed, K, |P|)``
+    and ``reference_seeds(seed, K)``; pass rows of them to train a subset of a pool alone
+    (it gets the same weights). Returns every model's logits on P (``ReferencePool``).
+    ``force_loop`` takes the one-model-at-a-time path (tests, benchmarks).
+    """
+    log = log or logging.getLogger(__name__)
+    acc = recipe_accounting(params, n_members)
+    p = acc["params"]
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"x must be [|P|, d] and y [|P|], got {x.shape} and {y.shape}")
+    if inclusion is None:
+        if count is None:
+            raise ValueError("give count (K) or an inclusion matrix")
+        inclusion = inclusion_matrix(seed, count, x.shape[0])
+    inclusion = np.asarray(inclusion, dtype=bool)
+    if inclusion.ndim != 2 or inclusion.shape[1] != x.shape[0]:
+        raise ValueError(f"inclusion must be [K, |P|={x.shape[0]}], got {inclusion.shape}")
+    k_models = inclusion.shape[0]
+    seeds = reference_seeds(seed, k_models) if seeds is None else np.asarray(seeds, dtype=np.int64)
+    if seeds.shape != (k_models,):
+        raise ValueError(f"seeds must have shape ({k_models},), got {seeds.shape}")
+    if count is not None and count != k_models:
+        raise ValueError(f"count={count} but the inclusion matrix has {k_models} rows")
+    n_classes = int(p["n_classes"] or int(y.max()) + 1)
+    implementation = None
+    if p["mechanism"] == "dpsgd":
+        implementation = _resolve_implementation(p)  # refuses inconsistent choices like train_model
+    problem = "force_loop" if force_loop else vectorization_problem(p)
+    batches = _batches(inclusion, seeds, p, acc["sampling_probability"], acc["steps"])
+
+    from dpaudit import _tf
+
+    _tf.configure(threads, int(seed))
+    t0 = time.perf_counter()
+    if problem is None:
+        logits, history, weights = _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf)
+    else:
+        log.warning("reference models of this recipe train one at a time in this process: %s", problem)
+        logits, history, weights = _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf)
+    seconds = time.perf_counter() - t0
+    log.info("%d reference models (%s) trained in %.2fs", k_models,
+             "stacked" if problem is None else "loop", seconds)
+    return ReferencePool(
+        logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=acc["noise_multiplier"],
+        sampling_probability=acc["sampling_probability"], steps=acc["steps"], epsilon=acc["epsilon"],
+        delta=p["delta"], vectorized=problem is None, fallback_reason=problem, history=history,
+        train_seconds=seconds, weights=weights if return_weights else None,
+        info={"hyperparameters": p, "n_members": acc["n_members"], "n_population": int(x.shape[0]),
+              "n_classes": n_classes, "steps_per_epoch": acc["steps_per_epoch"]},
+    )
+
+
+def _epoch_of(t: int, p: dict[str, Any], acc: dict[str, Any], n_steps: list[int], k: int) -> int:
+    if p["sampling"] == "poisson":
+        return t // acc["steps_per_epoch"]
+    return t // max(1, n_steps[k] // p["epochs"])
+
+
+def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf):
+    tf, keras = _tf.tf, _tf.keras
+    k_models, d = len(seeds), x.shape[1]
+    variables = [tf.Variable(w) for w in _initial_weights(d, p, n_classes, seeds, keras)]
+    dp = p["mechanism"] == "dpsgd"
+    clip = float(p["clip_norm"]) if dp else 1.0
+    divisor = float(p["batch_size"])
+    step = _stacked_step(variables, p, clip, divisor, tf, keras)
+    n_params = sum(int(np.prod(v.shape[1:])) for v in variables)
+    noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
+    n_steps = [len(b) for b in batches]
+    total = max(n_steps)
+    loss_sum = np.zeros((k_models, p["epochs"]))
+    correct_sum = np.zeros((k_models, p["epochs"]))
+    seen = np.zeros((k_models, p["epochs"]))
+    sigma_c = acc["noise_multiplier"] * clip
+    for t in range(total):
+        idx = [b[t] if t < len(b) else np.zeros(0, np.int64) for b in batches]
+        sizes = np.array([i.size for i in idx])
+        m = max(1, int(sizes.max()))
+        pos = np.zeros((k_models, m), np.int64)
+        mask = np.zeros((k_models, m), np.float32)
+        for k, i in enumerate(idx):
+            pos[k, : i.size] = i
+            mask[k, : i.size] = 1.0
+        alive = np.array([t < n for n in n_steps])
+        active = alive & (sizes > 0) if not dp else alive
+        noise = np.zeros((k_models, n_params if dp else 0), np.float32)
+        if dp:
+            for k in range(k_models):
+                if alive[k]:
+                    noise[k] = sigma_c * noise_rngs[k].standard_normal(n_params)
+        ls, cs, _ = step(tf.constant(x[pos]), tf.constant(y[pos]), tf.constant(mask), tf.constant(active),
+                         tf.constant(noise))
+        ls, cs = ls.numpy(), cs.numpy()
+        for k in range(k_models):
+            if alive[k]:
+                e = min(_epoch_of(t, p, acc, n_steps, k), p["epochs"] - 1)
+                loss_sum[k, e] += ls[k]
+                correct_sum[k, e] += cs[k]
+                seen[k, e] += sizes[k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
+    weights = [v.numpy() for v in variables]
+    return _stacked_logits(weights, x, p, keras, tf), history, weights
+
+
+def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
+    activation = keras.activations.get(p["activation"])
+    n_layers = len(weights) // 2
+    out = []
+    for start in range(0, x.shape[0], chunk):
+        h = tf.constant(x[start:start + chunk])[None]
+        for i in range(n_layers):
+            z = tf.matmul(h, weights[2 * i]) + weights[2 * i + 1][:, None, :]
+            h = activation(z) if i < n_layers - 1 else z
+        out.append(h.numpy())
+    return np.concatenate(out, axis=1).astype(np.float32)
+
+
+def _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf):
+    """One Keras model at a time through ``build_train_step`` (``train_model``'s step)."""
+    from dpaudit.training.models import build_mlp, logits_model, predict_logits
+    from dpaudit.training.steps import build_train_step
+
+    tf = _tf.tf
+    logits, weights = [], []
+    k_models = len(seeds)
+    loss_sum = np.zeros((k_models, p["epochs"]))
+    correct_sum = np.zeros((k_models, p["epochs"]))
+    seen = np.zeros((k_models, p["epochs"]))
+    n_steps = [len(b) for b in batches]
+    for k, s in enumerate(seeds):
+        model = build_mlp(x.shape[1], {**p, "n_classes": n_classes}, seed=int(s))
+        net = logits_model(model)
+        step, noise_step, _ = build_train_step(
+            net, mechanism=p["mechanism"], optimizer=p["optimizer"], learning_rate=p["learning_rate"],
+            momentum=p["momentum"], clip_norm=p["clip_norm"], noise_multiplier=acc["noise_multiplier"],
+            expected_batch_size=p["batch_size"], implementation=implementation or "fast_gradient_clipping",
+            microbatches=p["microbatches"],
+            dropout_seed=int(np.random.SeedSequence([int(s), 2]).generate_state(1)[0]))
+        drop = p["microbatches"] is not None and p["sampling"] == "shuffle"
+        for t, idx in enumerate(batches[k]):
+            if drop and len(idx) % p["microbatches"]:
+                idx = idx[: len(idx) - len(idx) % p["microbatches"]]
+            if len(idx) == 0:
+                if noise_step is not None:
+                    noise_step()
+                continue
+            ls, cs, _ = step(tf.constant(x[idx]), tf.constant(y[idx]))
+            e = min(_epoch_of(t, p, acc, n_steps, k), p["epochs"] - 1)
+            loss_sum[k, e] += float(ls)
+            correct_sum[k, e] += float(cs)
+            seen[k, e] += len(idx)
+        logits.append(predict_logits(net, x))
+        weights.append([w for layer in model.layers if layer.weights for w in layer.get_weights()])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
+    stacked = [np.stack([w[j] for w in weights]) for j in range(len(weights[0]))]
+    return np.stack(logits), history, stacked
