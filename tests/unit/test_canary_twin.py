@@ -38,7 +38,7 @@ def _twin(policy=None, factor=10.0, input_canaries=40, seed=0, canaries=1000, pa
 
 def _rows(scores, record):
     return canary_rows(scores, accountant_epsilon=record["epsilon"], delta=record["delta"], alpha=0.05,
-                       claimed_epsilon=recorded_claims(record), claim_curve=claimed_curve(record))
+                       one_run_claims=recorded_claims(record), claim_curve=claimed_curve(record))
 
 
 def _value(rows, metric, threat="white_box", kind="llr"):

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import special
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
-from dpaudit.dp.canary_bounds import guesses_curve, one_run_delta
+from dpaudit.dp.canary_bounds import guesses_curve
 from dpaudit.metrics.canary.rows import LADDER, claimed_curve, recorded_claims
 from dpaudit.plots.privacy_utility import save_figure
 
@@ -39,19 +39,21 @@ def _white_box(scores: pd.DataFrame) -> pd.DataFrame:
 
 def guesses_table(runs: Sequence[Mapping], scores: Sequence[pd.DataFrame], *, alpha: float) -> pd.DataFrame:
     """``guesses_curve`` of every audited DP-SGD run (``runs``: dicts with dataset, run,
-    target_epsilon, seed, accountant_epsilon, delta, and optionally claims: the accountant's ε
-    at a given δ, ``dpaudit.metrics.canary.rows.recorded_claims``), stacked with its run keys."""
+    target_epsilon, seed, accountant_epsilon, delta, and claims: audit.json's one-run claims,
+    ``dpaudit.metrics.canary.rows.recorded_claims``), stacked with its run keys."""
     frames = []
     for run, frame in zip(runs, scores, strict=True):
         white = _white_box(frame)
         if white.empty:
             continue
-        # the δ′ of the certified rows (dpaudit.metrics.canary.rows), and the accountant's ε there
-        at = one_run_delta(float(run["delta"]), alpha, len(white))
+        # the δ′ of the certified rows and the accountant's ε there, as the twin recorded them
+        recorded = (run.get("claims") or {}).get(WHITE_BOX.threat_model)
+        if recorded is None:
+            raise ValueError(f"audit.json of run {run['run']!r} records no one-run claim of its white-box canaries: "
+                             "rerun canary_scores")
+        at, claim = float(recorded["delta"]), float(recorded["epsilon"])
         curve = guesses_curve(white["score"].to_numpy(float), white["included"].to_numpy(bool),
                               alpha=alpha, delta=at)
-        claims = run.get("claims")
-        claim = float("nan") if claims is None else claims(at)
         frames.append(curve.assign(**{k: run[k] for k in ("dataset", "run", "target_epsilon", "seed",
                                                            "accountant_epsilon")}, claimed_epsilon=claim))
     if not frames:

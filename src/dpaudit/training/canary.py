@@ -120,8 +120,9 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "history": info["history"],
     }
     record["accountant_profile"] = accountant_profile(record)
-    record["claimed_epsilon"] = claimed_epsilon_points(record, alpha=1.0 - float(confidence),
-                                                       canaries=[int(gradient_canaries), int(input_canaries)])
+    record["one_run_claims"] = one_run_claims(record, alpha=1.0 - float(confidence),
+                                              canaries={"white_box": int(gradient_canaries),
+                                                        "black_box": int(input_canaries)})
     log.info("audit twin: %d gradient and %d input canaries, %d steps in %.1fs",
              gradient_canaries, input_canaries, info["steps"], seconds)
     return scores, record
@@ -166,17 +167,18 @@ def accountant_profile(record: dict[str, Any]) -> list[list[float]]:
     return [[float(d), float(e)] for d, e in zip(deltas, eps, strict=True)]
 
 
-def claimed_epsilon_points(record: dict[str, Any], *, alpha: float, canaries: list[int]) -> list[list[float]]:
-    """[[δ′, ε(δ′)], ...]: the accountant's ε of the twin's mechanism (its σ, q, steps,
-    accountant and sampling) at each δ′ = ``one_run_delta`` the one-run bounds of these
-    canary counts are computed at (``dpaudit.metrics.canary.rows`` compares with them)."""
-    points = {}
-    for m in canaries:
+def one_run_claims(record: dict[str, Any], *, alpha: float, canaries: dict[str, int]) -> dict[str, dict[str, float]]:
+    """Per threat model with canaries, the δ′ = ``one_run_delta`` its one-run bound is computed
+    at and the accountant's ε there (the twin's σ, q, accounted steps, accountant and
+    sampling): {"white_box": {"canaries": m, "delta": δ′, "epsilon": ε(δ′)}, ...}. Recorded
+    once in audit.json; ``dpaudit.metrics.canary.rows`` and the figures read it."""
+    claims = {}
+    for threat, m in canaries.items():
         if m <= 0:
             continue
         at = one_run_delta(record["delta"], alpha, m)
-        if at not in points:
-            points[at] = accounting.dpsgd_epsilon(record["noise_multiplier"], record["sampling_probability"],
-                                                  record["accounted_steps"], at, record["accountant"],
-                                                  record["sampling"])["epsilon"]
-    return [[float(at), float(eps)] for at, eps in sorted(points.items())]
+        eps = accounting.dpsgd_epsilon(record["noise_multiplier"], record["sampling_probability"],
+                                       record["accounted_steps"], at, record["accountant"],
+                                       record["sampling"])["epsilon"]
+        claims[threat] = {"canaries": int(m), "delta": float(at), "epsilon": float(eps)}
+    return claims

@@ -181,7 +181,7 @@ def _curve_rows(keys: Mapping, values: np.ndarray, included: np.ndarray, curve: 
 def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
                 guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
                 seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None,
-                claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None) -> pd.DataFrame:
+                one_run_claims: Mapping[str, Mapping] | None = None, claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None) -> pd.DataFrame:
     """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
     or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
     score_kind, included, score).
@@ -190,7 +190,9 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     D′) give ``epsilon_lb_many_runs`` at δ = 0 with two one-sided bounds at α/2 each (so
     the confidence is 1 − α like the other rows; ``seed`` draws the split).
 
-    The distribution-free one-run bound is computed at ``one_run_delta`` and compared with
+    The distribution-free one-run bound is computed at the δ′ and judged against the
+    accountant's ε there that the twin recorded (``one_run_claims``, audit.json; read, never
+    recomputed). Without a record (library use) δ′ is ``one_run_delta`` and the claim
     ``claimed_epsilon(δ′)``, the accountant's ε at that δ′ (needed whenever δ′ < δ; at δ′ = δ,
     e.g. pure ε-DP, the claim is ``accountant_epsilon``); its rows carry δ′ in ``delta`` and
     the claim in ``claimed_epsilon``.
@@ -219,8 +221,17 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
         for method, metric in (("steinke", "epsilon_lb_one_run"), ("fdp", "epsilon_lb_one_run_fdp")):
             if method == "fdp" and delta <= 0:
                 continue
-            at = cb.one_run_delta(delta, alpha, values.size) if method == "steinke" else float(delta)
-            if at == delta:
+            recorded = (one_run_claims or {}).get(threat) if method == "steinke" else None
+            if recorded is not None and int(recorded["canaries"]) != values.size:
+                raise ValueError(f"audit.json records the one-run claim of {recorded['canaries']} {threat} canaries, "
+                                 f"the scores hold {values.size}: rerun canary_scores")
+            if recorded is not None:
+                at = float(recorded["delta"])
+            else:
+                at = cb.one_run_delta(delta, alpha, values.size) if method == "steinke" else float(delta)
+            if recorded is not None:
+                claim = float(recorded["epsilon"])
+            elif at == delta:
                 claim = accountant_epsilon
             elif claimed_epsilon is None:
                 raise ValueError(f"the one-run bound of {threat}/{kind} is computed at δ′ = {at:.3g} < δ = {delta:.3g} "
@@ -321,24 +332,14 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta, alpha=alpha,
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
                        gdp_thresholds_per_tail=per_tail, seed=int(options["seed"]),
-                       claimed_epsilon=recorded_claims(record), claim_curve=curve, detectable=detectable)
+                       one_run_claims=recorded_claims(record), claim_curve=curve, detectable=detectable)
 
 
-def recorded_claims(record: Mapping | None) -> Callable[[float], float] | None:
-    """The accountant's ε at the δ′ the twin job evaluated (audit.json ``claimed_epsilon``:
-    [[δ′, ε(δ′)], ...]); a δ′ not recorded there is an error, never a guess."""
-    claims = {float(d): float(e) for d, e in (record or {}).get("claimed_epsilon", [])}
-    if not claims:
-        return None
-
-    def claim(at: float) -> float:
-        for recorded, value in claims.items():
-            if math.isclose(recorded, at, rel_tol=1e-12, abs_tol=0.0):
-                return value
-        raise ValueError(f"audit.json records the accountant's ε at δ in {sorted(claims)}, not at {at!r}: "
-                         "rerun canary_scores (its confidence or canary counts changed)")
-
-    return claim
+def recorded_claims(record: Mapping | None) -> Mapping[str, Mapping] | None:
+    """audit.json's ``one_run_claims`` (per threat model: canaries, δ′ and the accountant's ε
+    at δ′, ``dpaudit.training.canary.one_run_claims``), or None without a record."""
+    claims = (record or {}).get("one_run_claims")
+    return claims or None
 
 
 def _row(table: pd.DataFrame, metric: str) -> Mapping | None:
