@@ -12,6 +12,7 @@ import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
 from dpaudit.contract import metrics as vocabulary
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.io import read_json, read_parquet
 
 KEY_COLUMNS = list(vocabulary.KEY_COLUMNS)
@@ -155,7 +156,7 @@ def _tpr_entry(target: float) -> tuple[str, str, str]:
 
 
 def _mechanism_meaning() -> str:
-    return "; ".join(f"{name} = {label}" for name, label in vocabulary.MECHANISM_LABELS.items())
+    return "; ".join(f"{name} = {label}" for name, label in MECHANISM_LABELS.items())
 
 
 # Summary column -> (header, unit, meaning): the runs table shows these, in this order.

@@ -19,7 +19,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpaudit.contract.metrics import MECHANISM_LABELS, declared
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
+from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, verdict_sentence
 from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.dp.canary_power import subsampled_gaussian_llr

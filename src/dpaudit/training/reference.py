@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.training import sampling
 from dpaudit.training.steps import _ghost_squared_norms

@@ -28,7 +28,7 @@ import pandas as pd
 
 from dpaudit.config import batch_size_problem
 from dpaudit.contract.delta import check_delta
-from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.io import atomic_path
 from dpaudit.training import sampling
