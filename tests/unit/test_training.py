@@ -17,8 +17,8 @@ from scipy import stats
 
 from dpaudit import _tf
 from dpaudit.io import read_json, write_json
+from dpaudit.training.dense_taps import dropout_mask_sampler
 from dpaudit.training.models import build_mlp, logits_model
-from dpaudit.training.steps import dropout_mask_sampler
 from dpaudit.training.train import build_train_step, normalize_params, train_model
 
 tf = _tf.tf
