@@ -132,9 +132,9 @@ def test_mechanisms_are_declared_once():
     from dpaudit import config
     from dpaudit.contract import mechanisms
     from dpaudit.plots import landscape, privacy_utility
-    from dpaudit.training import canary_linear, linear, train
+    from dpaudit.training import canary_linear, linear, params
 
-    assert config.MECHANISMS is mechanisms.MECHANISMS and train.MECHANISMS is mechanisms.MECHANISMS
+    assert config.MECHANISMS is mechanisms.MECHANISMS and params.MECHANISMS is mechanisms.MECHANISMS
     assert config.LINEAR_MECHANISMS is mechanisms.LINEAR_MECHANISMS is linear.LINEAR_MECHANISMS
     assert canary_linear.MECHANISMS is mechanisms.LINEAR_MECHANISMS
     assert privacy_utility.MECHANISM_LABELS is landscape.MECHANISM_LABELS is mechanisms.MECHANISM_LABELS

@@ -44,8 +44,9 @@ from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.training.models import predict_logits
+from dpaudit.training.params import normalize_params
 from dpaudit.training.steps import CORRECT, MechanismPolicy
-from dpaudit.training.train import normalize_params, train_model
+from dpaudit.training.train import train_model
 
 __all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin"]
 

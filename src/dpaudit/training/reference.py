@@ -49,7 +49,7 @@ from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.training import sampling
 from dpaudit.training.dense_taps import ghost_squared_norms
-from dpaudit.training.train import _resolve_implementation, normalize_params
+from dpaudit.training.params import normalize_params, resolve_implementation
 
 __all__ = [
     "ReferencePool",
@@ -293,7 +293,7 @@ def train_reference_models(
     n_classes = int(p["n_classes"] or int(y.max()) + 1)
     implementation = None
     if p["mechanism"] == "dpsgd":
-        implementation = _resolve_implementation(p)  # refuses inconsistent choices like train_model
+        implementation = resolve_implementation(p)  # refuses inconsistent choices like train_model
     problem = "force_loop" if force_loop else vectorization_problem(p)
     batches = _batches(inclusion, seeds, p, acc["sampling_probability"], acc["steps"])
 
