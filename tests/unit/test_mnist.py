@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from dpaudit.data import download
-from dpaudit.data.datasets import features, prepare_dataset
+from dpaudit.data.datasets import prepare_dataset
 from dpaudit.data.download import (
     DownloadError,
     fetch,
@@ -32,6 +32,7 @@ from dpaudit.data.download import (
     read_sha256_record,
     sha256_record_path,
 )
+from dpaudit.data.examples import features
 from dpaudit.data.mnist import read_idx
 from tests.loopback import LoopbackServer, serving
 

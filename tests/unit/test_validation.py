@@ -280,7 +280,7 @@ def test_profile_adult_column_must_be_numeric():
 
 def test_profile_source_columns_match_the_loaders():
     from dpaudit.config import PROFILE_ADULT_NUMERIC_COLUMNS, PROFILE_SOURCE_COLUMNS
-    from dpaudit.data.datasets import ADULT_NUMERIC
+    from dpaudit.data.adult import ADULT_NUMERIC
     from dpaudit.profile.data import ADULT_COLUMN_NAMES, ADULT_SIX_FEATURES, breast_cancer_view
 
     assert PROFILE_SOURCE_COLUMNS["adult"] == len(ADULT_COLUMN_NAMES)

@@ -303,7 +303,7 @@ def _label_text(column: pa.Array) -> pa.Array:
 
 
 def _class_problems(counts: Mapping[str, int], fractions, label: str, where: str) -> list[str]:
-    from dpaudit.data.datasets import _share
+    from dpaudit.data.examples import _share
 
     if len(counts) < 2:
         only = ", ".join(repr(k) for k in counts) or "no value"
@@ -324,7 +324,7 @@ def _class_fits(n: int, fractions, share) -> bool:
 
 
 def _fractions(params: Mapping[str, Any]) -> tuple[float, float, float]:
-    from dpaudit.data.datasets import DEFAULT_FRACTIONS
+    from dpaudit.data.examples import DEFAULT_FRACTIONS
 
     return tuple(float(f) for f in params.get("split_fractions", DEFAULT_FRACTIONS))  # type: ignore[return-value]
 
@@ -405,7 +405,7 @@ def _value_counts(column: pa.Array) -> dict[Any, int]:
 
 def members_count(sketch: TableSketch, params: Mapping[str, Any]) -> int | None:
     """Members of a table dataset known at parse time (None under ``missing: drop_rows``)."""
-    from dpaudit.data.datasets import _share
+    from dpaudit.data.examples import _share
 
     if _spec(params)["missing"] != "refuse":
         return None
@@ -414,7 +414,7 @@ def members_count(sketch: TableSketch, params: Mapping[str, Any]) -> int | None:
 
 
 def holdout_count(sketch: TableSketch, params: Mapping[str, Any]) -> int | None:
-    from dpaudit.data.datasets import _share
+    from dpaudit.data.examples import _share
 
     if _spec(params)["missing"] != "refuse":
         return None
@@ -500,7 +500,7 @@ def _numbers(column: pa.Array, name: str, offset: int, where: str) -> np.ndarray
 
 def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
     """The examples table and dataset.json info of a ``source: table`` dataset."""
-    from dpaudit.data.datasets import _info, _sha256, _to_table, stratified_split
+    from dpaudit.data.examples import _info, _sha256, _to_table, stratified_split
 
     spec = _spec(params)
     path = Path(path)
