@@ -288,7 +288,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
 def table_download(path: str) -> tuple[str, str] | None:
     """(dataset, file) when a table's path is a raw file the workflow downloads (download_dataset makes it)."""
     from dpaudit.contract import paths as P
-    from dpaudit.data.download import KNOWN_FILES
+    from dpaudit.data.registry import KNOWN_FILES
 
     for dataset, files in KNOWN_FILES.items():
         for filename in files:

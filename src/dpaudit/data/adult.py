@@ -97,7 +97,6 @@ def _read_adult(path: str | os.PathLike) -> tuple[Any, dict[str, int]]:
     return frame, skipped
 
 
-
 def _adult(
     raw_files: Mapping[str, Path], params: Mapping[str, Any]
 ) -> tuple[pa.Table, dict[str, Any]]:

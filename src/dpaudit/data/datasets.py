@@ -173,7 +173,7 @@ def prepare_dataset(
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
     if params.get("source") == "table":
-        from dpaudit.data.table import prepare_table
+        from dpaudit.data.table_prepare import prepare_table
 
         if "table" not in raw_files:
             raise ValueError(f"dataset {name}: a table dataset needs its file as raw file 'table'")

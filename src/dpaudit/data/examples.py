@@ -37,7 +37,6 @@ def _sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-
 def stratified_split(
     labels: np.ndarray, seed: int, fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
 ) -> np.ndarray:
@@ -67,11 +66,9 @@ def stratified_split(
     return split.astype(str)
 
 
-
 def _share(fraction: float, size: int) -> int:
     """Examples of a class of ``size`` that go to a split of ``fraction`` (the one rounding rule)."""
     return int(round(fraction * size))
-
 
 
 def _raw_file_info(
@@ -102,7 +99,6 @@ def _raw_file_info(
     return out
 
 
-
 def _standardize(
     x: np.ndarray, train_mask: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +113,6 @@ def _standardize(
     std = x[train_mask].std(axis=0)
     scale = np.where(std > 0, std, 1.0)
     return (x - mean) / scale, mean, std, scale
-
 
 
 def _to_table(
@@ -135,7 +130,6 @@ def _to_table(
     )
 
 
-
 def features(data: pa.Table | pa.ChunkedArray | pa.FixedSizeListArray) -> np.ndarray:
     """The ``x`` column as an (n, d) float32 array (zero-copy where Arrow allows)."""
     column = data.column("x") if isinstance(data, pa.Table) else data
@@ -146,7 +140,6 @@ def features(data: pa.Table | pa.ChunkedArray | pa.FixedSizeListArray) -> np.nda
     return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, d)
 
 
-
 def _class_counts(label: np.ndarray, split: np.ndarray, classes: int) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for name in SPLITS:
@@ -154,7 +147,6 @@ def _class_counts(label: np.ndarray, split: np.ndarray, classes: int) -> dict[st
         if counts.sum():
             out[name] = {str(k): int(v) for k, v in enumerate(counts)}
     return out
-
 
 
 def _info(
@@ -183,6 +175,7 @@ def _info(
         **extra,
     }
 
+
 FIT_ON = {"members": "train", "holdout": "holdout"}
 
 
@@ -194,11 +187,9 @@ def fit_split_of(params: Mapping[str, Any]) -> tuple[str, str]:
     return fit_on, FIT_ON[fit_on]
 
 
-
 def _fit_record(fit_on: str, fitted: bool = True) -> dict[str, Any]:
     """What dataset.json says of the fitted preprocessing (the dossier reads ``fitted_on_members``)."""
     return {"fit_on": fit_on, "fitted_on_members": fitted and fit_on == "members"}
-
 
 
 def _split_params(params: Mapping[str, Any]) -> tuple[int, tuple[float, float, float]]:
@@ -207,7 +198,6 @@ def _split_params(params: Mapping[str, Any]) -> tuple[int, tuple[float, float, f
         float(f) for f in params.get("split_fractions", DEFAULT_FRACTIONS)
     )
     return seed, (f_train, f_holdout, f_test)
-
 
 
 def _finish_tabular(

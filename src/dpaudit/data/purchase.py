@@ -60,7 +60,6 @@ def random_split(n: int, seed: int, test_size: float = PURCHASE_TEST_SIZE) -> np
     return split.astype(str)
 
 
-
 def _read_purchase(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Labels (1..100) and features (0/1) of the tgz as uint8 arrays.
 
@@ -110,7 +109,6 @@ def _read_purchase(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{path}: {PURCHASE_MEMBER} has empty fields in column(s) {empty[:10]}")
     values = np.column_stack([column.to_numpy() for column in table.columns])
     return values[:, 0], values[:, 1:]
-
 
 
 def _purchase(
