@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit.config import SCHEMA_PATH, load_schema
+from dpaudit.config_schema import SCHEMA_PATH, load_schema
 from dpaudit.contract import metrics as vocabulary
 from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISMS
 

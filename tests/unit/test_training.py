@@ -450,7 +450,7 @@ def test_same_seed_gives_identical_models(tmp_path, dropout, microbatches):
 
 
 def test_library_defaults_equal_the_schema_defaults():
-    from dpaudit.config import load_schema
+    from dpaudit.config_schema import load_schema
     from dpaudit.training.linear import DEFAULT_REGULARIZATION
     from dpaudit.training.params import DEFAULTS
 

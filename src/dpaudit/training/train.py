@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.config import batch_size_problem
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.training import sampling
@@ -187,7 +186,7 @@ def train_model(
     n = len(members)
     # The message of the parse-time check (dpaudit.config), which catches it already
     # where n is known before the data are downloaded.
-    problem = batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
+    problem = sampling.batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
                                  f"run {run!r}" if run is not None else "grid")
     if problem is not None:
         raise ValueError(problem)
