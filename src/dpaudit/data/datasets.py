@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpaudit.data.adult import _adult
 from dpaudit.data.examples import (
     DEFAULT_FRACTIONS,
     _finish_tabular,
@@ -46,7 +45,6 @@ from dpaudit.data.examples import (
     features,
     fit_split_of,
 )
-from dpaudit.data.purchase import _purchase
 
 __all__ = [
     "DATASETS",
@@ -183,8 +181,12 @@ def prepare_dataset(
     elif name in ("breast_cancer", "digits"):
         table, info = _sklearn(name, params)
     elif name == "adult":
+        from dpaudit.data.adult import _adult
+
         table, info = _adult(raw_files, params)
     elif name == "purchase100":
+        from dpaudit.data.purchase import _purchase
+
         table, info = _purchase(raw_files, params)
     elif name == "mnist":
         table, info = _mnist(raw_files, params)
