@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from dpaudit.data.datasets import features, prepare_dataset
+from dpaudit.data.datasets import prepare_dataset
+from dpaudit.data.examples import features
 from dpaudit.dp.hypothesis import epsilon_from_counts
 from dpaudit.metrics.canary.many_runs import bound_from_scores
 from dpaudit.training.canary_linear import linear_release_scores

@@ -12,8 +12,8 @@ from dpaudit import config as dpconfig
 from dpaudit.codehash import ScriptCodeHashes
 from dpaudit.configfile import ConfigFileError, check_config_files
 from dpaudit.contract import paths as P
-from dpaudit.contract.metrics import MECHANISM_SHORT_LABELS
-from dpaudit.data.download import known_files, known_sources
+from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
+from dpaudit.data.registry import known_files, known_sources
 
 # The command line's config files as written (dpaudit.configfile): Snakemake runs the
 # default config/config.yaml when one holds {}, so an empty or all-default file is

@@ -1,6 +1,7 @@
 # Privacy dossiers (issue 18): every family's answer for one model on one page, and the
 # guidance page per dataset to choose ε. Both read the metrics table through
-# the metric vocabulary (dpaudit.report.dossier) and are standalone HTML files.
+# the metric vocabulary (dpaudit.report.dossier, dpaudit.report.guidance) and are standalone
+# HTML files.
 
 # guidance.html would also match {run}.html
 ruleorder: dossier_guidance > dossier

@@ -2,7 +2,7 @@
 
 from dpaudit.io import read_parquet, write_bytes
 from dpaudit.logs import job_logging
-from dpaudit.report.dossier import build_guidance, targets_from_config
+from dpaudit.report.guidance import build_guidance, targets_from_config
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:

@@ -5,7 +5,8 @@ published hash (Purchase-100) it is the one recorded beside the file on the
 first download, and a parse-time value would change after that download.
 """
 
-from dpaudit.data.download import expected_sha256, fetch, known_check, sha256_record_path
+from dpaudit.data.download import fetch, sha256_record_path
+from dpaudit.data.registry import expected_sha256, known_check
 from dpaudit.logs import job_logging
 
 sm = snakemake  # noqa: F821

@@ -1,6 +1,7 @@
 """Snakemake adapter: fetch a raw file for the privacy-profile views, checksum-verified."""
 
-from dpaudit.data.download import fetch, known_check, known_sha256, sha256_record_path
+from dpaudit.data.download import fetch, sha256_record_path
+from dpaudit.data.registry import known_check, known_sha256
 from dpaudit.logs import job_logging
 
 sm = snakemake  # noqa: F821

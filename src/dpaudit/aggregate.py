@@ -12,6 +12,7 @@ import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
 from dpaudit.contract import metrics as vocabulary
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.io import read_json, read_parquet
 
 KEY_COLUMNS = list(vocabulary.KEY_COLUMNS)
@@ -155,7 +156,7 @@ def _tpr_entry(target: float) -> tuple[str, str, str]:
 
 
 def _mechanism_meaning() -> str:
-    return "; ".join(f"{name} = {label}" for name, label in vocabulary.MECHANISM_LABELS.items())
+    return "; ".join(f"{name} = {label}" for name, label in MECHANISM_LABELS.items())
 
 
 # Summary column -> (header, unit, meaning): the runs table shows these, in this order.
@@ -204,6 +205,7 @@ def runs_glossary(columns) -> dict[str, tuple[str, str, str]]:
 def summary_html(summary: pd.DataFrame) -> str:
     """The runs table as a sortable, filterable page (itables, offline) with a glossary."""
     from dpaudit.report import tables
+    from dpaudit.report.pages import page
 
     glossary = runs_glossary(summary.columns)
     intro = (
@@ -218,7 +220,7 @@ def summary_html(summary: pd.DataFrame) -> str:
         intro += (f"<p style='color:#b00020;font-weight:bold'>{len(diverged)} run(s) did not train (column "
                   f"“did not train” = yes); their privacy numbers describe a broken model: {names}</p>")
     body = intro + tables.interactive_table(summary, glossary, table_id="dpaudit-runs") + tables.glossary_html(glossary)
-    return tables.page("dpaudit runs", body)
+    return page("dpaudit runs", body, style=tables.PAGE_STYLE, head=tables.offline_bundle())
 
 
 def load_train_infos(

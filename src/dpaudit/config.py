@@ -15,13 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pandas as pd
-import yaml
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
-
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+from dpaudit.config_schema import (
+    _coerce_numbers,
+    _fill_defaults,
+    _schema_errors,
+    load_schema,
+)
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
+from dpaudit.training.sampling import batch_size_problem
 
 # Order fixes the run name; every row carries every column, so adding a row (or a
 # block that sets a new key) never renames existing runs.
@@ -71,51 +74,10 @@ PROFILE_ADULT_NUMERIC_COLUMNS = (0, 2, 4, 10, 11, 12)
 # whose text never holds the '_' that separates a run name's columns.
 PATH_SAFE = re.compile(r"^(?!\.)[A-Za-z0-9._+\-]+$")
 PATH_SAFE_TEXT = "letters, digits, '.', '_', '+', '-', not starting with '.'"
-# A schema node with this annotation admits ±inf and NaN (none does today); every
-# other number in the config must be finite.
-ALLOW_NON_FINITE = "x-allow-non-finite"
-_NUMBER_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 class ConfigError(ValueError):
     """An invalid experiment configuration; the message names every bad key path."""
-
-
-def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    with open(path) as handle:
-        return yaml.safe_load(handle)
-
-
-def _key_path(parts) -> str:
-    text = "config"
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return text
-
-
-def _allowed(schema: Mapping) -> str:
-    if "enum" in schema:
-        return "one of " + ", ".join(repr(v) for v in schema["enum"])
-    if "const" in schema:
-        return repr(schema["const"])
-    if "oneOf" in schema:
-        return " or ".join(_allowed(option) for option in schema["oneOf"])
-    bits = []
-    if "type" in schema:
-        bits.append(str(schema["type"]))
-    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-                      ("exclusiveMaximum", "<")):
-        if key in schema:
-            bits.append(f"{sign} {schema[key]}")
-    if "minItems" in schema:
-        bits.append(f"at least {schema['minItems']} item(s)")
-    if "items" in schema and isinstance(schema["items"], Mapping):
-        bits.append(f"items: {_allowed(schema['items'])}")
-    if schema.get("additionalProperties") is False and "properties" in schema:
-        bits.append("keys: " + ", ".join(schema["properties"]))
-    if "propertyNames" in schema:
-        bits.append("names: " + _allowed(schema["propertyNames"]))
-    return " ".join(bits) or "see workflow/schemas/config.schema.yaml"
 
 
 def path_safe_problem(value: Any, where: str) -> str | None:
@@ -125,119 +87,6 @@ def path_safe_problem(value: Any, where: str) -> str | None:
         return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); "
                 f"write a finite value or name of {PATH_SAFE_TEXT}")
     return None
-
-
-def _resolve(schema: Mapping, root: Mapping) -> Mapping:
-    if "$ref" in schema:
-        return root["$defs"][schema["$ref"].split("/")[-1]]
-    return schema
-
-
-def _child_schemas(schema: Mapping, key: Any, root: Mapping) -> list[Mapping]:
-    """The schema nodes that describe ``instance[key]`` (one per oneOf/anyOf alternative)."""
-    schema = _resolve(schema, root)
-    out = []
-    for option in [schema, *schema.get("oneOf", []), *schema.get("anyOf", [])]:
-        option = _resolve(option, root)
-        if isinstance(key, int):
-            if isinstance(option.get("items"), Mapping):
-                out.append(option["items"])
-        elif key in option.get("properties", {}):
-            out.append(option["properties"][key])
-        elif isinstance(option.get("additionalProperties"), Mapping):
-            out.append(option["additionalProperties"])
-    return out
-
-
-def _types(schema: Mapping, root: Mapping) -> set[str]:
-    schema = _resolve(schema, root)
-    kinds = schema.get("type", [])
-    kinds = {kinds} if isinstance(kinds, str) else set(kinds)
-    for option in [*schema.get("oneOf", []), *schema.get("anyOf", [])]:
-        kinds |= _types(option, root)
-    return kinds
-
-
-def _coerce_numbers(instance: Any, schemas: list[Mapping], root: Mapping) -> Any:
-    """Numeric strings where the schema expects a number become floats: YAML 1.1 reads a
-    float only with a dot and a signed exponent, so ``delta: 1e-5`` arrives as '1e-5'."""
-    if isinstance(instance, str):
-        if _NUMBER_TEXT.match(instance.strip()) and any("number" in _types(s, root) for s in schemas):
-            return float(instance)
-        return instance
-    if isinstance(instance, dict):
-        return {k: _coerce_numbers(v, [c for s in schemas for c in _child_schemas(s, k, root)], root)
-                for k, v in instance.items()}
-    if isinstance(instance, list):
-        return [_coerce_numbers(v, [c for s in schemas for c in _child_schemas(s, i, root)], root)
-                for i, v in enumerate(instance)]
-    return instance
-
-
-def _non_finite(instance: Any, schemas: list[Mapping], root: Mapping, parts: tuple) -> dict[str, str]:
-    """One recursive walk: every ±inf or NaN anywhere in the config, by key path, unless the
-    schema node of that key says ``x-allow-non-finite: true``."""
-    found: dict[str, str] = {}
-    if isinstance(instance, float) and not math.isfinite(instance):
-        if not any(_resolve(s, root).get(ALLOW_NON_FINITE) for s in schemas):
-            where = _key_path(parts)
-            allowed = "; allowed: " + _allowed(_resolve(schemas[0], root)) if schemas else ""
-            found[where] = f"{where}: {instance!r} is not a finite number; write a finite number{allowed}"
-    elif isinstance(instance, dict) or isinstance(instance, list):
-        items = instance.items() if isinstance(instance, dict) else enumerate(instance)
-        for key, value in items:
-            children = [c for s in schemas for c in _child_schemas(s, key, root)]
-            found.update(_non_finite(value, children, root, (*parts, key)))
-    return found
-
-
-def _schema_errors(config: Mapping, schema: Mapping) -> list[str]:
-    """One line per key path: the non-finite numbers, then the schema's errors (several
-    errors of one key, e.g. two bounds, are joined on its one line)."""
-    by_path = {where: [message] for where, message in _non_finite(config, [schema], schema, ()).items()}
-    validator = jsonschema.Draft202012Validator(schema)
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
-        where = _key_path(error.absolute_path)
-        if where in by_path and "finite" in by_path[where][0]:
-            continue  # the non-finite value is the problem; its bounds say nothing more
-        if error.validator == "additionalProperties":
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            text = (f"unknown key(s) {', '.join(map(repr, extra))}; allowed keys: "
-                    + ", ".join(error.schema.get("properties", {})))
-        elif error.validator == "propertyNames":
-            text = f"{error.message}; allowed: {_allowed(error.schema['propertyNames'])}"
-        else:
-            text = f"{error.message}; allowed: {_allowed(error.schema)}"
-        by_path.setdefault(where, [])
-        if text not in by_path[where]:
-            by_path[where].append(text)
-    messages = []
-    for where, texts in by_path.items():
-        if texts and texts[0].startswith(where + ":"):
-            messages.append(texts[0])
-        else:
-            # several errors of one key: keep one line, the messages joined
-            messages.append(f"{where}: " + " | ".join(texts))
-    return messages
-
-
-def _fill_defaults(instance: Any, schema: Mapping, root: Mapping) -> Any:
-    if "$ref" in schema:
-        name = schema["$ref"].split("/")[-1]
-        schema = root["$defs"][name]
-    if isinstance(instance, dict):
-        for key, sub in schema.get("properties", {}).items():
-            if key not in instance and "default" in sub:
-                instance[key] = copy.deepcopy(sub["default"])
-            if key in instance:
-                instance[key] = _fill_defaults(instance[key], sub, root)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping):
-            for key in set(instance) - set(schema.get("properties", {})):
-                instance[key] = _fill_defaults(instance[key], extra, root)
-    elif isinstance(instance, list) and isinstance(schema.get("items"), Mapping):
-        return [_fill_defaults(item, schema["items"], root) for item in instance]
-    return instance
 
 
 def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
@@ -288,7 +137,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
 def table_download(path: str) -> tuple[str, str] | None:
     """(dataset, file) when a table's path is a raw file the workflow downloads (download_dataset makes it)."""
     from dpaudit.contract import paths as P
-    from dpaudit.data.download import KNOWN_FILES
+    from dpaudit.data.registry import KNOWN_FILES
 
     for dataset, files in KNOWN_FILES.items():
         for filename in files:
@@ -371,16 +220,6 @@ def _table_canary_problems(config: Mapping, name: str, sketch) -> list[str]:
     return [f"config.metrics.canary.input_canaries: {canary['input_canaries']} input canaries are drawn from the "
             f"non-members of table {sketch.path} (dataset {name}), which has {holdout}; write input_canaries <= "
             f"{holdout} or use a larger table"]
-
-
-def batch_size_problem(batch_size: int, n_members: int, dataset: str, where: str) -> str | None:
-    """The one message for a batch size above the members (parse time and training job)."""
-    if int(batch_size) <= int(n_members):
-        return None
-    # q = B/n > 1 has no meaning, and training with n instead would differ silently
-    # from the run's name and its recorded parameters.
-    return (f"{where}: batch_size={int(batch_size)} exceeds the {int(n_members)} members (training examples) "
-            f"of dataset {dataset}; write batch_size <= {int(n_members)}")
 
 
 def _grid_blocks(config: Mapping, name: str) -> tuple[str, list[dict]]:

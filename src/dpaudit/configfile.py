@@ -62,7 +62,7 @@ def read_config_file(path: str | Path) -> Any:
 
 def _only_defaults(value: Any, schema: Mapping, root: Mapping) -> bool:
     """True when every leaf ``value`` sets equals its schema default (an empty mapping sets nothing)."""
-    from dpaudit.config import _child_schemas, _resolve
+    from dpaudit.config_schema import _child_schemas, _resolve
 
     schema = _resolve(schema, root)
     if "default" in schema and schema["default"] == value:
@@ -78,7 +78,7 @@ def _only_defaults(value: Any, schema: Mapping, root: Mapping) -> bool:
 
 def check_config_file(path: str | Path, schema: Mapping | None = None) -> dict:
     """The config file's mapping; ConfigFileError when it is empty, not a mapping or only defaults."""
-    from dpaudit.config import load_schema
+    from dpaudit.config_schema import load_schema
 
     path = Path(path)
     data = read_config_file(path)

@@ -1,6 +1,6 @@
 """A dossier and a guidance page, built from a small synthetic metrics table, in headless Chromium.
 
-Needs no workflow run: the pages come from ``dpaudit.report.dossier`` on the unit tests'
+Needs no workflow run: the pages come from ``dpaudit.report.dossier`` and ``dpaudit.report.guidance`` on the unit tests'
 table. At 1280 px (the report's width) and 400 px (a phone) the page must not scroll
 horizontally and must log no console error. Screenshots stay in the test's tmp folder.
 """
@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dpaudit.report import dossier as D
+from dpaudit.report import guidance as G
 from tests.e2e.browser import Browser
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
 
@@ -35,7 +36,7 @@ def pages(tmp_path_factory):
         files[name] = folder / f"{name}.html"
         files[name].write_text(html, encoding="utf-8")
     files["guidance"] = folder / "guidance.html"
-    files["guidance"].write_text(D.build_guidance(table, DATASET, png=folder / "guidance.png"), encoding="utf-8")
+    files["guidance"].write_text(G.build_guidance(table, DATASET, png=folder / "guidance.png"), encoding="utf-8")
     return files
 
 

@@ -309,15 +309,15 @@ def test_linear_regularization_must_be_positive():
 
 def test_dataset_classes_match_prepared_datasets():
     from dpaudit.config import DATASET_CLASSES, dataset_classes
-    from dpaudit.data import datasets
+    from dpaudit.data import adult, datasets, purchase
 
     for name in ("breast_cancer", "digits"):
         _, info = datasets.prepare_dataset(name, {}, {})
         assert info["classes"] == DATASET_CLASSES[name] == dataset_classes(name, {}), name
     _, info = datasets.prepare_dataset("synthetic", {}, {"n": 40, "d": 2, "classes": 4})
     assert info["classes"] == dataset_classes("synthetic", {"classes": 4}) == 4
-    assert DATASET_CLASSES["adult"] == len(set(datasets.ADULT_LABELS.values()))
-    assert DATASET_CLASSES["purchase100"] == datasets.PURCHASE_CLASSES
+    assert DATASET_CLASSES["adult"] == len(set(adult.ADULT_LABELS.values()))
+    assert DATASET_CLASSES["purchase100"] == purchase.PURCHASE_CLASSES
     assert set(DATASET_CLASSES) | {"synthetic"} == set(datasets.DATASETS)
 
 

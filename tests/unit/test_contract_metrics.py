@@ -26,7 +26,6 @@ from dpaudit.contract.metrics import (
     declared,
     metric_rows,
     read_schema_version,
-    render_markdown,
     write_metric_table,
 )
 
@@ -131,14 +130,17 @@ def test_old_names_are_refused_when_the_table_is_checked():
 
 def test_mechanisms_are_declared_once():
     from dpaudit import config
+    from dpaudit.contract import mechanisms
     from dpaudit.plots import landscape, privacy_utility
-    from dpaudit.training import train
+    from dpaudit.training import canary_linear, linear, params
 
-    assert config.MECHANISMS is vocabulary.MECHANISMS and train.MECHANISMS is vocabulary.MECHANISMS
-    assert config.LINEAR_MECHANISMS is vocabulary.LINEAR_MECHANISMS
-    assert privacy_utility.MECHANISM_LABELS is landscape.MECHANISM_LABELS is vocabulary.MECHANISM_LABELS
-    assert set(vocabulary.MECHANISM_LABELS) == set(vocabulary.MECHANISMS) == set(config.MECHANISM_COLUMNS)
-    assert set(vocabulary.MECHANISM_SHORT_LABELS) == set(vocabulary.MECHANISMS)
+    assert config.MECHANISMS is mechanisms.MECHANISMS and params.MECHANISMS is mechanisms.MECHANISMS
+    assert config.LINEAR_MECHANISMS is mechanisms.LINEAR_MECHANISMS is linear.LINEAR_MECHANISMS
+    assert canary_linear.MECHANISMS is mechanisms.LINEAR_MECHANISMS
+    assert privacy_utility.MECHANISM_LABELS is landscape.MECHANISM_LABELS is mechanisms.MECHANISM_LABELS
+    assert set(mechanisms.MECHANISM_LABELS) == set(mechanisms.MECHANISMS) == set(config.MECHANISM_COLUMNS)
+    assert set(mechanisms.MECHANISM_SHORT_LABELS) == set(mechanisms.MECHANISMS)
+    assert not hasattr(vocabulary, "MECHANISMS")  # the vocabulary holds metrics only
 
 
 # ----------------------------------------------- every family's real producer
@@ -259,9 +261,11 @@ def test_metrics_table_carries_its_schema_version(tmp_path):
 
 def test_docs_metrics_md_is_the_rendered_vocabulary():
     committed = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
-    assert committed == render_markdown(), (
+    from dpaudit.docs_gen import render_metrics_markdown
+
+    assert committed == render_metrics_markdown(), (
         "docs/metrics.md differs from the vocabulary: run "
-        "`PYTHONPATH=src .venv/bin/python -m dpaudit.contract.metrics docs/metrics.md`")
+        "`PYTHONPATH=src .venv/bin/python -m dpaudit.docs_gen`")
     for m in METRICS:
         assert f"| `{m.name}` | {m.kind} |" in committed
 

@@ -20,19 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.datasets import load_breast_cancer, load_digits
 
-from dpaudit.data.datasets import (
-    ADULT_NUMERIC,
-    features,
-    prepare_dataset,
-    stratified_split,
-)
-from dpaudit.data.download import (
-    fetch,
-    known_sha256,
-    known_sources,
-    sha256_record_path,
-    write_sha256_record,
-)
+from dpaudit.data.adult import ADULT_NUMERIC
+from dpaudit.data.datasets import prepare_dataset
+from dpaudit.data.download import fetch, sha256_record_path, write_sha256_record
+from dpaudit.data.examples import features, stratified_split
+from dpaudit.data.registry import known_sha256, known_sources
 from dpaudit.io import write_json, write_parquet
 
 SMALL_SYNTH = {"n": 403, "d": 7, "classes": 3, "separation": 3.0, "seed": 11, "split_seed": 5}

@@ -119,7 +119,7 @@ def test_readme_lists_every_rule_file():
 def test_config_readme_key_tables_are_generated_from_the_schema():
     # Drift test: after a schema change, `python -m dpaudit.docs_gen` rewrites config/README.md.
     from dpaudit import docs_gen
-    from dpaudit.config import load_schema
+    from dpaudit.config_schema import load_schema
 
     readme = docs_gen.README_PATH.read_text(encoding="utf-8")
     assert docs_gen.render_readme(readme, load_schema()) == readme, (

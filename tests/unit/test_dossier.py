@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 
 from dpaudit.report import dossier as D
+from dpaudit.report import guidance as G
+from dpaudit.report import pages
 
 DATASET = "toy"
 
@@ -165,7 +167,7 @@ def check_numbers(html, table):
             continue  # per-example outputs, audit record, ledger: not in the metrics table
         assert value == expected or (math.isnan(value) and math.isnan(expected)), span
         scale = float(span.get("data-scale", 1.0))
-        assert span["text"] == D.fmt(expected * scale, span["data-fmt"]), span
+        assert span["text"] == pages.fmt(expected * scale, span["data-fmt"]), span
         shown = shown_number(span["text"])
         if math.isfinite(expected) and expected != 0:
             assert abs(shown - expected * scale) <= 5e-3 * abs(expected * scale), span
@@ -279,33 +281,33 @@ def test_guidance_picks_the_largest_grid_epsilon_that_every_seed_meets(tmp_path)
                                      accuracy=0.7 + 0.02 * eps + 0.01 * seed))
     frames.append(model_rows("baseline", "NA", 0, accuracy=0.9))
     table = table_of(*frames)
-    choices = {c.target.name: c for c in D.guidance_choices(table, DATASET)}
+    choices = {c.target.name: c for c in G.guidance_choices(table, DATASET)}
     assert choices["rho_beta"].epsilon == 1.0
     assert choices["advantage"].epsilon == 2.0  # 0.1 ε ≤ 0.25
     assert choices["epsilon_pmp"].epsilon == 2.0  # 0.5 ε ≤ 1
     assert choices["low_regime"].epsilon is None
     assert "not computed in this run (family profile disabled)" in choices["low_regime"].sentence
-    page = D.build_guidance(table, DATASET, png=tmp_path / "g.png")
+    page = G.build_guidance(table, DATASET, png=tmp_path / "g.png")
     assert (tmp_path / "g.png").stat().st_size > 1000 and "data:image/png;base64," in page
     assert "ε = 1 is the largest grid ε with ρ_β" in page and "the next, ε = 2, gives" in page
     check_numbers(page, table)
-    strict = D.guidance_choices(table, DATASET, D.targets_from_config({"rho_beta": 0.5}))
+    strict = G.guidance_choices(table, DATASET, G.targets_from_config({"rho_beta": 0.5}))
     assert next(c for c in strict if c.target.name == "rho_beta").epsilon is None
     with pytest.raises(ValueError, match="unknown guidance target"):
-        D.targets_from_config({"nope": 1})
+        G.targets_from_config({"nope": 1})
 
 
 def test_guidance_low_regime_for_linear_runs(tmp_path):
     frames = [model_rows("output_perturbation", eps, 0) for eps in (0.5, 1.0, 2.0)]
     frames.append(pd.DataFrame([{"dataset": DATASET, "run": pd.NA, "family": "profile", "metric": "epsilon_low",
                                  "value": 1.2, "view": "v"}]))
-    choices = {c.target.name: c for c in D.guidance_choices(table_of(*frames), DATASET)}
+    choices = {c.target.name: c for c in G.guidance_choices(table_of(*frames), DATASET)}
     assert choices["low_regime"].epsilon == 1.0
 
 
 def test_guidance_target_defaults_equal_the_schema_and_config_values_apply():
     from dpaudit.config import validate_config
-    from dpaudit.report.dossier import DEFAULT_TARGETS, targets_from_config
+    from dpaudit.report.guidance import DEFAULT_TARGETS, targets_from_config
 
     config = validate_config({"datasets": {"synthetic": {}}, "grid": [{"mechanism": ["baseline"]}]})
     limits = {t.name: t.limit for t in DEFAULT_TARGETS if t.limit is not None}

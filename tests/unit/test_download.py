@@ -21,15 +21,13 @@ from dpaudit.data.download import (
     DownloadError,
     describe_source,
     fetch,
-    known_files,
-    known_sha256,
-    known_sources,
     normalize_source,
     read_sha256_record,
     recorded_sha256,
     sha256_file,
     sha256_record_path,
 )
+from dpaudit.data.registry import known_files, known_sha256, known_sources
 from dpaudit.io import write_json
 from tests.loopback import LoopbackServer, serving
 

@@ -19,7 +19,8 @@ from dpaudit.extract.extract import extract_per_example, load_model
 from dpaudit.io import read_json, write_json
 from dpaudit.training import linear
 from dpaudit.training.models import features
-from dpaudit.training.train import normalize_params, train_model
+from dpaudit.training.params import normalize_params
+from dpaudit.training.train import train_model
 
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 LOG = logging.getLogger("test_linear_mechanisms")

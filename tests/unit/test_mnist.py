@@ -22,17 +22,11 @@ import numpy as np
 import pytest
 
 from dpaudit.data import download
-from dpaudit.data.datasets import features, prepare_dataset
-from dpaudit.data.download import (
-    DownloadError,
-    fetch,
-    known_check,
-    known_files,
-    known_sources,
-    read_sha256_record,
-    sha256_record_path,
-)
+from dpaudit.data.datasets import prepare_dataset
+from dpaudit.data.download import DownloadError, fetch, read_sha256_record, sha256_record_path
+from dpaudit.data.examples import features
 from dpaudit.data.mnist import read_idx
+from dpaudit.data.registry import known_check, known_files, known_sources
 from tests.loopback import LoopbackServer, serving
 
 FAST = {"retries": 1, "timeout": 5, "backoff": 0.0}

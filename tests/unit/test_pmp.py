@@ -449,7 +449,7 @@ def test_choose_epsilon_gaussian_and_monotonicity_check():
 
 
 def test_checkpoint_recorder_covers_every_step(tmp_path):
-    from dpaudit.training.train import _CheckpointRecorder
+    from dpaudit.training.checkpoint_recorder import CheckpointRecorder
 
     class FakeModel:
         def __init__(self):
@@ -459,7 +459,7 @@ def test_checkpoint_recorder_covers_every_step(tmp_path):
             return [np.array([self.t], dtype=np.float32)]
 
     model = FakeModel()
-    recorder = _CheckpointRecorder(4, 10, model)
+    recorder = CheckpointRecorder(4, 10, model)
     for step in range(10):
         model.t = step
         recorder.before_step()

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.data.download import fetch, known_sha256, known_sources
+from dpaudit.data.download import fetch
+from dpaudit.data.registry import known_sha256, known_sources
 from dpaudit.profile import data, model, neighbours
 
 

@@ -27,23 +27,22 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.model_selection import train_test_split
 
-from dpaudit.data.datasets import (
-    PURCHASE_FILE,
-    features,
-    prepare_dataset,
-    random_split,
-)
+from dpaudit.data.datasets import prepare_dataset
 from dpaudit.data.download import (
     DownloadError,
-    expected_sha256,
     fetch,
+    read_sha256_record,
+    sha256_record_path,
+    write_sha256_record,
+)
+from dpaudit.data.examples import features
+from dpaudit.data.purchase import PURCHASE_FILE, random_split
+from dpaudit.data.registry import (
+    expected_sha256,
     known_check,
     known_files,
     known_sha256,
     known_sources,
-    read_sha256_record,
-    sha256_record_path,
-    write_sha256_record,
 )
 from dpaudit.io import write_parquet
 from tests.loopback import LoopbackServer, serving

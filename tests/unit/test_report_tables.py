@@ -5,7 +5,15 @@ import re
 
 import pandas as pd
 
-from dpaudit.report.tables import MISSING, display_frame, glossary_html, interactive_table, page
+from dpaudit.report.pages import page
+from dpaudit.report.tables import (
+    MISSING,
+    PAGE_STYLE,
+    display_frame,
+    glossary_html,
+    interactive_table,
+    offline_bundle,
+)
 
 GLOSSARY = {"run": ("run", "—", "run id"), "epsilon": ("ε", "nats", "accountant ε"),
             "seed": ("seed", "—", "seed"), "note": ("note", "—", "free text")}
@@ -30,7 +38,8 @@ def test_display_frame_keeps_numbers_and_marks_missing_text():
 
 
 def test_page_is_offline_and_has_no_na_text():
-    html = page("t", interactive_table(_frame(), GLOSSARY, table_id="t1") + glossary_html(GLOSSARY))
+    html = page("t", interactive_table(_frame(), GLOSSARY, table_id="t1") + glossary_html(GLOSSARY),
+                style=PAGE_STYLE, head=offline_bundle())
     assert "<NA>" not in html and "&lt;NA&gt;" not in html
     # every script is inline: no <script src=...> and no stylesheet link to a CDN
     assert not re.search(r"<script[^>]+src=", html)

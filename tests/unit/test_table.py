@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpaudit.config import ConfigError, validate_config
-from dpaudit.data.datasets import features, prepare_dataset, stratified_split
+from dpaudit.data.datasets import prepare_dataset
+from dpaudit.data.examples import features, stratified_split
 from dpaudit.data.table import TableError, inspect_table
 from tests.unit.test_datasets import real_adult  # noqa: F401  (session fixture: the pinned UCI files)
 

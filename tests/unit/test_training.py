@@ -17,9 +17,10 @@ from scipy import stats
 
 from dpaudit import _tf
 from dpaudit.io import read_json, write_json
+from dpaudit.training.dense_taps import dropout_mask_sampler
 from dpaudit.training.models import build_mlp, logits_model
-from dpaudit.training.steps import dropout_mask_sampler
-from dpaudit.training.train import build_train_step, normalize_params, train_model
+from dpaudit.training.params import normalize_params
+from dpaudit.training.train import build_train_step, train_model
 
 tf = _tf.tf
 IMPLEMENTATIONS = ["fast_gradient_clipping", "masked_ghost_clipping", "vectorized_optimizer"]
@@ -449,9 +450,9 @@ def test_same_seed_gives_identical_models(tmp_path, dropout, microbatches):
 
 
 def test_library_defaults_equal_the_schema_defaults():
-    from dpaudit.config import load_schema
+    from dpaudit.config_schema import load_schema
     from dpaudit.training.linear import DEFAULT_REGULARIZATION
-    from dpaudit.training.train import DEFAULTS
+    from dpaudit.training.params import DEFAULTS
 
     schema = load_schema()
     shared = {k: v["default"] for k, v in schema["properties"]["training"]["properties"].items() if "default" in v}

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dpaudit.config import ConfigError, load_schema, validate_config
+from dpaudit.config import ConfigError, validate_config
+from dpaudit.config_schema import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -178,7 +179,7 @@ def test_batch_size_above_breast_cancer_members_refused():
 
 
 def test_batch_size_message_is_the_training_jobs():
-    from dpaudit.config import batch_size_problem
+    from dpaudit.training.sampling import batch_size_problem
 
     assert batch_size_problem(64, 64, "adult", "k") is None
     assert batch_size_problem(65, 64, "adult", "k") == (
@@ -280,7 +281,7 @@ def test_profile_adult_column_must_be_numeric():
 
 def test_profile_source_columns_match_the_loaders():
     from dpaudit.config import PROFILE_ADULT_NUMERIC_COLUMNS, PROFILE_SOURCE_COLUMNS
-    from dpaudit.data.datasets import ADULT_NUMERIC
+    from dpaudit.data.adult import ADULT_NUMERIC
     from dpaudit.profile.data import ADULT_COLUMN_NAMES, ADULT_SIX_FEATURES, breast_cancer_view
 
     assert PROFILE_SOURCE_COLUMNS["adult"] == len(ADULT_COLUMN_NAMES)

@@ -168,7 +168,7 @@ def write_per_example(
     ``checkpoint_gradients`` (the pmp family): keyword arguments of
     ``write_checkpoint_gradients`` but the model and examples, run in the same process.
     """
-    from dpaudit.data.datasets import features as arrow_features
+    from dpaudit.data.examples import features as arrow_features
 
     net = _load(model_path, threads, seed)
     with reading(examples_path):

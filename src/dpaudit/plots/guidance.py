@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (selects the Agg backend)
-from dpaudit.contract.metrics import MECHANISM_LABELS
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.metrics.pareto import pareto_frontier
 from dpaudit.plots.privacy_utility import MECHANISM_STYLE, save_figure
 

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 
 from dpaudit.config import GRID_COLUMNS
-from dpaudit.contract.metrics import MECHANISM_LABELS
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.metrics.epsilon_star import aggregate_strategies, strategy_epsilon_bar
 from dpaudit.metrics.pareto import pareto_frontier
 from dpaudit.plots.privacy_utility import MECHANISM_STYLE, save_figure

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (selects the Agg backend)
-from dpaudit.contract.metrics import MECHANISM_LABELS
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.io import atomic_path
 
 MECHANISM_STYLE = {

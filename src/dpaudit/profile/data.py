@@ -75,7 +75,7 @@ def _columns(columns, width: int, source: str, key: str) -> tuple[int, ...]:
 def adult_view(path: str | Path, columns=ADULT_TWO_FEATURES, *, first_rows: int | None = None,
                scale_on_subset: bool = True, key: str = "first_rows", columns_key: str = "columns") -> ProfileView:
     """Numeric Adult view from the raw ``adult.data``: t = +1 for income ">50K", −1 otherwise."""
-    from dpaudit.data.datasets import _read_adult
+    from dpaudit.data.adult import _read_adult
     from dpaudit.data.download import sha256_file
 
     columns = _columns(columns, len(ADULT_COLUMN_NAMES), "adult", columns_key)

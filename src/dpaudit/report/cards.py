@@ -21,11 +21,16 @@ from dpaudit.dp.ledger import build_ledger
 from dpaudit.dp.roc import roc_curve
 from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
 from dpaudit.report.banner import did_not_train_banner
+from dpaudit.report.pages import page
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
 # and the DP-region test. The measured attack (TPR at low FPR, AUC) is the mia family's; the
 # card shows it but does not write it again.
 CARD_METRICS = ("exp_epsilon", "max_attack_accuracy_bound", "max_advantage_bound")
+CARD_STYLE = ("body{font:14px sans-serif;max-width:60em;margin:0.8em}"
+              "img{width:100%;max-width:660px;height:auto;display:block;margin:0.5em 0}h3{overflow-wrap:anywhere}"
+              "table{border-collapse:collapse;margin:0.5em 0}th{text-align:left;font-weight:normal;"
+              "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}")
 
 
 class DPRegionViolation(RuntimeError):
@@ -35,19 +40,6 @@ class DPRegionViolation(RuntimeError):
 def _metric(mia: pd.DataFrame, name: str) -> float:
     values = mia.loc[mia["metric"] == name, "value"]
     return float(values.iloc[0]) if len(values) else math.nan
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>body{{font:14px sans-serif;max-width:60em;margin:0.8em}}"
-        "img{width:100%;max-width:660px;height:auto;display:block;margin:0.5em 0}h3{overflow-wrap:anywhere}"
-        "table{border-collapse:collapse;margin:0.5em 0}th{text-align:left;font-weight:normal;"
-        "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}</style></head><body>"
-        f"{body}</body></html>\n"
-    )
-
-
 
 
 def canary_ladder_html(canary: pd.DataFrame | None, mia: pd.DataFrame) -> str:
@@ -129,7 +121,7 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
     rows = pd.DataFrame.from_records(records).astype({"fpr_target": "float64", "alpha": "float64",
                                                        "n_members": "Int64", "n_nonmembers": "Int64"})
     rows["delta"] = float(row["delta"])
-    return _page(f"Privacy card {row['dataset']}/{row['run']}", body), rows
+    return page(f"Privacy card {row['dataset']}/{row['run']}", body, style=CARD_STYLE), rows
 
 
 LEDGER_TOTALS_GLOSSARY = {
@@ -212,4 +204,5 @@ def build_budget_ledger(train_infos: Sequence[Mapping]) -> tuple[pd.DataFrame, p
             + tables.interactive_table(_without_inf_text(runs_shown), runs_glossary, table_id="dpaudit-ledger-runs")
             + tables.glossary_html(totals_glossary).replace("Glossary", "Glossary: totals", 1)
             + tables.glossary_html(runs_glossary).replace("Glossary", "Glossary: runs", 1))
-    return ledger.runs, totals, tables.page("Privacy budget ledger", body)
+    return ledger.runs, totals, page("Privacy budget ledger", body, style=tables.PAGE_STYLE,
+                                     head=tables.offline_bundle())

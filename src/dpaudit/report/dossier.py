@@ -1,4 +1,4 @@
-"""Privacy dossier of one trained model, and the guidance page to choose ε (issue 18).
+"""Privacy dossier of one trained model (issue 18).
 
 Every family's answer for one model on one page, read from ``results/tables/metrics.parquet``
 through the metric vocabulary (``dpaudit.contract.metrics``): labels, units and kinds come
@@ -16,33 +16,46 @@ seeds and the budget ledger. A family that did not run says so; nothing crashes 
 missing family or file.
 
 The sentences are written from the numbers: which sentence a verdict gets depends on the
-values it quotes.
+values it quotes. The run's rows are read through ``dpaudit.report.run_view``, the page is
+``dpaudit.report.pages.page``; the guidance page to choose ε is ``dpaudit.report.guidance``
+(``build_guidance`` is importable from here too).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from dpaudit.contract.metrics import MECHANISM_LABELS, declared
+from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISM_LABELS
+from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
-from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, verdict_sentence
-from dpaudit.metrics.canary.rows import LADDER as CANARY_LADDER
+from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.banner import did_not_train_banner
 from dpaudit.report.dataset_card import dataset_card
 
-# Columns of the run grid (dpaudit.config): a configuration is a grid row without its seed.
-GRID_COLUMNS = ("mechanism", "target_epsilon", "clip_norm", "microbatches", "epochs", "batch_size",
-                "learning_rate")
-LINEAR = ("output_perturbation", "objective_perturbation")
+# The guidance page has its own module; importable from here as before.
+from dpaudit.report.guidance import build_guidance as build_guidance
+from dpaudit.report.pages import (
+    DOSSIER_STYLE,
+    SIG,
+    Line,
+    esc,
+    fmt,
+    is_missing,
+    missing_p,
+    number,
+    page,
+    rows_table,
+)
+from dpaudit.report.run_view import Found, RunView, kind_of, label_of
+
+# A configuration is a grid row (dpaudit.config) without its seed.
+CONFIGURATION_COLUMNS = tuple(c for c in GRID_COLUMNS if c != "seed")
 # PMP methods (dpaudit.metrics.pmp.run) → (recipe, the metric that is its ε̃)
 PMP_METHODS = {
     "gauss_single_step": ("Recipe A (one full-batch step at the final weights)", "epsilon_pmp"),
@@ -50,241 +63,19 @@ PMP_METHODS = {
     "empirical_lira": ("Recipe C (shadow models, Clopper–Pearson)", "empirical_epsilon_lower_bound"),
     "empirical_lira_point": ("Recipe C (shadow models, plug-in)", "empirical_epsilon_point"),
 }
-KIND_WORDS = {
-    "guarantee": "guarantee", "bound": "bound", "estimate": "point estimate",
-    "measurement": "measurement", "diagnostic": "diagnostic",
-}
-# Parameter columns that tell a family's rows of one run apart (a shown number names them).
-IDENTITY = {"canary": ("threat_model", "score_kind"), "epsilon_star": ("estimator", "loss"),
-            "pmp": ("method",), "mia": ("fpr_target",)}
-SIG = ".4g"  # significant digits of every number shown
 TOP_ROWS = 5
 
-CSS = """
-*{box-sizing:border-box}
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:62em;margin:0 auto;padding:0.8em;color:#1b1b1b}
-h1{font-size:1.35em;margin:0.2em 0 0.1em;overflow-wrap:anywhere}
-h2{font-size:1.12em;margin:1.3em 0 0.3em;border-bottom:1px solid #ccc}
-p,li{overflow-wrap:anywhere}
-.sub{color:#555;margin:0 0 0.6em;overflow-wrap:anywhere}
-table{border-collapse:collapse;width:100%;margin:0.4em 0}
-th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid #e4e4e4;overflow-wrap:anywhere}
-thead th{font-weight:600;background:#f4f4f4;overflow-wrap:normal}
-td.v{white-space:nowrap;font-variant-numeric:tabular-nums}
-.kind{display:inline-block;font-size:0.78em;color:#333;background:#eef;border-radius:3px;padding:0 4px;margin-left:4px}
-.flag{color:#8a5a00}
-.verdict{padding:0.5em 0.7em;border-left:4px solid #2a7;background:#effaf3;margin:0.6em 0}
-.verdict.bad{border-color:#c00;background:#fdeeee;color:#a00;font-weight:600}
-.verdict.weak{border-color:#c90;background:#fff8e6}
-.missing{color:#666;font-style:italic}
-img{max-width:100%;height:auto;display:block;margin:0.5em 0}
-@media (max-width:640px){
- body{font-size:14px;padding:0.5em}
- table.dossier-rows,.dossier-rows thead,.dossier-rows tbody,.dossier-rows tr,.dossier-rows th,.dossier-rows td{display:block;width:100%}
- .dossier-rows thead{display:none}
- .dossier-rows tr{border:1px solid #ddd;border-radius:4px;margin:0 0 0.6em;padding:0.3em 0.4em}
- .dossier-rows td,.dossier-rows th{border:none;padding:2px 0}
- .dossier-rows td.v{white-space:normal;font-size:1.1em}
- th,td{padding:3px 4px}
- thead th{overflow-wrap:anywhere}
- td.v{white-space:normal}
- td[data-h]::before{content:attr(data-h) ": ";color:#666;font-size:0.85em}
-}
-"""
 
-
-# ------------------------------------------------------------------ numbers
-
-
-def fmt(value, spec: str = SIG) -> str:
-    """How the dossier writes a number: ∞ for infinities, — for missing, a true minus sign."""
-    if value is None or value is pd.NA:
-        return "—"
-    value = float(value)
-    if math.isnan(value):
-        return "—"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    return format(value, spec).replace("-", "−")
-
-
-def _plain(value):
-    """A JSON-able plain value of a table cell (numpy scalars, NA)."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    return str(value) if not isinstance(value, (int, str)) else value
-
-
-def _missing(value) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _esc(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-@dataclass
-class Found:
-    """One metric row of the run and the parameter values that select it."""
-
-    family: str
-    metric: str
-    row: pd.Series
-    select: dict
-
-    @property
-    def value(self) -> float:
-        return float(self.row["value"])
-
-    def get(self, column, default=None):
-        value = self.row.get(column, default)
-        return default if _missing(value) else value
-
-    def num(self, field: str = "value", spec: str = SIG, scale: float = 1.0) -> str:
-        """The value (or a parameter column) as a traceable number."""
-        value = self.row.get(field)
-        attrs = {"data-family": self.family, "data-metric": self.metric,
-                 "data-select": json.dumps(self.select, sort_keys=True)}
-        if field != "value":
-            attrs["data-field"] = field
-        return number(value, spec, scale=scale, **attrs)
-
-
-def number(value, spec: str = SIG, *, scale: float = 1.0, **attrs) -> str:
-    """A shown number: its text and, in data attributes, its exact value and where it came from.
-
-    ``scale`` shows value × scale (100 for a percentage); data-value keeps the table's value.
-    """
-    plain = _plain(value)
-    shown = fmt(plain * scale if plain is not None else math.nan, spec)
-    if plain is None:
-        return f'<span class="num missing-value" data-value="nan">{shown}</span>'
-    attrs = {**attrs, **({"data_scale": repr(scale)} if scale != 1.0 else {})}
-    data = " ".join(f'{k.replace("_", "-")}="{_esc(v)}"' for k, v in attrs.items())
-    return f'<span class="num" data-value="{_esc(repr(float(plain)))}" data-fmt="{spec}" {data}>{shown}</span>'
-
-
-class RunView:
-    """The metric rows of one (dataset, run) of the joined table, and what the table holds."""
-
-    def __init__(self, table: pd.DataFrame, dataset: str, run: str):
-        self.table = table
-        self.dataset, self.run = dataset, run
-        self.rows = table[(table["dataset"] == dataset) & (table["run"] == run)]
-        if self.rows.empty:
-            raise ValueError(f"metrics table has no rows of {dataset}/{run}")
-        self.families = set(table["family"].dropna().unique())
-        self.first = self.rows.iloc[0]
-
-    def column(self, name: str):
-        value = self.first.get(name)
-        return None if _missing(value) else value
-
-    def column_num(self, name: str, spec: str = SIG) -> str:
-        return number(self.first.get(name), spec, data_column=name)
-
-    def find_all(self, family: str, metric: str, **select) -> list[Found]:
-        declared(family, metric)  # a name the vocabulary does not know is a bug here
-        rows = self.rows[(self.rows["family"] == family) & (self.rows["metric"] == metric)]
-        for column, wanted in select.items():
-            if column not in rows.columns:
-                return []
-            cells = rows[column]
-            if isinstance(wanted, float):
-                rows = rows[np.isclose(pd.to_numeric(cells, errors="coerce").astype(float), wanted)]
-            else:
-                rows = rows[cells.astype("string") == str(wanted)]
-        out = []
-        for _, row in rows.iterrows():
-            chosen = {k: _plain(v) for k, v in select.items()}
-            for column in IDENTITY.get(family, ()):
-                if column in row.index and not _missing(row[column]):
-                    chosen[column] = _plain(row[column])
-            out.append(Found(family, metric, row, chosen))
-        return out
-
-    def find(self, family: str, metric: str, **select) -> Found | None:
-        found = self.find_all(family, metric, **select)
-        return found[0] if found else None
-
-    def family_rows(self, family: str) -> pd.DataFrame:
-        return self.rows[self.rows["family"] == family]
-
-    def missing_family(self, family: str) -> str | None:
-        """Why a family has nothing to say for this model, or None when it has rows."""
-        if family not in self.families:
-            return f"not computed in this run (family {family} disabled)"
-        if not (self.rows["family"] == family).any():
-            return f"no rows for this model (family {family} wrote none for it)"
-        return None
-
-
-# ------------------------------------------------------------------ page pieces
-
-
-@dataclass
-class Line:
-    """One row of a section table."""
-
-    what: str
-    value: str
-    confidence: str
-    meaning: str
-    kind: str = ""
-
-
-def _kind(family: str, metric: str) -> str:
-    return KIND_WORDS[declared(family, metric).kind]
-
-
-def _label(family: str, metric: str) -> str:
-    return declared(family, metric).label
-
-
-def _table(lines: Sequence[Line]) -> str:
-    if not lines:
-        return ""
-    head = ("<thead><tr><th>quantity</th><th>value</th><th>confidence / flag</th>"
-            "<th>what it means</th></tr></thead>")
-    body = "".join(
-        f'<tr><th scope="row">{line.what}'
-        + (f'<span class="kind">{_esc(line.kind)}</span>' if line.kind else "")
-        + f'</th><td class="v" data-h="value">{line.value}</td>'
-        f'<td data-h="confidence / flag">{line.confidence or "—"}</td>'
-        f'<td data-h="means">{line.meaning}</td></tr>'
-        for line in lines)
-    return f'<table class="dossier-rows">{head}<tbody>{body}</tbody></table>'
-
-
-def _missing_p(text: str) -> str:
-    return f'<p class="missing">{_esc(text)}</p>'
-
-
-def page(title: str, body: str, *, meta: Mapping[str, str] | None = None) -> str:
-    metas = "".join(f'<meta name="{_esc(k)}" content="{_esc(v)}">' for k, v in (meta or {}).items())
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"{metas}<title>{_esc(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n")
+# ------------------------------------------------------------------ the title
 
 
 def model_title(mechanism: str, target_epsilon, seed, dataset: str) -> str:
     """Short title of a model: mechanism display name, target ε, seed, dataset."""
     name = MECHANISM_LABELS.get(mechanism, mechanism)
     parts = [name]
-    if not _missing(target_epsilon) and math.isfinite(float(target_epsilon)):
+    if not is_missing(target_epsilon) and math.isfinite(float(target_epsilon)):
         parts.append(f"target ε = {float(target_epsilon):g}")
-    if not _missing(seed):
+    if not is_missing(seed):
         parts.append(f"seed {int(seed)}")
     parts.append(dataset)
     return " · ".join(parts)
@@ -304,50 +95,46 @@ def _promise(view: RunView, train: Mapping) -> tuple[str, float]:
     accountant = view.column("accountant") or train.get("accountant")
     sampling = view.column("sampling") or train.get("sampling")
     eps_html = acc.num() if acc is not None else view.column_num("accountant_epsilon")
-    lines = [Line(_esc(_label("mia", "accountant_epsilon")), eps_html,
-                  f"accountant: {_esc(accountant or '—')}" if private else "no accountant (no DP)",
+    lines = [Line(esc(label_of("mia", "accountant_epsilon")), eps_html,
+                  f"accountant: {esc(accountant or '—')}" if private else "no accountant (no DP)",
                   (f"The accountant certifies ({eps_html}, δ)-DP for this training run."
                    if private else "Trained without differential privacy: nothing bounds what it reveals."),
-                  _kind("mia", "accountant_epsilon"))]
+                  kind_of("mia", "accountant_epsilon"))]
     if private:
         delta_html = view.column_num("accountant_delta", ".3g")
         delta = view.column("accountant_delta")
         lines.append(Line("δ", delta_html, "pure ε-DP (δ = 0)" if delta == 0 else "",
                           "The probability with which the ε bound may fail." if delta
                           else "No failure probability: the ε bound holds for every outcome.", "guarantee"))
-        lines.append(Line("neighbouring relation", _esc(relation or "—"), "",
+        lines.append(Line("neighbouring relation", esc(relation or "—"), "",
                           "replacing one training example by another" if relation == "replace_one"
                           else "adding or removing one training example", ""))
-        lines.append(Line("sampling", _esc(sampling or "—"), "",
+        lines.append(Line("sampling", esc(sampling or "—"), "",
                           "The batch sampling the accountant assumes; another sampling voids the ε."
                           if sampling else "No batch sampling: one exact fit of all rows.", ""))
         exp = view.find("privacy_card", "exp_epsilon")
         accuracy = view.find("privacy_card", "max_attack_accuracy_bound")
         if exp is not None:
-            lines.append(Line(_esc(_label("privacy_card", "exp_epsilon")), exp.num(), "",
+            lines.append(Line(esc(label_of("privacy_card", "exp_epsilon")), exp.num(), "",
                               f"One example changes the odds of any outcome by at most a factor {exp.num()}.",
-                              _kind("privacy_card", "exp_epsilon")))
+                              kind_of("privacy_card", "exp_epsilon")))
         if accuracy is not None:
-            lines.append(Line(_esc(_label("privacy_card", "max_attack_accuracy_bound")), accuracy.num(), "",
+            lines.append(Line(esc(label_of("privacy_card", "max_attack_accuracy_bound")), accuracy.num(), "",
                               f"No attack tells members from non-members with balanced accuracy above "
-                              f"{accuracy.num()} (0.5 is guessing).", _kind("privacy_card", "max_attack_accuracy_bound")))
-    body = _table(lines)
+                              f"{accuracy.num()} (0.5 is guessing).", kind_of("privacy_card", "max_attack_accuracy_bound")))
+    body = rows_table(lines)
     if private:
-        body += f"<p><strong>What the guarantee covers.</strong> {_esc(GUARANTEE_SCOPE)}</p>"
+        body += f"<p><strong>What the guarantee covers.</strong> {esc(GUARANTEE_SCOPE)}</p>"
     return body, eps
 
 
 # ------------------------------------------------------------------ section 2
 
-LADDER = tuple((rung.label, rung.metric, {"threat_model": rung.threat_model, "score_kind": rung.score_kind})
-               for rung in CANARY_LADDER)
-
-
 def _claim(found: Found, eps: float) -> tuple[float, str]:
     """The ε a bound is judged against, and how to say it: the accountant's ε at the δ the
     bound was computed at (``claimed_epsilon``; the one-run bound uses a δ′ ≪ δ), else ε."""
     claim = found.get("claimed_epsilon")
-    if _missing(claim) or float(claim) == eps:
+    if is_missing(claim) or float(claim) == eps:
         return eps, f"the promise ε = {fmt(eps)}"
     return float(claim), (f"the accountant's ε = {found.num('claimed_epsilon')} at the bound's "
                           f"δ′ = {found.num('delta', '.2g')}")
@@ -399,31 +186,31 @@ def _measured(view: RunView, eps: float) -> str:
     lines: list[Line] = []
     why = view.missing_family("canary")
     if why is None:
-        for label, metric, select in LADDER:
-            for found in view.find_all("canary", metric, **select):
-                extra = "" if "score_kind" in select else f" ({_esc(found.get('score_kind', ''))} scores)"
-                lines.append(Line(_esc(label) + extra, found.num(), _ladder_confidence(found),
-                                  _bound_sentence(found, eps), _kind("canary", metric)))
+        for rung in LADDER:
+            for found in view.find_all("canary", rung.metric, threat_model=rung.threat_model,
+                                       score_kind=rung.score_kind):
+                lines.append(Line(esc(rung.label), found.num(), _ladder_confidence(found),
+                                  _bound_sentence(found, eps), kind_of("canary", rung.metric)))
     natural = view.find("mia", "epsilon_lower_bound")
     if natural is not None:
         conf = f"level α = {natural.num('alpha', '.3g')}" if natural.get("alpha") is not None else ""
-        conf += f"; threshold chosen by {_esc(natural.get('ci_method', '—'))}"
+        conf += f"; threshold chosen by {esc(natural.get('ci_method', '—'))}"
         lines.append(Line("natural split (loss-threshold attack on members vs non-members)", natural.num(), conf,
-                          _bound_sentence(natural, eps), _kind("mia", "epsilon_lower_bound")))
+                          _bound_sentence(natural, eps), kind_of("mia", "epsilon_lower_bound")))
     tpr = view.find("mia", "tpr_at_fpr", fpr_target=0.001)
     if tpr is not None:
         lines.append(Line("attack TPR at FPR ≤ 10⁻³", tpr.num(),
                           f"{tpr.num('n_members', '.0f')} members, {tpr.num('n_nonmembers', '.0f')} non-members",
                           f"Flagging at most 1 in 1000 non-members, the attack finds a fraction {tpr.num()} of the members"
                           + (" (with so few non-members this FPR is not resolved)."
-                             if _missing(tpr.get("n_nonmembers")) or float(tpr.get("n_nonmembers")) < 1000 else "."),
-                          _kind("mia", "tpr_at_fpr")))
+                             if is_missing(tpr.get("n_nonmembers")) or float(tpr.get("n_nonmembers")) < 1000 else "."),
+                          kind_of("mia", "tpr_at_fpr")))
     auc = view.find("mia", "attack_auc")
     if auc is not None:
-        lines.append(Line(_esc(_label("mia", "attack_auc")), auc.num(), "",
+        lines.append(Line(esc(label_of("mia", "attack_auc")), auc.num(), "",
                           f"Area under the attack's ROC: {auc.num()}, where 0.5 is chance and 1 is perfect.",
-                          _kind("mia", "attack_auc")))
-    parts.append(_table(lines))
+                          kind_of("mia", "attack_auc")))
+    parts.append(rows_table(lines))
     parts.append(_verdict(view, eps))
     return "".join(parts)
 
@@ -431,21 +218,21 @@ def _measured(view: RunView, eps: float) -> str:
 def _verdict(view: RunView, eps: float) -> str:
     why = view.missing_family("canary")
     if why is not None:
-        return f'<p class="verdict weak">Verdict: {_esc(why)}; no canary audit to compare with the promise.</p>'
+        return f'<p class="verdict weak">Verdict: {esc(why)}; no canary audit to compare with the promise.</p>'
     flag = view.find("canary", "measured_above_promise")
     if flag is None:
         return '<p class="verdict weak">Verdict: the canary audit wrote no verdict for this model.</p>'
     verdict = flag.get("verdict")
     if verdict is None or not bool(flag.get("applicable", True)):
         note = flag.get("note") or "not applicable"
-        return f'<p class="verdict weak">Verdict: no promise to audit ({_esc(note)}).</p>'
+        return f'<p class="verdict weak">Verdict: no promise to audit ({esc(note)}).</p>'
     bounds = [f for metric in DISTRIBUTION_FREE for f in view.find_all("canary", metric) if not math.isnan(f.value)]
     best = max(bounds, key=lambda f: f.value - _claim(f, eps)[0]) if bounds else None
     best_html = best.num() if best is not None else "—"
     claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
     ceiling = flag.num("ceiling_max")
     _, sentence = verdict_sentence(view.family_rows("canary"))
-    said = _esc(sentence) + "."
+    said = esc(sentence) + "."
     if verdict == "above_promise":
         return ('<p class="verdict bad" data-verdict="above_promise">Verdict: ' + said +
                 f" The largest distribution-free bound is ε ≥ {best_html} against {claim_text}. "
@@ -482,7 +269,7 @@ def _distributional(view: RunView, eps: float) -> str:
     out = ["<h3>Epsilon*</h3>"]
     why = view.missing_family("epsilon_star")
     if why:
-        out.append(_missing_p(f"ε*: {why}."))
+        out.append(missing_p(f"ε*: {why}."))
     else:
         lines = []
         rows = view.find_all("epsilon_star", "epsilon_star")
@@ -492,36 +279,36 @@ def _distributional(view: RunView, eps: float) -> str:
             meaning = (f"The best loss-threshold test separates this model's members from the population "
                        f"with a likelihood ratio up to e^{found.num()}; an estimate of this instance, not a bound on DP ε"
                        + (f", above the promise ε = {fmt(eps)}." if math.isfinite(eps) and value > eps else "."))
-            lines.append(Line(f"ε* ({_esc(found.get('estimator'))}, loss {_esc(found.get('loss'))})", found.num(),
-                              _estar_flags(found), meaning, _kind("epsilon_star", "epsilon_star")))
-        out.append(_table(lines))
+            lines.append(Line(f"ε* ({esc(found.get('estimator'))}, loss {esc(found.get('loss'))})", found.num(),
+                              _estar_flags(found), meaning, kind_of("epsilon_star", "epsilon_star")))
+        out.append(rows_table(lines))
     out.append("<h3>Practical membership privacy ε̃</h3>")
     why = view.missing_family("pmp")
     if why:
-        out.append(_missing_p(f"PMP ε̃: {why}."))
+        out.append(missing_p(f"PMP ε̃: {why}."))
     else:
         lines = []
         for method, (recipe, metric) in PMP_METHODS.items():
             for found in view.find_all("pmp", metric, method=method):
                 status = found.get("status", "ok")
-                conf = "" if status == "ok" else f'<span class="flag">status {_esc(status)}</span>'
+                conf = "" if status == "ok" else f'<span class="flag">status {esc(status)}</span>'
                 if found.get("note"):
-                    conf += (" " if conf else "") + _esc(found.get("note"))
-                kind = _kind("pmp", metric)
+                    conf += (" " if conf else "") + esc(found.get("note"))
+                kind = kind_of("pmp", metric)
                 label = found.get("label") or declared("pmp", metric).meaning
                 if math.isnan(found.value):
-                    lines.append(Line(_esc(recipe), found.num(), conf, f"Not computed for this model ({_esc(label)}).",
+                    lines.append(Line(esc(recipe), found.num(), conf, f"Not computed for this model ({esc(label)}).",
                                       kind))
                     continue
-                meaning = (f"{_esc(str(label)[:1].upper() + str(label)[1:])}: ε̃ = {found.num()}"
+                meaning = (f"{esc(str(label)[:1].upper() + str(label)[1:])}: ε̃ = {found.num()}"
                            + (f", {'above' if found.value > eps else 'below'} the promise ε = {fmt(eps)}."
                               if math.isfinite(eps) and not math.isnan(found.value) else "."))
-                lines.append(Line(_esc(recipe), found.num(), conf, meaning, kind))
-        out.append(_table(lines) if lines else _missing_p("PMP ε̃: no recipe applies to this model."))
+                lines.append(Line(esc(recipe), found.num(), conf, meaning, kind))
+        out.append(rows_table(lines) if lines else missing_p("PMP ε̃: no recipe applies to this model."))
     out.append("<h3>Identifiability</h3>")
     why = view.missing_family("identifiability")
     if why:
-        out.append(_missing_p(f"ρ_β, ρ_α: {why}."))
+        out.append(missing_p(f"ρ_β, ρ_α: {why}."))
     else:
         lines = []
         texts = {
@@ -538,11 +325,11 @@ def _distributional(view: RunView, eps: float) -> str:
                 continue
             applicable = found.get("applicable", True)
             conf = "" if applicable in (True, np.True_, "True") else '<span class="flag">not applicable</span>'
-            label = {"rho_beta": "ρ_β", "rho_alpha_thm2": "ρ_α (Theorem 2)"}.get(metric, _label("identifiability", metric))
+            label = {"rho_beta": "ρ_β", "rho_alpha_thm2": "ρ_α (Theorem 2)"}.get(metric, label_of("identifiability", metric))
             meaning = (f"{text} Value: {found.num()}." if not math.isnan(found.value)
                        else "Not defined for this model (no DP guarantee).")
-            lines.append(Line(_esc(label), found.num(), conf, meaning, _kind("identifiability", metric)))
-        out.append(_table(lines))
+            lines.append(Line(esc(label), found.num(), conf, meaning, kind_of("identifiability", metric)))
+        out.append(rows_table(lines))
     return "".join(out)
 
 
@@ -572,18 +359,18 @@ def _exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary
               profile_rows: pd.DataFrame) -> str:
     out = []
     if outputs is None or splits is None:
-        out.append(_missing_p("Per-example outputs not given: the most exposed rows are not shown."))
+        out.append(missing_p("Per-example outputs not given: the most exposed rows are not shown."))
     else:
         top = most_exposed(outputs, splits, loss_column=loss_column)
         n_non = int((outputs["split"] == splits["nonmembers"]).sum())
         rows = "".join(
             f'<tr><td data-h="example id">{number(r.example_id, ".0f", data_source="outputs", data_key=int(r.example_id), data_field="example_id")}</td>'
-            f'<td data-h="label">{_esc(r.label) if "label" in top.columns else "—"}</td>'
+            f'<td data-h="label">{esc(r.label) if "label" in top.columns else "—"}</td>'
             f'<td class="v" data-h="loss">{number(r.loss, SIG, data_source="outputs", data_key=int(r.example_id), data_field=loss_column)}</td>'
             f'<td class="v" data-h="non-members with loss ≤ it">{fmt(r.nonmember_fraction_below, ".3g")}</td></tr>'
             for r in top.itertuples())
         out.append(
-            f"<p>Ranked by the fraction of the {n_non} non-members whose {_esc(loss_column)} is at most the "
+            f"<p>Ranked by the fraction of the {n_non} non-members whose {esc(loss_column)} is at most the "
             "member's own: a loss threshold at that member flags only that fraction of non-members, so the "
             "members at the top are those the loss-threshold attack singles out first.</p>"
             '<table class="exposed"><thead><tr><th>example id</th><th>label</th><th>loss</th>'
@@ -595,7 +382,7 @@ def _exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary
                        + ("below every non-member's" if share == 0 else f"that {fmt(100 * share, '.3g')}% of non-members reach")
                        + ".</p>")
     mechanism = view.column("mechanism")
-    if mechanism in LINEAR:
+    if mechanism in LINEAR_MECHANISMS:
         if canary_record and "shift_norm" in canary_record:
             rec = canary_record
             out.append(
@@ -606,21 +393,21 @@ def _exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary
                 f"{number(rec.get('shift_norm'), SIG, data_source='audit', data_field='shift_norm')}. "
                 "The many-runs audit above replaces this row.</p>")
         else:
-            out.append(_missing_p("Worst-case neighbour: no canary audit record for this model (family canary "
+            out.append(missing_p("Worst-case neighbour: no canary audit record for this model (family canary "
                                   "disabled or the audit did not run)."))
         out.append(_regime(view, eps, profile_rows))
     else:
-        out.append(_missing_p(f"Worst-case neighbour and profile regime: apply to the linear mechanisms only, "
+        out.append(missing_p(f"Worst-case neighbour and profile regime: apply to the linear mechanisms only, "
                               f"not to {MECHANISM_LABELS.get(mechanism, mechanism)}."))
     return "".join(out)
 
 
 def _regime(view: RunView, eps: float, profile_rows: pd.DataFrame) -> str:
     if "profile" not in view.families:
-        return _missing_p("Profile regime: not computed in this run (family profile disabled).")
+        return missing_p("Profile regime: not computed in this run (family profile disabled).")
     rows = profile_rows[(profile_rows["family"] == "profile") & (profile_rows["dataset"] == view.dataset)]
     if rows.empty:
-        return _missing_p(f"Profile regime: no privacy-profile view of {view.dataset} in this run.")
+        return missing_p(f"Profile regime: no privacy-profile view of {view.dataset} in this run.")
     items = []
     for view_name, group in rows.groupby("view", sort=True):
         low = group[group["metric"] == "epsilon_low"]
@@ -643,7 +430,7 @@ def _regime(view: RunView, eps: float, profile_rows: pd.DataFrame) -> str:
             regime = "between ε_low and ε_high: the released model starts to reveal its neighbours"
         else:
             regime = "high regime (ε ≥ ε_high): the top-ranked neighbour's progress has reached its plateau"
-        items.append(f"<li>view {_esc(view_name)}: ε_low = {low_html}, ε_high = {high_html}; "
+        items.append(f"<li>view {esc(view_name)}: ε_low = {low_html}, ε_high = {high_html}; "
                      f"ε = {fmt(eps)} is in the {regime}.</li>")
     return "<p><strong>Privacy-profile regime.</strong></p><ul>" + "".join(items) + "</ul>"
 
@@ -654,11 +441,11 @@ def _regime(view: RunView, eps: float, profile_rows: pd.DataFrame) -> str:
 def _configuration(table: pd.DataFrame, view: RunView) -> pd.DataFrame:
     """Rows of the runs that share this run's grid row except the seed."""
     same = table[table["dataset"] == view.dataset]
-    for column in GRID_COLUMNS:
+    for column in CONFIGURATION_COLUMNS:
         if column not in same.columns:
             continue
         value = view.first.get(column)
-        if _missing(value):
+        if is_missing(value):
             same = same[same[column].isna()]
         else:
             same = same[same[column].astype("string") == str(value)]
@@ -669,7 +456,7 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
     acc = view.find("mia", "test_accuracy")
     out = []
     if acc is None:
-        out.append(_missing_p("Test accuracy: no mia row for this model."))
+        out.append(missing_p("Test accuracy: no mia row for this model."))
     else:
         siblings = _configuration(table, view)
         siblings = siblings[(siblings["family"] == "mia") & (siblings["metric"] == "test_accuracy")]
@@ -687,14 +474,14 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
         else:
             spread = "one seed only: no spread"
             meaning = f"Top-1 accuracy on held-out data is {acc.num()}."
-        out.append(_table([Line(_esc(_label("mia", "test_accuracy")), acc.num(), spread, meaning,
-                                _kind("mia", "test_accuracy"))]))
+        out.append(rows_table([Line(esc(label_of("mia", "test_accuracy")), acc.num(), spread, meaning,
+                                kind_of("mia", "test_accuracy"))]))
     if ledger is None:
-        out.append(_missing_p("Budget ledger: not available (results/tables/budget_ledger.parquet not given)."))
+        out.append(missing_p("Budget ledger: not available (results/tables/budget_ledger.parquet not given)."))
     else:
         row = ledger[(ledger["dataset"] == view.dataset) & (ledger["run"] == view.run)]
         if row.empty:
-            out.append(_missing_p("Budget ledger: this model has no ledger row."))
+            out.append(missing_p("Budget ledger: this model has no ledger row."))
         else:
             row = row.iloc[0]
             n_private = int(((ledger["dataset"] == view.dataset) & ledger["private"].astype(bool)).sum()) \
@@ -703,7 +490,7 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
             if bool(row.get("private", True)):
                 text = (f"Releasing this model spends ε = {eps_html}, δ = "
                         f"{number(row['delta'], '.3g', data_source='ledger', data_field='delta')} of the budget of "
-                        f"{_esc(view.dataset)}'s training data")
+                        f"{esc(view.dataset)}'s training data")
                 if n_private:
                     text += f"; the ledger composes it with the other {n_private - 1} DP model(s) of the grid"
                 out.append(f"<p>{text}.</p>")
@@ -730,8 +517,8 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
     flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason")
                            if view.column(key) is not None and not train.get("loss_diverged")}}
-    body = [f"<h1>Privacy dossier: {_esc(title)}</h1>", did_not_train_banner(flagged),
-            f'<p class="sub">Run {_esc(run)}. Every number below is read from results/tables/metrics.parquet '
+    body = [f"<h1>Privacy dossier: {esc(title)}</h1>", did_not_train_banner(flagged),
+            f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",
             *(["<h2>Dataset</h2>", dataset_card(dataset_info)] if dataset_info else []),
@@ -742,167 +529,5 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
             _exposure(view, eps, outputs=outputs, splits=splits, loss_column=loss_column,
                       canary_record=canary_record, profile_rows=table),
             "<h2>5 Utility and budget</h2>", _utility(table, view, ledger)]
-    return page(f"Dossier: {title}", "".join(body), meta={"dpaudit-dataset": dataset, "dpaudit-run": run})
-
-
-# ------------------------------------------------------------------ guidance to choose ε
-
-
-@dataclass(frozen=True)
-class Target:
-    """A limit a user may state: the metric of each model must stay at or below ``limit``."""
-
-    name: str
-    family: str
-    metric: str
-    limit: float | None  # None: the profile's low regime (the limit is each view's ε_low)
-    wording: str
-    select: tuple[tuple[str, str], ...] = ()
-
-
-DEFAULT_TARGETS = (
-    Target("rho_beta", "identifiability", "rho_beta", 0.75, "maximum posterior belief ρ_β"),
-    Target("advantage", "identifiability", "advantage_bound_any_dp", 0.25,
-           "maximum membership advantage (any (ε, δ)-DP mechanism)"),
-    Target("epsilon_pmp", "pmp", "epsilon_pmp", 1.0, "maximum PMP ε̃ (Recipe B, whole trajectory)",
-           (("method", "dpsgd_clt"),)),
-    Target("low_regime", "profile", "epsilon_low", None, "stay in the privacy profile's low regime"),
-)
-
-
-@dataclass
-class Choice:
-    """The answer for one target and one mechanism."""
-
-    target: Target
-    mechanism: str
-    epsilon: float | None  # the largest grid (target) ε meeting the target; None: none meets it
-    sentence: str
-    utility: str = ""
-
-
-def _test_accuracy(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["family"] == "mia") & (frame["metric"] == "test_accuracy")]
-
-
-def _utility_text(rows: pd.DataFrame) -> str:
-    acc = _test_accuracy(rows).sort_values("seed" if "seed" in rows.columns else "run")
-    if acc.empty:
-        return "no test accuracy"
-    spans = [number(r["value"], SIG, data_family="mia", data_metric="test_accuracy", data_select="{}",
-                    data_run=r["run"]) for _, r in acc.iterrows()]
-    return "test accuracy " + ", ".join(spans) + (f" ({len(spans)} seeds)" if len(spans) > 1 else "")
-
-
-def _choose(table: pd.DataFrame, dataset: str, mechanism: str, target: Target) -> Choice:
-    rows = table[(table["dataset"] == dataset) & (table["mechanism"] == mechanism)]
-    families = set(table["family"].dropna().unique())
-    if target.family not in families:
-        return Choice(target, mechanism, None, f"not computed in this run (family {target.family} disabled)")
-    eps_column = pd.to_numeric(rows["target_epsilon"], errors="coerce").astype(float)
-    grid = sorted(set(eps_column.dropna()))
-    if target.family == "profile":
-        if mechanism not in LINEAR:
-            return Choice(target, mechanism, None, "not applicable: the privacy profile describes private "
-                                                   "logistic regression")
-        lows = table[(table["family"] == "profile") & (table["dataset"] == dataset)
-                     & (table["metric"] == "epsilon_low")].dropna(subset=["value"])
-        if lows.empty:
-            return Choice(target, mechanism, None, f"no ε_low of a profile view of {dataset} in this run")
-        low = lows.loc[lows["value"].idxmin()]
-        low_html = number(low["value"], SIG, data_family="profile", data_metric="epsilon_low",
-                          data_select=json.dumps({"view": low["view"]}), data_dataset=dataset)
-        meeting = [e for e in grid if e <= float(low["value"])]
-        where = f"ε_low = {low_html} (view {_esc(low['view'])}, the smallest over views)"
-        if not meeting:
-            return Choice(target, mechanism, None, f"no ε of the grid is at or below {where}")
-        chosen = max(meeting)
-        return Choice(target, mechanism, chosen, f"ε = {fmt(chosen)} is the largest grid ε at or below {where}",
-                      _utility_text(rows[eps_column == chosen]))
-    metric = rows[(rows["family"] == target.family) & (rows["metric"] == target.metric)]
-    for column, wanted in target.select:
-        metric = metric[metric[column].astype("string") == wanted] if column in metric.columns else metric.iloc[0:0]
-    metric = metric.dropna(subset=["value"])
-    if metric.empty:
-        return Choice(target, mechanism, None, f"no {_esc(_label(target.family, target.metric))} for "
-                                               f"{MECHANISM_LABELS.get(mechanism, mechanism)} in this run")
-    select = json.dumps(dict(target.select))
-    worst_per_eps = {}
-    for eps in grid:
-        at = metric[pd.to_numeric(metric["target_epsilon"], errors="coerce").astype(float) == eps]
-        if not at.empty:
-            worst_per_eps[eps] = at.loc[at["value"].idxmax()]  # every seed must meet the target
-    limit = fmt(target.limit)
-    label = _esc(_label(target.family, target.metric))
-
-    def span(row):
-        return number(row["value"], SIG, data_family=target.family, data_metric=target.metric,
-                      data_select=select, data_run=row["run"])
-
-    meeting = [eps for eps, row in worst_per_eps.items() if float(row["value"]) <= target.limit]
-    if not meeting:
-        smallest = min(worst_per_eps)
-        return Choice(target, mechanism, None,
-                      f"no ε of the grid meets {label} ≤ {limit}: the smallest, ε = {fmt(smallest)}, "
-                      f"gives {span(worst_per_eps[smallest])}")
-    chosen = max(meeting)
-    above = [eps for eps in worst_per_eps if eps > chosen]
-    text = (f"ε = {fmt(chosen)} is the largest grid ε with {label} ≤ {limit} "
-            f"(largest over seeds: {span(worst_per_eps[chosen])})")
-    if above:
-        nxt = min(above)
-        text += f"; the next, ε = {fmt(nxt)}, gives {span(worst_per_eps[nxt])}"
-    return Choice(target, mechanism, chosen, text, _utility_text(rows[eps_column == chosen]))
-
-
-def guidance_choices(table: pd.DataFrame, dataset: str,
-                     targets: Sequence[Target] = DEFAULT_TARGETS) -> list[Choice]:
-    """For each target and private mechanism of the dataset: the largest grid ε meeting it."""
-    rows = table[table["dataset"] == dataset]
-    mechanisms = [m for m in MECHANISM_LABELS if m != "baseline" and (rows["mechanism"] == m).any()]
-    return [_choose(table, dataset, m, t) for t in targets for m in mechanisms]
-
-
-def targets_from_config(options: Mapping | None) -> tuple[Target, ...]:
-    """DEFAULT_TARGETS with the limits of a ``{name: limit}`` mapping (unknown names refused)."""
-    options = dict(options or {})
-    unknown = set(options) - {t.name for t in DEFAULT_TARGETS}
-    if unknown:
-        raise ValueError(f"unknown guidance target(s) {sorted(unknown)}; known: {[t.name for t in DEFAULT_TARGETS]}")
-    return tuple(Target(t.name, t.family, t.metric, float(options[t.name]) if t.name in options and
-                        t.limit is not None else t.limit, t.wording, t.select) for t in DEFAULT_TARGETS)
-
-
-def build_guidance(table: pd.DataFrame, dataset: str, *, png: str | Path, pdf: str | Path | None = None,
-                   targets: Sequence[Target] = DEFAULT_TARGETS) -> str:
-    """The guidance page of one dataset (standalone HTML, the frontier figure embedded) and its PNG."""
-    from dpaudit.plots.guidance import plot_guidance
-
-    choices = guidance_choices(table, dataset, targets)
-    lines = {}
-    for choice in choices:
-        lines.setdefault(choice.target.name, []).append(choice)
-    items = []
-    for target in targets:
-        wording = _esc(target.wording) + (f" ≤ {fmt(target.limit)}" if target.limit is not None else "")
-        answers = "".join(
-            f'<li data-target="{_esc(target.name)}" data-mechanism="{_esc(c.mechanism)}" '
-            f'data-epsilon="{"" if c.epsilon is None else repr(c.epsilon)}"><strong>'
-            f"{_esc(MECHANISM_LABELS.get(c.mechanism, c.mechanism))}</strong>: {c.sentence}"
-            + (f"; {c.utility}" if c.utility else "") + ".</li>"
-            for c in lines.get(target.name, []))
-        items.append(f"<h2>{wording}</h2><ul>{answers or '<li>no private model in this run.</li>'}</ul>")
-    lines_drawn = {}
-    for choice in choices:
-        if choice.epsilon is not None:
-            lines_drawn[choice.target.wording] = max(choice.epsilon, lines_drawn.get(choice.target.wording, 0.0))
-    plot_guidance(table[table["dataset"] == dataset], lines_drawn, png, pdf, title=f"Privacy–utility: {dataset}")
-    data_uri = "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode()
-    intro = ("<p>For each limit a user may state, the largest ε of the grid whose models all meet it "
-             "(every seed), per mechanism, with their test accuracy. The limits' values are those of the "
-             "table below each heading; the figure draws each answer as a vertical line on the "
-             "privacy–utility frontier.</p>")
-    figure = (f'<img src="{data_uri}" alt="test accuracy against accountant ε, one point per model, '
-              'the targets as vertical lines">')
-    body = f"<h1>Choosing ε: {_esc(dataset)}</h1>{intro}{figure}{''.join(items)}"
-    return page(f"Guidance to choose ε: {dataset}", body, meta={"dpaudit-dataset": dataset})
+    return page(f"Dossier: {title}", "".join(body), style=DOSSIER_STYLE,
+                meta={"dpaudit-dataset": dataset, "dpaudit-run": run}, lang="en", viewport=True)

@@ -56,7 +56,7 @@ def glossary_html(columns: Mapping[str, tuple[str, str, str]]) -> str:
 
 
 def interactive_table(frame: pd.DataFrame, columns: Mapping[str, tuple[str, str, str]], *, table_id: str) -> str:
-    """One sortable, filterable table (HTML fragment; needs ``page``'s offline bundle)."""
+    """One sortable, filterable table (HTML fragment; its page needs ``offline_bundle()``)."""
     from itables import to_html_datatable
 
     shown = display_frame(frame, columns)
@@ -76,13 +76,9 @@ def _javascript(code: str):
     return JavascriptFunction(code)
 
 
-def page(title: str, body: str) -> str:
-    """A self-contained HTML page with the DataTables bundle inlined (works offline)."""
+def offline_bundle() -> str:
+    """The DataTables bundle inlined, for ``dpaudit.report.pages.page(..., head=...)`` (works offline)."""
     from itables import options
     from itables.javascript import generate_init_offline_itables_html
 
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{PAGE_STYLE}</style>"
-        f"{generate_init_offline_itables_html(options.dt_bundle)}</head><body>{body}</body></html>\n"
-    )
+    return generate_init_offline_itables_html(options.dt_bundle)

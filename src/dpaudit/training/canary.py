@@ -37,15 +37,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.training.models import predict_logits
+from dpaudit.training.params import normalize_params
 from dpaudit.training.steps import CORRECT, MechanismPolicy
-from dpaudit.training.train import normalize_params, train_model
+from dpaudit.training.train import train_model
 
 __all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin"]
 

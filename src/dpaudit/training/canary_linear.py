@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
 from dpaudit.training.canary_linear_detection import DETECTION_REPETITIONS, linear_detectable_factor
@@ -62,7 +63,7 @@ __all__ = [
 
 THREAT_MODEL = "many_runs"  # the canary family's name for this audit
 SCORE_KIND = "log_density_ratio"
-MECHANISMS = ("output_perturbation", "objective_perturbation")
+MECHANISMS = LINEAR_MECHANISMS  # the mechanisms this audit covers (dpaudit.contract.mechanisms)
 SCORE_COLUMNS = ("canary_id", "included", "score", "threat_model")
 NEIGHBOURS = ("crafted", "worst_replacement")
 # Noise streams: rng = default_rng([seed, stream]); D releases, D′ releases (the detection's

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from dpaudit.config import LINEAR_MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model

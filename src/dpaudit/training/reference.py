@@ -18,7 +18,7 @@ Vectorized path (``vectorized=True`` in the result): the MLP's Dense weights are
 stacked on a leading model axis ([K, in, out]); one step feeds a [K, m, d] block
 holding each model's own Poisson batch (padded to the largest, padding masked out of
 the loss). DP-SGD clips per example and per model by the ghost norms of
-``dpaudit.training.steps._ghost_squared_norms`` (‖h_i‖²‖δ_i‖² + ‖δ_i‖² per Dense layer,
+``dpaudit.training.dense_taps.ghost_squared_norms`` (‖h_i‖²‖δ_i‖² + ‖δ_i‖² per Dense layer,
 called on the K·m rows flattened; examples of different models do not interact either),
 forms the clipped sums hᵀ(w ⊙ δ) with one batched matmul per layer, and adds
 N(0, σ²C²) noise per model from the model's own numpy generator. The optimizers are
@@ -45,11 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.contract.metrics import LINEAR_MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.training import sampling
-from dpaudit.training.steps import _ghost_squared_norms
-from dpaudit.training.train import _resolve_implementation, normalize_params
+from dpaudit.training.dense_taps import ghost_squared_norms
+from dpaudit.training.params import normalize_params, resolve_implementation
 
 __all__ = [
     "ReferencePool",
@@ -159,7 +159,7 @@ def _initial_weights(d: int, p: dict[str, Any], n_classes: int, seeds: np.ndarra
 
 
 class _Bias:
-    """What ``_ghost_squared_norms`` reads of a layer: every stacked Dense layer has a bias."""
+    """What ``ghost_squared_norms`` reads of a layer: every stacked Dense layer has a bias."""
 
     use_bias = True
 
@@ -228,7 +228,7 @@ def _stacked_step(variables, p, clip, divisor, tf, keras):
         deltas = tape.gradient(objective, [z for _, z in taps])
         k, m = tf.shape(x)[0], tf.shape(x)[1]
         flat = [(tf.reshape(h, [k * m, -1]), None, _Bias()) for h, _ in taps]
-        sq = _ghost_squared_norms(flat, [tf.reshape(dl, [k * m, -1]) for dl in deltas], tf)
+        sq = ghost_squared_norms(flat, [tf.reshape(dl, [k * m, -1]) for dl in deltas], tf)
         norms = tf.reshape(tf.sqrt(sq), [k, m])
         weights = clip / tf.maximum(clip, norms)  # clip_grads.compute_clip_weights
         grads, offset = [], 0
@@ -293,7 +293,7 @@ def train_reference_models(
     n_classes = int(p["n_classes"] or int(y.max()) + 1)
     implementation = None
     if p["mechanism"] == "dpsgd":
-        implementation = _resolve_implementation(p)  # refuses inconsistent choices like train_model
+        implementation = resolve_implementation(p)  # refuses inconsistent choices like train_model
     problem = "force_loop" if force_loop else vectorization_problem(p)
     batches = _batches(inclusion, seeds, p, acc["sampling_probability"], acc["steps"])
 

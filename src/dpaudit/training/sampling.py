@@ -39,3 +39,13 @@ def shuffle_batches(
 def steps_per_epoch(n: int, batch_size: int) -> int:
     """Steps that make one epoch in expectation (Poisson) or exactly (shuffle)."""
     return max(1, n // batch_size)
+
+
+def batch_size_problem(batch_size: int, n_members: int, dataset: str, where: str) -> str | None:
+    """The one message for a batch size above the members (parse time and training job)."""
+    if int(batch_size) <= int(n_members):
+        return None
+    # q = B/n > 1 has no meaning, and training with n instead would differ silently
+    # from the run's name and its recorded parameters.
+    return (f"{where}: batch_size={int(batch_size)} exceeds the {int(n_members)} members (training examples) "
+            f"of dataset {dataset}; write batch_size <= {int(n_members)}")

@@ -3,7 +3,7 @@
 Output and objective perturbation of logistic regression (numpy/scipy, no
 TensorFlow training) are dispatched to ``dpaudit.training.linear``.
 
-Parameters are checked and filled here (``normalize_params``), the noise is
+Parameters are checked and filled by ``dpaudit.training.params`` (``normalize_params``), the noise is
 calibrated by ``dpaudit.dp.accounting``, batches come from
 ``dpaudit.training.sampling``, and each update is one step of
 ``dpaudit.training.steps`` (the DP-SGD update rule, microbatching and the gradient
@@ -26,18 +26,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.config import batch_size_problem
-from dpaudit.contract.delta import check_delta
-from dpaudit.contract.metrics import LINEAR_MECHANISMS, MECHANISMS
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
-from dpaudit.io import atomic_path
 from dpaudit.training import sampling
 from dpaudit.training.canary_plan import CanaryPlan
-from dpaudit.training.linear import DEFAULT_REGULARIZATION, train_linear
+from dpaudit.training.checkpoint_recorder import CheckpointRecorder
+from dpaudit.training.linear import train_linear
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
+from dpaudit.training.params import normalize_params, resolve_implementation
 from dpaudit.training.steps import (
     CORRECT,
-    DP_IMPLEMENTATIONS,
     NORM_CHECK_EXAMPLES,
     NORM_CHECK_RTOL,
     MechanismPolicy,
@@ -46,19 +44,14 @@ from dpaudit.training.steps import (
 )
 
 __all__ = [
-    "DEFAULTS",
-    "DP_IMPLEMENTATIONS",
-    "MECHANISMS",
+    "LOSS_DIVERGENCE_RATIO",
     "MICROBATCH_ACCOUNTING_NOTE",
-    "OPTIMIZERS",
     "build_train_step",
-    "normalize_params",
+    "constant_predictor_loss",
+    "divergence_reason",
+    "loss_divergence",
     "train_model",
 ]
-
-# The parameters a linear mechanism reads; any other parameter set for one is refused.
-LINEAR_PARAMS = ("mechanism", "target_epsilon", "seed", "linear_regularization", "delta", "n_classes")
-OPTIMIZERS = ("sgd", "adam")
 
 MICROBATCH_ACCOUNTING_NOTE = (
     "The accountant treats each example's sensitivity as C (per-example clipping) and "
@@ -69,33 +62,6 @@ MICROBATCH_ACCOUNTING_NOTE = (
     "Epsilon* paper's (TF Privacy's) convention and is not a proven (epsilon, delta) "
     "bound when microbatches is set."
 )
-
-# Equal to the defaults of workflow/schemas/config.schema.yaml for every key the
-# two share (tests/unit/test_training.py compares them), except clip_norm and delta:
-# a baseline has no clipping, and the library takes the resolved numeric δ only.
-DEFAULTS: dict[str, Any] = {
-    "mechanism": "baseline",
-    "epochs": 10,
-    "batch_size": 64,
-    "learning_rate": 0.05,
-    "optimizer": "sgd",
-    "momentum": 0.9,
-    "hidden_units": [64],
-    "activation": "relu",
-    "dropout": 0.0,
-    "clip_norm": None,
-    "target_epsilon": None,
-    "noise_multiplier": None,
-    "delta": None,
-    "accountant": "rdp",
-    "sampling": "poisson",
-    "seed": 0,
-    "dp_implementation": "auto",
-    "n_classes": None,
-    "microbatches": None,
-    "linear_regularization": None,  # linear mechanisms only; None = DEFAULT_REGULARIZATION
-}
-
 
 # A run "did not train" (``loss_diverged`` in train.json, with its reason and a
 # warning) when (issue 26):
@@ -158,157 +124,6 @@ def loss_divergence(history: list[dict[str, Any]], learning_rate: float, run: st
                   "metrics describe a broken model")
 
 
-def _finite(p: dict[str, Any], key: str, low: float | None = None, high: float | None = None,
-            low_open: bool = False, high_open: bool = False) -> None:
-    """Refuse a non-finite (or out-of-range) number, naming the parameter; store it as float."""
-    value = p[key]
-    if value is None:
-        return
-    number = math.nan if isinstance(value, bool) else float(value)
-    bad = not math.isfinite(number)
-    if low is not None:
-        bad |= number <= low if low_open else number < low
-    if high is not None:
-        bad |= number >= high if high_open else number > high
-    if bad:
-        bounds = []
-        if low is not None:
-            bounds.append(f"{'>' if low_open else '>='} {low:g}")
-        if high is not None:
-            bounds.append(f"{'<' if high_open else '<='} {high:g}")
-        raise ValueError(f"{key} must be a finite number {' and '.join(bounds)}".rstrip() + f", got {value!r}")
-    p[key] = number
-
-
-def _none_if_na(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    try:
-        if value is pd.NA:
-            return None
-    except TypeError:
-        pass
-    return value
-
-
-def _microbatches(value: Any) -> int | None:
-    if value is None:
-        return None
-    # A pandas column mixing ints and missing values arrives as float (32.0).
-    if isinstance(value, bool) or not float(value).is_integer() or float(value) < 1:
-        raise ValueError(f"microbatches must be None or an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Fill defaults, coerce to plain Python types and check values."""
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown training parameters: {sorted(unknown)}")
-    given = {k: _none_if_na(v) for k, v in params.items()}
-    p = {**DEFAULTS, **given}
-    p["mechanism"] = str(p["mechanism"])
-    if p["mechanism"] not in MECHANISMS:
-        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {p['mechanism']!r}")
-    if p["mechanism"] in LINEAR_MECHANISMS:
-        return _normalize_linear(p, given)
-    # NaN (or pandas NA) means "not applicable" only for a key without a default
-    # (target_epsilon, clip_norm, microbatches, ...): elsewhere it would silently
-    # become the default (a NaN momentum used to train with 0.0).
-    for key, value in params.items():
-        if DEFAULTS[key] is not None and value is not None and given[key] is None:
-            raise ValueError(f"{key} must be a finite number, got {value!r}")
-    if p.pop("linear_regularization") is not None:
-        raise ValueError(f"linear_regularization applies to {LINEAR_MECHANISMS} only, not {p['mechanism']}")
-    p["optimizer"] = str(p["optimizer"]).lower()
-    if p["optimizer"] not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {p['optimizer']!r}")
-    for key in ("epochs", "batch_size", "seed"):
-        p[key] = int(p[key])
-    if p["epochs"] < 1 or p["batch_size"] < 1:
-        raise ValueError("epochs and batch_size must be >= 1")
-    # No `or 0.0`: a NaN momentum or dropout must be refused, not become 0.
-    for key in ("momentum", "dropout"):
-        if p[key] is None:
-            p[key] = 0.0
-    _finite(p, "learning_rate", 0.0, low_open=True)
-    _finite(p, "momentum", 0.0, 1.0, high_open=True)
-    _finite(p, "dropout", 0.0, 1.0, high_open=True)
-    p["hidden_units"] = [int(h) for h in (p["hidden_units"] or [])]
-    p["activation"] = str(p["activation"])
-    if p["sampling"] not in accounting.SAMPLINGS:
-        raise ValueError(f"sampling must be one of {accounting.SAMPLINGS}, got {p['sampling']!r}")
-    if p["dp_implementation"] not in DP_IMPLEMENTATIONS:
-        raise ValueError(f"dp_implementation must be one of {DP_IMPLEMENTATIONS}")
-    if p["mechanism"] == "dpsgd":
-        if p["clip_norm"] is None:
-            raise ValueError("dpsgd needs clip_norm > 0")
-        _finite(p, "clip_norm", 0.0, low_open=True)
-        if p["accountant"] not in accounting.ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {accounting.ACCOUNTANTS}")
-        if p["delta"] is None:
-            raise ValueError("dpsgd needs a resolved numeric delta")
-        p["delta"] = check_delta(p["delta"])
-        if p["noise_multiplier"] is None:
-            if p["target_epsilon"] is None:
-                raise ValueError("dpsgd needs target_epsilon (or an explicit noise_multiplier)")
-            _finite(p, "target_epsilon", 0.0, low_open=True)
-        else:
-            _finite(p, "noise_multiplier", 0.0)
-        p["microbatches"] = _microbatches(p["microbatches"])
-    else:
-        p["clip_norm"] = None if p["clip_norm"] is None else float(p["clip_norm"])
-        p["target_epsilon"] = None
-        p["noise_multiplier"] = None
-        # dpsgd-only, like target_epsilon: a dataset-wide value does not apply here.
-        p["microbatches"] = None
-        p["delta"] = None if p["delta"] is None else float(p["delta"])
-    return p
-
-
-def _normalize_linear(p: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    mechanism = p["mechanism"]
-    extra = sorted(k for k, v in given.items() if k not in LINEAR_PARAMS and v is not None)
-    if extra:
-        raise ValueError(f"parameter(s) {extra} do not apply to mechanism {mechanism} (it reads {LINEAR_PARAMS})")
-    epsilon = p["target_epsilon"]
-    if epsilon is None or not 0 < float(epsilon) < math.inf:
-        raise ValueError(f"{mechanism} needs a finite target_epsilon > 0, got {epsilon!r}")
-    lam = DEFAULT_REGULARIZATION if p["linear_regularization"] is None else float(p["linear_regularization"])
-    if not 0 < lam < math.inf:
-        raise ValueError(f"linear_regularization must be finite and > 0, got {lam!r}")
-    return {
-        "mechanism": mechanism,
-        "target_epsilon": float(epsilon),
-        "seed": int(p["seed"]),
-        "linear_regularization": lam,
-        # the dataset's δ: not the guarantee's (δ = 0) but the one the audits use
-        "delta": None if p["delta"] is None else float(p["delta"]),
-        "n_classes": None if p["n_classes"] is None else int(p["n_classes"]),
-    }
-
-
-def _resolve_implementation(p: dict[str, Any]) -> str:
-    impl = p["dp_implementation"]
-    if p["microbatches"] is not None:
-        # Neither tensorflow-privacy path can split a Poisson batch whose size k
-        # does not divide, so microbatches always use the group-gradient path.
-        if impl not in ("auto", "microbatch_group_gradients"):
-            raise ValueError(f"microbatches need dp_implementation auto, got {impl!r}")
-        return "microbatch_group_gradients"
-    if impl == "microbatch_group_gradients":
-        raise ValueError("dp_implementation microbatch_group_gradients needs microbatches")
-    if impl == "auto":
-        return "masked_ghost_clipping" if p["dropout"] > 0 else "fast_gradient_clipping"
-    if impl == "fast_gradient_clipping" and p["dropout"] > 0:
-        raise ValueError(
-            "fast_gradient_clipping is not exact with Dropout; use masked_ghost_clipping"
-        )
-    return impl
-
-
 def train_model(
     examples: pd.DataFrame,
     splits: dict[str, str],
@@ -330,7 +145,7 @@ def train_model(
     error messages.
     ``checkpoints = K > 0`` also saves the weights at K evenly spaced step
     indices (the first is the initialisation) to ``checkpoint_path`` (.npz, see
-    ``_CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
+    ``dpaudit.training.checkpoint_recorder.CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
     recomputes per-example clipped gradients at each of them.
 
     ``canaries`` (a ``CanaryPlan``) turns the run into an audit twin: the included
@@ -371,7 +186,7 @@ def train_model(
     n = len(members)
     # The message of the parse-time check (dpaudit.config), which catches it already
     # where n is known before the data are downloaded.
-    problem = batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
+    problem = sampling.batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
                                  f"run {run!r}" if run is not None else "grid")
     if problem is not None:
         raise ValueError(problem)
@@ -407,34 +222,7 @@ def train_model(
         # Most groups would be empty in every step; almost surely a config error.
         raise ValueError(f"microbatches={k} exceeds the batch size {batch_size}")
 
-    privacy: dict[str, Any]
-    implementation = None
-    noise_multiplier = 0.0
-    if p["mechanism"] == "dpsgd":
-        implementation = _resolve_implementation(p)
-        if p["noise_multiplier"] is None:
-            t_cal = time.perf_counter()
-            noise_multiplier = accounting.calibrate_noise(
-                p["target_epsilon"], q, steps, p["delta"], p["accountant"], p["sampling"]
-            )
-            log.info(
-                "calibrated noise_multiplier=%.5f for target epsilon=%g (%s, %s) in %.1fs",
-                noise_multiplier, p["target_epsilon"], p["accountant"], p["sampling"],
-                time.perf_counter() - t_cal,
-            )
-        else:
-            noise_multiplier = p["noise_multiplier"]
-        privacy = accounting.dpsgd_epsilon(
-            noise_multiplier, q, steps, p["delta"], p["accountant"], p["sampling"]
-        )
-    else:
-        privacy = {
-            "epsilon": math.inf,
-            "accountant": None,
-            "orders": None,
-            "neighbouring_relation": None,
-            "amplification": None,
-        }
+    implementation, noise_multiplier, privacy = _privacy(p, q, steps, log)
 
     model = build_mlp(d, {**p, "n_classes": n_classes}, seed=p["seed"])
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
@@ -493,7 +281,7 @@ def train_model(
     empty_batches = 0
     dropped = 0
     all_fractions: list[float] = []
-    recorder = _CheckpointRecorder(checkpoints, steps, model) if checkpoints else None
+    recorder = CheckpointRecorder(checkpoints, steps, model) if checkpoints else None
     train0 = time.perf_counter()
     for epoch in range(1, p["epochs"] + 1):
         t0 = time.perf_counter()
@@ -554,11 +342,7 @@ def train_model(
             # Mean over the epoch's non-empty steps of the per-step share of
             # examples (or non-empty groups) whose gradient norm exceeded C.
             record["clipped_fraction"] = float(np.mean(fractions)) if fractions else math.nan
-        if len(x_util):
-            logits_u = predict_logits(net, x_util).astype(np.float64)
-            lse = np.logaddexp.reduce(logits_u, axis=1)
-            record["utility_loss"] = float(np.mean(lse - logits_u[np.arange(len(y_util)), y_util]))
-            record["utility_accuracy"] = float(np.mean(np.argmax(logits_u, axis=1) == y_util))
+        record.update(_utility(net, x_util, y_util))
         history.append(record)
         log.info(
             "epoch %d/%d loss=%.4f accuracy=%.4f utility_accuracy=%s time=%.2fs",
@@ -574,11 +358,8 @@ def train_model(
 
     if model_path is not None:
         save_model(model, model_path)
-    # The released model's mean cross-entropy on its training data (members, and the
-    # twin's included input canaries; the canary inputs are 0) against the constant predictor's.
-    logits_t = predict_logits(net, x).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        final_loss = float(np.mean(np.logaddexp.reduce(logits_t, axis=1) - logits_t[np.arange(len(y)), y]))
+    # The released model's training loss against the constant predictor's.
+    final_loss = _final_train_loss(net, x, y)
     constant_loss = constant_predictor_loss(y, n_classes)
     reason = divergence_reason(history, constant_loss=constant_loss, final_loss=final_loss)
     diverged, warning = loss_divergence(history, p["learning_rate"], run, constant_loss=constant_loss,
@@ -644,13 +425,68 @@ def train_model(
         "versions": _tf.versions(),
     }
     if canaries is not None:
-        info["canary_observations"] = np.stack(observations) if observations else np.zeros((0, m_gradient))
-        info["canary_sampled"] = np.stack(sampled) if sampled else np.zeros((0, m_gradient), bool)
-        info["canary_sampler"] = "shared_poisson" if shared_sampler else "own_poisson"
-        info["norm_checks"] = norm_checks
-        info["canary_net"] = net
-        info["n_members_with_canaries"] = int(n_train)
+        info.update(_twin_info(observations, sampled, m_gradient, shared_sampler, norm_checks, net, n_train))
     return info
+
+
+def _twin_info(observations: list, sampled: list, m_gradient: int, shared_sampler: bool, norm_checks: int,
+               net, n_train: int) -> dict[str, Any]:
+    """What an audit twin adds to its train info (``train_model(canaries=...)``)."""
+    return {
+        "canary_observations": np.stack(observations) if observations else np.zeros((0, m_gradient)),
+        "canary_sampled": np.stack(sampled) if sampled else np.zeros((0, m_gradient), bool),
+        "canary_sampler": "shared_poisson" if shared_sampler else "own_poisson",
+        "norm_checks": norm_checks,
+        "canary_net": net,
+        "n_members_with_canaries": int(n_train),
+    }
+
+
+def _privacy(p: dict[str, Any], q: float, steps: int, log: logging.Logger) -> tuple[str | None, float, dict]:
+    """(gradient path, noise multiplier, accountant's answer) of a run; a baseline has ε = ∞."""
+    if p["mechanism"] != "dpsgd":
+        return None, 0.0, {
+            "epsilon": math.inf,
+            "accountant": None,
+            "orders": None,
+            "neighbouring_relation": None,
+            "amplification": None,
+        }
+    implementation = resolve_implementation(p)
+    if p["noise_multiplier"] is None:
+        t_cal = time.perf_counter()
+        noise_multiplier = accounting.calibrate_noise(
+            p["target_epsilon"], q, steps, p["delta"], p["accountant"], p["sampling"]
+        )
+        log.info(
+            "calibrated noise_multiplier=%.5f for target epsilon=%g (%s, %s) in %.1fs",
+            noise_multiplier, p["target_epsilon"], p["accountant"], p["sampling"],
+            time.perf_counter() - t_cal,
+        )
+    else:
+        noise_multiplier = p["noise_multiplier"]
+    privacy = accounting.dpsgd_epsilon(
+        noise_multiplier, q, steps, p["delta"], p["accountant"], p["sampling"]
+    )
+    return implementation, noise_multiplier, privacy
+
+
+def _utility(net, x_util: np.ndarray, y_util: np.ndarray) -> dict[str, float]:
+    """Mean cross-entropy and accuracy on the utility split (empty when it has no rows)."""
+    if not len(x_util):
+        return {}
+    logits_u = predict_logits(net, x_util).astype(np.float64)
+    lse = np.logaddexp.reduce(logits_u, axis=1)
+    return {"utility_loss": float(np.mean(lse - logits_u[np.arange(len(y_util)), y_util])),
+            "utility_accuracy": float(np.mean(np.argmax(logits_u, axis=1) == y_util))}
+
+
+def _final_train_loss(net, x: np.ndarray, y: np.ndarray) -> float:
+    """The released model's mean cross-entropy on its training data (members, and the
+    twin's included input canaries; the canary inputs are 0)."""
+    logits_t = predict_logits(net, x).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return float(np.mean(np.logaddexp.reduce(logits_t, axis=1) - logits_t[np.arange(len(y)), y]))
 
 
 def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_ids: np.ndarray, n: int,
@@ -669,33 +505,3 @@ def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_id
             f"(relative difference {abs(float(fast[j]) - float(slow[j])) / float(scale[j]):.3g} > {NORM_CHECK_RTOL:g}): "
             "this implementation clips gradients by norms that are not theirs, so its DP guarantee does not hold"
         )
-
-
-class _CheckpointRecorder:
-    """Weights at K evenly spaced step indices t_0 = 0 < t_1 < ... (before that step runs).
-
-    Checkpoint k stands for the T_k = t_{k+1} − t_k steps that follow it. The
-    .npz holds ``start_step`` and ``steps_represented`` (int64, length K) and
-    ``w{k}_{j}`` (the j-th weight array of ``model.get_weights()`` at checkpoint k).
-    """
-
-    def __init__(self, count: int, total_steps: int, model):
-        count = int(count)
-        if count < 1:
-            raise ValueError(f"checkpoints must be >= 1, got {count}")
-        self.starts = np.unique(np.linspace(0, total_steps, count, endpoint=False).astype(np.int64))
-        self.total_steps = int(total_steps)
-        self.model = model
-        self.step = 0
-        self.weights: list[list[np.ndarray]] = []
-
-    def before_step(self) -> None:
-        if len(self.weights) < self.starts.size and self.step == self.starts[len(self.weights)]:
-            self.weights.append([w.copy() for w in self.model.get_weights()])
-        self.step += 1
-
-    def save(self, path: str | Path) -> None:
-        arrays = {f"w{k}_{j}": w for k, ws in enumerate(self.weights) for j, w in enumerate(ws)}
-        ends = np.r_[self.starts[1:], self.total_steps]
-        with atomic_path(path, suffix=".npz") as tmp:
-            np.savez(tmp, start_step=self.starts, steps_represented=ends - self.starts, **arrays)

@@ -1,0 +1,310 @@
+"""The four DP-SGD gradient paths of ``dpaudit.training.steps.build_train_step``, one builder each.
+
+Every builder takes a ``StepContext`` (what the paths share: the clip weights' threshold,
+the canary coordinates, the noised update with its fixed divisor, the norm check) and
+returns a ``GradientPath``: the compiled step, the optimizer, the optimizer call the
+noise-only update of an empty batch goes through, and the clip-weight function the
+canaries' weights come from. The mathematics of each path is in ``steps``'s docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from dpaudit.training.dense_taps import (
+    dense_chain,
+    dropout_layers,
+    dropout_mask_sampler,
+    ghost_squared_norms,
+    tapped_forward,
+)
+
+__all__ = ["BUILDERS", "GradientPath", "StepContext"]
+
+
+class GradientPath(NamedTuple):
+    """What a gradient path gives ``build_train_step``."""
+
+    step: Callable
+    optimizer: Any
+    apply_noise: Callable  # the optimizer call of the noise-only update
+    clip_weights: Callable  # norms → clip weights (the canaries' weights of a noise-only update)
+
+
+@dataclass
+class StepContext:
+    """What the gradient paths of one DP-SGD step share (built by ``build_train_step``)."""
+
+    net: Any
+    signature: list  # (x, y[, canary mask][, norm-check positions]) tensor specs
+    optimizer: str
+    learning_rate: float
+    momentum: float
+    clip: float  # C of the noise and of the clipped fraction
+    sigma: float  # the noise multiplier actually drawn
+    clip_for_weights: float  # the clip weights' threshold (C unless a policy plants a bug)
+    norm_factor: float  # the fast and ghost paths' norms are scaled by it (a planted bug unless 1)
+    m_canary: int  # gradient canaries appended to the update
+    canary_norm: float  # each canary's gradient norm
+    check: bool  # the step recomputes a few examples' norms the slow way
+    check_examples: int  # how many
+    divisor: float  # B, or k with microbatches
+
+    def __post_init__(self):
+        from dpaudit import _tf
+
+        self.tf, self.keras, self.tfp = _tf.tf, _tf.keras, _tf
+        self.variables = self.net.trainable_variables
+        self.canary_norms = self.tf.fill([self.m_canary], self.canary_norm)
+
+    def plain_optimizer(self):
+        keras = self.keras
+        if self.optimizer == "sgd":
+            return keras.optimizers.legacy.SGD(learning_rate=self.learning_rate, momentum=self.momentum)
+        return keras.optimizers.legacy.Adam(learning_rate=self.learning_rate)
+
+    def batch_stats(self, y, logits):
+        tf = self.tf
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1), y), tf.float32))
+        return losses, correct
+
+    def with_canary_norms(self, norms):
+        """Per-unit norms of the batch followed by the canaries' (one clip-weight call for both)."""
+        return self.tf.concat([norms, self.canary_norms], axis=0) if self.m_canary else norms
+
+    def split_weights(self, weights, units):
+        """(data units' weights, canaries' weights) from ``clip_weights(with_canary_norms(.))``."""
+        return (weights[:units], weights[units:]) if self.m_canary else (weights, None)
+
+    def noised_update(self, clipped, units, canary_mask=None, canary_weights=None):
+        """Clipped sum (and the sampled canaries' clipped gradients at their coordinates)
+        + N(0, σ²C²) per coordinate, divided by the fixed divisor."""
+        canaries = [canary_mask * self.canary_norms * canary_weights] if self.m_canary else []
+        noised = self.tfp.gradient_clipping_utils.add_aggregate_noise(
+            [*clipped, *canaries], units, self.clip, self.sigma, loss_reduction="sum")
+        observed = noised[-1] / self.clip if self.m_canary else None
+        return [g / self.divisor for g in noised[:len(clipped)]], observed
+
+    def finish(self, outputs, observed, checked=None):
+        extra = (observed,) if self.m_canary else ()
+        return (*outputs, *extra, *(checked or ()))
+
+    def slow_norms(self, x, y, positions, masks=None, chain=None):
+        """Norms of the examples at ``positions``, one tape per example (same masks)."""
+        tf = self.tf
+        out = []
+        for j in range(self.check_examples):
+            at = positions[j:j + 1]
+            xi, yi = tf.gather(x, at), tf.gather(y, at)
+            with tf.GradientTape() as tape:
+                if masks is None:
+                    logits = self.net(xi, training=True)
+                else:
+                    logits, _ = tapped_forward(chain, xi, tf, [tf.gather(mk, at) for mk in masks])
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yi, logits))
+            grads = tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
+        return tf.stack(out)
+
+    def fraction_above_clip(self, norms):
+        return self.tf.reduce_mean(self.tf.cast(norms > self.clip, self.tf.float32))
+
+    def ratio_weights(self, norms):
+        # C / max(C, ‖g_i‖) = min(1, C/‖g_i‖), and 1 for a zero gradient.
+        if math.isinf(self.clip_for_weights):
+            return self.tf.ones_like(norms)
+        return self.clip_for_weights / self.tf.maximum(self.clip_for_weights, norms)
+
+
+def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
+    """tensorflow-privacy's ghost norms of Dense layers, then a weighted-loss backward pass."""
+    tf, keras, _tf = ctx.tf, ctx.keras, ctx.tfp
+    net, variables, m_canary, check = ctx.net, ctx.variables, ctx.m_canary, ctx.check
+    opt = ctx.plain_optimizer()
+    # The fast path reads the per-example loss from net.loss; "sum" reduction so
+    # the clipped gradient is Σ_i clip_C(g_i), divided by B below.
+    net.compile(
+        optimizer=opt,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"),
+    )
+    registry = _tf.tfp_layer_registry.make_default_layer_registry()
+
+    def clip_weights(norms):
+        if math.isinf(ctx.clip_for_weights):
+            return tf.ones_like(norms)
+        return _tf.clip_grads.compute_clip_weights(ctx.clip_for_weights, norms)
+
+    @tf.function(input_signature=ctx.signature, autograph=False)
+    def step(x, y, *extra):
+        canary_mask = extra[0] if m_canary else None
+        # clip_grads.compute_clipped_gradients_and_outputs, unrolled so the
+        # per-example norms are available for the clipped fraction.
+        norms = _tf.clip_grads.compute_gradient_norms(
+            net, registry, x, y, trainable_vars=variables
+        ) * ctx.norm_factor
+        # before the update: the slow tapes must read the weights the norms were computed at
+        checked = (tf.gather(norms, extra[-1]), ctx.slow_norms(x, y, extra[-1])) if check else None
+        weights, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
+        with tf.GradientTape() as tape:
+            logits = net(x, training=True)
+            clipped_loss = net.loss(y, logits, weights)
+        clipped = tape.gradient(
+            clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
+        update, observed = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
+        opt.apply_gradients(zip(update, variables, strict=True))
+        losses, correct = ctx.batch_stats(y, logits)
+        return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), observed, checked)
+
+    return GradientPath(step, opt, opt.apply_gradients, clip_weights)
+
+
+def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = None, dropout_seed: int = 0,
+                          **_) -> GradientPath:
+    """Explicit Dropout masks, one forward pass, ghost norms and the clipped sum hᵀ diag(w) δ."""
+    tf, keras = ctx.tf, ctx.keras
+    variables, m_canary, check = ctx.variables, ctx.m_canary, ctx.check
+    opt = ctx.plain_optimizer()
+    chain = dense_chain(ctx.net, keras)
+    sample_masks = dropout_masks or dropout_mask_sampler(dropout_layers(chain, keras), dropout_seed)
+    clip_weights = ctx.ratio_weights
+
+    @tf.function(input_signature=ctx.signature, autograph=False)
+    def step(x, y, *extra):
+        canary_mask = extra[0] if m_canary else None
+        masks = sample_masks(tf.shape(x)[0])
+        with tf.GradientTape() as tape:
+            logits, taps = tapped_forward(chain, x, tf, masks)
+            losses, correct = ctx.batch_stats(y, logits)
+            summed = tf.reduce_sum(losses)
+        deltas = tape.gradient(summed, [z for _, z, _ in taps])
+        norms = tf.sqrt(ghost_squared_norms(taps, deltas, tf)) * ctx.norm_factor
+        checked = (tf.gather(norms, extra[-1]), ctx.slow_norms(x, y, extra[-1], masks, chain)) if check else None
+        factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
+        clipped = {}
+        for (h, _, layer), delta in zip(taps, deltas, strict=True):
+            # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
+            weighted = delta * factors[:, None]
+            clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
+            if layer.use_bias:
+                clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
+        update, observed = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+                                             canary_weights)
+        opt.apply_gradients(zip(update, variables, strict=True))
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), observed, checked)
+
+    return GradientPath(step, opt, opt.apply_gradients, clip_weights)
+
+
+def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
+    """tensorflow-privacy's vectorized DP optimizer (Jacobian of the per-example losses)."""
+    tf, keras, _tf = ctx.tf, ctx.keras, ctx.tfp
+    variables = ctx.variables
+    cls = (
+        _tf.VectorizedDPKerasSGDOptimizer
+        if ctx.optimizer == "sgd"
+        else _tf.VectorizedDPKerasAdamOptimizer
+    )
+    kwargs = {"momentum": ctx.momentum} if ctx.optimizer == "sgd" else {}
+    opt = cls(
+        l2_norm_clip=ctx.clip,
+        noise_multiplier=ctx.sigma,
+        num_microbatches=None,
+        learning_rate=ctx.learning_rate,
+        **kwargs,
+    )
+    # The DP class refuses apply_gradients before its own gradient call; the
+    # noise-only update of an empty batch goes to the parent Keras optimizer.
+    base_apply = super(cls, opt).apply_gradients
+    chain = dense_chain(ctx.net, keras)
+
+    @tf.function(input_signature=ctx.signature, autograph=False)
+    def step(x, y):
+        # Persistent: the optimizer's Jacobian and the norm pass read one
+        # forward pass, so both see the same Dropout masks.
+        with tf.GradientTape(persistent=True) as tape:
+            logits, taps = tapped_forward(chain, x, tf)
+            losses, correct = ctx.batch_stats(y, logits)
+            summed = tf.reduce_sum(losses)
+        grads_and_vars = opt._compute_gradients(losses, variables, tape=tape)
+        deltas = tape.gradient(summed, [z for _, z, _ in taps])
+        del tape
+        sq = ghost_squared_norms(taps, deltas, tf)
+        # The optimizer returns (Σ clip_C(g_i) + N(0, σ²C²)) / |b|; rescaling by
+        # |b|/B gives the same sum divided by the expected batch size B.
+        scale = tf.cast(tf.shape(y)[0], tf.float32) / ctx.divisor
+        opt.apply_gradients([(g * scale, v) for g, v in grads_and_vars])
+        return summed, correct, ctx.fraction_above_clip(tf.sqrt(sq))
+
+    return GradientPath(step, opt, base_apply, ctx.ratio_weights)
+
+
+def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = None, **_) -> GradientPath:
+    """Group-mean gradients of k contiguous groups, one batched matmul per layer, clipped per group."""
+    tf, keras = ctx.tf, ctx.keras
+    variables, m_canary = ctx.variables, ctx.m_canary
+    k = int(microbatches)
+    if k < 1:
+        raise ValueError(f"microbatches must be >= 1, got {k}")
+    opt = ctx.plain_optimizer()
+    chain = dense_chain(ctx.net, keras)
+    clip_weights = ctx.ratio_weights
+
+    @tf.function(input_signature=ctx.signature, autograph=False)
+    def step(x, y, *extra):
+        canary_mask = extra[0] if m_canary else None
+        m = tf.shape(y)[0]
+        # np.array_split sizes: the first m mod k groups hold one example more.
+        sizes = m // k + tf.cast(tf.range(k) < m % k, tf.int32)
+        starts = tf.cumsum(sizes, exclusive=True)
+        group = tf.repeat(tf.range(k), sizes)
+        weight = 1.0 / tf.cast(tf.gather(sizes, group), tf.float32)
+        with tf.GradientTape() as tape:
+            logits, taps = tapped_forward(chain, x, tf)
+            losses, correct = ctx.batch_stats(y, logits)
+            # Σ_j mean_{i∈b_j} loss_i: its δ at each pre-activation carries the
+            # 1/|b_j| of the group mean.
+            group_mean_sum = tf.reduce_sum(losses * weight)
+        deltas = tape.gradient(group_mean_sum, [z for _, z, _ in taps])
+        # Groups laid out as a [k, width] grid of example positions (padded by
+        # masking), so the group gradients are one batched matmul per layer.
+        width = (m + k - 1) // k
+        slot = tf.range(width)
+        valid = slot[None, :] < sizes[:, None]
+        pos = tf.minimum(starts[:, None] + slot[None, :], m - 1)
+        mask = tf.cast(valid, tf.float32)[:, :, None]
+        sq = tf.zeros([k])
+        group_grads = {}
+        for (h, _, layer), delta in zip(taps, deltas, strict=True):
+            dg = tf.gather(delta, pos) * mask
+            gk = tf.matmul(tf.gather(h, pos), dg, transpose_a=True)
+            sq += tf.reduce_sum(tf.square(gk), axis=[1, 2])
+            group_grads[layer.kernel.ref()] = gk
+            if layer.use_bias:
+                gb = tf.reduce_sum(dg, axis=1)
+                sq += tf.reduce_sum(tf.square(gb), axis=1)
+                group_grads[layer.bias.ref()] = gb
+        norms = tf.sqrt(sq)
+        factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), k)
+        clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
+        update, observed = ctx.noised_update(clipped, k, canary_mask, canary_weights)
+        opt.apply_gradients(zip(update, variables, strict=True))
+        nonempty = sizes > 0
+        n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > ctx.clip, nonempty), tf.float32))
+        fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
+        return ctx.finish((tf.reduce_sum(losses), correct, fraction), observed)
+
+    return GradientPath(step, opt, opt.apply_gradients, clip_weights)
+
+
+# implementation name (``steps.DP_IMPLEMENTATIONS`` without "auto") → its builder
+BUILDERS: dict[str, Callable[..., GradientPath]] = {
+    "fast_gradient_clipping": fast_gradient_clipping,
+    "masked_ghost_clipping": masked_ghost_clipping,
+    "vectorized_optimizer": vectorized_optimizer,
+    "microbatch_group_gradients": microbatch_group_gradients,
+}
