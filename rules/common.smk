@@ -140,10 +140,10 @@ def dataset_shape(dataset):
 
 def _job_resources(name, wildcards, attempt, sizes):
     """dpaudit.resources.declared for one job: the sizes it grows with, read from its wildcards."""
-    size = {}
-    if "dataset" in dict(wildcards.items()):
+    keys, size = dict(wildcards.items()), {}
+    if "dataset" in keys:
         size["n"], size["d"], size["classes"] = dataset_shape(wildcards.dataset)
-        if "run" in dict(wildcards.items()):
+        if "run" in keys:
             size["run"] = run_params(wildcards)
             size["training"] = TRAINING[wildcards.dataset]
     if sizes is not None:
