@@ -2,7 +2,7 @@
 profiles/slurm — jobs in the DAG, SLURM submissions after grouping, DAG build time.
 
 A submission is one group job (profile `groups` + `group-components`) or one
-ungrouped job of a rule that is neither a `localrules` rule nor a target-only rule.
+ungrouped job of a rule that is neither a local rule (`localrule: True`) nor a target-only rule.
 The dry-run uses the dry-run executor, so what it prints is the DAG Snakemake
 would submit; tests/workflow/test_slurm.py checks this count against the
 submissions a real scheduler received for the tiny workflow.

@@ -1,3 +1,41 @@
+# Every family's per-run rows joined to the grid (metrics.parquet, runs.html), and the
+# figures over every model of a dataset.
+
+# Per-dataset figures over all models of a dataset (issue 8): output name -> report label.
+MODEL_FIGURES = {
+    "roc": "attack ROCs (log–log)",
+    "tpr_at_low_fpr": "TPR at FPR 1e-3 and 1e-2",
+    "loss_histograms": "member vs non-member losses",
+    "training_curves": "training curves",
+    "utility": "utility across seeds",
+}
+
+
+@intermediates
+def metric_files():
+    """Every per-run metric file of every enabled family (FAMILIES), the rows aggregate_metrics joins."""
+    return [
+        P.METRIC.format(family=family, dataset=dataset, run=run)
+        for family in FAMILIES
+        for dataset in DATASETS
+        for run in RUNS[dataset]
+    ]
+
+
+def landscape_figures():
+    if "epsilon_star" not in FAMILIES:
+        return []
+    return [P.LANDSCAPE_FIGURE.format(dataset=dataset) for dataset in DATASETS]
+
+
+def report_figures():
+    return [
+        P.DATASET_FIGURE.format(name=name, dataset=dataset)
+        for name in ["audit", *MODEL_FIGURES]
+        for dataset in DATASETS
+    ]
+
+
 rule aggregate_metrics:
     input:
         metrics=metric_files(),
@@ -14,6 +52,7 @@ rule aggregate_metrics:
         runs=RUNS,
         run_keys=RUN_KEYS,
         code=CODE["aggregate_metrics"],
+    localrule: True
     log:
         P.log("aggregate_metrics"),
     script:
@@ -32,6 +71,7 @@ rule plot_privacy_utility:
         pdf=P.beside(P.PRIVACY_UTILITY_FIGURE, "pdf"),
     params:
         code=CODE["plot_privacy_utility"],
+    localrule: True
     log:
         P.log("plot_privacy_utility"),
     script:
@@ -60,6 +100,7 @@ rule plot_epsilon_star_landscape:
         ),
     params:
         code=CODE["plot_epsilon_star_landscape"],
+    localrule: True
     log:
         P.log("plot_epsilon_star_landscape", P.DATASET_KEY),
     script:
@@ -80,6 +121,7 @@ rule plot_audit:
         data=P.beside(P.fill(P.DATASET_FIGURE, name="audit"), "parquet"),
     params:
         code=CODE["plot_audit"],
+    localrule: True
     log:
         P.log("plot_audit", P.DATASET_KEY),
     script:
@@ -108,6 +150,7 @@ rule plot_model_figures:
         runs=dataset_run_names,
         loss=config["metrics"]["mia"]["loss"],
         code=CODE["plot_model_figures"],
+    localrule: True
     log:
         P.log("plot_model_figures", P.DATASET_KEY),
     script:

@@ -1,5 +1,64 @@
 # Bernau et al. 2021 (identifiability): bounds for every trained DP-SGD run,
 # and the DI adversary's audit of full-batch DP-SGD with its own training loop.
+from dpaudit.metrics.identifiability_grid import audit_configs as _audit_configs
+from dpaudit.metrics.identifiability_grid import blocks as _audit_blocks
+from dpaudit.metrics.identifiability_grid import target_problems as _audit_target_problems
+
+# The audit's configurations per dataset and the blocks of runs each job trains, as
+# parse-time lookups (every audited dataset is also under config.datasets: checked by
+# dpaudit.config).
+AUDIT = config["audit"]
+AUDIT_SHARED = {k: v for k, v in AUDIT.items() if k != "datasets"}
+AUDIT_DATASETS = sorted(AUDIT["datasets"]) if AUDIT["enabled"] else []
+_unreachable = [
+    problem for dataset in AUDIT_DATASETS for problem in _audit_target_problems(dataset, AUDIT["datasets"][dataset], AUDIT)
+]
+if _unreachable:
+    raise WorkflowError("invalid configuration:\n  " + "\n  ".join(_unreachable))
+AUDIT_CONFIGS = {
+    dataset: _audit_configs(AUDIT["datasets"][dataset], AUDIT) for dataset in AUDIT_DATASETS
+}
+
+
+def audit_block_files(kind):
+    return [
+        P.AUDIT_BLOCK.format(dataset=dataset, audit_config=name, block=block, kind=kind)
+        for dataset in AUDIT_DATASETS
+        for name, params in AUDIT_CONFIGS[dataset].items()
+        for block in _audit_blocks(params["runs"], AUDIT["block_size"])
+    ]
+
+
+def audit_options(wildcards):
+    return AUDIT["datasets"][wildcards.dataset]
+
+
+def audit_config_params(wildcards):
+    return AUDIT_CONFIGS[wildcards.dataset][wildcards.audit_config]
+
+
+def audit_members(wildcards, size):
+    """The members the audit keeps (job_resources): audit.datasets.<name>.n, or the dataset's n."""
+    return {"audit_n": int(AUDIT["datasets"][wildcards.dataset].get("n") or size["n"])}
+
+
+def audit_runs(wildcards, size):
+    """The audit's runs over every block (job_resources of audit_aggregate)."""
+    return {"audit_runs": sum(params["runs"] for dataset in AUDIT_DATASETS for params in AUDIT_CONFIGS[dataset].values())}
+
+
+def audit_figures():
+    if not AUDIT_DATASETS:
+        return []
+    return [P.IDENTIFIABILITY_FIGURE.format(k=i) for i in range(1, 7)] + [
+        P.IDENTIFIABILITY_AUDIT_FIGURE.format(dataset=dataset) for dataset in AUDIT_DATASETS
+    ] + [P.IDENTIFIABILITY_TABLES_PAGE]
+
+
+@intermediates
+def audit_files():
+    files = audit_block_files("runs") + [P.AUDIT_NEIGHBOURS.format(dataset=d) for d in AUDIT_DATASETS]
+    return files + ([P.AUDIT_SUMMARY] if AUDIT_DATASETS else [])
 
 
 rule metric_identifiability:
@@ -13,6 +72,8 @@ rule metric_identifiability:
         **job_resources("metric_identifiability"),
     log:
         P.log("metric_identifiability", P.RUN_KEY),
+    benchmark:
+        P.benchmark("metric_identifiability", P.RUN_KEY)
     script:
         "../scripts/metric_identifiability.py"
 
@@ -28,7 +89,7 @@ rule audit_neighbours:
         top=AUDIT["neighbour_top"],
         code=CODE["audit_neighbours"],
     resources:
-        **job_resources("audit_neighbours"),
+        **job_resources("audit_neighbours", sizes=audit_members),
     log:
         P.log("audit_neighbours", P.DATASET_KEY),
     benchmark:
@@ -55,7 +116,7 @@ rule audit_block:
         config=audit_config_params,
         code=CODE["audit_block"],
     resources:
-        **job_resources("audit_block"),
+        **job_resources("audit_block", sizes=audit_members),
     log:
         P.log("audit_block", "{dataset}/{audit_config}/block{block}"),
     benchmark:
@@ -76,7 +137,7 @@ rule audit_aggregate:
         alpha=AUDIT["alpha"],
         code=CODE["audit_aggregate"],
     resources:
-        **job_resources("audit_aggregate"),
+        **job_resources("audit_aggregate", sizes=audit_runs),
     log:
         P.log("audit_aggregate"),
     script:
@@ -85,9 +146,7 @@ rule audit_aggregate:
 
 rule plot_identifiability:
     input:
-        runs=P.AUDIT_RUNS,
-        steps=P.AUDIT_STEPS,
-        summary=P.AUDIT_SUMMARY,
+        **rules.audit_aggregate.output,
     output:
         **{
             f"fig{i}": report(
@@ -121,6 +180,7 @@ rule plot_identifiability:
         steps=AUDIT["steps"],
         conversion=AUDIT["conversion"],
         code=CODE["plot_identifiability"],
+    localrule: True
     log:
         P.log("plot_identifiability"),
     script:

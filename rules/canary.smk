@@ -2,6 +2,49 @@
 # canaries), many releases per output/objective-perturbation run, and the canary
 # rows of every run (baselines: a not-applicable row).
 
+CANARY_MECHANISMS = ("dpsgd", *dpconfig.LINEAR_MECHANISMS)
+
+
+def canary_audited(wildcards):
+    return run_params(wildcards)["mechanism"] in CANARY_MECHANISMS
+
+
+def canary_metric_inputs(wildcards):
+    keys = {"dataset": wildcards.dataset, "run": wildcards.run}
+    inputs = {"train": P.TRAIN_INFO.format(**keys)}
+    if canary_audited(wildcards):
+        inputs["scores"] = P.CANARY_SCORES.format(**keys)
+        inputs["record"] = P.CANARY_AUDIT.format(**keys)
+    return inputs
+
+
+def canary_dpsgd_files(pattern):
+    """Input function: a dataset's audit-twin files (``pattern``: DP-SGD runs only), in grid order."""
+
+    def files(wildcards):
+        return [
+            pattern.format(dataset=wildcards.dataset, run=run)
+            for run, params in RUNS[wildcards.dataset].items()
+            if params["mechanism"] == "dpsgd"
+        ]
+
+    return files
+
+
+def canary_figures():
+    if "canary" not in FAMILIES:
+        return []
+    datasets = [d for d in DATASETS if any(p["mechanism"] == "dpsgd" for p in RUNS[d].values())]
+    return [P.CANARY_FIGURE.format(kind=kind, dataset=d) for d in datasets for kind in ("guesses", "tradeoff")]
+
+
+@intermediates
+def canary_score_files():
+    if "canary" not in FAMILIES:
+        return []
+    return [P.CANARY_SCORES.format(dataset=dataset, run=run) for dataset in DATASETS
+            for run, params in RUNS[dataset].items() if params["mechanism"] in CANARY_MECHANISMS]
+
 
 rule canary_scores:
     input:
@@ -35,8 +78,11 @@ rule metric_canary:
     params:
         options=config["metrics"]["canary"],
         code=CODE["metric_canary"],
+    localrule: True
     log:
         P.log("metric_canary", P.RUN_KEY),
+    benchmark:
+        P.benchmark("metric_canary", P.RUN_KEY)
     script:
         "../scripts/metric_canary.py"
 
@@ -44,8 +90,8 @@ rule metric_canary:
 rule plot_canary:
     input:
         table=P.METRICS_TABLE,
-        scores=lambda wc: canary_dpsgd_files(wc, P.CANARY_SCORES),
-        records=lambda wc: canary_dpsgd_files(wc, P.CANARY_AUDIT),
+        scores=canary_dpsgd_files(rules.canary_scores.output.scores),
+        records=canary_dpsgd_files(rules.canary_scores.output.record),
     output:
         guesses=report(
             P.fill(P.CANARY_FIGURE, kind="guesses"),
@@ -65,6 +111,7 @@ rule plot_canary:
     params:
         alpha=1.0 - config["metrics"]["canary"]["confidence"],
         code=CODE["plot_canary"],
+    localrule: True
     log:
         P.log("plot_canary", P.DATASET_KEY),
     script:

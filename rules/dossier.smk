@@ -1,58 +1,102 @@
 # Privacy dossiers (issue 18): every family's answer for one model on one page, and the
-# guidance page per dataset to choose ε. Both read the metrics table through
-# the metric vocabulary (dpaudit.report.dossier, dpaudit.report.guidance) and are standalone
-# HTML files.
-
-# guidance.html would also match {run}.html
-ruleorder: dossier_guidance > dossier
-
-
-rule dossier:
-    # the guidance page (guidance.html) is not a model's dossier
-    wildcard_constraints:
-        run=r"(?!guidance\.html$)[A-Za-z0-9.+\-~_]+",
-    input:
-        unpack(dossier_inputs),
-    output:
-        html=report(
-            P.DOSSIER,
-            caption="../workflow/report/dossier.rst",
-            category="Dossiers",
-            subcategory="{dataset}",
-            labels=card_labels,
-        ),
-    params:
-        loss=config["metrics"]["mia"]["loss"],
-        code=CODE["dossier"],
-    log:
-        P.log("dossier", P.RUN_KEY),
-    script:
-        "../scripts/dossier.py"
+# guidance page per dataset to choose ε. Both read the metrics table through the metric
+# vocabulary (dpaudit.report.dossier) and are standalone HTML files.
+#
+# One job per dataset writes every model's dossier and the dataset's guidance page (issue
+# 23). Every page reads metrics.parquet, which changes whenever any run's metrics do, so a
+# job per model never spared a rerun: it only paid the interpreter's and pandas' start
+# once per model. Snakemake's outputs cannot vary in number with a wildcard, so the rule is
+# declared once per dataset, dossier_<dataset>, with {dataset} pinned to that dataset: each
+# page is still a declared output (a target of its own, a report entry with its caption).
+import re
+from types import SimpleNamespace
 
 
-rule dossier_guidance:
-    input:
-        table=P.METRICS_TABLE,
-    output:
-        html=report(
-            P.GUIDANCE,
-            caption="../workflow/report/dossier_guidance.rst",
-            category="Dossiers",
-            subcategory="{dataset}",
-            labels={"model": "guidance: choosing ε"},
-        ),
-        png=report(
-            P.beside(P.GUIDANCE, "png"),
-            caption="../workflow/report/dossier_guidance_figure.rst",
-            category="Dossiers",
-            subcategory="{dataset}",
-            labels={"model": "guidance: privacy–utility frontier"},
-        ),
-        pdf=P.beside(P.GUIDANCE, "pdf"),
-    params:
-        targets=config["guidance"],
-        code=CODE["dossier_guidance"],
-    log:
-        P.log("dossier_guidance", P.DATASET_KEY),
-    script:
-        "../scripts/dossier_guidance.py"
+def dossier_rule_name(dataset):
+    """dossier_<dataset>, the dataset name made an identifier ('-', '.', '+' become '_')."""
+    return "dossier_" + re.sub(r"\W", "_", dataset)
+
+
+_dossier_rules = {}
+for _dataset in DATASETS:
+    _dossier_rules.setdefault(dossier_rule_name(_dataset), []).append(_dataset)
+if any(len(datasets) > 1 for datasets in _dossier_rules.values()):
+    raise WorkflowError("datasets whose dossier rules share a name (rename one): "
+                        + "; ".join(" and ".join(d) for d in _dossier_rules.values() if len(d) > 1))
+
+
+def dossier_audited(wildcards):
+    """Params function: the runs whose canary audit record the dossier reads (the many-runs
+    audit's worst-case neighbour of a linear mechanism), in dossier_records() order."""
+    if "canary" not in FAMILIES:
+        return []
+    return [run for run, params in RUNS[wildcards.dataset].items()
+            if params["mechanism"] in dpconfig.LINEAR_MECHANISMS]
+
+
+def dossier_records(wildcards):
+    return [P.CANARY_AUDIT.format(dataset=wildcards.dataset, run=run) for run in dossier_audited(wildcards)]
+
+
+def dossier_targets():
+    """Every model's dossier and each dataset's guidance page (with its figure)."""
+    return all_runs(P.DOSSIER) + [
+        path for dataset in DATASETS
+        for path in (P.fill(P.GUIDANCE, dataset=dataset), P.fill(P.beside(P.GUIDANCE, "png"), dataset=dataset))
+    ]
+
+
+for _dataset in DATASETS:
+
+    rule:
+        name:
+            dossier_rule_name(_dataset)
+        input:
+            table=rules.aggregate_metrics.output.table,
+            ledger=rules.budget_ledger.output.runs,
+            info=P.DATASET_INFO,
+            train=dataset_runs(P.TRAIN_INFO),
+            outputs=dataset_runs(P.OUTPUTS),
+            records=dossier_records,
+        output:
+            # one page per run of the dataset, in dataset_run_names() order
+            pages=[
+                report(
+                    P.fill(P.DOSSIER, run=run),
+                    caption="../workflow/report/dossier.rst",
+                    category="Dossiers",
+                    subcategory="{dataset}",
+                    labels=card_labels(SimpleNamespace(dataset=_dataset, run=run)),
+                )
+                for run in RUNS[_dataset]
+            ],
+            guidance=report(
+                P.GUIDANCE,
+                caption="../workflow/report/dossier_guidance.rst",
+                category="Dossiers",
+                subcategory="{dataset}",
+                labels={"model": "guidance: choosing ε"},
+            ),
+            guidance_png=report(
+                P.beside(P.GUIDANCE, "png"),
+                caption="../workflow/report/dossier_guidance_figure.rst",
+                category="Dossiers",
+                subcategory="{dataset}",
+                labels={"model": "guidance: privacy–utility frontier"},
+            ),
+            guidance_pdf=P.beside(P.GUIDANCE, "pdf"),
+        wildcard_constraints:
+            dataset=re.escape(_dataset),
+        params:
+            runs=dataset_run_names,
+            audited=dossier_audited,
+            loss=config["metrics"]["mia"]["loss"],
+            targets=config["guidance"],
+            code=CODE["dossier"],
+        localrule: True
+        log:
+            P.log("dossier", P.DATASET_KEY),
+        benchmark:
+            P.benchmark("dossier", P.DATASET_KEY)
+        script:
+            "../scripts/dossier.py"

@@ -1,9 +1,40 @@
+# One extraction job per trained model: per-example outputs and gradients (and, with
+# the pmp family on, the PMP parent set's gradients at every checkpoint).
+
+
+def pmp_extract_inputs():
+    """extract_per_example computes the per-example gradients of Recipes A and B at every
+    checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": rules.train_model.output.checkpoints}
+
+
+def pmp_extract_outputs():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoint_gradients": P.CHECKPOINT_GRADIENTS}
+
+
+def pmp_extract_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"pmp": pmp_parent_options}
+
+
+def pmp_parent_options(wildcards):
+    """The parent set X of a run's PMP metric; None for a shadow model (its file has no rows)."""
+    if wildcards.run in PMP_SHADOWS[wildcards.dataset]:
+        return None
+    return {"parent_seed": PMP["parent_seed"], "nonmember_pool": PMP["nonmember_pool"]}
+
+
 rule extract_per_example:
     input:
         examples=P.EXAMPLES,
         info=P.DATASET_INFO,
-        model=P.MODEL,
-        train=P.TRAIN_INFO,
+        model=rules.train_model.output.model,
+        train=rules.train_model.output.info,
         **pmp_extract_inputs(),
     output:
         outputs=P.OUTPUTS,
@@ -23,3 +54,10 @@ rule extract_per_example:
         P.benchmark("extract_per_example", P.RUN_KEY)
     script:
         "../scripts/extract_per_example.py"
+
+
+@intermediates
+def per_example_files():
+    """Every trained model's per-example tables, the PMP shadow models' included."""
+    return [f for dataset in DATASETS for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]
+            for f in expand(rules.extract_per_example.output, dataset=dataset, run=run)]

@@ -1,5 +1,48 @@
 # Practical membership privacy (Lowy et al. 2024): per-run PMP rows,
 # Recipe C's shadow-model losses gathered per run, and the paper's Figs 1-6.
+# The shadow models themselves (PMP_SHADOWS, rules/common.smk) are runs of train_model
+# and extract_per_example; their checkpoints and gradients are declared beside those rules.
+from types import SimpleNamespace
+
+
+def pmp_shadow_loss_files(wildcards):
+    return {
+        name: P.OUTPUTS.format(dataset=wildcards.dataset, run=name)
+        for name, shadow in PMP_SHADOWS[wildcards.dataset].items()
+        if shadow["target"] == wildcards.run
+    }
+
+
+def pmp_shadow_indices(wildcards):
+    return {name: PMP_SHADOWS[wildcards.dataset][name]["index"] for name in pmp_shadow_loss_files(wildcards)}
+
+
+def pmp_metric_inputs(wildcards):
+    keys = {"dataset": wildcards.dataset, "run": wildcards.run}
+    inputs = {
+        "examples": P.EXAMPLES.format(**keys),
+        "info": P.DATASET_INFO.format(**keys),
+        "train": P.TRAIN_INFO.format(**keys),
+        "gradients": P.CHECKPOINT_GRADIENTS.format(**keys),
+    }
+    if pmp_shadow_loss_files(wildcards):
+        inputs["shadows"] = P.PMP_SHADOW_SCORES.format(**keys)
+    return inputs
+
+
+def pmp_targets():
+    targets = [P.PMP_RUNS_PAGE] if PMP["enabled"] else []
+    if config["simulations"]["pmp"]["enabled"]:
+        targets += [P.PMP_FIGURE.format(k=k) for k in range(1, 7)]
+    return targets
+
+
+@intermediates
+def pmp_shadow_score_files():
+    if not PMP["enabled"]:
+        return []
+    return [P.PMP_SHADOW_SCORES.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
+            if pmp_shadow_loss_files(SimpleNamespace(dataset=dataset, run=run))]
 
 
 rule metric_pmp:
@@ -33,8 +76,11 @@ rule pmp_gather_shadows:
         options=config["metrics"]["pmp"],
         shadows=pmp_shadow_indices,
         code=CODE["pmp_gather_shadows"],
+    localrule: True
     log:
         P.log("pmp_gather_shadows", P.RUN_KEY),
+    benchmark:
+        P.benchmark("pmp_gather_shadows", P.RUN_KEY)
     script:
         "../scripts/pmp_gather_shadows.py"
 
@@ -73,13 +119,14 @@ rule simulate_pmp:
 
 rule pmp_report:
     input:
-        metrics=pmp_metric_files(),
+        metrics=all_runs(rules.metric_pmp.output.metrics),
     output:
         table=P.PMP_RUNS,
         html=report(P.PMP_RUNS_PAGE, caption="../workflow/report/pmp_runs.rst",
                     category="Practical membership privacy", labels={"figure": "per-run PMP of DP-SGD models"}),
     params:
         code=CODE["pmp_report"],
+    localrule: True
     log:
         P.log("pmp_report"),
     script:

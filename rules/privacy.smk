@@ -1,4 +1,37 @@
 # Geambasu's DP lecture: a privacy card per model, the budget ledger, teaching figures.
+from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
+
+# Teaching figures of the DP lecture: output name -> what the report calls it.
+TEACHING_FIGURES = {
+    "f1": "Laplace vs Gaussian noise",
+    "f2": "Laplace error vs count",
+    "f3": "composition of many queries",
+    "f4": "exponential mechanism",
+    "f5": "DP region in ROC space",
+}
+
+
+def card_labels(wildcards):
+    """Short report label of a model's page (privacy card, dossier): mechanism, target ε, seed.
+
+    One label, not three: the report turns a second label with two values into a
+    toggle and crashes when the grid does not cross them (a baseline has no ε).
+    The report sorts labels as text, so numbers are padded with figure spaces
+    (U+2007, digit-wide, sorted before digits): ε = 4 comes before ε = 16.
+    """
+    params = RUNS[wildcards.dataset][wildcards.run]
+    target = params.get("target_epsilon")
+    has_target = target is not None and target == target
+    seed = params.get("seed")
+    mechanism = MECHANISM_SHORT_LABELS[params["mechanism"]]
+    epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
+    seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
+    return {"model": f"{mechanism} · {epsilon}{seed_text}"}
+
+
+def canary_card_input():
+    """The privacy card shows the run's ε ladder when the canary family is on."""
+    return {"canary": P.metric("canary")} if "canary" in FAMILIES else {}
 
 
 rule privacy_card:
@@ -26,6 +59,8 @@ rule privacy_card:
         **job_resources("privacy_card"),
     log:
         P.log("privacy_card", P.RUN_KEY),
+    benchmark:
+        P.benchmark("privacy_card", P.RUN_KEY)
     script:
         "../scripts/privacy_card.py"
 
@@ -44,6 +79,7 @@ rule budget_ledger:
     params:
         run_keys=RUN_KEYS,
         code=CODE["budget_ledger"],
+    localrule: True
     log:
         P.log("budget_ledger"),
     script:
@@ -64,6 +100,7 @@ rule teaching_figures:
         pdfs=[P.beside(P.TEACHING_FIGURE.format(name=name), "pdf") for name in TEACHING_FIGURES],
     params:
         code=CODE["teaching_figures"],
+    localrule: True
     log:
         P.log("teaching_figures"),
     script:

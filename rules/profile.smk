@@ -2,6 +2,57 @@
 # worst-case and exact neighbours, mechanism samples, single and typical
 # profiles, regime thresholds and Figs 1-8. No trained run is involved.
 
+from dpaudit.data.registry import known_sources
+
+PROFILE = config["profile"]
+PROFILE_VIEWS = sorted(PROFILE["views"]) if PROFILE["enabled"] else []
+
+
+def profile_view_spec(wildcards):
+    return PROFILE["views"][wildcards.view]
+
+
+def profile_raw_inputs(wildcards):
+    source = PROFILE["views"][wildcards.view]["source"]
+    if source == "adult":
+        return {"raw": ancient(P.PROFILE_RAW_FILE.format(source="adult", filename="adult.data"))}
+    return {}
+
+
+def profile_download_sources(wildcards):
+    return known_sources(wildcards.source, wildcards.filename)
+
+
+def view_shape(wildcards, size):
+    """n, d of a privacy-profile view (job_resources): its kept rows of the source and its columns."""
+    spec = PROFILE["views"][wildcards.view]
+    n, _, _ = dpresources.dataset_shape(None, spec["source"], {"n": spec.get("first_rows")})
+    return {"n": n, "d": len(spec["columns"])}
+
+
+def profile_metric_files():
+    return [P.VIEW_METRIC.format(family="profile", view=view) for view in PROFILE_VIEWS]
+
+
+def profile_targets():
+    if not PROFILE["enabled"]:
+        return []
+    flat = [view for view in PROFILE_VIEWS if PROFILE["views"][view]["figures"]]
+    figures = [P.PROFILE_FIGURE.format(view=view, k=k) for view in flat for k in range(2, 8)]
+    exact = [P.PROFILE_EXACT.format(view=view) for view in PROFILE_VIEWS]
+    samples = [P.PROFILE_FIGURE.format(view=view, k=k) for view in PROFILE["samples"]["views"] for k in (1, 8)]
+    return figures + samples + exact
+
+
+@intermediates
+def profile_files():
+    files = profile_metric_files()
+    for view in PROFILE_VIEWS:
+        files.append(P.PROFILE_BASE.format(view=view))
+        if PROFILE["views"][view]["figures"]:  # the single-model profile feeds the figures only
+            files.append(P.PROFILE_SINGLE.format(view=view))
+    return files + [P.PROFILE_SAMPLES.format(view=view) for view in PROFILE["samples"]["views"]]
+
 
 rule download_profile_data:
     output:
@@ -9,8 +60,11 @@ rule download_profile_data:
     params:
         sources=profile_download_sources,
         code=CODE["download_profile_data"],
+    localrule: True
     log:
         P.log("download_profile_data", "{source}/{filename}"),
+    benchmark:
+        P.benchmark("download_profile_data", "{source}/{filename}")
     retries: 1
     script:
         "../scripts/download_profile_data.py"
@@ -29,9 +83,11 @@ rule profile_base:
         lam=PROFILE["lam"],
         code=CODE["profile_base"],
     resources:
-        **job_resources("profile_base"),
+        **job_resources("profile_base", sizes=view_shape),
     log:
         P.log("profile_base", P.VIEW_KEY),
+    benchmark:
+        P.benchmark("profile_base", P.VIEW_KEY)
     script:
         "../scripts/profile_base.py"
 
@@ -48,7 +104,7 @@ rule profile_exact:
         lam=PROFILE["lam"],
         code=CODE["profile_exact"],
     resources:
-        **job_resources("profile_exact"),
+        **job_resources("profile_exact", sizes=view_shape),
     log:
         P.log("profile_exact", P.VIEW_KEY),
     benchmark:
@@ -71,7 +127,7 @@ rule profile_samples:
         seed=PROFILE["seed"],
         code=CODE["profile_samples"],
     resources:
-        **job_resources("profile_samples"),
+        **job_resources("profile_samples", sizes=view_shape),
     log:
         P.log("profile_samples", P.VIEW_KEY),
     benchmark:
@@ -92,9 +148,11 @@ rule profile_single:
         seed=PROFILE["seed"],
         code=CODE["profile_single"],
     resources:
-        **job_resources("profile_single"),
+        **job_resources("profile_single", sizes=view_shape),
     log:
         P.log("profile_single", P.VIEW_KEY),
+    benchmark:
+        P.benchmark("profile_single", P.VIEW_KEY)
     script:
         "../scripts/profile_single.py"
 
@@ -115,7 +173,7 @@ rule profile_typical:
         seed=PROFILE["seed"],
         code=CODE["profile_typical"],
     resources:
-        **job_resources("profile_typical"),
+        **job_resources("profile_typical", sizes=view_shape),
     log:
         P.log("profile_typical", P.VIEW_KEY),
     benchmark:
@@ -126,13 +184,13 @@ rule profile_typical:
 
 rule plot_profile:
     input:
-        base=P.PROFILE_BASE,
-        worst_case=P.PROFILE_WORST_CASE,
-        exact=P.PROFILE_EXACT,
-        single=P.PROFILE_SINGLE,
-        typical=P.PROFILE_TYPICAL,
-        per_neighbour=P.PROFILE_PER_NEIGHBOUR,
-        thresholds=P.PROFILE_THRESHOLDS,
+        base=rules.profile_base.output.base,
+        worst_case=rules.profile_base.output.worst_case,
+        exact=rules.profile_exact.output,
+        single=rules.profile_single.output,
+        typical=rules.profile_typical.output.typical,
+        per_neighbour=rules.profile_typical.output.per_neighbour,
+        thresholds=rules.profile_typical.output.thresholds,
     output:
         **{
             f"fig{k}": report(
@@ -146,15 +204,18 @@ rule plot_profile:
         **{f"fig{k}_pdf": P.beside(P.fill(P.PROFILE_FIGURE, k=k), "pdf") for k in range(2, 8)},
     params:
         code=CODE["plot_profile"],
+    localrule: True
     log:
         P.log("plot_profile", P.VIEW_KEY),
+    benchmark:
+        P.benchmark("plot_profile", P.VIEW_KEY)
     script:
         "../scripts/plot_profile.py"
 
 
 rule plot_profile_samples:
     input:
-        P.PROFILE_SAMPLES,
+        rules.profile_samples.output,
     output:
         **{
             f"fig{k}": report(
@@ -168,7 +229,10 @@ rule plot_profile_samples:
         **{f"fig{k}_pdf": P.beside(P.fill(P.PROFILE_FIGURE, k=k), "pdf") for k in (1, 8)},
     params:
         code=CODE["plot_profile_samples"],
+    localrule: True
     log:
         P.log("plot_profile_samples", P.VIEW_KEY),
+    benchmark:
+        P.benchmark("plot_profile_samples", P.VIEW_KEY)
     script:
         "../scripts/plot_profile_samples.py"

@@ -2,6 +2,40 @@
 # goodness-of-fit figure (Fig 6) that reads two trained runs' losses.
 
 
+def ks_fit_runs(wildcards=None):
+    """The first non-private and the first DP-SGD run of the Fig 6 dataset's grid."""
+    dataset = config["simulations"]["ks_fit"]["dataset"]
+    if dataset not in RUNS:
+        raise WorkflowError(
+            f"config.simulations.ks_fit.dataset: {dataset!r} is not among the datasets {DATASETS}"
+        )
+    runs = {}
+    for run, params in RUNS[dataset].items():
+        runs.setdefault(params["mechanism"], run)
+    missing = {"baseline", "dpsgd"} - set(runs)
+    if missing:
+        raise WorkflowError(f"config.simulations.ks_fit: the {dataset} grid has no {sorted(missing)} run")
+    return {"dataset": dataset, "baseline": runs["baseline"], "dpsgd": runs["dpsgd"]}
+
+
+def ks_fit_inputs(wildcards):
+    chosen = ks_fit_runs()
+    return {
+        mechanism: P.OUTPUTS.format(dataset=chosen["dataset"], run=chosen[mechanism])
+        for mechanism in ("baseline", "dpsgd")
+    } | {"info": P.DATASET_INFO.format(dataset=chosen["dataset"])}
+
+
+def simulation_targets():
+    targets = []
+    if config["simulations"]["epsilon_star"]["enabled"]:
+        targets.append(P.EPSILON_STAR_FIGURE.format(k=5))
+    if config["simulations"]["ks_fit"]["enabled"]:
+        ks_fit_runs()
+        targets.append(P.EPSILON_STAR_FIGURE.format(k=6))
+    return targets
+
+
 rule simulate_epsilon_star:
     output:
         table=P.EPSILON_STAR_GAMMA,
@@ -52,6 +86,7 @@ rule epsilon_star_ks_fit:
         options=config["simulations"]["ks_fit"],
         runs=ks_fit_runs,
         code=CODE["epsilon_star_ks_fit"],
+    localrule: True
     log:
         P.log("epsilon_star_ks_fit"),
     benchmark:

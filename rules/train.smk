@@ -1,3 +1,33 @@
+# One training job per run: the grids' runs and PMP Recipe C's shadow models.
+
+
+def training_params(wildcards):
+    # Only the settings this run's mechanism uses, so a linear-only key (Λ) never
+    # reruns the Keras runs and an MLP setting never reruns the linear ones.
+    return dpconfig.training_for_mechanism(TRAINING[wildcards.dataset], run_params(wildcards)["mechanism"])
+
+
+def pmp_train_outputs():
+    """train_model writes weight checkpoints only when the pmp family is enabled."""
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": P.CHECKPOINTS}
+
+
+def pmp_train_params():
+    if not PMP["enabled"]:
+        return {}
+    return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
+
+
+def pmp_shadow_training(wildcards):
+    """Which random half of X a shadow model trains on; None for an ordinary run."""
+    shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
+    if shadow is None:
+        return None
+    return {"index": shadow["index"], "seed": PMP["parent_seed"], "pool": PMP["nonmember_pool"]}
+
+
 rule train_model:
     input:
         examples=P.EXAMPLES,
@@ -20,3 +50,10 @@ rule train_model:
         P.benchmark("train_model", P.RUN_KEY)
     script:
         "../scripts/train_model.py"
+
+
+@intermediates
+def model_files():
+    """Every trained model with train.json (and checkpoints), the PMP shadow models included."""
+    return [f for dataset in DATASETS for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]
+            for f in expand(rules.train_model.output, dataset=dataset, run=run)]

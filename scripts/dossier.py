@@ -1,19 +1,26 @@
-"""Snakemake adapter: the privacy dossier of one trained model (issue 18)."""
+"""Snakemake adapter: every trained model's privacy dossier of one dataset and its guidance page (issues 18, 23)."""
 
 from dpaudit.io import read_json, read_parquet, write_bytes
 from dpaudit.logs import job_logging
 from dpaudit.report.dossier import build_dossier
+from dpaudit.report.guidance import build_guidance, targets_from_config
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
-    inputs = dict(sm.input.items())
-    info = read_json(inputs["info"])
-    page = build_dossier(
-        read_parquet(inputs["table"]), sm.wildcards.dataset, sm.wildcards.run,
-        train=read_json(inputs["train"]), outputs=read_parquet(inputs["outputs"]),
-        splits=info["splits"], dataset_info=info,
-        canary_record=read_json(inputs["record"]) if "record" in inputs else None,
-        ledger=read_parquet(inputs["ledger"]), loss_column=sm.params.loss,
-    )
-    write_bytes(sm.output.html, page.encode())
-    log.info("dossier written (%d bytes)", len(page))
+    dataset = sm.wildcards.dataset
+    table, info, ledger = read_parquet(sm.input.table), read_json(sm.input.info), read_parquet(sm.input.ledger)
+    records = dict(zip(sm.params.audited, sm.input.records, strict=True))
+    pages = zip(sm.params.runs, sm.input.train, sm.input.outputs, sm.output.pages, strict=True)
+    for run, train, outputs, html in pages:
+        page = build_dossier(
+            table, dataset, run, train=read_json(train), outputs=read_parquet(outputs),
+            splits=info["splits"], dataset_info=info,
+            canary_record=read_json(records[run]) if run in records else None,
+            ledger=ledger, loss_column=sm.params.loss,
+        )
+        write_bytes(html, page.encode())
+        log.info("dossier of %s written (%d bytes)", run, len(page))
+    page = build_guidance(table, dataset, png=sm.output.guidance_png, pdf=sm.output.guidance_pdf,
+                          targets=targets_from_config(sm.params.targets))
+    write_bytes(sm.output.guidance, page.encode())
+    log.info("guidance written (%d bytes)", len(page))

@@ -298,7 +298,7 @@ def _audit_problems(config: Mapping) -> list[str]:
     the ``sensitivity_pairs`` target; pair ``explicit`` has a ``neighbour``; a sigmoid
     output has a binary dataset; ``ssim`` knows its image shape, which multiplies to
     the dataset's d. (Whether each target is reachable needs the RDP conversion:
-    ``audit_grid.target_problems``, run at parse time by rules/common.smk, so this
+    ``audit_grid.target_problems``, run at parse time by rules/audit.smk, so this
     module imports no metric code.)"""
     audit = config["audit"]
     if not audit["enabled"]:

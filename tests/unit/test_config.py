@@ -212,7 +212,7 @@ def test_audit_sensitivity_pairs_target_must_be_a_dataset_target():
 
 def test_audit_unreachable_target_is_refused_at_parse_time():
     # The legacy order grid (α ≤ 63) keeps ε ≥ ln(1/δ)/62 = 0.111 at δ = 0.001,
-    # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/common.smk
+    # above logit(0.52) = 0.080; before, only each audit_block job raised. rules/audit.smk
     # runs this check right after validate_config (tests/workflow: the dry-run stops).
     from dpaudit.metrics.identifiability_grid import target_problems
 

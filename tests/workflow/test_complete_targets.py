@@ -4,8 +4,9 @@ Snakemake does not rebuild a missing intermediate while the files made from it a
 present; only a target is always rebuilt. So a deleted model, per-example table,
 metric file or side output (a figure's PDF or table) is rebuilt, with everything made
 from it, only if rule all names it. A new rule whose outputs are not reachable this
-way fails here: add them in ``intermediate_files()`` (rules/common.smk) or name one of
-the job's outputs in rule all (its other outputs follow).
+way fails here: list them in the family's ``@intermediates`` function (its rule file;
+rules/check.smk collects them) or name one of the job's outputs in rule all (its other
+outputs follow).
 """
 
 import re

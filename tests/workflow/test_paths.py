@@ -76,3 +76,29 @@ def test_every_pattern_is_declared_once():
         by_value.setdefault(value, []).append(name)
     assert not {v: n for v, n in by_value.items() if len(n) > 1}
     assert all(value.startswith(("results/", "resources/")) for value in patterns.values())
+
+
+def _matches(pattern, path):
+    """Whether ``path`` is an instance of ``pattern`` with Snakemake's unconstrained wildcards (.+)."""
+    regex = re.escape(pattern)
+    for name in P.wildcards(pattern):
+        regex = regex.replace(re.escape("{" + name + "}"), ".+", 1)
+    return re.fullmatch(regex, path) is not None
+
+
+@pytest.mark.parametrize("run", ["guidance", "mechanism~dpsgd_seed~0", "a/b"])
+def test_dossier_and_guidance_patterns_do_not_collide(run):
+    # Issue 23: a model's dossier is never taken for its dataset's guidance page or the other way
+    # round, whatever the run is called, so no ruleorder and no negative-lookahead wildcard is needed.
+    for dataset in ("toy", "guidance", "dossiers"):
+        dossier, guidance = P.DOSSIER.format(dataset=dataset, run=run), P.GUIDANCE.format(dataset=dataset)
+        assert not _matches(P.GUIDANCE, dossier) and not _matches(P.DOSSIER, guidance)
+        for page in (P.beside(guidance, "png"), P.beside(guidance, "pdf")):
+            assert not _matches(P.DOSSIER, page)
+    assert _matches(P.DOSSIER, P.DOSSIER.format(dataset="toy", run=run))  # the oracle matches its own
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_no_rule_order_or_lookahead_wildcard(path):
+    text = path.read_text()
+    assert "ruleorder" not in text and "(?!" not in text, path.name

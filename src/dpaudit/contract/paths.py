@@ -89,7 +89,9 @@ CARD_FIGURE = f"{RESULTS}/cards/{{dataset}}/{{run}}.png"
 CANARY_SCORES = f"{RESULTS}/canary/{{dataset}}/{{run}}/scores.parquet"
 CANARY_AUDIT = f"{RESULTS}/canary/{{dataset}}/{{run}}/audit.json"
 DOSSIER = f"{RESULTS}/dossiers/{{dataset}}/{{run}}.html"
-GUIDANCE = f"{RESULTS}/dossiers/{{dataset}}/guidance.html"
+# The guidance page to choose ε (one per dataset) has its own folder: no model's dossier can
+# share its name, whatever the run is called.
+GUIDANCE = f"{RESULTS}/guidance/{{dataset}}.html"
 PMP_PER_EXAMPLE = f"{RESULTS}/pmp/{{dataset}}/{{run}}/per_example.parquet"
 PMP_SHADOW_SCORES = f"{RESULTS}/pmp/{{dataset}}/{{run}}/shadow_scores.parquet"
 
