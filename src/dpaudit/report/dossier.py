@@ -404,13 +404,13 @@ def _measured(view: RunView, eps: float) -> str:
                 extra = "" if "score_kind" in select else f" ({_esc(found.get('score_kind', ''))} scores)"
                 lines.append(Line(_esc(label) + extra, found.num(), _ladder_confidence(found),
                                   _bound_sentence(found, eps), _kind("canary", metric)))
-    natural = view.find("mia", "epsilon_lower_bound")
+    natural = view.find("mia", "epsilon_lower_bound", attack="loss")
     if natural is not None:
         conf = f"level α = {natural.num('alpha', '.3g')}" if natural.get("alpha") is not None else ""
         conf += f"; threshold chosen by {_esc(natural.get('ci_method', '—'))}"
         lines.append(Line("natural split (loss-threshold attack on members vs non-members)", natural.num(), conf,
                           _bound_sentence(natural, eps), _kind("mia", "epsilon_lower_bound")))
-    tpr = view.find("mia", "tpr_at_fpr", fpr_target=0.001)
+    tpr = view.find("mia", "tpr_at_fpr", attack="loss", fpr_target=0.001)
     if tpr is not None:
         lines.append(Line("attack TPR at FPR ≤ 10⁻³", tpr.num(),
                           f"{tpr.num('n_members', '.0f')} members, {tpr.num('n_nonmembers', '.0f')} non-members",
@@ -418,7 +418,7 @@ def _measured(view: RunView, eps: float) -> str:
                           + (" (with so few non-members this FPR is not resolved)."
                              if _missing(tpr.get("n_nonmembers")) or float(tpr.get("n_nonmembers")) < 1000 else "."),
                           _kind("mia", "tpr_at_fpr")))
-    auc = view.find("mia", "attack_auc")
+    auc = view.find("mia", "attack_auc", attack="loss")
     if auc is not None:
         lines.append(Line(_esc(_label("mia", "attack_auc")), auc.num(), "",
                           f"Area under the attack's ROC: {auc.num()}, where 0.5 is chance and 1 is perfect.",
