@@ -509,6 +509,7 @@ def intermediate_files():
             for run, params in RUNS[dataset].items():
                 if params["mechanism"] in CANARY_MECHANISMS:
                     files.append(P.CANARY_SCORES.format(dataset=dataset, run=run))
+    files += attack_intermediate_files()  # rules/attacks.smk: pools, scores, attack rows
     files += metric_files() + profile_metric_files()
     for view in PROFILE_VIEWS:
         files.append(P.PROFILE_BASE.format(view=view))
@@ -576,6 +577,9 @@ def _job_resources(name, wildcards, attempt):
             size["audit_n"] = int(AUDIT["datasets"][wildcards.dataset].get("n") or size["n"])
         if "run" in keys:
             size["run"] = run_params(wildcards)
+            size["training"] = TRAINING[wildcards.dataset]
+        elif "recipe" in keys:  # a reference pool (rules/attacks.smk): the recipe's grid values
+            size["run"] = RECIPES[wildcards.dataset][wildcards.recipe]["params"]
             size["training"] = TRAINING[wildcards.dataset]
     if name == "audit_aggregate":
         size["audit_runs"] = sum(params["runs"] for dataset in AUDIT_DATASETS
