@@ -181,9 +181,9 @@ MIA = [
            "Largest TPR − FPR of the attack named in column attack over all thresholds.",
            "fraction", "measurement", (*_COUNTS, *_OPERATING_POINT)),
     Metric("mia", "tpr_at_fpr", "attack TPR at FPR",
-           "Largest TPR of the attack named in column attack at a threshold whose FPR is at most fpr_target "
-           "(two-sided Clopper–Pearson interval in ci_lower/ci_upper; resolved false and no value where "
-           "1/n_nonmembers exceeds fpr_target).",
+           "Largest TPR of the attack named in column attack (two-sided Clopper–Pearson interval in "
+           "ci_lower/ci_upper; resolved false where one non-member exceeds the target rate, and then no value "
+           "for the reference-model attacks) at a threshold whose FPR is at most fpr_target.",
            "fraction", "measurement", (*_COUNTS, "fpr_target", *_OPERATING_POINT)),
     Metric("mia", "epsilon_lower_bound", "ε lower bound",
            "Lower bound on the training run's DP ε certified from the attack named in column attack with "

@@ -23,6 +23,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from dpaudit.metrics.attacks import logit_confidence
+from dpaudit.training.models import features
+from dpaudit.training.reference import train_reference_models
+
 __all__ = ["POOL_COLUMNS", "audit_population", "build_reference_pool", "pool_frame", "pool_info"]
 
 POOL_COLUMNS = ("example_id", "model", "included", "label", "phi", "logits")
@@ -38,8 +42,6 @@ def audit_population(examples: pd.DataFrame, splits: Mapping[str, str]) -> pd.Da
 
 def pool_frame(logits: np.ndarray, inclusion: np.ndarray, example_ids: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
     """One row per (model, example of P): ``POOL_COLUMNS``."""
-    from dpaudit.metrics.attacks import logit_confidence
-
     logits = np.asarray(logits, dtype=np.float32)
     k, n, c = logits.shape
     phi = logit_confidence(logits, labels)
@@ -93,9 +95,6 @@ def build_reference_pool(examples: pd.DataFrame, splits: Mapping[str, str], para
                          log: logging.Logger | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the K reference models of the recipe ``params`` (``train_model``'s parameters
     without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``)."""
-    from dpaudit.training.models import features
-    from dpaudit.training.reference import train_reference_models
-
     population = audit_population(examples, splits)
     n_members = int(population["is_member"].sum())
     x = features(population)
