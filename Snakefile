@@ -19,6 +19,7 @@ include: "rules/profile.smk"
 include: "rules/audit.smk"
 include: "rules/pmp.smk"
 include: "rules/canary.smk"
+include: "rules/attacks.smk"
 include: "rules/aggregate.smk"
 include: "rules/dossier.smk"
 include: "rules/check.smk"
@@ -38,6 +39,7 @@ rule all:
         profile_targets(),
         audit_figures(),
         canary_figures(),
+        attack_figures(),
         dossier_targets(),
         # every final table and figure read whole (rules/check.smk): a damaged one fails here
         P.RESULTS_CHECK,

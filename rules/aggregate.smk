@@ -40,6 +40,7 @@ rule aggregate_metrics:
     input:
         metrics=metric_files(),
         dataset_metrics=profile_metric_files(),
+        attack_metrics=attack_metric_files(),
         train=all_runs(P.TRAIN_INFO),
     output:
         table=P.METRICS_TABLE,

@@ -38,9 +38,9 @@ SUMMARY_METRICS = {
     "test_accuracy": {"family": "mia", "metric": "test_accuracy"},
     "train_accuracy": {"family": "mia", "metric": "train_accuracy"},
     "generalization_gap": {"family": "mia", "metric": "generalization_gap"},
-    "attack_auc": {"family": "mia", "metric": "attack_auc"},
-    "attack_advantage": {"family": "mia", "metric": "attack_advantage"},
-    "epsilon_lower_bound": {"family": "mia", "metric": "epsilon_lower_bound"},
+    "attack_auc": {"family": "mia", "metric": "attack_auc", "attack": "loss"},
+    "attack_advantage": {"family": "mia", "metric": "attack_advantage", "attack": "loss"},
+    "epsilon_lower_bound": {"family": "mia", "metric": "epsilon_lower_bound", "attack": "loss"},
     "epsilon_star": {"family": "epsilon_star", "metric": "epsilon_star", "estimator": "parametric", "loss": "logit"},
     "epsilon_star_empirical": {"family": "epsilon_star", "metric": "epsilon_star", "estimator": "empirical",
                                "loss": "logit"},
@@ -129,7 +129,7 @@ def summary_frame(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         if picked.duplicated(["dataset", "run"]).any():
             raise ValueError(f"summary column {name!r} matches several rows per run: {where}")
         columns.append(picked.set_index(["dataset", "run"])["value"].rename(name))
-    tpr = table[table["metric"] == "tpr_at_fpr"]
+    tpr = vocabulary.loss_attack_rows(table[table["metric"] == "tpr_at_fpr"])
     if len(tpr):
         tpr_wide = tpr.pivot_table(index=["dataset", "run"], columns="fpr_target", values="value", aggfunc="first")
         tpr_wide.columns = [f"tpr_at_fpr_{target:g}" for target in tpr_wide.columns]

@@ -495,6 +495,28 @@ def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
     return lookup
 
 
+def recipe_lookup(runs: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Training recipes of a run lookup (issue 24): a recipe is a grid row without its seed.
+
+    Maps each recipe name (Snakemake's Paramspace over the grid columns but the seed) to
+    ``{"params": ..., "runs": [run names in grid order]}``. One reference pool serves every
+    run of a recipe.
+    """
+    from snakemake.utils import Paramspace
+
+    columns = [c for c in GRID_COLUMNS if c != "seed"]
+    keys: dict[tuple, list[str]] = {}
+    params: dict[tuple, dict] = {}
+    for run, row in runs.items():
+        key = tuple(repr(row.get(c)) for c in columns)
+        keys.setdefault(key, []).append(run)
+        params.setdefault(key, {c: row.get(c) for c in columns})
+    table = pd.DataFrame([params[key] for key in keys], columns=columns).astype(
+        {c: GRID_COLUMNS[c] for c in columns})
+    names = list(Paramspace(table, filename_params="*").instance_patterns)
+    return {name: {"params": params[key], "runs": keys[key]} for name, key in zip(names, keys, strict=True)}
+
+
 def training_for_mechanism(training: Mapping, mechanism: str) -> dict:
     """The training settings one run of ``mechanism`` uses (its train_model params).
 

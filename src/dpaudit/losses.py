@@ -7,7 +7,10 @@ stays finite when p_y rounds to 1 (where log(1 − p_y) would be −inf).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy import special
 
 
 def _logsumexp(z: np.ndarray) -> np.ndarray:
@@ -62,3 +65,30 @@ def per_example_losses(
         "p_true": p_true,
         "correct": correct,
     }
+
+
+def logit_confidence(logits, labels, temperature: float = 1.0) -> np.ndarray:
+    """φ = log p_y − log Σ_{y′≠y} p_{y′} of softmax(logits / T), from logits (float64): minus
+    ``loss_logit`` at T = 1, the signal of the reference-model attacks (``dpaudit.metrics.attacks``).
+
+    ``logits`` [..., n, C] (any leading axes, e.g. K models), ``labels`` [n] ints.
+    Computed as z_y − logsumexp_{y′≠y} z_{y′}: exact at p_y = 1 − 1e-12 and beyond,
+    where forming p_y first would round φ to +inf.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    if z.ndim < 2 or z.shape[-1] < 2:
+        raise ValueError(f"logits must be [..., n, C] with C >= 2, got shape {z.shape}")
+    if labels.shape != z.shape[-2:-1]:
+        raise ValueError(f"labels must have shape {z.shape[-2:-1]}, got {labels.shape}")
+    if np.any((labels < 0) | (labels >= z.shape[-1])):
+        raise ValueError("labels must lie in 0..C-1")
+    temperature = float(temperature)
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
+    z = z / temperature
+    at = np.broadcast_to(labels[:, None], z.shape[:-1] + (1,))
+    true = np.take_along_axis(z, at, axis=-1)[..., 0]
+    others = z.copy()
+    np.put_along_axis(others, at, -np.inf, axis=-1)
+    return true - special.logsumexp(others, axis=-1)

@@ -237,6 +237,34 @@ def pmp_simulation_resources(trials_expmech: int, trials_gauss: int, attempt: in
     return {"mem_mb": 2000 * max(int(attempt), 1), "runtime": runtime}
 
 
+def reference_pool_resources(n: int, d: int, classes: int, n_params: int, run: Mapping[str, Any], *,
+                             models: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``reference_pool``: K reference models of one recipe trained together on
+    the audit population (at most the dataset's n rows). Memory: the examples, K stacked weights
+    with optimizer slots, one step's [K, batch, d] block with its per-layer activations and
+    per-model noise, and the K × n logits (float32 in training, float64 φ and the Parquet
+    table's copies). Run time: K times one model's training (the stacked path measures about
+    3x one model at K = 16, bench_attacks; the fallback loop is K times)."""
+    k = max(int(models), 1)
+    batch = int(_number(run.get("batch_size"), 64))
+    epochs = int(_number(run.get("epochs"), 10))
+    dp = run.get("mechanism") == "dpsgd"
+    working = (n * (2 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
+               * 4 + k * n * (int(classes) * 4 * 3 + 8 * 4))
+    memory = _mb(working, TF_BASE_MB, attempt)
+    cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1) * k
+    return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
+
+
+def attack_metric_resources(n: int, classes: int, *, models: int, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``metric_attacks`` (numpy): the pool's K × n rows (logits as float64,
+    φ at two temperatures, masks and the sorted copies of the fits) and the target's outputs."""
+    k = max(int(models), 1)
+    memory = _mb(k * n * (int(classes) * 8 * 3 + 8 * 8) + n * 40 * 8, NUMPY_BASE_MB, attempt)
+    return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)),
+            "runtime": _minutes(30 + 1e-4 * n + 2e-6 * k * n * 12, 10, attempt)}
+
+
 # Rules whose declared memory does not grow with any input, and why (the test that derives
 # every rule's declaration at two input sizes accepts an equal mem_mb only for these).
 CONSTANT_MEMORY = {
@@ -285,6 +313,9 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         return card_resources(n, attempt)
     if rule == "metric_epsilon_star":
         return metric_resources(n, grid_size=config["metrics"]["epsilon_star"].get("grid_size", 0), attempt=attempt)
+    if rule == "metric_attacks":
+        return attack_metric_resources(n, classes, models=config["metrics"]["attacks"]["reference_models"],
+                                       attempt=attempt)
     if run is None:
         raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
     n_params = model_parameters(d, classes, training, run["mechanism"])
@@ -293,6 +324,9 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         options = config["metrics"]["canary"]
         return canary_twin_resources(n, d, classes, training, run, gradient_canaries=options["gradient_canaries"],
                                      input_canaries=options["input_canaries"], attempt=attempt)
+    if rule == "reference_pool":  # run: the recipe (a grid row without its seed)
+        return reference_pool_resources(n, d, classes, n_params, run,
+                                        models=config["metrics"]["attacks"]["reference_models"], attempt=attempt)
     if rule in ("train_model", "canary_scores"):  # a linear run's releases: one fit's size each
         return train_resources(n, d, n_params, run, attempt=attempt)
     pmp = config["metrics"]["pmp"]

@@ -49,7 +49,8 @@ def dropout_model(tmp_path_factory):
 def test_outputs_are_inference_mode_losses(dropout_model):
     path, df = dropout_model
     outputs, grads = extract_per_example(path, df, SPLITS, clip_norm=None, full_gradients=False, threads=2, seed=0)
-    assert list(outputs.columns) == ["example_id", "split", "is_member", "label", "loss_ce", "loss_logit", "p_true", "correct"]
+    assert list(outputs.columns) == ["example_id", "split", "is_member", "label", "loss_ce", "loss_logit", "p_true", "correct",
+                                     "logits"]
     np.testing.assert_array_equal(outputs["example_id"], df["example_id"])
     np.testing.assert_array_equal(outputs["is_member"], df["split"] == "train")
     model = load_model(path)
@@ -66,6 +67,7 @@ def test_outputs_are_inference_mode_losses(dropout_model):
     others = np.where(np.eye(z.shape[1], dtype=bool)[y], -np.inf, z)
     np.testing.assert_allclose(outputs["loss_logit"], np.log(np.exp(others).sum(axis=1)) - z[rows, y], rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(outputs["correct"], z.argmax(axis=1) == y)
+    np.testing.assert_allclose(np.stack(outputs["logits"].to_numpy()), z, rtol=1e-6, atol=1e-6)
     # Training mode (Dropout 0.4 active) gives different losses.
     z_train = logits_model(model)(tf.constant(x), training=True).numpy().astype(np.float64)
     ce_train = np.log(np.exp(z_train).sum(axis=1)) - z_train[rows, y]

@@ -110,7 +110,9 @@ def test_every_cluster_rule_declares_memory_that_grows_with_its_input(rule):
     entry = PROFILE["set-resources"][rule]
     assert not {"mem_mb", "runtime"} & set(entry), (
         f"profiles/slurm sets a constant for {rule}: declare it in dpaudit.resources.declared instead")
-    assert f'**job_resources("{rule}")' in _rule_block(rule), f"rule {rule} has no resources: **job_resources"
+    # a family may pass what else its job grows with: job_resources("rule", sizes=...)
+    assert re.search(rf'\*\*job_resources\("{rule}"(, sizes=\w+)?\)', _rule_block(rule)), \
+        f"rule {rule} has no resources: **job_resources"
     small, large = _declaration(rule, False), _declaration(rule, True)
     if rule in CONSTANT_MEMORY:
         assert large["mem_mb"] == small["mem_mb"] and len(CONSTANT_MEMORY[rule]) > 40
@@ -124,7 +126,7 @@ def test_every_cluster_rule_declares_memory_that_grows_with_its_input(rule):
 def test_every_rule_with_job_resources_is_in_the_profile_and_constants_are_profile_rules():
     used = set()
     for path in (ROOT / "rules").glob("*.smk"):
-        used |= set(re.findall(r'\*\*job_resources\("(\w+)"\)', path.read_text()))
+        used |= set(re.findall(r'\*\*job_resources\("(\w+)"(?:, sizes=\w+)?\)', path.read_text()))
     assert used == set(PROFILE_RULES)
     assert set(CONSTANT_MEMORY) <= set(PROFILE_RULES)
 

@@ -331,3 +331,19 @@ def test_empty_or_all_default_config_file_stops_before_any_job(tmp_path, text, w
     assert f"{path}: the config file {what}" in output or (f"{path}: every key" in output and what in output)
     assert "copy config/config.yaml" in output
     assert "Job stats" not in output and "train_model" not in output
+
+
+def test_attacks_enabled_job_counts(tmp_path):
+    # issue 24: one reference pool per training recipe (a grid row without its seed), shared by
+    # both seeds; one metric_attacks job per run; one figure job per dataset.
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["metrics"]["attacks"] = {"enabled": True, "reference_models": 16}
+    path = tmp_path / "attacks.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path))
+    counts = job_counts(result.stdout)
+    # 3 datasets × (1 baseline + 3 DP-SGD ε) recipes; 3 × 8 runs
+    assert counts["reference_pool"] == 12 and counts["metric_attacks"] == 24 and counts["plot_attacks"] == 3
+    assert counts["train_model"] == 24 and counts["aggregate_metrics"] == 1
+    pools = [job for job in job_wildcards(result.stdout) if "recipe" in job]
+    assert len(pools) == 12 and not any("seed" in job["recipe"] for job in pools)

@@ -40,6 +40,7 @@ import pandas as pd
 __all__ = [
     "FAMILIES",
     "KEY_COLUMNS",
+    "ATTACK_NAMES",
     "KINDS",
     "METRICS",
     "RENAMED",
@@ -51,6 +52,7 @@ __all__ = [
     "check_metric_table",
     "declared",
     "glossary_entry",
+    "loss_attack_rows",
     "metric_rows",
     "read_schema_version",
     "write_metric_table",
@@ -119,7 +121,8 @@ class Metric:
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("mia", "loss-threshold membership inference (Yeom et al.; seed 002 §2.1)"),
+    Family("mia", "membership inference: the loss threshold (Yeom et al.; seed 002 §2.1) and, with metrics.attacks, "
+           "LiRA (Carlini et al. 2022) and RMIA (Zarifzadeh et al. 2024) with reference models (column attack)"),
     Family("privacy_card", "privacy card of a trained model (Geambasu's DP lecture: the guarantee read as attack bounds)"),
     Family("epsilon_star", "Epsilon* (Negoescu et al. 2023)"),
     Family("identifiability", "identifiability scores (Bernau et al. 2021)"),
@@ -130,23 +133,36 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            "Nasr et al. 2023)"),
 )}
 
-_COUNTS = ("loss", "n_members", "n_nonmembers")
+_COUNTS = ("attack", "loss", "n_members", "n_nonmembers")
 _OPERATING_POINT = ("fpr_realized", "threshold", "tp", "fp")
+# The attack column (issue 24): loss = the loss threshold of metric_mia (threshold in loss
+# units, member when loss <= threshold); lira_online, lira_offline, rmia = the reference-model
+# attacks of metric_attacks (dpaudit.metrics.attacks; threshold in score units, member when
+# score >= threshold), with the pool's choices in attack_params (JSON) and reference_models.
+ATTACK_NAMES: tuple[str, ...] = ("loss", "lira_online", "lira_offline", "rmia")
 
 MIA = [
     Metric("mia", "attack_auc", "attack AUC",
-           "Area under the ROC of the loss-threshold membership-inference attack (0.5 = chance).",
+           "Area under the ROC of the membership-inference attack named in column attack (loss = the loss "
+           "threshold; 0.5 = chance), with a two-sided Hanley–McNeil interval in ci_lower/ci_upper for the "
+           "reference-model attacks.",
            "fraction", "measurement", _COUNTS),
     Metric("mia", "attack_advantage", "attack advantage",
-           "Largest TPR − FPR of the loss-threshold attack over all thresholds.",
+           "Largest TPR − FPR of the attack named in column attack over all thresholds.",
            "fraction", "measurement", (*_COUNTS, *_OPERATING_POINT)),
     Metric("mia", "tpr_at_fpr", "attack TPR at FPR",
-           "Largest TPR of the loss-threshold attack at a threshold whose FPR is at most fpr_target.",
+           "Largest TPR of the attack named in column attack (two-sided Clopper–Pearson interval in "
+           "ci_lower/ci_upper; resolved false where one non-member exceeds the target rate, and then no value "
+           "for the reference-model attacks) at a threshold whose FPR is at most fpr_target.",
            "fraction", "measurement", (*_COUNTS, "fpr_target", *_OPERATING_POINT)),
     Metric("mia", "epsilon_lower_bound", "ε lower bound",
-           "Lower bound on the training run's DP ε certified from the attack with Clopper–Pearson bounds "
-           "(threshold chosen on one half, evaluated on the other, or Bonferroni; ci_method).",
+           "Lower bound on the training run's DP ε certified from the attack named in column attack with "
+           "Clopper–Pearson bounds (threshold chosen on one half, evaluated on the other, or Bonferroni; ci_method).",
            "nats", "bound", (*_COUNTS, *_OPERATING_POINT, "delta", "alpha", "ci_method", "seed")),
+    Metric("mia", "epsilon_lower_bound_exceeds_accountant", "ε lower bound above accountant",
+           "Whether the reference-model attack named in column attack certifies an ε lower bound above the "
+           "accountant's ε (accountant_epsilon): a violation of the claimed guarantee.",
+           "—", "diagnostic", ("attack", "accountant_epsilon", "delta", "alpha"), dtype="bool"),
     Metric("mia", "accountant_epsilon", "accountant ε",
            "ε the privacy accountant certifies for the trained model (train.json's epsilon; +inf = no DP).",
            "nats", "guarantee", ("delta",)),
@@ -423,6 +439,16 @@ def declared(family: str, metric: str) -> Metric:
             raise ValueError(f"metric {metric!r} is declared for family {_OWNER[metric]!r}, not {family!r}")
         raise ValueError(f"metric {metric!r} of family {family!r} is not declared in dpaudit.contract.metrics")
     return found
+
+
+def loss_attack_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` that are not the reference-model attacks' (issue 24): every row
+    whose ``attack`` is ``loss`` or empty (other families; tables without the column). A
+    reader that wants one attack row per run and metric (the loss threshold) filters here."""
+    if "attack" not in table.columns:
+        return table
+    attack = table["attack"].astype("string")
+    return table[(attack.isna() | (attack == "loss")).to_numpy(dtype=bool)]
 
 
 def glossary_entry(family: str, metric: str) -> tuple[str, str, str]:

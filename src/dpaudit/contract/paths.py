@@ -92,6 +92,13 @@ DOSSIER = f"{RESULTS}/dossiers/{{dataset}}/{{run}}.html"
 # The guidance page to choose ε (one per dataset) has its own folder: no model's dossier can
 # share its name, whatever the run is called.
 GUIDANCE = f"{RESULTS}/guidance/{{dataset}}.html"
+# Reference-model attacks (issue 24): one pool of K reference models per training recipe
+# (a grid row without its seed), per-example attack scores and mia rows per run.
+REFERENCE_POOL = f"{RESULTS}/attacks/{{dataset}}/recipes/{{recipe}}/reference_outputs.parquet"
+REFERENCE_POOL_INFO = f"{RESULTS}/attacks/{{dataset}}/recipes/{{recipe}}/reference_pool.json"
+ATTACK_SCORES = f"{RESULTS}/attacks/{{dataset}}/{{run}}/scores.parquet"
+ATTACK_METRIC = f"{RESULTS}/attacks/{{dataset}}/{{run}}/mia_rows.parquet"
+RECIPE_KEY = "{dataset}/{recipe}"
 PMP_PER_EXAMPLE = f"{RESULTS}/pmp/{{dataset}}/{{run}}/per_example.parquet"
 PMP_SHADOW_SCORES = f"{RESULTS}/pmp/{{dataset}}/{{run}}/shadow_scores.parquet"
 
@@ -193,4 +200,5 @@ EPSILON_STAR_FIGURE = figure("epsilon_star_fig{k}")  # Negoescu et al. 2023, Fig
 IDENTIFIABILITY_FIGURE = figure("identifiability_fig{k}")  # Bernau et al. 2021, Figs 1-6
 IDENTIFIABILITY_AUDIT_FIGURE = figure("identifiability_audit_{dataset}")  # Figs 7-9
 PMP_FIGURE = figure("pmp_fig{k}")  # Lowy et al. 2024, Figs 1-6
+ATTACK_FIGURE = figure("attacks_{kind}_{dataset}")  # kind: roc, tpr, reference_accuracy
 PROFILE_FIGURE = figure("profile/{view}/fig{k}")  # LeBlond et al. 2023, Figs 1-8

@@ -125,8 +125,9 @@ def extract_per_example(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return (outputs, gradients) frames for every example of every split.
 
-    outputs: example_id, split, is_member, label, loss_ce, loss_logit, p_true, correct
-    (inference mode, float64 metric math on float32 logits).
+    outputs: example_id, split, is_member, label, loss_ce, loss_logit, p_true, correct, logits
+    (inference mode, float64 metric math on the float32 logits, which are kept as a
+    fixed-size list column).
     gradients: example_id, is_member, grad_norm, clipped_norm [, gradient].
     """
     net = _load(model_path, threads, seed)
@@ -293,6 +294,10 @@ def _outputs(net, examples: pd.DataFrame, x: np.ndarray, splits: dict[str, str])
     is_member = split == splits["members"]
     logits = predict_logits(net, x)
     metrics = per_example_losses(logits.astype(np.float64), labels, ids)
+    # the C logits themselves (float32, inference mode): the reference-model attacks read the
+    # target's signal at any softmax temperature from them (dpaudit.metrics.attack_rows)
+    logits = np.ascontiguousarray(logits, dtype=np.float32)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(logits.reshape(-1)), logits.shape[1])
     return pd.DataFrame(
         {
             "example_id": ids,
@@ -303,5 +308,6 @@ def _outputs(net, examples: pd.DataFrame, x: np.ndarray, splits: dict[str, str])
             "loss_logit": metrics["loss_logit"],
             "p_true": metrics["p_true"],
             "correct": metrics["correct"],
+            "logits": pd.Series(pd.arrays.ArrowExtensionArray(column)),
         }
     )

@@ -37,6 +37,7 @@ from scipy import special, stats
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp.hypothesis import check_one_sided_alpha, clopper_pearson
 from dpaudit.dp.roc import DEFAULT_FPR_TARGETS, roc_auc, roc_curve, roc_max_advantage, tpr_at_fpr
+from dpaudit.losses import logit_confidence
 from dpaudit.metrics.mia import OUTPUT_DTYPES as MIA_OUTPUT_DTYPES
 from dpaudit.metrics.mia import epsilon_lower_bound
 
@@ -69,32 +70,6 @@ MIN_STD = 1e-8
 
 
 # ------------------------------------------------------------------ the signal
-
-
-def logit_confidence(logits, labels, temperature: float = 1.0) -> np.ndarray:
-    """φ = log p_y − log Σ_{y′≠y} p_{y′} of softmax(logits / T), from logits (float64).
-
-    ``logits`` [..., n, C] (any leading axes, e.g. K models), ``labels`` [n] ints.
-    Computed as z_y − logsumexp_{y′≠y} z_{y′}: exact at p_y = 1 − 1e-12 and beyond,
-    where forming p_y first would round φ to +inf.
-    """
-    z = np.asarray(logits, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.int64)
-    if z.ndim < 2 or z.shape[-1] < 2:
-        raise ValueError(f"logits must be [..., n, C] with C >= 2, got shape {z.shape}")
-    if labels.shape != z.shape[-2:-1]:
-        raise ValueError(f"labels must have shape {z.shape[-2:-1]}, got {labels.shape}")
-    if np.any((labels < 0) | (labels >= z.shape[-1])):
-        raise ValueError("labels must lie in 0..C-1")
-    temperature = float(temperature)
-    if not (temperature > 0 and math.isfinite(temperature)):
-        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-    z = z / temperature
-    at = np.broadcast_to(labels[:, None], z.shape[:-1] + (1,))
-    true = np.take_along_axis(z, at, axis=-1)[..., 0]
-    others = z.copy()
-    np.put_along_axis(others, at, -np.inf, axis=-1)
-    return true - special.logsumexp(others, axis=-1)
 
 
 def _check_inputs(target_phi, reference_phi, inclusion):

@@ -32,6 +32,7 @@ import pandas as pd
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp.hypothesis import (
     check_one_sided_alpha,
+    clopper_pearson,
     clopper_pearson_lower,
     clopper_pearson_upper,
     epsilon_from_counts,
@@ -78,6 +79,9 @@ METRIC_NAMES: tuple[str, ...] = (
 OUTPUT_DTYPES: dict[str, str] = {
     "metric": "string",
     "value": "float64",
+    # "loss" on the attack rows: this is the loss-threshold rung of the mia family's attacks
+    # (dpaudit.contract.metrics.ATTACK_NAMES; the reference-model attacks are metric_attacks')
+    "attack": "string",
     "loss": "string",
     "fpr_target": "float64",
     "fpr_realized": "float64",
@@ -90,6 +94,11 @@ OUTPUT_DTYPES: dict[str, str] = {
     "alpha": "float64",
     "ci_method": "string",
     "seed": "Int64",
+    # tpr_at_fpr rows: two-sided 1 - alpha Clopper-Pearson interval of the TPR, and whether
+    # 1/n_nonmembers <= fpr_target (a nonzero FPR at or below the target is reachable)
+    "ci_lower": "float64",
+    "ci_upper": "float64",
+    "resolved": "boolean",
 }
 OUTPUT_COLUMNS: tuple[str, ...] = tuple(OUTPUT_DTYPES)
 
@@ -441,7 +450,7 @@ def mia_metrics(
 
     roc = roc_curve(member_losses, nonmember_losses)
     n_m, n_n = roc.n_members, roc.n_nonmembers
-    counts = {"loss": loss_column, "n_members": n_m, "n_nonmembers": n_n}
+    counts = {"attack": "loss", "loss": loss_column, "n_members": n_m, "n_nonmembers": n_n}
 
     rows: list[dict[str, object]] = [{"metric": "attack_auc", "value": roc_auc(roc), **counts}]
 
@@ -458,10 +467,14 @@ def mia_metrics(
         }
     )
     for target, point in tpr_at_fpr(roc, fpr_targets).items():
+        tpr_lo, tpr_hi = clopper_pearson(point.tp, n_m, alpha)
         rows.append(
             {
                 "metric": "tpr_at_fpr",
                 "value": point.tpr,
+                "ci_lower": float(tpr_lo),
+                "ci_upper": float(tpr_hi),
+                "resolved": bool(n_n * target >= 1.0),
                 "fpr_target": target,
                 "fpr_realized": point.fpr,
                 "threshold": point.threshold,
@@ -478,6 +491,7 @@ def mia_metrics(
         {
             "metric": "epsilon_lower_bound",
             "value": bound.epsilon,
+            "attack": "loss",
             "loss": loss_column,
             "fpr_realized": bound.fpr,
             "threshold": bound.threshold,

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.metrics import loss_attack_rows
 from dpaudit.dp.hypothesis import (
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -88,7 +89,7 @@ def audit_table(table: pd.DataFrame) -> pd.DataFrame:
     only ``epsilon_upper`` is derived, from the lower bound's own counts.
     """
     runs = table[RUN_COLUMNS].drop_duplicates(["dataset", "run"], ignore_index=True)
-    bound = table[(table["family"] == "mia") & (table["metric"] == "epsilon_lower_bound")]
+    bound = loss_attack_rows(table[(table["family"] == "mia") & (table["metric"] == "epsilon_lower_bound")])
     if bound.duplicated(["dataset", "run"]).any():
         raise ValueError("several mia epsilon_lower_bound rows for one run")
     bound = bound[["dataset", "run", *LOWER_BOUND_COLUMNS]].rename(columns=LOWER_BOUND_COLUMNS)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.metrics import loss_attack_rows
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
@@ -84,7 +85,7 @@ def plot_tpr_at_low_fpr(table: pd.DataFrame, runs: pd.DataFrame, dataset: str, p
     """TPR at FPR 10⁻³ and 10⁻² against target ε, one point per model; returns the plotted rows."""
     runs = run_frame(runs)
     colours = epsilon_colours(runs["target"])
-    rows = table[(table["family"] == "mia") & (table["metric"] == "tpr_at_fpr")]
+    rows = loss_attack_rows(table[(table["family"] == "mia") & (table["metric"] == "tpr_at_fpr")])
     rows = rows[np.isclose(rows["fpr_target"].astype(float).to_numpy()[:, None], np.asarray(fpr_targets)).any(1)]
     data = rows[["run", "fpr_target", "fpr_realized", "value", "n_nonmembers"]].merge(
         runs[["run", "target", "seed", "accountant_epsilon"]], on="run")

@@ -191,13 +191,13 @@ def _measured(view: RunView, eps: float) -> str:
                                        score_kind=rung.score_kind):
                 lines.append(Line(esc(rung.label), found.num(), _ladder_confidence(found),
                                   _bound_sentence(found, eps), kind_of("canary", rung.metric)))
-    natural = view.find("mia", "epsilon_lower_bound")
+    natural = view.find("mia", "epsilon_lower_bound", attack="loss")
     if natural is not None:
         conf = f"level α = {natural.num('alpha', '.3g')}" if natural.get("alpha") is not None else ""
         conf += f"; threshold chosen by {esc(natural.get('ci_method', '—'))}"
         lines.append(Line("natural split (loss-threshold attack on members vs non-members)", natural.num(), conf,
                           _bound_sentence(natural, eps), kind_of("mia", "epsilon_lower_bound")))
-    tpr = view.find("mia", "tpr_at_fpr", fpr_target=0.001)
+    tpr = view.find("mia", "tpr_at_fpr", attack="loss", fpr_target=0.001)
     if tpr is not None:
         lines.append(Line("attack TPR at FPR ≤ 10⁻³", tpr.num(),
                           f"{tpr.num('n_members', '.0f')} members, {tpr.num('n_nonmembers', '.0f')} non-members",
@@ -205,7 +205,7 @@ def _measured(view: RunView, eps: float) -> str:
                           + (" (with so few non-members this FPR is not resolved)."
                              if is_missing(tpr.get("n_nonmembers")) or float(tpr.get("n_nonmembers")) < 1000 else "."),
                           kind_of("mia", "tpr_at_fpr")))
-    auc = view.find("mia", "attack_auc")
+    auc = view.find("mia", "attack_auc", attack="loss")
     if auc is not None:
         lines.append(Line(esc(label_of("mia", "attack_auc")), auc.num(), "",
                           f"Area under the attack's ROC: {auc.num()}, where 0.5 is chance and 1 is perfect.",

@@ -1,0 +1,193 @@
+# Reference-model membership-inference attacks (issue 24): LiRA (Carlini et al. 2022) and
+# RMIA (Zarifzadeh et al. 2024). One pool of K reference models per training recipe (a grid
+# row without its seed; dpaudit.config.recipe_lookup), shared by every seed of the recipe;
+# every attacked run gets mia-family rows with an attack column and per-example scores.
+# Input and params functions of these rules live here (not in common.smk).
+
+ATTACKS = config["metrics"]["attacks"]
+# Recipes with a reference pool: the MLP mechanisms (dpaudit.training.reference does not
+# cover the linear mechanisms yet; their runs get no attack rows, said once below).
+RECIPES = {
+    dataset: {
+        name: recipe
+        for name, recipe in dpconfig.recipe_lookup(RUNS[dataset]).items()
+        if recipe["params"]["mechanism"] not in dpconfig.LINEAR_MECHANISMS
+    }
+    for dataset in DATASETS
+}
+RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
+              for dataset in DATASETS}
+if ATTACKS["enabled"]:
+    _unattacked = sorted({params["mechanism"] for dataset in DATASETS for run, params in RUNS[dataset].items()
+                          if run not in RUN_RECIPE[dataset]})
+    if _unattacked:
+        logger.warning(f"dpaudit config: metrics.attacks: no reference models for {_unattacked} runs yet; "
+                       "they get the loss threshold only")
+
+
+wildcard_constraints:
+    recipe=r"[A-Za-z0-9.+\-~_]+",
+
+
+localrules:
+    plot_attacks,
+
+
+def recipe_params(wildcards):
+    """The recipe's grid values (no seed)."""
+    return RECIPES[wildcards.dataset][wildcards.recipe]["params"]
+
+
+def recipe_training(wildcards):
+    return dpconfig.training_for_mechanism(TRAINING[wildcards.dataset], recipe_params(wildcards)["mechanism"])
+
+
+def recipe_runs(wildcards):
+    return RECIPES[wildcards.dataset][wildcards.recipe]["runs"]
+
+
+def attack_pool_inputs(wildcards):
+    """The run's recipe pool (its outputs on P and its record)."""
+    keys = {"dataset": wildcards.dataset, "recipe": RUN_RECIPE[wildcards.dataset][wildcards.run]}
+    return {"pool": P.REFERENCE_POOL.format(**keys), "pool_info": P.REFERENCE_POOL_INFO.format(**keys)}
+
+
+def attacked_runs(wildcards):
+    """Params function: the dataset's attacked runs, in the order attack_dataset_files lists them."""
+    return [run for run in RUNS[wildcards.dataset] if run in RUN_RECIPE[wildcards.dataset]]
+
+
+def attack_dataset_files(pattern):
+    def files(wildcards):
+        return [pattern.format(dataset=wildcards.dataset, run=run) for run in attacked_runs(wildcards)]
+
+    return files
+
+
+def dataset_recipes(wildcards):
+    """Params function: the dataset's recipes, in the order recipe_pool_files lists them."""
+    return list(RECIPES[wildcards.dataset])
+
+
+def recipe_pool_files(wildcards):
+    return [P.REFERENCE_POOL_INFO.format(dataset=wildcards.dataset, recipe=name) for name in dataset_recipes(wildcards)]
+
+
+def attacked_run_params(wildcards):
+    return {run: RUNS[wildcards.dataset][run] for run in attacked_runs(wildcards)}
+
+
+def attack_metric_files():
+    """aggregate_metrics' extra inputs: every attacked run's mia rows (attack column)."""
+    if not ATTACKS["enabled"]:
+        return []
+    return [P.ATTACK_METRIC.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d] if r in RUN_RECIPE[d]]
+
+
+@intermediates
+def attack_intermediate_files():
+    """Pools and per-run scores (intermediate_files() in common.smk adds them)."""
+    if not ATTACKS["enabled"]:
+        return []
+    pools = [P.REFERENCE_POOL.format(dataset=d, recipe=name) for d in DATASETS for name in RECIPES[d]]
+    scores = [P.ATTACK_SCORES.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d] if r in RUN_RECIPE[d]]
+    return pools + scores + attack_metric_files()
+
+
+def recipe_sizes(wildcards, size):
+    """A reference pool grows with its recipe's grid values (``job_resources``'s sizes)."""
+    return {"run": RECIPES[wildcards.dataset][wildcards.recipe]["params"], "training": TRAINING[wildcards.dataset]}
+
+
+def attack_figures():
+    if not ATTACKS["enabled"]:
+        return []
+    return [P.ATTACK_FIGURE.format(kind="roc", dataset=d) for d in DATASETS if RECIPES[d]]
+
+
+rule reference_pool:
+    input:
+        examples=P.EXAMPLES,
+        info=P.DATASET_INFO,
+    output:
+        outputs=P.REFERENCE_POOL,
+        info=P.REFERENCE_POOL_INFO,
+    params:
+        recipe=recipe_params,
+        runs=recipe_runs,
+        training=recipe_training,
+        reference_models=ATTACKS["reference_models"],
+        seed=ATTACKS["seed"],
+        code=CODE["reference_pool"],
+    threads: 1
+    resources:
+        **job_resources("reference_pool", sizes=recipe_sizes),
+    log:
+        P.log("reference_pool", P.RECIPE_KEY),
+    benchmark:
+        P.benchmark("reference_pool", P.RECIPE_KEY)
+    script:
+        "../scripts/reference_pool.py"
+
+
+rule metric_attacks:
+    input:
+        unpack(attack_pool_inputs),
+        outputs=P.OUTPUTS,
+        train=P.TRAIN_INFO,
+    output:
+        rows=P.ATTACK_METRIC,
+        scores=P.ATTACK_SCORES,
+    params:
+        options={key: value for key, value in ATTACKS.items() if key != "enabled"},
+        code=CODE["metric_attacks"],
+    resources:
+        **job_resources("metric_attacks"),
+    log:
+        P.log("metric_attacks", P.RUN_KEY),
+    benchmark:
+        P.benchmark("metric_attacks", P.RUN_KEY)
+    script:
+        "../scripts/metric_attacks.py"
+
+
+rule plot_attacks:
+    input:
+        table=P.METRICS_TABLE,
+        scores=attack_dataset_files(P.ATTACK_SCORES),
+        pools=recipe_pool_files,
+    output:
+        roc=report(
+            P.fill(P.ATTACK_FIGURE, kind="roc"),
+            caption="../workflow/report/attacks_roc.rst",
+            category="Attacks and training",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "figure": "LiRA, RMIA and loss ROCs (log–log)"},
+        ),
+        roc_pdf=P.beside(P.fill(P.ATTACK_FIGURE, kind="roc"), "pdf"),
+        tpr=report(
+            P.fill(P.ATTACK_FIGURE, kind="tpr"),
+            caption="../workflow/report/attacks_tpr.rst",
+            category="Attacks and training",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "figure": "attack TPR at FPR 1e-3 and 1e-2 vs ε"},
+        ),
+        tpr_pdf=P.beside(P.fill(P.ATTACK_FIGURE, kind="tpr"), "pdf"),
+        reference_accuracy=report(
+            P.fill(P.ATTACK_FIGURE, kind="reference_accuracy"),
+            caption="../workflow/report/attacks_reference_accuracy.rst",
+            category="Attacks and training",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "figure": "reference models vs targets: accuracy"},
+        ),
+        reference_accuracy_pdf=P.beside(P.fill(P.ATTACK_FIGURE, kind="reference_accuracy"), "pdf"),
+    params:
+        runs=attacked_runs,
+        run_params=attacked_run_params,
+        recipes=dataset_recipes,
+        attacks=ATTACKS["attacks"],
+        code=CODE["plot_attacks"],
+    log:
+        P.log("plot_attacks", P.DATASET_KEY),
+    script:
+        "../scripts/plot_attacks.py"

@@ -1,0 +1,16 @@
+"""Snakemake adapter: the reference-model attacks' figures of one dataset (ROCs, TPR vs ε, matched accuracy)."""
+
+from dpaudit.io import read_json, read_parquet
+from dpaudit.logs import job_logging
+from dpaudit.plots.attacks import plot_attack_rocs, plot_attack_tpr, plot_reference_accuracy
+
+sm = snakemake  # noqa: F821
+with job_logging(sm) as log:
+    dataset = sm.wildcards.dataset
+    table = read_parquet(sm.input.table)
+    scores = {run: read_parquet(path) for run, path in zip(sm.params.runs, sm.input.scores, strict=True)}
+    pools = {recipe: read_json(path) for recipe, path in zip(sm.params.recipes, sm.input.pools, strict=True)}
+    plot_attack_rocs(scores, sm.params.run_params, sm.params.attacks, dataset, sm.output.roc, sm.output.roc_pdf)
+    plot_attack_tpr(table, dataset, sm.output.tpr, sm.output.tpr_pdf)
+    plot_reference_accuracy(pools, table, dataset, sm.output.reference_accuracy, sm.output.reference_accuracy_pdf)
+    log.info("%d models, %d recipes", len(scores), len(pools))

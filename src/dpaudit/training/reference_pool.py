@@ -1,0 +1,106 @@
+"""The workflow's reference pool of one training recipe (issue 24): who is in the audit
+population P, the K models' outputs on P as a table, and what the pool records.
+
+``build_reference_pool`` is what ``reference_pool`` (rules/attacks.smk) runs: P is every
+member and every designated non-member of the dataset (``dataset.json``'s splits), in
+``examples.parquet`` order; ``dpaudit.training.reference.train_reference_models`` trains
+the K models of the recipe on random halves of P. The table (``POOL_COLUMNS``) has one
+row per model and example of P: ``example_id``, ``model`` (0..K-1), ``included`` (the
+inclusion bit), ``label``, ``phi`` (φ = log p_y − log Σ_{y′≠y} p_{y′} at temperature 1)
+and ``logits`` (float32, the model's C logits, so any temperature can be read later).
+The record (``pool_info``) holds the seeds, σ, q, steps, ε, δ, whether the model axis
+was used and why not, and each model's accuracy on its IN and OUT examples of P.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dpaudit.losses import logit_confidence
+from dpaudit.training.models import features
+from dpaudit.training.reference import train_reference_models
+
+__all__ = ["POOL_COLUMNS", "audit_population", "build_reference_pool", "pool_frame", "pool_info"]
+
+POOL_COLUMNS = ("example_id", "model", "included", "label", "phi", "logits")
+
+
+def audit_population(examples: pd.DataFrame, splits: Mapping[str, str]) -> pd.DataFrame:
+    """The rows of P = members ∪ designated non-members, in file order, with ``is_member``."""
+    split = examples["split"].astype(str)
+    chosen = examples[split.isin([splits["members"], splits["nonmembers"]]).to_numpy()].reset_index(drop=True)
+    chosen["is_member"] = (chosen["split"].astype(str) == splits["members"]).to_numpy()
+    return chosen
+
+
+def pool_frame(logits: np.ndarray, inclusion: np.ndarray, example_ids: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
+    """One row per (model, example of P): ``POOL_COLUMNS``."""
+    logits = np.asarray(logits, dtype=np.float32)
+    k, n, c = logits.shape
+    phi = logit_confidence(logits, labels)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(logits.reshape(-1)), c)
+    return pd.DataFrame({
+        "example_id": np.tile(np.asarray(example_ids, dtype=np.int64), k),
+        "model": np.repeat(np.arange(k, dtype=np.int32), n),
+        "included": np.asarray(inclusion, dtype=bool).reshape(-1),
+        "label": np.tile(np.asarray(labels, dtype=np.int64), k),
+        "phi": phi.reshape(-1),
+        "logits": pd.Series(pd.arrays.ArrowExtensionArray(column)),
+    })
+
+
+def _accuracy(correct: np.ndarray, mask: np.ndarray) -> list[float]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (correct & mask).sum(axis=1) / mask.sum(axis=1)
+    return [float(v) if math.isfinite(v) else None for v in out]
+
+
+def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mapping[str, Any],
+              runs: list[str]) -> dict[str, Any]:
+    """The pool's record: how it was trained and how well each model fits (IN) and generalizes (OUT)."""
+    correct = np.argmax(pool.logits, axis=2) == np.asarray(labels)[None, :]
+    final_loss = pool.history["loss"][:, -1]
+    return {
+        "reference_models": int(count),
+        "seed": int(seed),
+        "seeds": [int(s) for s in pool.seeds],
+        "recipe": dict(recipe),
+        "runs": list(runs),
+        "n_population": int(pool.inclusion.shape[1]),
+        "n_members": int(pool.info["n_members"]),
+        "inclusion_rate": float(pool.inclusion.mean()),
+        "noise_multiplier": float(pool.noise_multiplier),
+        "sampling_probability": float(pool.sampling_probability),
+        "steps": int(pool.steps),
+        "epsilon": float(pool.epsilon),
+        "delta": pool.delta,
+        "vectorized": bool(pool.vectorized),
+        "fallback_reason": pool.fallback_reason,
+        "train_seconds": float(pool.train_seconds),
+        "in_accuracy": _accuracy(correct, pool.inclusion),
+        "out_accuracy": _accuracy(correct, ~pool.inclusion),
+        "final_train_loss": [float(v) if math.isfinite(v) else None for v in final_loss],
+    }
+
+
+def build_reference_pool(examples: pd.DataFrame, splits: Mapping[str, str], params: Mapping[str, Any], *,
+                         count: int, seed: int, threads: int = 1, runs: list[str] | None = None,
+                         log: logging.Logger | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Train the K reference models of the recipe ``params`` (``train_model``'s parameters
+    without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``)."""
+    population = audit_population(examples, splits)
+    n_members = int(population["is_member"].sum())
+    x = features(population)
+    labels = population["label"].to_numpy(np.int64)
+    recipe = {k: v for k, v in params.items() if k != "seed"}
+    pool = train_reference_models(x, labels, {**recipe, "seed": int(seed)}, n_members=n_members, count=count,
+                                  seed=seed, threads=threads, log=log)
+    frame = pool_frame(pool.logits, pool.inclusion, population["example_id"].to_numpy(np.int64), labels)
+    return frame, pool_info(pool, labels, count=count, seed=seed, recipe=recipe, runs=runs or [])

@@ -1,0 +1,79 @@
+"""Adapters of the reference-model attacks (issue 24) with a fake ``snakemake`` object."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.contract.metrics import ATTACK_NAMES, check_metric_table
+from dpaudit.io import read_parquet, write_json, write_parquet
+from tests.scripts.fake import FakeSnakemake, run_script
+from tests.unit.test_attack_rows import OPTIONS, _case
+
+RUN = "mechanism~baseline_seed~0"
+
+
+def _metric_attacks(tmp_path, run=RUN):
+    outputs, pool = _case()
+    paths = {name: tmp_path / f"{name}.parquet" for name in ("outputs", "pool")}
+    write_parquet(paths["outputs"], outputs)
+    write_parquet(paths["pool"], pool)
+    write_json(tmp_path / "train.json", {"epsilon": "inf", "delta": 1e-5, "accountant": "rdp"})
+    write_json(tmp_path / "pool.json", {"runs": [RUN], "reference_models": 8})
+    fake = FakeSnakemake(
+        "metric_attacks",
+        input={"pool": paths["pool"], "pool_info": tmp_path / "pool.json", "outputs": paths["outputs"],
+               "train": tmp_path / "train.json"},
+        output={"rows": tmp_path / "rows.parquet", "scores": tmp_path / "scores.parquet"},
+        params={"options": {**OPTIONS, "reference_models": 8}},
+        wildcards={"dataset": "synthetic", "run": run},
+        log=[tmp_path / "metric_attacks.log"],
+    )
+    run_script("metric_attacks", fake)
+    return outputs
+
+
+def test_metric_attacks_writes_declared_mia_rows_and_scores(tmp_path):
+    _metric_attacks(tmp_path)
+    rows = read_parquet(tmp_path / "rows.parquet")
+    check_metric_table(rows)
+    assert set(rows["family"]) == {"mia"} and set(rows["run"]) == {RUN}
+    assert set(rows["attack"]) == {"lira_online", "lira_offline", "rmia"}
+    scores = read_parquet(tmp_path / "scores.parquet")
+    assert set(ATTACK_NAMES) <= set(scores.columns) and len(scores) == 600
+
+
+def test_metric_attacks_refuses_the_pool_of_another_recipe(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="not of"):
+        _metric_attacks(tmp_path, run="another_run")
+
+
+def test_plot_attacks_writes_three_figures(tmp_path):
+    outputs = _metric_attacks(tmp_path)
+    rows = read_parquet(tmp_path / "rows.parquet")
+    loss = rows[rows["attack"] == "lira_online"].assign(attack="loss")  # stands in for metric_mia's rows
+    accuracy = pd.DataFrame({"dataset": "synthetic", "run": RUN, "family": "mia",
+                             "metric": ["train_accuracy", "test_accuracy"], "value": [0.9, 0.7]})
+    table = pd.concat([rows, loss, accuracy], ignore_index=True)
+    table["mechanism"], table["target_epsilon"], table["seed"] = "baseline", math.nan, 0
+    write_parquet(tmp_path / "metrics.parquet", table)
+    write_json(tmp_path / "recipe.json", {"recipe": {"mechanism": "baseline", "target_epsilon": None},
+                                          "runs": [RUN], "in_accuracy": [0.9, 0.95, None],
+                                          "out_accuracy": [0.7, 0.72, 0.69]})
+    figures = {kind: tmp_path / f"{kind}.png" for kind in ("roc", "tpr", "reference_accuracy")}
+    fake = FakeSnakemake(
+        "plot_attacks",
+        input={"table": tmp_path / "metrics.parquet", "scores": [tmp_path / "scores.parquet"],
+               "pools": [tmp_path / "recipe.json"]},
+        output={**figures, **{f"{k}_pdf": p.with_suffix(".pdf") for k, p in figures.items()}},
+        params={"runs": [RUN], "run_params": {RUN: {"mechanism": "baseline", "target_epsilon": None, "seed": 0}},
+                "recipes": ["recipe"], "attacks": list(ATTACK_NAMES)},
+        wildcards={"dataset": "synthetic"},
+        log=[tmp_path / "plot.log"],
+    )
+    run_script("plot_attacks", fake)
+    for path in figures.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.with_suffix(".pdf").stat().st_size > 0
+    assert np.isfinite(len(outputs))
