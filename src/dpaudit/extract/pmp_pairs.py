@@ -16,10 +16,13 @@ One row per example of X (X's order): ``example_id``, ``is_member`` and
   norm as ``clip_rows`` computes it) give the metric the clipped distances
   (``clipped_distances``). Equal to the distances of the vectors up to float32 rounding
   (see ``docs/architecture.md``).
-* Recipe B (the whole transcript): per target its drawn partners (``partners``, positions
-  in X) and ``chi_sum`` = Σ_k T_k χ_k(x, x') over the checkpoints, in float64, computed
-  here exactly as ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` computes it (null
-  without checkpoints).
+* Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the
+  checkpoints for each of its drawn partners (``draw_partners``: the seed and count are in
+  the metadata), in float64, computed here exactly as
+  ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` computes it (null without checkpoints).
+
+Floats are written with Parquet's byte-stream-split encoding (zstd compresses the
+exponent bytes apart from the mantissas).
 
 The schema's metadata (``METADATA_KEY``, JSON) holds the layer sizes, the steps each
 checkpoint stands for and the options the pairs depend on (partner count and seed,
@@ -46,6 +49,7 @@ __all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "p
            "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "write_pmp_pairs"]
 
 METADATA_KEY = b"dpaudit.pmp_pairs"
+FLOAT_COLUMNS = ("grad_norm", "layer_inputs", "layer_deltas", "chi_sum")
 
 
 def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +189,7 @@ def schema(n_inputs: int, n_deltas: int, metadata: Mapping[str, Any] | None = No
     fields = [("example_id", pa.int64()), ("is_member", pa.bool_()), ("grad_norm", pa.float64()),
               ("layer_inputs", pa.list_(pa.float32(), int(n_inputs))),
               ("layer_deltas", pa.list_(pa.float32(), int(n_deltas))),
-              ("partners", pa.list_(pa.int32())), ("chi_sum", pa.list_(pa.float64()))]
+              ("chi_sum", pa.list_(pa.float64()))]
     meta = None if metadata is None else {METADATA_KEY: json.dumps(dict(metadata), sort_keys=True).encode()}
     return pa.schema(fields, metadata=meta)
 
@@ -207,26 +211,26 @@ def write_pmp_pairs(path: str | os.PathLike, *, example_id=None, is_member=None,
             return 0
         n = len(example_id)
         if trajectory is None:
-            partners = pa.nulls(n, pa.list_(pa.int32()))
             chi = pa.nulls(n, pa.list_(pa.float64()))
         else:
-            k = trajectory["partners"].size // max(n, 1)
-            offsets = pa.array(np.arange(n + 1, dtype=np.int32) * k)
-            partners = pa.ListArray.from_arrays(offsets, pa.array(trajectory["partners"].astype(np.int32)))
+            if not np.array_equal(trajectory["targets"], np.repeat(np.arange(n), trajectory["targets"].size // n)):
+                raise ValueError("Recipe B's pairs must be target-major with the same partner count per target")
+            offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (trajectory["total"].size // n))
             chi = pa.ListArray.from_arrays(offsets, pa.array(trajectory["total"].astype(np.float64)))
         columns = [pa.array(np.asarray(example_id, np.int64)), pa.array(np.asarray(is_member, bool)),
                    pa.array(np.asarray(grad_norm, np.float64)),
                    pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(inputs, np.float32).reshape(-1)), n_inputs),
                    pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(deltas, np.float32).reshape(-1)), n_deltas),
-                   partners, chi]
-        pq.write_table(pa.Table.from_arrays(columns, schema=table_schema), tmp, compression="zstd")
+                   chi]
+        pq.write_table(pa.Table.from_arrays(columns, schema=table_schema), tmp, compression="zstd",
+                       use_dictionary=["example_id", "is_member"], use_byte_stream_split=list(FLOAT_COLUMNS))
     return n
 
 
 def read_pmp_pairs(path: str | os.PathLike) -> dict | None:
     """The file as arrays (``example_id``, ``is_member``, ``grad_norm``, ``inputs``, ``deltas``
-    (float32 matrices), ``targets``, ``partners``, ``total`` (flat; None without checkpoints)) and
-    its ``metadata``; None for a file without rows."""
+    (float32 matrices), ``total`` (Recipe B's sums, flat and target-major; None without
+    checkpoints)) and its ``metadata``; None for a file without rows."""
     with reading(path):
         table = pq.read_table(path)
     if table.num_rows == 0:
@@ -240,11 +244,10 @@ def read_pmp_pairs(path: str | os.PathLike) -> dict | None:
 
     out = {"example_id": table.column("example_id").to_numpy(), "is_member": table.column("is_member").to_numpy(),
            "grad_norm": table.column("grad_norm").to_numpy(), "inputs": matrix("layer_inputs"),
-           "deltas": matrix("layer_deltas"), "metadata": meta, "targets": None, "partners": None, "total": None}
+           "deltas": matrix("layer_deltas"), "metadata": meta, "total": None}
     if meta.get("checkpoints"):
-        partners = table.column("partners").combine_chunks()
-        lengths = partners.value_lengths().to_numpy()
-        out["targets"] = np.repeat(np.arange(n), lengths)
-        out["partners"] = partners.flatten().to_numpy().astype(np.int64)
-        out["total"] = table.column("chi_sum").combine_chunks().flatten().to_numpy()
+        sums = table.column("chi_sum").combine_chunks()
+        if len(set(sums.value_lengths().to_numpy().tolist())) != 1:
+            raise ValueError(f"{path}: Recipe B's targets have different partner counts; delete it and run again")
+        out["total"] = sums.flatten().to_numpy()
     return out
