@@ -3,8 +3,8 @@
 
 
 def pmp_extract_inputs():
-    """extract_per_example computes the per-example gradients of Recipes A and B at every
-    checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
+    """extract_per_example computes what Recipes A and B need of the per-example gradients at
+    every checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
     if not PMP["enabled"]:
         return {}
     return {"checkpoints": rules.train_model.output.checkpoints}
@@ -13,7 +13,7 @@ def pmp_extract_inputs():
 def pmp_extract_outputs():
     if not PMP["enabled"]:
         return {}
-    return {"checkpoint_gradients": P.CHECKPOINT_GRADIENTS}
+    return {"pmp_pairs": P.PMP_PAIRS}
 
 
 def pmp_extract_params():
@@ -23,10 +23,11 @@ def pmp_extract_params():
 
 
 def pmp_parent_options(wildcards):
-    """The parent set X of a run's PMP metric; None for a shadow model (its file has no rows)."""
+    """The parent set X of a run's PMP metric and Recipe B's partner draw and projection
+    (the extraction computes the pairs); None for a shadow model (its file has no rows)."""
     if wildcards.run in PMP_SHADOWS[wildcards.dataset]:
         return None
-    return {"parent_seed": PMP["parent_seed"], "nonmember_pool": PMP["nonmember_pool"]}
+    return {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners", "projection_dim", "seed")}
 
 
 rule extract_per_example:

@@ -23,7 +23,7 @@ def pmp_metric_inputs(wildcards):
         "examples": P.EXAMPLES.format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
-        "gradients": P.CHECKPOINT_GRADIENTS.format(**keys),
+        "pairs": P.PMP_PAIRS.format(**keys),
     }
     if pmp_shadow_loss_files(wildcards):
         inputs["shadows"] = P.PMP_SHADOW_SCORES.format(**keys)

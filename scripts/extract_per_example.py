@@ -7,10 +7,10 @@ from dpaudit.logs import job_logging
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     dataset = read_json(sm.input.info)
-    checkpoint_gradients = None
-    if "checkpoint_gradients" in sm.output.keys():  # the pmp family's Recipes A and B, same TF process
-        checkpoint_gradients = {"path": sm.output.checkpoint_gradients, "train": read_json(sm.input.train),
-                                "checkpoints_path": sm.input.checkpoints, "parent": sm.params.pmp}
+    pmp_pairs = None
+    if "pmp_pairs" in sm.output.keys():  # what the pmp family's Recipes A and B need, same TF process
+        pmp_pairs = {"path": sm.output.pmp_pairs, "train": read_json(sm.input.train),
+                     "checkpoints_path": sm.input.checkpoints, "parent": sm.params.pmp}
     count = write_per_example(
         sm.input.model,
         sm.input.examples,
@@ -21,6 +21,6 @@ with job_logging(sm) as log:
         full_gradients=sm.params.extract["full_gradients"],
         threads=sm.threads,
         seed=sm.params.run["seed"],
-        checkpoint_gradients=checkpoint_gradients,
+        pmp_pairs=pmp_pairs,
     )
     log.info("wrote %d examples", count)

@@ -11,7 +11,7 @@ with job_logging(sm) as log:
     shadows = read_parquet(sm.input.shadows) if "shadows" in sm.input.keys() else None
     rows, per_example = pmp_run_metrics(
         read_parquet(sm.input.examples), dataset["splits"], read_json(sm.input.train),
-        gradients_path=sm.input.gradients, options=sm.params.options, shadow_scores=shadows, log=log,
+        gradients_path=sm.input.pairs, options=sm.params.options, shadow_scores=shadows, log=log,
     )
     keys = {"dataset": sm.wildcards.dataset, "run": sm.wildcards.run}
     write_parquet(sm.output.metrics, metric_rows("pmp", rows, **keys))

@@ -100,14 +100,25 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
     return {"mem_mb": memory, "runtime": runtime}
 
 
-def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, attempt: int = 1) -> dict[str, int]:
-    """mem_mb and runtime of ``metric_pmp`` (numpy only): the parent set's (≤ n rows) float32
-    gradients at the final weights and ``checkpoints`` checkpoints, each clipped in float64,
-    and Recipe A's 2n × 2n distances."""
-    weight_sets = int(checkpoints) + 1
-    memory = _mb(weight_sets * n * max(n_params, 1) * (4 + 8) + 3 * 8 * n * n, NUMPY_BASE_MB, attempt)
-    runtime = _minutes(30 + 2e-8 * weight_sets * n * max(n_params, 1000) + 5e-8 * n * n, 10, attempt)
+def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: int = 256,
+                         attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``metric_pmp`` (numpy only): it reads ``pmp_pairs.parquet``
+    (``dpaudit.extract.pmp_pairs``: the final gradients' Dense-layer factors, Σ (inputs + units)
+    ≤ P floats per example, and Recipe B's n × partners sums) and builds Recipe A's 2n × 2n
+    Gram, distances and per-partner μ (float64) with the per-row solver's temporaries."""
+    factors = n * max(n_params, 1) * 12
+    memory = _mb(factors + 6 * 8 * n * n + 3 * 8 * n * int(partners), NUMPY_BASE_MB, attempt)
+    runtime = _minutes(30 + 5e-8 * n * n + 1e-7 * n * int(partners), 10, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
+
+
+def pmp_pairs_resources(n: int, n_params: int, *, checkpoints: int, attempt: int = 1) -> dict[str, int]:
+    """What the pmp pairs add to ``extract_per_example``: one weight set's parent-set gradients
+    at a time (float32 from TensorFlow, float64 clipped), Recipe B's per-pair blocks."""
+    weight_sets = int(checkpoints) + 1
+    memory = n * max(n_params, 1) * (4 + 8 + 8) + 1024 * n * 8
+    runtime = 2e-8 * weight_sets * n * max(n_params, 1000)
+    return {"mem_mb": memory, "seconds": runtime}
 
 
 def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attempt: int = 1) -> dict[str, int]:
@@ -332,13 +343,15 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
     pmp = config["metrics"]["pmp"]
     if rule == "extract_per_example":
         job = extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
-        if pmp["enabled"]:  # plus the parent set's gradient vectors at the final weights and every checkpoint
+        if pmp["enabled"]:  # plus the parent set's gradients at the final weights and every checkpoint
             kept = extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
-            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"]),
+            pairs = pmp_pairs_resources(n, n_params, checkpoints=pmp["checkpoints"], attempt=attempt)
+            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"], _mb(pairs["mem_mb"], TF_BASE_MB, attempt)),
                    "runtime": job["runtime"] + kept["runtime"] * (1 + pmp["checkpoints"])}
         return job
-    if rule == "metric_pmp":  # reads the extraction's checkpoint gradients (no TensorFlow)
-        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], attempt=attempt)
+    if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
+        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners"],
+                                    attempt=attempt)
     raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
 
 

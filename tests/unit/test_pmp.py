@@ -264,8 +264,9 @@ def _softmax_regression_grads(x, y, w, b):
 
 def test_recipe_a_on_linear_model_equals_bruteforce_numpy(tmp_path):
     from dpaudit import _tf
-    from dpaudit.extract.checkpoints import read_checkpoint_gradients
     from dpaudit.extract.extract import load_model
+    from dpaudit.extract.pmp_pairs import clipped_distances, read_pmp_pairs
+    from dpaudit.metrics.pmp.gaussian import pairwise_distances
     from dpaudit.training.models import build_mlp, logits_model
 
     _tf.configure(1, 0)
@@ -278,20 +279,26 @@ def test_recipe_a_on_linear_model_equals_bruteforce_numpy(tmp_path):
     model = load_model(path)
     net = logits_model(model)
     clip, z, delta = 0.5, 1.1, 1e-3
-    # X = the 3 members and 3 non-members in id order; the extraction's final-weight gradients, clipped
+    # X = the 3 members and 3 non-members in id order; the extraction's final-weight factors
     examples = pd.DataFrame({"example_id": np.arange(6), "split": ["train"] * 3 + ["holdout"] * 3, "label": y,
                              "x": list(x)})
-    train = {"mechanism": "dpsgd", "epsilon": 3.0, "steps": 10}
-    (final,) = read_checkpoint_gradients(_extract_checkpoint_gradients(tmp_path, examples, train, None))
-    assert final["example_id"].tolist() == list(range(6)) and final["steps"] == 0
-    tf_clipped, _ = dpsgd.clip_rows(final["gradients"], clip)
+    train = {"mechanism": "dpsgd", "epsilon": 3.0, "steps": 10, "clip_norm": clip, "noise_multiplier": z}
+    pairs = read_pmp_pairs(_extract_pmp_pairs(tmp_path, examples, train, None))
+    assert pairs["example_id"].tolist() == list(range(6)) and pairs["total"] is None
+    assert pairs["metadata"]["layers"] == [[3, 2]]
+    np.testing.assert_array_equal(pairs["inputs"], x)  # one Dense layer: its input is x
     kernel, bias = (v.numpy().astype(np.float64) for v in net.trainable_variables)
     raw = _softmax_regression_grads(x.astype(np.float64), y, kernel, bias)
     norms = np.linalg.norm(raw, axis=1)
     hand = raw * np.minimum(1.0, clip / norms)[:, None]
-    np.testing.assert_allclose(tf_clipped, hand, rtol=2e-5, atol=1e-7)  # float32 TF vs float64 numpy
+    np.testing.assert_allclose(pairs["grad_norm"], norms, rtol=2e-6)  # float32 TF vs float64 numpy
+    distances = clipped_distances(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], pairs["metadata"]["layers"],
+                                  clip)
+    np.testing.assert_allclose(distances, pairwise_distances(hand), rtol=2e-5, atol=1e-7)
     res = dpsgd.recipe_a_single_step(hand, z, clip, delta)
     assert _brute_prop12(hand, 3, z * clip, res["eps_pmp"]) == pytest.approx(delta, rel=1e-6)
+    from_pairs = dpsgd.recipe_a_single_step(None, z, clip, delta, distances=distances)
+    assert from_pairs["eps_pmp"] == pytest.approx(res["eps_pmp"], rel=1e-5)
     # global replace-one μ = 2/z
     assert res["eps_global"] == pytest.approx(mechanisms.gaussian_epsilon_analytic(z / 2, delta), rel=1e-12)
 
@@ -518,15 +525,16 @@ def test_per_row_solver_with_large_mu_matches_brentq(mu, delta):
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
 
 
-def _extract_checkpoint_gradients(tmp_path, examples, train, checkpoints_path, model="m.keras"):
-    """The extraction stage's checkpoint_gradients.parquet of a saved model (default pmp options)."""
-    from dpaudit.extract.extract import _load, write_checkpoint_gradients
+def _extract_pmp_pairs(tmp_path, examples, train, checkpoints_path, model="m.keras", **options):
+    """The extraction stage's pmp_pairs.parquet of a saved model (default pmp options)."""
+    from dpaudit.extract.extract import _load, write_pmp_pairs_of_model
     from dpaudit.training.models import features
 
-    path = tmp_path / "checkpoint_gradients.parquet"
-    write_checkpoint_gradients(_load(tmp_path / model, 1, 0), examples, features(examples), SPLITS, path=path,
-                               train=train, checkpoints_path=checkpoints_path,
-                               parent={"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"})
+    path = tmp_path / "pmp_pairs.parquet"
+    parent = {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility", "partners": 256, "projection_dim": 8192,
+              "seed": 0, **options}
+    write_pmp_pairs_of_model(_load(tmp_path / model, 1, 0), examples, features(examples), SPLITS, path=path,
+                             train=train, checkpoints_path=checkpoints_path, parent=parent)
     return path
 
 
@@ -555,7 +563,7 @@ def _dpsgd_run(tmp_path, n_shadow_models, *, noise_multiplier, caplog):
              "noise_multiplier": noise_multiplier, "sampling_probability": 0.1, "steps": 100}
     log = logging.getLogger("test_pmp_rows")
     with caplog.at_level(logging.WARNING, logger="test_pmp_rows"):
-        gradients = _extract_checkpoint_gradients(tmp_path, examples, train, tmp_path / "c.npz")
+        gradients = _extract_pmp_pairs(tmp_path, examples, train, tmp_path / "c.npz")
         rows, per_example = pmp_run_metrics(examples, SPLITS, train, gradients_path=gradients,
                                             options={"alpha": 0.05}, shadow_scores=shadows, log=log)
     # One row per (method, metric) indexed; the quantile rows and the add/remove ε row are in attrs["all"].
@@ -646,12 +654,13 @@ def _tf_metric_gradients(model_path, x, y, weight_sets, clip):
 
 
 @pytest.mark.parametrize("projection_dim", [8192, 16])
-def test_extracted_checkpoint_gradients_give_the_rows_of_the_tensorflow_metric(tmp_path, projection_dim):
+def test_extracted_pmp_pairs_give_the_rows_of_the_tensorflow_metric(tmp_path, projection_dim):
     # A hidden-layer MLP (P = 5·8 + 8 + 8·2 + 2 = 66, the tiny e2e run's model), three
-    # checkpoints: Recipes A and B from checkpoint_gradients.parquet equal, bit for bit,
-    # what the metric computed when it ran TensorFlow (projection_dim 16 < P projects).
+    # checkpoints: Recipe B from pmp_pairs.parquet equals, bit for bit, what the metric computed
+    # when it ran TensorFlow (projection_dim 16 < P projects); Recipe A, from the final
+    # gradients' Dense-layer factors, equals it to float32 rounding (docs/architecture.md).
     from dpaudit import _tf
-    from dpaudit.extract.checkpoints import read_checkpoint_gradients
+    from dpaudit.extract.pmp_pairs import read_pmp_pairs
     from dpaudit.training.models import build_mlp, features
     from dpaudit.training.shadows import build_parent_set
 
@@ -670,9 +679,9 @@ def test_extracted_checkpoint_gradients_give_the_rows_of_the_tensorflow_metric(t
     train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 0.5,
              "noise_multiplier": 1.1, "sampling_probability": 0.1, "steps": 120}
     options = {"partners": 32, "projection_dim": projection_dim, "seed": 0}
-    path = _extract_checkpoint_gradients(tmp_path, examples, train, tmp_path / "c.npz")
-    sets = read_checkpoint_gradients(path)
-    assert [s["checkpoint"] for s in sets] == [-1, 0, 1, 2] and [s["steps"] for s in sets] == [0, 40, 40, 40]
+    path = _extract_pmp_pairs(tmp_path, examples, train, tmp_path / "c.npz", **options)
+    pairs = read_pmp_pairs(path)
+    assert pairs["metadata"]["checkpoint_steps"] == [40, 40, 40] and pairs["metadata"]["layers"] == [[5, 8], [8, 2]]
     rows, per_example = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options=options,
                                         shadow_scores=None, log=logging.getLogger("test"))
 
@@ -686,21 +695,26 @@ def test_extracted_checkpoint_gradients_give_the_rows_of_the_tensorflow_metric(t
                                       projection_dim=projection_dim)
     assert res_b["projection_dim"] == (16 if projection_dim == 16 else 0)
     np.testing.assert_array_equal(per_example["example_id"], ids)
-    np.testing.assert_array_equal(per_example["eps_pmp_x_gauss_single_step"], res_a["eps_pmp_x"])
+    np.testing.assert_allclose(per_example["eps_pmp_x_gauss_single_step"], res_a["eps_pmp_x"], rtol=1e-5)
     np.testing.assert_array_equal(per_example["eps_pmp_x_dpsgd_clt"], res_b["eps_pmp_x"])
     np.testing.assert_array_equal(per_example["mu_mean_dpsgd_clt"], res_b["mu_mean_x"])
     np.testing.assert_array_equal(per_example["mu_max_dpsgd_clt"], res_b["mu_max_x"])
     value = rows[rows["quantile"].isna() & (rows["neighbouring_relation"] != "add_remove")].set_index(
         ["method", "metric"])["value"]
-    for method, res in (("gauss_single_step", res_a), ("dpsgd_clt", res_b)):
-        assert value[(method, "epsilon_pmp")] == res["eps_pmp"]
-        assert value[(method, "epsilon_parent_set")] == res["eps_X"]
+    assert value[("dpsgd_clt", "epsilon_pmp")] == res_b["eps_pmp"]
+    assert value[("dpsgd_clt", "epsilon_parent_set")] == res_b["eps_X"]
+    assert value[("gauss_single_step", "epsilon_pmp")] == pytest.approx(res_a["eps_pmp"], rel=1e-5)
+    assert value[("gauss_single_step", "epsilon_parent_set")] == pytest.approx(res_a["eps_X"], rel=1e-5)
     assert res_b["eps_pmp"] > 0 and res_a["eps_pmp"] > 0
+    # the metric refuses pairs drawn with other options than its own
+    with pytest.raises(ValueError, match="pmp_pairs.parquet: Recipe B's pairs were drawn with"):
+        pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={**options, "partners": 8},
+                        shadow_scores=None, log=logging.getLogger("test"))
 
 
-def test_checkpoint_gradients_of_runs_without_recipes_have_no_rows_and_the_metric_checks_x(tmp_path):
+def test_pmp_pairs_of_runs_without_recipes_have_no_rows_and_the_metric_checks_x(tmp_path):
     from dpaudit import _tf
-    from dpaudit.extract.checkpoints import read_checkpoint_gradients
+    from dpaudit.extract.pmp_pairs import read_pmp_pairs
     from dpaudit.training.models import build_mlp
 
     _tf.configure(1, 0)
@@ -710,15 +724,15 @@ def test_checkpoint_gradients_of_runs_without_recipes_have_no_rows_and_the_metri
     build_mlp(3, {"hidden_units": [], "activation": "relu", "dropout": 0.0, "n_classes": 2}, seed=0).save(
         tmp_path / "m.keras")
     baseline = {"mechanism": "baseline", "epsilon": math.inf, "steps": 10}
-    assert read_checkpoint_gradients(_extract_checkpoint_gradients(tmp_path, examples, baseline, None)) == []
+    assert read_pmp_pairs(_extract_pmp_pairs(tmp_path, examples, baseline, None)) is None
     train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 1.0,
              "noise_multiplier": 1.0, "sampling_probability": 0.1, "steps": 10}
-    path = _extract_checkpoint_gradients(tmp_path, examples, train, None)
+    path = _extract_pmp_pairs(tmp_path, examples, train, None)
     # no checkpoints: Recipe A only; another parent seed than the extraction's is refused by name
     rows, _ = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={}, shadow_scores=None,
                               log=logging.getLogger("test"))
     assert (rows.loc[rows["method"] == "dpsgd_clt", "status"] == "not_computed").all()
     examples = pd.concat([examples, examples.assign(example_id=examples["example_id"] + 8, split="test")])
-    with pytest.raises(ValueError, match="checkpoint_gradients.parquet.*not those of this parent set"):
+    with pytest.raises(ValueError, match="pmp_pairs.parquet.*not those of this parent set"):
         pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={"parent_seed": 5},
                         shadow_scores=None, log=logging.getLogger("test"))

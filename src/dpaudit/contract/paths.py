@@ -79,7 +79,7 @@ TRAIN_INFO = f"{RESULTS}/models/{{dataset}}/{{run}}/train.json"
 CHECKPOINTS = f"{RESULTS}/models/{{dataset}}/{{run}}/checkpoints.npz"
 OUTPUTS = f"{RESULTS}/per_example/{{dataset}}/{{run}}/outputs.parquet"
 GRADIENTS = f"{RESULTS}/per_example/{{dataset}}/{{run}}/gradients.parquet"
-CHECKPOINT_GRADIENTS = f"{RESULTS}/per_example/{{dataset}}/{{run}}/checkpoint_gradients.parquet"
+PMP_PAIRS = f"{RESULTS}/per_example/{{dataset}}/{{run}}/pmp_pairs.parquet"
 # Long metric rows of one run and family (dpaudit.contract.metrics.metric_rows).
 METRIC = f"{RESULTS}/metrics/{{family}}/{{dataset}}/{{run}}.parquet"
 # Rows of a dataset-level family (the privacy profile): one file per view.

@@ -24,23 +24,37 @@ Two batch schemes, each with an accounting that is valid for it:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dp_accounting
 import numpy as np
-from dp_accounting import dp_event, gaussian_mechanism
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.rdp import rdp_privacy_accountant
 
 from dpaudit.contract.delta import check_delta
+
+if TYPE_CHECKING:
+    from dp_accounting import dp_event
+
+# dp_accounting (and the scipy.signal/scipy.stats it imports, ~0.5 s) is imported by the
+# functions that compose an event, not by this module: metric jobs that only read a
+# constant or never reach an accountant do not pay for it (issue 23).
 
 ACCOUNTANTS = ("rdp", "pld")
 SAMPLINGS = ("poisson", "shuffle")
 NEIGHBOURING = {"poisson": "add_or_remove_one", "shuffle": "replace_one"}
 
-# dp_accounting's default orders, also used by tensorflow-privacy's compute_dp_sgd_privacy.
-DEFAULT_RDP_ORDERS: list[float] = [float(o) for o in rdp_privacy_accountant.DEFAULT_RDP_ORDERS]
 PLD_DISCRETIZATION = 1e-4
+
+
+def _default_orders() -> list[float]:
+    """dp_accounting's default RDP orders, also used by tensorflow-privacy's compute_dp_sgd_privacy."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    return [float(o) for o in rdp_privacy_accountant.DEFAULT_RDP_ORDERS]
+
+
+def __getattr__(name: str):
+    if name == "DEFAULT_RDP_ORDERS":  # read lazily (module docstring of the imports above)
+        return _default_orders()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check(noise_multiplier, sampling_probability, steps, delta, accountant, sampling):
@@ -61,6 +75,8 @@ def dpsgd_event(noise_multiplier: float, q: float, steps: int, sampling: str) ->
     """The dp_accounting event the accountant composes for a DP-SGD run (the one place
     σ, q, the step count and the batch scheme become a mechanism; every ε of this
     module and the claimed trade-off curve of ``dpaudit.dp.tradeoff`` read it)."""
+    from dp_accounting import dp_event
+
     if sampling == "poisson":
         step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(noise_multiplier))
         return dp_event.SelfComposedDpEvent(step, int(steps))
@@ -82,6 +98,10 @@ def _accountant(accountant: str, sampling: str, orders):
     # The shuffle event already encodes replace-one as sensitivity 2 on an
     # un-subsampled Gaussian, for which dp_accounting's add/remove code path is the
     # plain Gaussian composition; Poisson uses add/remove as its theorem states.
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     rel = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
     if accountant == "rdp":
         return rdp_privacy_accountant.RdpAccountant(orders, rel)
@@ -101,7 +121,7 @@ def dpsgd_epsilon(
     (one point of ``dpsgd_profile``, so a run's ε and its profile share one code path)."""
     eps = float(dpsgd_profile(noise_multiplier, sampling_probability, steps, [delta], accountant, sampling,
                               orders)[0])
-    orders = list(DEFAULT_RDP_ORDERS if orders is None else orders)
+    orders = list(_default_orders() if orders is None else orders)
     method = "analytic_gaussian" if sampling == "shuffle" and accountant == "pld" else accountant
     return {
         "epsilon": eps,
@@ -132,10 +152,12 @@ def dpsgd_profile(
     deltas = [float(d) for d in deltas]
     for delta in deltas:
         _check(noise_multiplier, sampling_probability, steps, delta, accountant, sampling)
-    orders = list(DEFAULT_RDP_ORDERS if orders is None else orders)
+    orders = list(_default_orders() if orders is None else orders)
     if noise_multiplier == 0:
         return np.full(len(deltas), math.inf)
     if sampling == "shuffle" and accountant == "pld":
+        from dp_accounting import gaussian_mechanism
+
         sigma_total = noise_multiplier / 2.0 / math.sqrt(_shuffle_epochs(sampling_probability, steps))
         return np.array([gaussian_mechanism.get_epsilon_gaussian(sigma_total, d) for d in deltas], dtype=np.float64)
     acc = _accountant(accountant, sampling, orders)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import dp_accounting
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import optimize, special
 
 from dpaudit.contract.delta import check_delta
@@ -232,6 +230,10 @@ def rdp_to_dp(orders, rdp, delta: float, conversion: str = "classic") -> tuple[f
         i = int(np.argmin(eps))
         return float(eps[i]), float(orders[i])
     if conversion == "dp_accounting":
+        from dp_accounting.rdp import (
+            rdp_privacy_accountant as _rdp,  # imported where used (issue 23)
+        )
+
         eps, order = _rdp.compute_epsilon(orders, rdp, delta)
         return float(eps), float(order)
     raise ValueError("conversion must be 'classic' or 'dp_accounting'")
@@ -239,6 +241,9 @@ def rdp_to_dp(orders, rdp, delta: float, conversion: str = "classic") -> tuple[f
 
 @lru_cache(maxsize=65536)
 def _subsampled_gaussian_step(q: float, sigma: float, orders: tuple) -> np.ndarray:
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as _rdp
+
     acc = _rdp.RdpAccountant(list(orders))
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)))
     out = np.array(acc.rdp, dtype=np.float64)

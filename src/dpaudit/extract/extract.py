@@ -158,7 +158,7 @@ def write_per_example(
     full_gradients: bool,
     threads: int,
     seed: int,
-    checkpoint_gradients: Mapping[str, Any] | None = None,
+    pmp_pairs: Mapping[str, Any] | None = None,
 ) -> int:
     """Write ``extract_per_example``'s two tables; returns the number of examples.
 
@@ -166,8 +166,8 @@ def write_per_example(
     full gradients both files are byte for byte what writing the frames gives; with
     them, ``gradients.parquet`` gets one row group per gradient chunk (the same rows,
     types and values), and at most one chunk of vectors is in memory.
-    ``checkpoint_gradients`` (the pmp family): keyword arguments of
-    ``write_checkpoint_gradients`` but the model and examples, run in the same process.
+    ``pmp_pairs`` (the pmp family): keyword arguments of ``write_pmp_pairs_of_model``
+    but the model and examples, run in the same process.
     """
     from dpaudit.data.examples import features as arrow_features
 
@@ -180,8 +180,8 @@ def write_per_example(
     del table
     outputs = _outputs(net, keys, x, splits)
     write_parquet(outputs_path, outputs)
-    if checkpoint_gradients is not None:
-        write_checkpoint_gradients(net, keys, x, splits, **checkpoint_gradients)
+    if pmp_pairs is not None:
+        write_pmp_pairs_of_model(net, keys, x, splits, **pmp_pairs)
     ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
     is_member = outputs["is_member"].to_numpy()
     if not full_gradients:
@@ -208,7 +208,7 @@ def write_per_example(
     return len(outputs)
 
 
-def write_checkpoint_gradients(
+def write_pmp_pairs_of_model(
     net,
     examples: pd.DataFrame,
     x: np.ndarray,
@@ -219,65 +219,103 @@ def write_checkpoint_gradients(
     checkpoints_path: str | os.PathLike | None,
     parent: Mapping[str, Any] | None,
 ) -> int:
-    """Write the parent set's per-example gradients at the final weights and at every checkpoint
-    (``dpaudit.extract.checkpoints`` describes the file); returns its number of rows.
+    """Write what Recipes A and B need of the parent set's per-example gradients at the final
+    weights and at every checkpoint (``dpaudit.extract.pmp_pairs`` describes the file);
+    returns its number of rows.
 
     ``net``: the logits model at the final weights (its weights are replaced by each
-    checkpoint's in turn); ``examples`` (example_id, split, label) and ``x`` (float32 rows)
-    in the same order; ``parent``: the pmp options ``parent_seed`` and ``nonmember_pool``,
-    None for a run whose metric needs no gradients (a Recipe C shadow model). A run the
-    recipes do not apply to gets the schema with no rows. One traced gradient function
-    serves every weight set; one chunk of vectors (one row group) is in memory at a time.
+    checkpoint's in turn, then restored); ``examples`` (example_id, split, label) and ``x``
+    (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
+    ``nonmember_pool``, ``partners``, ``projection_dim`` and ``seed``, None for a run whose
+    metric needs no gradients (a Recipe C shadow model). A run the recipes do not apply to
+    gets the schema with no rows. One traced gradient function serves every weight set (the
+    vectors are those the metric clipped when it read them whole); one weight set's vectors
+    are in memory at a time.
     """
-    from dpaudit.extract.checkpoints import FINAL, load_checkpoints, not_applicable, schema
+    from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
+    from dpaudit.extract.pmp_pairs import clip_rows, trajectory_chi_sums, write_pmp_pairs
     from dpaudit.training.shadows import build_parent_set
 
-    n_params = _n_params(net)
-    table_schema = schema(n_params)
-    rows = 0
-    with atomic_path(path, suffix=".parquet") as tmp, \
-            pq.ParquetWriter(tmp, table_schema, compression="zstd") as writer:
-        if parent is not None and not_applicable(train) is None:
-            chosen = build_parent_set(examples, splits, seed=int(parent["parent_seed"]),
-                                      pool=parent["nonmember_pool"])
-            ids, is_member = chosen["ids"], chosen["is_member"]
-            position = pd.Series(np.arange(len(examples)), index=examples["example_id"].to_numpy(np.int64))
-            rows_of_x = position.loc[ids].to_numpy()
-            xs = np.ascontiguousarray(x[rows_of_x])
-            ys = examples["label"].to_numpy(np.int64)[rows_of_x]
-            weight_sets = [(FINAL, int(train["steps"]), 0, None)]
-            if checkpoints_path is not None:
-                weight_sets += [(k, c["start_step"], c["steps"], c["weights"])
-                                for k, c in enumerate(load_checkpoints(checkpoints_path))]
-            fn = make_per_example_gradient_fn(net)
-            final = net.get_weights()
-            try:
-                _write_weight_sets(writer, table_schema, net, fn, weight_sets, xs, ys, ids, is_member,
-                                   checkpoints_path)
-            finally:
-                net.set_weights(final)  # the caller's model keeps its final weights
-            rows = len(weight_sets) * len(ids)
-        if rows == 0:
-            writer.write_table(table_schema.empty_table())
-    return rows
+    if parent is None or not_applicable(train) is not None:
+        return write_pmp_pairs(path)
+    chosen = build_parent_set(examples, splits, seed=int(parent["parent_seed"]), pool=parent["nonmember_pool"])
+    ids, is_member = chosen["ids"], chosen["is_member"]
+    position = pd.Series(np.arange(len(examples)), index=examples["example_id"].to_numpy(np.int64))
+    rows_of_x = position.loc[ids].to_numpy()
+    xs = np.ascontiguousarray(x[rows_of_x])
+    ys = examples["label"].to_numpy(np.int64)[rows_of_x]
+    clip, z = float(train["clip_norm"]), float(train["noise_multiplier"])
+    layers, bias_slices, forward = _dense_factors(net)
+    fn = make_per_example_gradient_fn(net)
 
-
-def _write_weight_sets(writer, table_schema, net, fn, weight_sets, xs, ys, ids, is_member, checkpoints_path):
-    n_params = table_schema.field("gradient").type.list_size
-    for k, start_step, steps, weights in weight_sets:
-        if weights is not None:
-            if len(weights) != len(net.get_weights()):
-                raise ValueError(f"{checkpoints_path}: checkpoint {k} has {len(weights)} weight arrays, "
-                                 f"the model {len(net.get_weights())}")
-            net.set_weights(weights)
+    def vectors():
+        out = np.empty((len(xs), _n_params(net)), dtype=np.float32)
         for start, stop, _, flat in gradient_chunks(net, xs, ys, keep=True, fn=fn):
-            size = stop - start
-            writer.write_table(pa.Table.from_arrays([
-                pa.array(np.full(size, k, dtype=np.int32)), pa.array(np.full(size, start_step, np.int64)),
-                pa.array(np.full(size, steps, np.int64)), pa.array(ids[start:stop]),
-                pa.array(is_member[start:stop]),
-                pa.FixedSizeListArray.from_arrays(pa.array(flat.numpy().reshape(-1)), n_params),
-            ], schema=table_schema))
+            out[start:stop] = flat.numpy()
+        return out
+
+    final_weights = net.get_weights()
+    final = vectors()
+    grad_norm = np.linalg.norm(np.asarray(final, dtype=np.float64), axis=1)  # as clip_rows computes it
+    deltas = np.concatenate([final[:, a:b] for a, b in bias_slices], axis=1)
+    inputs = np.concatenate([np.asarray(t, np.float32).reshape(len(xs), -1) for t in forward(xs)], axis=1) \
+        if len(xs) else np.zeros((0, sum(a for a, _ in layers)), np.float32)
+    del final
+    trajectory = None
+    checkpoints = [] if checkpoints_path is None else load_checkpoints(checkpoints_path)
+
+    def clipped_sets():
+        for k, ckpt in enumerate(checkpoints):
+            if len(ckpt["weights"]) != len(final_weights):
+                raise ValueError(f"{checkpoints_path}: checkpoint {k} has {len(ckpt['weights'])} weight arrays, "
+                                 f"the model {len(final_weights)}")
+            net.set_weights(ckpt["weights"])
+            yield {"steps": ckpt["steps"], "clipped": clip_rows(vectors(), clip)[0]}
+
+    try:
+        if checkpoints:
+            trajectory = trajectory_chi_sums(clipped_sets(), noise_multiplier=z, clip=clip,
+                                             n_partners=int(parent["partners"]), seed=int(parent["seed"]),
+                                             projection_dim=int(parent["projection_dim"]))
+    finally:
+        net.set_weights(final_weights)  # the caller's model keeps its final weights
+    metadata = {"clip_norm": clip, "noise_multiplier": z, "steps": int(train["steps"]),
+                "checkpoint_steps": [int(c["steps"]) for c in checkpoints],
+                **{key: parent[key] for key in ("parent_seed", "nonmember_pool", "partners", "projection_dim", "seed")}}
+    return write_pmp_pairs(path, example_id=ids, is_member=is_member, grad_norm=grad_norm, inputs=inputs,
+                           deltas=deltas, layers=layers, trajectory=trajectory, metadata=metadata)
+
+
+def _dense_factors(net):
+    """([(inputs, units)] per Dense layer, the bias coordinates of each in the flat gradient,
+    ``forward(x) -> [layer inputs]``): a per-example kernel gradient is input ⊗ bias gradient.
+    Refuses a model with other trainable weights (Recipe A's factors would not add up)."""
+    from dpaudit import _tf
+
+    dense, offset, slices = [], 0, []
+    for layer in net.layers:
+        weights = layer.trainable_weights
+        if not weights:
+            continue
+        if not isinstance(layer, _tf.keras.layers.Dense) or not layer.use_bias or len(weights) != 2:
+            raise ValueError(f"layer {layer.name!r}: PMP pairs need a model of Dense layers with biases")
+        kernel, bias = (int(np.prod(w.shape)) for w in weights)
+        slices.append((offset + kernel, offset + kernel + bias))
+        offset += kernel + bias
+        dense.append(layer)
+    if offset != _n_params(net):
+        raise ValueError(f"the Dense layers hold {offset} of the model's {_n_params(net)} trainable parameters")
+    layers = [(int(layer.kernel.shape[0]), int(layer.kernel.shape[1])) for layer in dense]
+    view = _tf.keras.Model(net.inputs, [layer.input for layer in dense])
+
+    def forward(x, batch_size: int = 8192):
+        parts = []
+        for start in range(0, len(x), batch_size):
+            out = view(_tf.tf.constant(x[start:start + batch_size]), training=False)
+            parts.append([t.numpy() for t in (out if isinstance(out, list | tuple) else [out])])
+        return [np.concatenate(columns) for columns in zip(*parts, strict=True)]
+
+    return layers, slices, forward
 
 
 def _load(model_path, threads: int, seed: int):

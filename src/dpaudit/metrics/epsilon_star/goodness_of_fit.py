@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy import stats
 
 logger = logging.getLogger(__name__)
 GMM_REG_COVAR = 1e-6  # sklearn's default, added to every component's variance
@@ -33,6 +32,7 @@ def gmm_ks_goodness_of_fit(
 
     Returns columns n_components, n_samples, rep (int64), ks_stat, p_value.
     """
+    from scipy import stats  # here, not at import: metric_epsilon_star runs this only when enabled
     from sklearn.mixture import GaussianMixture
 
     x = np.asarray(values, dtype=np.float64).ravel()

@@ -22,6 +22,13 @@ from dpaudit.dp.hypothesis import (
     clopper_pearson_upper,
     epsilon_from_rate_bounds,
 )
+from dpaudit.extract.pmp_pairs import (
+    clip_rows,
+    project_rows,
+    projection_matrix,
+    replace_one_chi,
+    trajectory_chi_sums,
+)
 from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp
 
@@ -33,74 +40,23 @@ __all__ = [
     "project_rows",
     "projection_matrix",
     "recipe_a_single_step",
+    "recipe_b_from_chi_sums",
     "recipe_b_trajectory",
     "replace_one_chi",
 ]
 
 
-def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:
-    """clip_C(g) = g·min(1, C/‖g‖) row-wise (float64), and the clipped norms."""
-    g = np.asarray(gradients, dtype=np.float64)
-    norms = np.linalg.norm(g, axis=1)
-    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
-    return g * factor[:, None], norms * factor
-
-
-def projection_matrix(n_columns: int, dim: int, seed: int) -> np.ndarray | None:
-    """Seeded Gaussian JL matrix (E‖xA‖² = ‖x‖²), or None when ``n_columns`` ≤ ``dim`` (or dim = 0)."""
-    if dim <= 0 or n_columns <= dim:
-        return None
-    return np.random.default_rng(seed).standard_normal((n_columns, dim)) / math.sqrt(dim)
-
-
-def project_rows(rows: np.ndarray, matrix: np.ndarray | None) -> np.ndarray:
-    """Rows times the projection (unchanged without one). Callers keep exact norms
-    separately: only differences between rows are approximated."""
-    rows = np.asarray(rows, dtype=np.float64)
-    return rows if matrix is None else rows @ matrix
-
-
-def _pair_inner_products(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray,
-                         block_rows: int = 1024) -> np.ndarray:
-    """⟨a_i, a_j⟩ for the given pairs, through blocks of the Gram matrix (memory
-    block_rows × len(a), never pairs × columns)."""
-    out = np.empty(rows_i.size)
-    order = np.argsort(rows_i, kind="stable")
-    sorted_i = rows_i[order]
-    for start in range(0, a.shape[0], block_rows):
-        stop = min(start + block_rows, a.shape[0])
-        lo, hi = np.searchsorted(sorted_i, [start, stop])
-        if lo == hi:
-            continue
-        gram = a[start:stop] @ a.T
-        pick = order[lo:hi]
-        out[pick] = gram[rows_i[pick] - start, rows_j[pick]]
-    return out
-
-
-def _squared_distances(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray) -> np.ndarray:
-    sq = np.einsum("ij,ij->i", a, a)
-    return np.maximum(sq[rows_i] + sq[rows_j] - 2.0 * _pair_inner_products(a, rows_i, rows_j), 0.0)
-
-
-def recipe_a_single_step(clipped: np.ndarray, noise_multiplier: float, clip: float, delta: float) -> dict:
+def recipe_a_single_step(clipped: np.ndarray | None, noise_multiplier: float, clip: float, delta: float, *,
+                         distances: np.ndarray | None = None) -> dict:
     """Recipe A: Prop. 12 for one full-batch step Σ clip_C(g(x)) + N(0, (zC)²I).
 
     Replace-one global sensitivity 2C (μ = 2/z). A per-step diagnostic at the
-    given checkpoint; an upper bound on that one release's PMP only.
+    given checkpoint; an upper bound on that one release's PMP only. ``distances``:
+    the clipped gradients' pairwise distances instead of the gradients
+    (``dpaudit.extract.pmp_pairs.clipped_distances``).
     """
     sigma = float(noise_multiplier) * float(clip)
-    return gaussian_pmp(clipped, sigma, delta, sensitivity_global=2.0 * float(clip))
-
-
-def replace_one_chi(norm_sq_a, norm_sq_b, inner_ab) -> np.ndarray:
-    """χ = e^{‖a‖²} − 2e^{⟨a,b⟩} + e^{‖b‖²} ≥ 0: the small-q χ² term of the Poisson-subsampled
-    replace-one Gaussian (1 − q)N(0) + qN(a) vs (1 − q)N(0) + qN(b), written with expm1
-    around e^{⟨a,b⟩} so near-equal gradients do not cancel."""
-    inner_ab = np.asarray(inner_ab, dtype=np.float64)
-    chi = np.exp(inner_ab) * (np.expm1(np.asarray(norm_sq_a) - inner_ab)
-                              + np.expm1(np.asarray(norm_sq_b) - inner_ab))
-    return np.maximum(chi, 0.0)
+    return gaussian_pmp(clipped, sigma, delta, sensitivity_global=2.0 * float(clip), distances=distances)
 
 
 def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_multiplier: float,
@@ -115,44 +71,31 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
     ε̃_x solves δ̃_x = δ. Same-method references: replace-one worst case
     χ = 4 sinh(1/z²) (``eps_global``), add/remove χ = e^{1/z²} − 1, and ε(X)
     from the largest sampled μ. A diagnostic, not a guarantee: the trajectory
-    depends on D and the noise.
+    depends on D and the noise. The sums Σ_k T_k χ_k are
+    ``dpaudit.extract.pmp_pairs.trajectory_chi_sums`` (the extraction job computes them),
+    the rest ``recipe_b_from_chi_sums`` (the metric's).
     """
     if not checkpoints:
         raise ValueError("Recipe B needs at least one checkpoint")
+    sums = trajectory_chi_sums(checkpoints, noise_multiplier=noise_multiplier, clip=clip, n_partners=n_partners,
+                               seed=seed, projection_dim=projection_dim)
+    return recipe_b_from_chi_sums(sums["total"], checkpoints[0]["clipped"].shape[0], sampling_rate=sampling_rate,
+                                  noise_multiplier=noise_multiplier, delta=delta, steps=sums["steps"],
+                                  checkpoints=sums["checkpoints"], projection_dim=sums["projection_dim"])
+
+
+def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: float, noise_multiplier: float,
+                           delta: float, steps: int, checkpoints: int, projection_dim: int) -> dict:
+    """Recipe B from Σ_k T_k χ_k per (target, partner) (flat, target-major, the same number of
+    partners per target): μ = q·sqrt(Σ), ε̃_x per target, and the same-method references."""
     z = float(noise_multiplier)
     q = float(sampling_rate)
-    scale = 1.0 / (z * float(clip))
-    n_parent = checkpoints[0]["clipped"].shape[0]
-    rng = np.random.default_rng(seed)
-    k_partners = min(int(n_partners), n_parent - 1)
-    # Partners drawn without replacement among the other 2n − 1 points, per target:
-    # the n_parent × (n_parent − 1) ranks are shifted past the target's own index.
-    keys = rng.random((n_parent, n_parent - 1))
-    partners = np.argpartition(keys, k_partners - 1, axis=1)[:, :k_partners] if k_partners < n_parent - 1 \
-        else np.tile(np.arange(n_parent - 1), (n_parent, 1))
-    targets = np.repeat(np.arange(n_parent), partners.shape[1])
-    partners = partners.ravel()
-    partners = partners + (partners >= targets)
-    total = np.zeros(targets.size)
-    steps_total = 0
-    # One matrix for every checkpoint: the same seeded map, drawn once.
-    matrix = projection_matrix(checkpoints[0]["clipped"].shape[1], int(projection_dim), int(seed))
-    for k, ckpt in enumerate(checkpoints):
-        clipped = np.asarray(ckpt["clipped"], dtype=np.float64)
-        if clipped.shape[0] != n_parent:
-            raise ValueError(f"checkpoint {k} has {clipped.shape[0]} rows, expected {n_parent}")
-        norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
-        projected = project_rows(clipped, matrix) * scale
-        dist_sq = _squared_distances(projected, targets, partners)
-        inner = 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
-        total += int(ckpt["steps"]) * replace_one_chi(norm_sq[targets], norm_sq[partners], inner)
-        steps_total += int(ckpt["steps"])
-    mu = q * np.sqrt(total)
-    mu_rows = mu.reshape(n_parent, -1)
+    mu = q * np.sqrt(np.asarray(total, dtype=np.float64))
+    mu_rows = mu.reshape(int(n_parent), -1)
     eps_x = profile_epsilon_per_row(mu_rows, delta)
     inv_z2 = 1.0 / z**2
-    mu_replace = q * math.sqrt(steps_total * 4.0 * math.sinh(inv_z2))
-    mu_add_remove = q * math.sqrt(steps_total * math.expm1(inv_z2))
+    mu_replace = q * math.sqrt(steps * 4.0 * math.sinh(inv_z2))
+    mu_add_remove = q * math.sqrt(steps * math.expm1(inv_z2))
     mu_max = float(mu.max())
 
     def eps_of_mu(value):
@@ -167,10 +110,10 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
         "eps_global_add_remove": eps_of_mu(mu_add_remove),
         "eps_X": eps_of_mu(mu_max),
         "mu_global": mu_replace,
-        "n_partners": int(partners.size // n_parent),
-        "steps": steps_total,
-        "checkpoints": len(checkpoints),
-        "projection_dim": 0 if matrix is None else int(projection_dim),
+        "n_partners": int(mu.size // int(n_parent)),
+        "steps": int(steps),
+        "checkpoints": int(checkpoints),
+        "projection_dim": int(projection_dim),
     }
 
 

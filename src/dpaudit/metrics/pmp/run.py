@@ -8,9 +8,10 @@ not a guarantee) and, when shadow models exist, Recipe C (empirical
 per-example ε̂ lower bounds). Non-private runs (ε = ∞) get rows saying the
 PMP bounds do not apply.
 
-The per-example gradients of X at the final weights and at every checkpoint come
-from the extraction stage (``checkpoint_gradients.parquet``,
-``dpaudit.extract.checkpoints``); this module starts no TensorFlow.
+What Recipes A and B need of the per-example gradients of X at the final weights and
+at every checkpoint comes from the extraction stage (``pmp_pairs.parquet``,
+``dpaudit.extract.pmp_pairs``: the final gradients' Dense-layer factors and Recipe B's
+per-pair sums); this module starts no TensorFlow.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpaudit.extract.checkpoints import FINAL, not_applicable, read_checkpoint_gradients
+from dpaudit.extract.checkpoints import not_applicable
+from dpaudit.extract.pmp_pairs import clipped_distances, read_pmp_pairs
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
 from dpaudit.metrics.pmp.dpsgd import (
-    clip_rows,
     empirical_pmp,
     recipe_a_single_step,
-    recipe_b_trajectory,
+    recipe_b_from_chi_sums,
 )
 from dpaudit.training.shadows import build_parent_set
 
@@ -103,8 +104,8 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                     log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(long ``pmp`` rows, per-example frame) of one run; see the module docstring.
 
-    ``gradients_path``: the run's ``checkpoint_gradients.parquet`` (read only when the
-    recipes apply); without checkpoint rows Recipe B is not computed.
+    ``gradients_path``: the run's ``pmp_pairs.parquet`` (read only when the recipes apply);
+    without checkpoints Recipe B is not computed.
     """
     o = {**OPTION_DEFAULTS, **options}
     eps_accountant = float(train["epsilon"])
@@ -130,35 +131,40 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     common |= {"n_parent": int(ids.size), "members_subsampled": parent["members_subsampled"]}
     z, clip = float(train["noise_multiplier"]), float(train["clip_norm"])
     q, steps = float(train["sampling_probability"]), int(train["steps"])
-    weight_sets = read_checkpoint_gradients(gradients_path)
-    for ws in weight_sets:
-        if not np.array_equal(ws["example_id"], ids):
-            raise ValueError(f"{gradients_path}: the gradients of weight set {ws['checkpoint']} are not those of "
-                             "this parent set X (metrics.pmp.parent_seed or nonmember_pool differ from the "
-                             "extraction's); delete it and run again")
-    finals = [ws for ws in weight_sets if ws["checkpoint"] == FINAL]
-    if len(finals) != 1:
-        raise ValueError(f"{gradients_path}: {len(finals)} sets of final-weight gradients, expected 1 "
-                         "(extracted for a run the recipes do not apply to?); delete it and run again")
-    ckpts = [ws for ws in weight_sets if ws["checkpoint"] != FINAL]
+    pairs = read_pmp_pairs(gradients_path)
+    if pairs is None:
+        raise ValueError(f"{gradients_path}: no rows (extracted for a run the recipes do not apply to?); "
+                         "delete it and run again")
+    if not np.array_equal(pairs["example_id"], ids):
+        raise ValueError(f"{gradients_path}: the gradients are not those of this parent set X "
+                         "(metrics.pmp.parent_seed or nonmember_pool differ from the extraction's); "
+                         "delete it and run again")
+    meta = pairs["metadata"]
+    drawn = {key: meta.get(key) for key in ("partners", "projection_dim", "seed")}
+    if meta.get("checkpoints") and drawn != {key: int(o[key]) for key in drawn}:
+        raise ValueError(f"{gradients_path}: Recipe B's pairs were drawn with {drawn}, the metric's options are "
+                         f"{ {key: o[key] for key in drawn} }; delete it and run again")
+    if (meta["clip_norm"], meta["noise_multiplier"]) != (clip, z):
+        raise ValueError(f"{gradients_path}: extracted for clip norm {meta['clip_norm']} and noise multiplier "
+                         f"{meta['noise_multiplier']}, train.json says {clip} and {z}; delete it and run again")
     per_example = pd.DataFrame({"example_id": ids, "is_member": parent["is_member"]})
 
-    final, _ = clip_rows(finals[0]["gradients"], clip)
-    res_a = recipe_a_single_step(final, z, clip, delta)
+    distances = clipped_distances(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], meta["layers"], clip)
+    res_a = recipe_a_single_step(None, z, clip, delta, distances=distances)
+    del distances
     a_common = common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1}
     rows += _rows("gauss_single_step", _summary(res_a, delta), a_common)
     rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common)
     per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
 
     res_b = None
-    if ckpts:
-        if sum(c["steps"] for c in ckpts) != steps:
-            raise ValueError(f"{gradients_path}: checkpoints represent {sum(c['steps'] for c in ckpts)} steps, "
+    if meta.get("checkpoints"):
+        if meta["trajectory_steps"] != steps:
+            raise ValueError(f"{gradients_path}: checkpoints represent {meta['trajectory_steps']} steps, "
                              f"train.json says {steps}")
-        grads = [{"steps": c["steps"], "clipped": clip_rows(c["gradients"], clip)[0]} for c in ckpts]
-        res_b = recipe_b_trajectory(grads, sampling_rate=q, noise_multiplier=z, clip=clip, delta=delta,
-                                    n_partners=int(o["partners"]), seed=int(o["seed"]),
-                                    projection_dim=int(o["projection_dim"]))
+        res_b = recipe_b_from_chi_sums(pairs["total"], ids.size, sampling_rate=q, noise_multiplier=z, delta=delta,
+                                       steps=meta["trajectory_steps"], checkpoints=meta["checkpoints"],
+                                       projection_dim=meta["projection_dim_used"])
         b_common = common | {"n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
                              "checkpoints": res_b["checkpoints"]}
         rows += _rows("dpsgd_clt", _summary(res_b, delta), b_common)

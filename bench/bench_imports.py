@@ -1,0 +1,74 @@
+"""Import time of every adapter's imports (issue 23: metric jobs start no TensorFlow and
+import only what they use, each under 1 s).
+
+For each ``scripts/<rule>.py`` the module-level imports are run in a fresh interpreter
+under ``python -X importtime``; the figure is the sum of the top-level cumulative times
+(what the job pays before its first line of work, interpreter start excluded), the best
+of ``--repeat`` runs, and the CPU seconds the same process spends beyond ``python -c pass``
+(user + system: the figure to read on a shared, loaded machine, where wall time waits for
+the cores). ``tf`` says whether TensorFlow ended up imported. Snakemake's own preamble
+(unpickling the ``snakemake`` object) is the same for every job and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$")
+
+
+def script_imports(path: Path) -> str:
+    """The script's module-level import statements, as source."""
+    tree = ast.parse(path.read_text())
+    lines = [ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    return "\n".join(lines)
+
+
+def _cpu_run(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return result, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(source: str) -> tuple[float, float, bool, list[tuple[float, str]]]:
+    """(wall seconds of the top-level imports, CPU seconds beyond a bare interpreter,
+    TensorFlow imported, the five heaviest top-level modules)."""
+    probe = source + "\nimport sys\nprint('tensorflow' in sys.modules)"
+    result, cpu = _cpu_run([sys.executable, "-X", "importtime", "-c", probe])
+    _, bare = _cpu_run([sys.executable, "-c", "pass"])
+    top = []
+    for line in result.stderr.splitlines():
+        match = LINE.match(line)
+        if match and not match.group(3):
+            top.append((int(match.group(2)) / 1e6, match.group(4)))
+    return sum(t for t, _ in top), cpu - bare, result.stdout.strip().endswith("True"), sorted(top, reverse=True)[:5]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scripts", nargs="*", help="rule names (default: every script)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    names = args.scripts or sorted(p.stem for p in (ROOT / "scripts").glob("*.py"))
+    for name in names:
+        source = script_imports(ROOT / "scripts" / f"{name}.py")
+        runs = [measure(source) for _ in range(max(args.repeat, 1))]
+        seconds, _, tf, heaviest = min(runs, key=lambda r: r[0])
+        cpu = min(r[1] for r in runs)
+        detail = ", ".join(f"{module} {t:.2f}" for t, module in heaviest)
+        print(f"imports script={name} seconds={seconds:.2f} cpu_seconds={cpu:.2f} tensorflow={tf} "
+              f"heaviest=[{detail}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""What Recipes A and B of the pmp family need from the per-example gradients (Lowy et al. 2024).
+
+``extract_per_example`` computes the parent set X's per-example gradients at the final
+weights and at every checkpoint in its TensorFlow process and keeps only this
+(``pmp_pairs.parquet``, issue 23: ~15x smaller than the float32 vectors it replaces);
+``metric_pmp`` reads it and starts no TensorFlow. Numpy only: both jobs import it.
+
+One row per example of X (X's order): ``example_id``, ``is_member`` and
+
+* Recipe A (one full-batch step at the final weights needs every pair's distance, 4n²
+  values, more than the vectors when n > P): the gradient in factors. A Dense layer's
+  per-example kernel gradient is the outer product of its input a and its bias gradient
+  δ, so ⟨g_i, g_j⟩ = Σ_l (⟨a_li, a_lj⟩ + 1)·⟨δ_li, δ_lj⟩. ``layer_inputs`` (float32, the
+  layers' inputs concatenated, from a forward pass), ``layer_deltas`` (float32, the bias
+  coordinates of TensorFlow's gradient vector) and ``grad_norm`` (float64, the vector's
+  norm as ``clip_rows`` computes it) give the metric the clipped distances
+  (``clipped_distances``). Equal to the distances of the vectors up to float32 rounding
+  (see ``docs/architecture.md``).
+* Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the
+  checkpoints for each of its drawn partners (``draw_partners``: the seed and count are in
+  the metadata), in float64, computed here exactly as
+  ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` computes it (null without checkpoints).
+
+Floats are written with Parquet's byte-stream-split encoding (zstd compresses the
+exponent bytes apart from the mantissas).
+
+The schema's metadata (``METADATA_KEY``, JSON) holds the layer sizes, the steps each
+checkpoint stands for and the options the pairs depend on (partner count and seed,
+projection, clip norm, noise multiplier, parent set); ``metric_pmp`` refuses a file whose
+options differ from its own. A run the recipes do not apply to, or a Recipe C shadow model,
+gets the schema with no rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpaudit.io import atomic_path, reading
+
+__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "projection_matrix", "project_rows",
+           "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "write_pmp_pairs"]
+
+METADATA_KEY = b"dpaudit.pmp_pairs"
+FLOAT_COLUMNS = ("grad_norm", "layer_inputs", "layer_deltas", "chi_sum")
+
+
+def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """clip_C(g) = g·min(1, C/‖g‖) row-wise (float64), and the clipped norms."""
+    g = np.asarray(gradients, dtype=np.float64)
+    norms = np.linalg.norm(g, axis=1)
+    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+    return g * factor[:, None], norms * factor
+
+
+def projection_matrix(n_columns: int, dim: int, seed: int) -> np.ndarray | None:
+    """Seeded Gaussian JL matrix (E‖xA‖² = ‖x‖²), or None when ``n_columns`` ≤ ``dim`` (or dim = 0)."""
+    if dim <= 0 or n_columns <= dim:
+        return None
+    return np.random.default_rng(seed).standard_normal((n_columns, dim)) / math.sqrt(dim)
+
+
+def project_rows(rows: np.ndarray, matrix: np.ndarray | None) -> np.ndarray:
+    """Rows times the projection (unchanged without one). Callers keep exact norms
+    separately: only differences between rows are approximated."""
+    rows = np.asarray(rows, dtype=np.float64)
+    return rows if matrix is None else rows @ matrix
+
+
+def replace_one_chi(norm_sq_a, norm_sq_b, inner_ab) -> np.ndarray:
+    """χ = e^{‖a‖²} − 2e^{⟨a,b⟩} + e^{‖b‖²} ≥ 0: the small-q χ² term of the Poisson-subsampled
+    replace-one Gaussian (1 − q)N(0) + qN(a) vs (1 − q)N(0) + qN(b), written with expm1
+    around e^{⟨a,b⟩} so near-equal gradients do not cancel."""
+    inner_ab = np.asarray(inner_ab, dtype=np.float64)
+    chi = np.exp(inner_ab) * (np.expm1(np.asarray(norm_sq_a) - inner_ab)
+                              + np.expm1(np.asarray(norm_sq_b) - inner_ab))
+    return np.maximum(chi, 0.0)
+
+
+def draw_partners(n_parent: int, n_partners: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(targets, partners) of Recipe B, flat and target-major: ``n_partners`` partners per target
+    drawn without replacement among the other 2n − 1 points (all if fewer)."""
+    rng = np.random.default_rng(seed)
+    k_partners = min(int(n_partners), n_parent - 1)
+    # the n_parent × (n_parent − 1) ranks are shifted past the target's own index
+    keys = rng.random((n_parent, n_parent - 1))
+    partners = np.argpartition(keys, k_partners - 1, axis=1)[:, :k_partners] if k_partners < n_parent - 1 \
+        else np.tile(np.arange(n_parent - 1), (n_parent, 1))
+    targets = np.repeat(np.arange(n_parent), partners.shape[1])
+    partners = partners.ravel()
+    return targets, partners + (partners >= targets)
+
+
+def _pair_inner_products(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray,
+                         block_rows: int = 1024) -> np.ndarray:
+    """⟨a_i, a_j⟩ for the given pairs, through blocks of the Gram matrix (memory
+    block_rows × len(a), never pairs × columns)."""
+    out = np.empty(rows_i.size)
+    order = np.argsort(rows_i, kind="stable")
+    sorted_i = rows_i[order]
+    for start in range(0, a.shape[0], block_rows):
+        stop = min(start + block_rows, a.shape[0])
+        lo, hi = np.searchsorted(sorted_i, [start, stop])
+        if lo == hi:
+            continue
+        gram = a[start:stop] @ a.T
+        pick = order[lo:hi]
+        out[pick] = gram[rows_i[pick] - start, rows_j[pick]]
+    return out
+
+
+def _squared_distances(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray) -> np.ndarray:
+    sq = np.einsum("ij,ij->i", a, a)
+    return np.maximum(sq[rows_i] + sq[rows_j] - 2.0 * _pair_inner_products(a, rows_i, rows_j), 0.0)
+
+
+def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_partners: int, seed: int,
+                        projection_dim: int = 0) -> dict:
+    """Σ_k T_k χ_k(x, x') of Recipe B per (target, partner), from per-checkpoint clipped gradients.
+
+    ``checkpoints``: an iterable of dicts with ``steps`` (T_k) and ``clipped`` (2n × P clipped
+    per-example gradients at θ_k), consumed one at a time. Returns ``targets``, ``partners``
+    (flat, target-major), ``total`` (float64), ``steps`` (Σ T_k), ``checkpoints`` (count),
+    ``projection_dim`` (0 without a projection). Inner products come from the (projected,
+    seeded) distances, norms are exact.
+    """
+    z = float(noise_multiplier)
+    scale = 1.0 / (z * float(clip))
+    targets = partners = total = matrix = None
+    steps_total = count = 0
+    n_parent = None
+    for k, ckpt in enumerate(checkpoints):
+        clipped = np.asarray(ckpt["clipped"], dtype=np.float64)
+        if n_parent is None:
+            n_parent = clipped.shape[0]
+            targets, partners = draw_partners(n_parent, n_partners, seed)
+            total = np.zeros(targets.size)
+            # one matrix for every checkpoint: the same seeded map, drawn once
+            matrix = projection_matrix(clipped.shape[1], int(projection_dim), int(seed))
+        if clipped.shape[0] != n_parent:
+            raise ValueError(f"checkpoint {k} has {clipped.shape[0]} rows, expected {n_parent}")
+        norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
+        projected = project_rows(clipped, matrix) * scale
+        dist_sq = _squared_distances(projected, targets, partners)
+        inner = 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
+        total += int(ckpt["steps"]) * replace_one_chi(norm_sq[targets], norm_sq[partners], inner)
+        steps_total += int(ckpt["steps"])
+        count += 1
+    if count == 0:
+        raise ValueError("Recipe B needs at least one checkpoint")
+    return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count,
+            "projection_dim": 0 if matrix is None else int(projection_dim)}
+
+
+def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                      layers: Sequence[Sequence[int]], clip: float) -> np.ndarray:
+    """‖clip_C(g_i) − clip_C(g_j)‖ (2n × 2n, float64) from the gradients' Dense-layer factors.
+
+    ⟨g_i, g_j⟩ = Σ_l (⟨a_li, a_lj⟩ + 1)·⟨δ_li, δ_lj⟩ (kernel = a ⊗ δ, bias = δ); with the
+    clip factors s = min(1, C/‖g‖), d² = s_i²‖g_i‖² + s_j²‖g_j‖² − 2 s_i s_j ⟨g_i, g_j⟩,
+    clamped at 0 (``dpaudit.metrics.pmp.gaussian.pairwise_distances`` on the clipped vectors).
+    """
+    inputs = np.asarray(inputs, dtype=np.float64)
+    deltas = np.asarray(deltas, dtype=np.float64)
+    norms = np.asarray(grad_norm, dtype=np.float64)
+    gram = np.zeros((norms.size, norms.size))
+    a0 = d0 = 0
+    for width_in, width_out in layers:
+        a = inputs[:, a0:a0 + int(width_in)]
+        d = deltas[:, d0:d0 + int(width_out)]
+        gram += (a @ a.T + 1.0) * (d @ d.T)
+        a0, d0 = a0 + int(width_in), d0 + int(width_out)
+    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+    clipped_sq = (norms * factor) ** 2
+    d2 = clipped_sq[:, None] + clipped_sq[None, :] - 2.0 * (factor[:, None] * factor[None, :]) * gram
+    np.maximum(d2, 0.0, out=d2)
+    np.fill_diagonal(d2, 0.0)
+    return np.sqrt(d2)
+
+
+def schema(n_inputs: int, n_deltas: int, metadata: Mapping[str, Any] | None = None) -> pa.Schema:
+    fields = [("example_id", pa.int64()), ("is_member", pa.bool_()), ("grad_norm", pa.float64()),
+              ("layer_inputs", pa.list_(pa.float32(), int(n_inputs))),
+              ("layer_deltas", pa.list_(pa.float32(), int(n_deltas))),
+              ("chi_sum", pa.list_(pa.float64()))]
+    meta = None if metadata is None else {METADATA_KEY: json.dumps(dict(metadata), sort_keys=True).encode()}
+    return pa.schema(fields, metadata=meta)
+
+
+def write_pmp_pairs(path: str | os.PathLike, *, example_id=None, is_member=None, grad_norm=None, inputs=None,
+                    deltas=None, layers: Sequence[Sequence[int]] = (), trajectory: Mapping | None = None,
+                    metadata: Mapping[str, Any] | None = None) -> int:
+    """Write the file (no rows when ``example_id`` is None); returns its number of rows."""
+    meta = {**(metadata or {}), "layers": [[int(a), int(b)] for a, b in layers]}
+    n_inputs = sum(int(a) for a, _ in layers)
+    n_deltas = sum(int(b) for _, b in layers)
+    if trajectory is not None:
+        meta |= {"checkpoints": int(trajectory["checkpoints"]), "trajectory_steps": int(trajectory["steps"]),
+                 "projection_dim_used": int(trajectory["projection_dim"])}
+    table_schema = schema(n_inputs, n_deltas, meta)
+    with atomic_path(path, suffix=".parquet") as tmp:
+        if example_id is None:
+            pq.write_table(table_schema.empty_table(), tmp, compression="zstd")
+            return 0
+        n = len(example_id)
+        if trajectory is None:
+            chi = pa.nulls(n, pa.list_(pa.float64()))
+        else:
+            if not np.array_equal(trajectory["targets"], np.repeat(np.arange(n), trajectory["targets"].size // n)):
+                raise ValueError("Recipe B's pairs must be target-major with the same partner count per target")
+            offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (trajectory["total"].size // n))
+            chi = pa.ListArray.from_arrays(offsets, pa.array(trajectory["total"].astype(np.float64)))
+        columns = [pa.array(np.asarray(example_id, np.int64)), pa.array(np.asarray(is_member, bool)),
+                   pa.array(np.asarray(grad_norm, np.float64)),
+                   pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(inputs, np.float32).reshape(-1)), n_inputs),
+                   pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(deltas, np.float32).reshape(-1)), n_deltas),
+                   chi]
+        pq.write_table(pa.Table.from_arrays(columns, schema=table_schema), tmp, compression="zstd",
+                       use_dictionary=["example_id", "is_member"], use_byte_stream_split=list(FLOAT_COLUMNS))
+    return n
+
+
+def read_pmp_pairs(path: str | os.PathLike) -> dict | None:
+    """The file as arrays (``example_id``, ``is_member``, ``grad_norm``, ``inputs``, ``deltas``
+    (float32 matrices), ``total`` (Recipe B's sums, flat and target-major; None without
+    checkpoints)) and its ``metadata``; None for a file without rows."""
+    with reading(path):
+        table = pq.read_table(path)
+    if table.num_rows == 0:
+        return None
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    n = table.num_rows
+
+    def matrix(name):
+        column = table.column(name).combine_chunks()
+        return column.flatten().to_numpy().reshape(n, column.type.list_size)
+
+    out = {"example_id": table.column("example_id").to_numpy(), "is_member": table.column("is_member").to_numpy(),
+           "grad_norm": table.column("grad_norm").to_numpy(), "inputs": matrix("layer_inputs"),
+           "deltas": matrix("layer_deltas"), "metadata": meta, "total": None}
+    if meta.get("checkpoints"):
+        sums = table.column("chi_sum").combine_chunks()
+        if len(set(sums.value_lengths().to_numpy().tolist())) != 1:
+            raise ValueError(f"{path}: Recipe B's targets have different partner counts; delete it and run again")
+        out["total"] = sums.flatten().to_numpy()
+    return out
