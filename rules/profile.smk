@@ -186,8 +186,8 @@ rule plot_profile:
     input:
         base=rules.profile_base.output.base,
         worst_case=rules.profile_base.output.worst_case,
-        exact=rules.profile_exact.output,
-        single=rules.profile_single.output,
+        exact=rules.profile_exact.output[0],
+        single=rules.profile_single.output[0],
         typical=rules.profile_typical.output.typical,
         per_neighbour=rules.profile_typical.output.per_neighbour,
         thresholds=rules.profile_typical.output.thresholds,
