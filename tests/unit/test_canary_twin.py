@@ -307,8 +307,11 @@ def test_verdict_sentence_says_what_the_audit_could_have_caught():
     detectable = {"factor": 0.72, "power": 0.8, "repetitions": 50, "seed": 0}
     clean = canary_rows(_mirror_scores(rng, 2000, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
                         claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable=detectable)
-    assert verdict_sentence(clean) == ("consistent", "consistent with the promise; this audit rejects, 8 times in "
-                                       "10, an implementation whose noise is below 0.72× the claim")
+    outcome, sentence = verdict_sentence(clean)
+    assert outcome == "consistent" and sentence.startswith(
+        "consistent with the promise: the canaries stay above the accountant's claimed trade-off curve at all ")
+    assert sentence.endswith("; this audit rejects, 8 times in 10, an implementation whose noise is below 0.72× the "
+                             "claim")
     weak = canary_rows(_mirror_scores(rng, 2000, 0.1, 1.0, 10), accountant_epsilon=2.0, delta=1e-5, alpha=0.05,
                        claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable={**detectable, "factor": 0.3})
     outcome, sentence = verdict_sentence(weak)

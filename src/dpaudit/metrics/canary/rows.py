@@ -384,6 +384,10 @@ def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
         if decided == "detectable_noise_factor":
             return outcome, (f"audit too weak to say: {caught}, so even half the claimed noise could go unnoticed")
         return outcome, "audit too weak to say: every distribution-free bound's ceiling is below the accountant's ε"
+    if caught and curve is not None:
+        return outcome, (f"consistent with the promise: the canaries stay above the accountant's claimed trade-off "
+                         f"curve at all {_number(curve, 'thresholds'):.0f} thresholds (adjusted p = "
+                         f"{_number(curve, 'p_value'):.2g}); {caught}")
     if caught:
         return outcome, f"consistent with the promise; {caught}"
     return outcome, "consistent with the promise: no canary bound exceeds the accountant's ε"
