@@ -19,6 +19,7 @@ def pytest_runtest_makereport(item, call):
 _SHARED_FIXTURE_GROUPS = {"e2e": "tiny_run", "test_slurm.py": "slurm_cluster"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = item.path.parts

@@ -120,7 +120,8 @@ def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table,
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
     with reading(path):
-        names = pq.read_schema(path).names
+        schema = pq.read_schema(path)
+        names = schema.names
         # A missing column is a caller's error, not a damaged file.
         absent = sorted(set(columns or ()) - set(names))
         if not absent:
@@ -129,6 +130,7 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
         raise KeyError(f"{path}: no column {absent} (it has {names})")
     # pandas 3 cannot rebuild the dtype name pandas metadata stores for a
     # fixed-size list column (x, gradient); such frames carry no nullable
-    # dtypes, so reading them without that metadata loses nothing.
-    has_fixed_lists = any(pa.types.is_fixed_size_list(field.type) for field in table.schema)
+    # dtypes, so reading them without that metadata loses nothing. The file's schema decides:
+    # the metadata names every column, also those a column subset leaves out.
+    has_fixed_lists = any(pa.types.is_fixed_size_list(field.type) for field in schema)
     return table.to_pandas(ignore_metadata=has_fixed_lists)

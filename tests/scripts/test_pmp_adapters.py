@@ -54,7 +54,7 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
     fake = FakeSnakemake(
         "metric_pmp",
         input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
-               "train": tmp_path / "train.json", "gradients": tmp_path / "absent.parquet"},
+               "train": tmp_path / "train.json", "pairs": tmp_path / "absent.parquet"},
         output={"metrics": tmp_path / "m.parquet", "per_example": tmp_path / "pe.parquet"},
         params={"options": {}},
         wildcards={"dataset": "toy", "run": "mechanism~baseline"},

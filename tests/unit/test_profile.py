@@ -474,7 +474,7 @@ def test_collect_metrics_keeps_dataset_level_rows_and_refuses_runless_per_run_ro
     per_run = tmp_path / "a.parquet"
     from dpaudit.contract.metrics import metric_rows
 
-    write_parquet(per_run, metric_rows("mia", [{"metric": "attack_auc", "value": 0.5, "loss": "loss_ce",
+    write_parquet(per_run, metric_rows("mia", [{"metric": "attack_auc", "value": 0.5, "loss": "loss_ce", "attack": "loss",
                                                 "n_members": 2, "n_nonmembers": 2}], dataset="d", run="r"))
     view = tmp_path / "b.parquet"
     profile = {"view": "v", "n": 2, "d": 2, "lam": 1.0, "draws": 1, "profile_seed": 0, "epsilon_grid_min": 0.1,
