@@ -78,6 +78,11 @@ def test_report_in_headless_chromium(tiny_run, tmp_path):
             assert category in sidebar, f"category {category!r} not shown in the report's menu"
 
         assert browser.evaluate(CLICK_BY_TEXT.format(text=json.dumps("Privacy cards")))
+        # two datasets (the tiny run's synthetic data and its table, issue 25): the category
+        # lists its subcategories, one per dataset, before the cards
+        browser.wait_for("document.querySelector('#app').innerText.includes('tiny_table')",
+                         "the Privacy cards category to list its datasets")
+        assert browser.evaluate(CLICK_BY_TEXT.format(text=json.dumps("synthetic")))
         browser.wait_for("document.querySelector('#app').innerText.includes('DP-SGD')",
                          "the Privacy cards category to list its cards by short label")
         browser.screenshot(shots / "02_privacy_cards.png")
