@@ -14,15 +14,16 @@ def pytest_runtest_makereport(item, call):
 
 
 # `make test` runs two pytest-xdist workers (--dist loadgroup, pyproject.toml). Tests that
-# share one expensive session or module fixture stay on one worker: the tiny end-to-end run
-# (every module under tests/e2e) and the SLURM cluster (one per module, started as root).
-_SHARED_FIXTURE_GROUPS = {"e2e": "tiny_run", "test_slurm.py": "slurm_cluster"}
+# share one expensive fixture stay on one worker: every user of the session-wide tiny
+# end-to-end run (tests/e2e/conftest.py), and each module whose tests share a module
+# fixture of their own (a finished run under tests/e2e, the SLURM cluster).
+_MODULE_FIXTURE_GROUPS = ("e2e", "test_slurm.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        parts = item.path.parts
-        for key, group in _SHARED_FIXTURE_GROUPS.items():
-            if key in parts:
-                item.add_marker(pytest.mark.xdist_group(group))
+        if "tiny_run" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("tiny_run"))
+        elif any(key in item.path.parts for key in _MODULE_FIXTURE_GROUPS):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
