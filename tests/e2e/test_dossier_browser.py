@@ -15,6 +15,9 @@ from dpaudit.report import guidance as G
 from tests.e2e.browser import Browser
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
 
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("dossier_browser")
+
 WIDTHS = (1280, 400)
 
 

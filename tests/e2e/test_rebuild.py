@@ -13,6 +13,9 @@ import pytest
 
 from tests.workflow.helpers import finished_run, job_counts, snakemake
 
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("rebuild")
+
 MINIMAL_CONFIG = {
     "datasets": {"synthetic": {"n": 120, "d": 3, "classes": 2, "separation": 1.5, "seed": 3}},
     "training": {"hidden_units": [4]},

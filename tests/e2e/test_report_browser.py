@@ -9,7 +9,12 @@ import json
 import re
 import time
 
+import pytest
+
 from tests.e2e.browser import Browser
+
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("tiny_run")
 
 CLICK_BY_TEXT = """(() => {{
   const link = [...document.querySelectorAll('#app a')].find(a => a.innerText.trim() === {text});

@@ -1,9 +1,13 @@
 """The report's figures from the tiny end-to-end run: audit data = metrics table, TrueType PDFs."""
 
 import numpy as np
+import pytest
 
 from dpaudit.io import read_parquet
 from dpaudit.plots.models import FIGURES
+
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("tiny_run")
 
 
 def _metric(table, field="value", **where):

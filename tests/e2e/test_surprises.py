@@ -11,6 +11,9 @@ import yaml
 
 from tests.workflow.helpers import SNAKEMAKE, finished_run
 
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("surprises")
+
 BROKEN = {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [1], "batch_size": [32],
           "learning_rate": [1000.0], "seed": [0]}
 CONFIG = {

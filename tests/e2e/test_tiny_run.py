@@ -8,9 +8,13 @@ import base64
 import re
 
 import numpy as np
+import pytest
 
 from dpaudit.io import read_json, read_parquet
 from tests.workflow.helpers import job_counts, snakemake
+
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("tiny_run")
 
 
 def test_metrics_table_has_every_run_and_no_nan_keys(tiny_run):

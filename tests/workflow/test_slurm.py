@@ -30,6 +30,9 @@ from tests.e2e.conftest import TINY_CONFIG
 from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
 from tests.workflow.helpers import ROOT, SNAKEMAKE, copy_project, snakemake
 
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("slurm_cluster")
+
 STARTED_JOB = re.compile(r"(?:sched: Allocate|sched/backfill: _start_job: Started) JobId=(\d+)")
 RUN_TIMEOUT = 900  # seconds for the whole SLURM run; a hung scheduler fails the test
 FAULT_TIMEOUT = 300  # seconds to see a training job RUNNING before giving up on the fault case
