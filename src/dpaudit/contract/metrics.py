@@ -492,6 +492,20 @@ def _split_values(family: str, frame: pd.DataFrame) -> tuple[np.ndarray, pd.arra
     return values, pd.array(booleans, dtype="boolean")
 
 
+def typed_frame(rows: Sequence[Mapping], dtypes: Mapping[str, str]) -> pd.DataFrame:
+    """A family's rows (dicts) as a frame with fixed column dtypes, so frames of many runs
+    concatenate without object columns: float64 columns take None as NaN, the others are
+    pandas arrays of their dtype (nullable)."""
+    columns = {}
+    for column, dtype in dtypes.items():
+        values = [row.get(column) for row in rows]
+        if dtype == "float64":
+            columns[column] = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+        else:
+            columns[column] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(columns)
+
+
 def metric_rows(family: str, rows: pd.DataFrame | Sequence[Mapping], *, dataset: str,
                 run: str | None = None) -> pd.DataFrame:
     """The family's metric file: rows checked against the vocabulary, keys and values first.

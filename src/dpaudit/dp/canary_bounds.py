@@ -371,6 +371,37 @@ def candidate_thresholds(scores: np.ndarray, per_tail: int | None) -> np.ndarray
     return np.unique(np.concatenate([ordered[m - ranks], ordered[np.minimum(ranks, m - 1)]]))
 
 
+@dataclass(frozen=True)
+class _ThresholdCounts:
+    """Errors of "in iff score ≥ t" at ``candidate_thresholds`` and their one-sided
+    Clopper–Pearson upper bounds at α/(2K) each (Bonferroni over the 2K bounds)."""
+
+    thresholds: np.ndarray
+    fn: np.ndarray  # included scored below t
+    fp: np.ndarray  # excluded scored at or above t
+    fpr_upper: np.ndarray
+    fnr_upper: np.ndarray
+    n_pos: int
+    n_neg: int
+    per_bound: float
+
+
+def _threshold_counts(scores, included, per_tail, alpha: float, what: str, units: str) -> _ThresholdCounts:
+    scores, included = _checked_scores(scores, included)
+    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
+    n_pos, n_neg = pos.size, neg.size
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"{what} needs included and excluded {units}, got {n_pos} and {n_neg}")
+    thresholds = candidate_thresholds(scores, per_tail)
+    per = alpha / (2 * thresholds.size)
+    fn = np.searchsorted(pos, thresholds, side="left")
+    fp = n_neg - np.searchsorted(neg, thresholds, side="left")
+    return _ThresholdCounts(thresholds=thresholds, fn=fn, fp=fp,
+                            fpr_upper=np.atleast_1d(clopper_pearson_upper(fp, n_neg, per)),
+                            fnr_upper=np.atleast_1d(clopper_pearson_upper(fn, n_pos, per)),
+                            n_pos=int(n_pos), n_neg=int(n_neg), per_bound=per)
+
+
 def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int | None = 40) -> GdpEstimate:
     """GDP estimate of ε from canary scores (test "in" iff score ≥ t for each candidate t,
     ``candidate_thresholds``).
@@ -383,18 +414,9 @@ def gdp_estimate(scores, included, *, alpha: float, delta: float, per_tail: int 
     delta = check_delta(delta, allow_pure=True)
     if delta == 0.0:
         raise ValueError("the GDP estimate converts μ to ε at a delta > 0")
-    scores, included = _checked_scores(scores, included)
-    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
-    n_pos, n_neg = pos.size, neg.size
-    if n_pos == 0 or n_neg == 0:
-        raise ValueError(f"the GDP estimate needs included and excluded canaries, got {n_pos} and {n_neg}")
-    thresholds = candidate_thresholds(scores, per_tail)
-    k = thresholds.size
-    per = alpha / (2 * k)
-    fn = np.searchsorted(pos, thresholds, side="left")  # included scored below t
-    fp = n_neg - np.searchsorted(neg, thresholds, side="left")  # excluded scored at or above t
-    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
-    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
+    c = _threshold_counts(scores, included, per_tail, alpha, "the GDP estimate", "canaries")
+    thresholds, k, per, n_pos, n_neg = c.thresholds, c.thresholds.size, c.per_bound, c.n_pos, c.n_neg
+    fpr_ub, fnr_ub = c.fpr_upper, c.fnr_upper
     mus = _gdp_mu(fpr_ub, fnr_ub)
     best = int(np.argmax(mus))
     mu = max(float(mus[best]), 0.0)
@@ -452,18 +474,9 @@ def claim_curve_test(scores, included, curve, *, alpha: float, delta: float = 0.
     ``candidate_thresholds`` of the pooled scores; "in" iff score ≥ t."""
     alpha = check_significance(alpha)
     delta = check_delta(delta, allow_pure=True)
-    scores, included = _checked_scores(scores, included)
-    pos, neg = np.sort(scores[included]), np.sort(scores[~included])
-    n_pos, n_neg = pos.size, neg.size
-    if n_pos == 0 or n_neg == 0:
-        raise ValueError(f"the claim-curve test needs included and excluded trials, got {n_pos} and {n_neg}")
-    thresholds = candidate_thresholds(scores, per_tail)
-    k = thresholds.size
-    per = alpha / (2 * k)
-    fn = np.searchsorted(pos, thresholds, side="left")
-    fp = n_neg - np.searchsorted(neg, thresholds, side="left")
-    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
-    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
+    c = _threshold_counts(scores, included, per_tail, alpha, "the claim-curve test", "trials")
+    thresholds, k, per, n_pos, n_neg = c.thresholds, c.thresholds.size, c.per_bound, c.n_pos, c.n_neg
+    fp, fn, fpr_ub, fnr_ub = c.fp, c.fn, c.fpr_upper, c.fnr_upper
     gaps, _ = _curve_gaps(curve, fpr_ub, fnr_ub)
     # Smallest per-bound level at which each threshold rejects: the gap grows with the
     # level (narrower bounds), so bisect in log level; 0.5 (the median) is the largest.

@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import special, stats
 
 from dpaudit.contract.delta import check_delta
+from dpaudit.contract.metrics import typed_frame
 from dpaudit.dp.hypothesis import check_one_sided_alpha, clopper_pearson
 from dpaudit.dp.roc import DEFAULT_FPR_TARGETS, roc_auc, roc_curve, roc_max_advantage, tpr_at_fpr
 from dpaudit.losses import logit_confidence
@@ -369,18 +370,7 @@ def attack_statistics(scores, is_member, *, delta: float, seed: int, alpha: floa
         rows.append({**base, "metric": "epsilon_lower_bound_exceeds_accountant", "value": math.nan,
                      "value_bool": bool(bound.epsilon > acc), "accountant_epsilon": acc, "delta": delta,
                      "alpha": alpha})
-    return _frame(rows)
-
-
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    columns = {}
-    for column, dtype in OUTPUT_DTYPES.items():
-        values = [row.get(column) for row in rows]
-        if dtype == "float64":
-            columns[column] = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-        else:
-            columns[column] = pd.array(values, dtype=dtype)
-    return pd.DataFrame(columns)
+    return typed_frame(rows, OUTPUT_DTYPES)
 
 
 def run_attacks(target_phi, reference_phi, inclusion, *, population, attacks: Sequence[str] = ATTACKS,

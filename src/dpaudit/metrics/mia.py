@@ -23,13 +23,14 @@ run, provided the threshold was not chosen on the same data it is evaluated on
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from dpaudit.contract.delta import check_delta
+from dpaudit.contract.metrics import typed_frame
 from dpaudit.dp.hypothesis import (
     check_one_sided_alpha,
     clopper_pearson,
@@ -346,19 +347,6 @@ def accuracy(correct: np.ndarray | Sequence[bool] | pd.Series, name: str = "corr
 # --------------------------------------------------------------- the table
 
 
-def _rows_to_frame(rows: list[Mapping[str, object]]) -> pd.DataFrame:
-    columns = {}
-    for column, dtype in OUTPUT_DTYPES.items():
-        values = [row.get(column) for row in rows]
-        if dtype == "float64":
-            columns[column] = np.array(
-                [np.nan if v is None else float(v) for v in values], dtype=np.float64
-            )
-        else:
-            columns[column] = pd.array(values, dtype=dtype)
-    return pd.DataFrame(columns)
-
-
 def _finite_losses(frame: pd.DataFrame, loss_column: str, role: str) -> np.ndarray:
     losses = pd.to_numeric(frame[loss_column]).to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(losses)
@@ -512,4 +500,4 @@ def mia_metrics(
     rows.append({"metric": "train_accuracy", "value": train_acc})
     rows.append({"metric": "test_accuracy", "value": test_acc})
     rows.append({"metric": "generalization_gap", "value": train_acc - test_acc})
-    return _rows_to_frame(rows)
+    return typed_frame(rows, OUTPUT_DTYPES)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.metrics import typed_frame
 from dpaudit.dp import canary_bounds as cb
 from dpaudit.dp.canary_power import detectable_noise_factor
 from dpaudit.dp.tradeoff import ClaimedCurve, accountant_tradeoff, pure_tradeoff
@@ -129,17 +130,6 @@ ROW_DTYPES: dict[str, str] = {
     "applicable": "boolean",
     "note": "string",
 }
-
-
-def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
-    columns = {}
-    for column, dtype in ROW_DTYPES.items():
-        values = [row.get(column) for row in rows]
-        if dtype == "float64":
-            columns[column] = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-        else:
-            columns[column] = pd.array(values, dtype=dtype)
-    return pd.DataFrame(columns)
 
 
 def verdict(bounds: Sequence[tuple[float, float, float]], *, curve_rejected: bool | None = None,
@@ -286,12 +276,12 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
                  "ceiling_max": max((c for _, c, _ in distribution_free), default=math.nan),
                  "note": "the claim-curve test on independent trials and the distribution-free bounds (one-run, "
                          "many-runs, many-trials) against the accountant's claim; the GDP estimate never decides"})
-    return _frame(rows)
+    return typed_frame(rows, ROW_DTYPES)
 
 
 def not_applicable_rows(reason: str) -> pd.DataFrame:
     """The row of a run the canary family does not audit (a non-private baseline)."""
-    return _frame([{"metric": "measured_above_promise", "applicable": False, "note": reason}])
+    return typed_frame([{"metric": "measured_above_promise", "applicable": False, "note": reason}], ROW_DTYPES)
 
 
 def claimed_curve(record: Mapping) -> ClaimedCurve:
