@@ -114,9 +114,10 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
 
 def pmp_pairs_resources(n: int, n_params: int, *, checkpoints: int, attempt: int = 1) -> dict[str, int]:
     """What the pmp pairs add to ``extract_per_example``: one weight set's parent-set gradients
-    at a time (float32 from TensorFlow, float64 clipped), Recipe B's per-pair blocks."""
+    at a time (float32 from TensorFlow, then float64 clipped and scaled in place), Recipe B's
+    per-pair Gram blocks (1,024 rows) and partner keys (512 rows, ``draw_partners``)."""
     weight_sets = int(checkpoints) + 1
-    memory = n * max(n_params, 1) * (4 + 8 + 8) + 1024 * n * 8
+    memory = n * max(n_params, 1) * (4 + 8) + (1024 + 512) * n * 8
     runtime = 2e-8 * weight_sets * n * max(n_params, 1000)
     return {"mem_mb": memory, "seconds": runtime}
 

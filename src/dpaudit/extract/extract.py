@@ -270,7 +270,7 @@ def write_pmp_pairs_of_model(
                 raise ValueError(f"{checkpoints_path}: checkpoint {k} has {len(ckpt['weights'])} weight arrays, "
                                  f"the model {len(final_weights)}")
             net.set_weights(ckpt["weights"])
-            yield {"steps": ckpt["steps"], "clipped": clip_rows(vectors(), clip)[0]}
+            yield {"steps": ckpt["steps"], "clipped": clip_rows(vectors(), clip)[0], "owned": True}
 
     try:
         if checkpoints:
