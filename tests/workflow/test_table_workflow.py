@@ -71,3 +71,40 @@ def test_a_changed_table_reruns_its_preparation(tmp_path):
     os.utime(tmp_path / "churn.csv", (later, later))
     rerun = snakemake(tmp_path, "-n", "--configfile", config, "--until", "prepare_dataset")
     assert job_counts(rerun.stdout) == {"prepare_dataset": 1}
+
+
+def _readme_table_block() -> dict:
+    """The YAML block of README's "Audit your own data" section, as a user copies it."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Audit your own data", 1)[1].split("\n## ", 1)[0]
+    return yaml.safe_load(section.split("```yaml", 1)[1].split("```", 1)[0])
+
+
+def test_the_readme_recipe_works_on_the_first_try(tmp_path):
+    """A user follows README's "Audit your own data" word for word: copies config/config.yaml,
+    replaces its datasets block by the README's, removes the audit and profile blocks, puts a
+    table with the README's columns at the README's path, and runs. Parse-time checks and
+    prepare_dataset's cell checks both pass, and the whole default DAG is planned on it."""
+    block = _readme_table_block()
+    (name, entry), = block["datasets"].items()
+    rng = np.random.default_rng(0)
+    n = 400
+    table = pd.DataFrame({"customer_id": np.arange(1000, 1000 + n), "name": [f"n{i}" for i in range(n)],
+                          "email": [f"e{i}@x" for i in range(n)], "income": rng.normal(size=n).round(3),
+                          "region": rng.choice(["north", "south", "east"], n),
+                          entry["label"]: rng.choice(["no", "yes"], n)})
+    (tmp_path / os.path.dirname(entry["path"])).mkdir(parents=True, exist_ok=True)
+    table.to_csv(tmp_path / entry["path"], index=False)
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["datasets"] = block["datasets"]
+    config.pop("audit"), config.pop("profile")
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    planned = job_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
+    runs = planned["train_model"]
+    assert runs == 8 and planned["prepare_dataset"] == 1 and planned[f"dossier_{name}"] == 1
+    for rule in ("metric_mia", "metric_epsilon_star", "metric_pmp", "metric_canary"):
+        assert planned[rule] == runs, rule
+    snakemake(tmp_path, "--cores", "1", "--configfile", str(path), "--until", "prepare_dataset")
+    info = yaml.safe_load((tmp_path / "results" / "data" / name / "dataset.json").read_text())
+    assert info["n"] == n
