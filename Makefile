@@ -6,6 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.dpaudit-installed
 CONFIG ?= config/config.yaml
 SNAKEMAKE_ARGS ?=
+# Jobs run side by side only while the memory they declare (dpaudit.resources) fits in what
+# this machine has free at the start: two 5 GB extractions on a busy 8 GB laptop wait for
+# each other instead of being killed. MEM_MB=0 lifts the limit; a job declaring more than
+# the limit still runs, alone (Snakemake caps it).
+MEM_MB ?= $(shell awk '/^MemAvailable:/ {printf "%d", $$2 / 1024}' /proc/meminfo 2>/dev/null)
+MEMORY_LIMIT = $(if $(filter-out 0,$(MEM_MB)),--resources mem_mb=$(MEM_MB))
 
 .PHONY: all setup run dry-run unlock test lint bench clean-results clean-orphans
 
@@ -26,7 +32,7 @@ CHECK_CONFIG = @$(BIN)/python -m dpaudit.configfile $(CONFIG)
 
 run: $(STAMP)
 	$(CHECK_CONFIG)
-	$(BIN)/snakemake --configfile $(CONFIG) --report results/report.html --report-after-run $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --configfile $(CONFIG) --report results/report.html --report-after-run $(MEMORY_LIMIT) $(SNAKEMAKE_ARGS)
 
 dry-run: $(STAMP)
 	$(CHECK_CONFIG)

@@ -1,4 +1,4 @@
-"""`make unlock` clears the lock a `kill -9`-ed run leaves behind (README, issue 7 §5)."""
+"""`make unlock` clears the lock a `kill -9`-ed run leaves behind (README, issue 7 §5); `make run` limits side-by-side jobs to the free memory."""
 
 import os
 import shlex
@@ -63,3 +63,22 @@ def test_make_unlock_clears_the_lock_of_a_killed_run(tmp_path):
     assert not locks.exists() or not any(locks.iterdir())
     # The next run starts (and reruns whatever the kill interrupted).
     snakemake(workdir, "--cores", "1", "--configfile", str(config), "--until", "prepare_dataset")
+
+
+def _run_command(*assignments: str) -> str:
+    printed = subprocess.run(["make", "-n", "run", *assignments], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+    lines = [line for line in printed.splitlines() if "--report-after-run" in line]
+    assert len(lines) == 1, printed
+    return lines[0]
+
+
+def test_make_run_limits_side_by_side_jobs_to_the_free_memory():
+    """Oracle: /proc/meminfo's MemAvailable at the time make reads it (± what moved since)."""
+    command = shlex.split(_run_command())
+    limit = int(command[command.index("--resources") + 1].removeprefix("mem_mb="))
+    with open("/proc/meminfo") as meminfo:
+        available = next(int(line.split()[1]) // 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    assert abs(limit - available) < 0.25 * available
+    assert "--resources mem_mb=3000" in _run_command("MEM_MB=3000")
+    assert "--resources" not in _run_command("MEM_MB=0")
