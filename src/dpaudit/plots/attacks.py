@@ -26,7 +26,8 @@ from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "run_label"]
+__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "run_label",
+           "target_epsilon"]
 
 ATTACK_LABELS = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_offline": "LiRA offline",
                  "rmia": "RMIA"}
@@ -44,7 +45,8 @@ def run_label(params: Mapping) -> str:
     return text if seed is None else f"{text} · seed {seed}"
 
 
-def _target(params: Mapping) -> float:
+def target_epsilon(params: Mapping) -> float:
+    """A run's target ε from its grid values: +∞ for a baseline (no DP) or no target."""
     eps = params.get("target_epsilon")
     if params["mechanism"] == "baseline" or eps is None or (isinstance(eps, float) and math.isnan(eps)):
         return math.inf
@@ -54,7 +56,7 @@ def _target(params: Mapping) -> float:
 def plot_attack_rocs(scores: Mapping[str, pd.DataFrame], runs: Mapping[str, Mapping], attacks: Sequence[str],
                      dataset: str, png, pdf=None) -> None:
     """One log–log panel per target model (``scores``: run → scores table) with every attack's ROC."""
-    order = sorted(scores, key=lambda r: (_target(runs[r]), runs[r].get("seed") or 0))
+    order = sorted(scores, key=lambda r: (target_epsilon(runs[r]), runs[r].get("seed") or 0))
     ncols = min(4, max(len(order), 1))
     nrows = max(1, math.ceil(len(order) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.1 * nrows + 0.6), squeeze=False,
@@ -154,7 +156,7 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
 def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, dataset: str, png,
                             pdf=None) -> pd.DataFrame:
     """Reference models' IN / OUT accuracy (box per recipe) beside the targets' train / test accuracy."""
-    recipes = sorted(pools, key=lambda r: _target(pools[r]["recipe"]))
+    recipes = sorted(pools, key=lambda r: target_epsilon(pools[r]["recipe"]))
     acc = table[(table["dataset"] == dataset) & (table["family"] == "mia")
                 & table["metric"].isin(["train_accuracy", "test_accuracy"])]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.7 * len(recipes) * 2), 4.2), sharey=True, squeeze=False)
