@@ -115,7 +115,7 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
     attacks = [a for a in (attacks or ATTACK_LABELS) if (rows["attack"] == a).any()]
     targets = sorted(set(rows["target"]))
     position = {t: i for i, t in enumerate(targets)}
-    fig, axes = plt.subplots(1, len(fpr_targets), figsize=(5.2 * len(fpr_targets), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(fpr_targets), figsize=(5.2 * len(fpr_targets), 5.0), squeeze=False,
                              sharey=True)
     width = 0.6 / max(len(attacks), 1)
     for ax, fpr in zip(axes[0], fpr_targets, strict=True):
@@ -134,21 +134,24 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
                             color=colour, ms=5, lw=1, capsize=2, mec="k", mew=0.4)
                 ax.scatter(x[~ok], hi[~ok], marker=marker, facecolors="none", edgecolors=colour, s=28)
             ax.plot([], [], marker=marker, color=colour, ls="", label=ATTACK_LABELS.get(attack, attack))
-        ax.axhline(fpr, color="0.5", ls="--", lw=1, label=f"chance (TPR = {fpr:g})")
+        ax.axhline(fpr, color="0.5", ls="--", lw=1, label="chance (TPR = the FPR target)")
         ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_ylim(0, 1.05)
         ax.set_xticks(range(len(targets)))
-        ax.set_xticklabels(["∞ (no DP)" if not math.isfinite(t) else f"{t:g}" for t in targets])
+        ax.set_xticklabels(["∞ (baseline)" if not math.isfinite(t) else f"{t:g}" for t in targets])
         if any(not math.isfinite(t) for t in targets) and len(targets) > 1:
             ax.axvline(len(targets) - 1.5, color="0.75", lw=0.8)
         ax.set_xlabel("target ε of the model")
         ax.set_title(f"TPR at FPR ≤ {fpr:g}", fontsize=10)
         ax.grid(alpha=0.3, axis="y", which="both")
     axes[0, 0].set_ylabel("TPR (two-sided Clopper–Pearson interval)")
-    axes[0, -1].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"{dataset}: attack power at low FPR against ε, every seed (hollow: FPR not resolvable by the "
-                 f"non-members; drawn at its upper bound)", fontsize=9.5)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    handles, labels = axes[0, -1].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="0.3"))
+    labels.append("not resolved (FPR target below 1/non-members): drawn at its interval's upper bound")
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{dataset}: attack power at low FPR against ε, every seed; the baselines have no ε "
+                 "(right of the line)", fontsize=9.5)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
     save_figure(fig, png, pdf)
     return rows
 

@@ -30,7 +30,7 @@ from dpaudit.contract.metrics import ATTACK_NAMES
 from dpaudit.report.pages import SIG, esc, fmt, missing_p, number
 from dpaudit.report.run_view import RunView
 
-__all__ = ["ATTACK_TITLES", "PROFILE_SOURCES", "TOP_ROWS", "attack_aucs", "attack_exposed", "flagged_rows",
+__all__ = ["ATTACK_TITLES", "AUDIT_RUN_COLUMNS", "PROFILE_SOURCES", "TOP_ROWS", "attack_aucs", "attack_exposed", "flagged_rows",
            "most_exposed", "nonmembers_at_or_above", "strongest_attack"]
 
 TOP_ROWS = 5
@@ -39,6 +39,8 @@ ATTACK_TITLES = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_o
 # Sources of a privacy-profile view whose 1-based row ids are the dataset's example_id + 1
 # (dpaudit.profile.data keeps every raw row; dpaudit.data numbers the same rows from 0).
 PROFILE_SOURCES = ("breast_cancer", "adult")
+# What flagged_rows reads of the identifiability audit's runs table (results/tables/audit_runs.parquet).
+AUDIT_RUN_COLUMNS = ["dataset", "pair", "example_id_xstar"]
 
 
 # ------------------------------------------------------------------ the ranking
