@@ -186,9 +186,9 @@ def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, d
     axes[0, 0].set_ylabel("accuracy")
     handles = [plt.Line2D([], [], color="tab:blue", lw=2), plt.Line2D([], [], marker="D", color="tab:red", ls="",
                                                                        mec="k")]
-    axes[0, 1].legend(handles, [f"reference models (K = {k}, box)", "target models (one per seed)"], fontsize=8,
-                      loc="lower right")
+    fig.legend(handles, [f"reference models (K = {k} per recipe; box: quartiles, whiskers 1.5 IQR, circles beyond)",
+                         "target models (one per seed)"], fontsize=8, loc="lower center", ncol=2, frameon=False)
     fig.suptitle(f"{dataset}: are the reference models trained like the targets?", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     save_figure(fig, png, pdf)
     return pd.DataFrame(data)
