@@ -38,12 +38,33 @@ def dossier_records(wildcards):
     return [P.CANARY_AUDIT.format(dataset=wildcards.dataset, run=run) for run in dossier_audited(wildcards)]
 
 
+def dossier_attacked(wildcards):
+    """Params function: the runs whose attack scores section 4 ranks by (issue 24; none with
+    metrics.attacks off: the dossier keeps the loss ranking), in dossier_attack_scores() order."""
+    return attacked_runs(wildcards) if ATTACKS["enabled"] else []
+
+
+def dossier_attack_scores(wildcards):
+    return [P.ATTACK_SCORES.format(dataset=wildcards.dataset, run=run) for run in dossier_attacked(wildcards)]
+
+
+def dossier_audit_runs(wildcards):
+    """The identifiability audit's runs table when the audit ran on this dataset (its x* is flagged)."""
+    return [P.AUDIT_RUNS] if wildcards.dataset in AUDIT_DATASETS else []
+
+
+def exposed_datasets():
+    """Datasets with attacked runs (the exposed-rows page needs attack scores)."""
+    return [dataset for dataset in DATASETS if RECIPES[dataset]] if ATTACKS["enabled"] else []
+
+
 def dossier_targets():
-    """Every model's dossier and each dataset's guidance page (with its figure)."""
+    """Every model's dossier, each dataset's guidance page (with its figure) and, with the
+    attacks on, its exposed-rows page."""
     return all_runs(P.DOSSIER) + [
         path for dataset in DATASETS
         for path in (P.fill(P.GUIDANCE, dataset=dataset), P.fill(P.beside(P.GUIDANCE, "png"), dataset=dataset))
-    ]
+    ] + [P.EXPOSED_ROWS.format(dataset=dataset) for dataset in exposed_datasets()]
 
 
 for _dataset in DATASETS:
@@ -58,6 +79,8 @@ for _dataset in DATASETS:
             train=dataset_runs(P.TRAIN_INFO),
             outputs=dataset_runs(P.OUTPUTS),
             records=dossier_records,
+            scores=dossier_attack_scores,
+            audit_runs=dossier_audit_runs,
         output:
             # one page per run of the dataset, in dataset_run_names() order
             pages=[
@@ -90,6 +113,7 @@ for _dataset in DATASETS:
         params:
             runs=dataset_run_names,
             audited=dossier_audited,
+            attacked=dossier_attacked,
             loss=config["metrics"]["mia"]["loss"],
             targets=config["guidance"],
             code=CODE["dossier"],
@@ -100,3 +124,41 @@ for _dataset in DATASETS:
             P.benchmark("dossier", P.DATASET_KEY)
         script:
             "../scripts/dossier.py"
+
+
+# The rows the attacks single out across the dataset's grid (issue 24): one page per dataset
+# with the attacks on, beside the dossiers (dpaudit.report.exposed_page).
+rule exposed_rows:
+    input:
+        table=rules.aggregate_metrics.output.table,
+        scores=attack_dataset_files(P.ATTACK_SCORES),
+        records=dossier_records,
+        audit_runs=dossier_audit_runs,
+    output:
+        page=report(
+            P.EXPOSED_ROWS,
+            caption="../workflow/report/exposed_rows.rst",
+            category="Dossiers",
+            subcategory="{dataset}",
+            labels={"model": "exposed rows across the grid"},
+        ),
+        png=report(
+            P.beside(P.EXPOSED_ROWS, "png"),
+            caption="../workflow/report/exposed_rows_figure.rst",
+            category="Dossiers",
+            subcategory="{dataset}",
+            labels={"model": "exposed rows against ε"},
+        ),
+        pdf=P.beside(P.EXPOSED_ROWS, "pdf"),
+    params:
+        runs=attacked_runs,
+        run_params=attacked_run_params,
+        audited=dossier_audited,
+        code=CODE["exposed_rows"],
+    localrule: True
+    log:
+        P.log("exposed_rows", P.DATASET_KEY),
+    benchmark:
+        P.benchmark("exposed_rows", P.DATASET_KEY)
+    script:
+        "../scripts/exposed_rows.py"

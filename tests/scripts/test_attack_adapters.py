@@ -77,3 +77,31 @@ def test_plot_attacks_writes_three_figures(tmp_path):
     for path in figures.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.with_suffix(".pdf").stat().st_size > 0
     assert np.isfinite(len(outputs))
+
+
+def test_exposed_rows_writes_the_page_and_figure_of_a_dataset(tmp_path):
+    # issue 24, item 5: one job per dataset over its attacked runs' scores and the metrics table's AUCs
+    _metric_attacks(tmp_path)
+    rows = read_parquet(tmp_path / "rows.parquet")
+    other = "mechanism~dpsgd_target_epsilon~1.0_seed~0"
+    table = pd.concat([rows, rows.assign(run=other)], ignore_index=True)
+    write_parquet(tmp_path / "metrics.parquet", table)
+    scores = read_parquet(tmp_path / "scores.parquet")
+    write_parquet(tmp_path / "scores2.parquet", scores.assign(lira_online=scores["lira_online"][::-1].to_numpy()))
+    outputs = {"page": tmp_path / "exposed.html", "png": tmp_path / "exposed.png", "pdf": tmp_path / "exposed.pdf"}
+    fake = FakeSnakemake(
+        "exposed_rows",
+        input={"table": tmp_path / "metrics.parquet", "scores": [tmp_path / "scores.parquet", tmp_path / "scores2.parquet"],
+               "records": [], "audit_runs": []},
+        output=outputs,
+        params={"runs": [RUN, other], "audited": [],
+                "run_params": {RUN: {"mechanism": "baseline", "target_epsilon": None, "seed": 0},
+                               other: {"mechanism": "dpsgd", "target_epsilon": 1.0, "seed": 0}}},
+        wildcards={"dataset": "synthetic"},
+        log=[tmp_path / "exposed.log"],
+    )
+    run_script("exposed_rows", fake)
+    page = outputs["page"].read_text()
+    assert page.rstrip().endswith("</html>") and "∞ (baseline)" in page and "The same rows at every ε?" in page
+    assert outputs["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and outputs["pdf"].stat().st_size > 0
+    assert "exposed rows of 2 models written" in (tmp_path / "exposed.log").read_text()

@@ -46,3 +46,19 @@ def test_rule_all_names_every_result_of_every_job(tmp_path, config):
     missing = sorted(f"{rule}: {path}" for path, rule in outputs.items()
                      if path.startswith("results/") and path not in targets)
     assert not missing, "outputs rule all does not name (never rebuilt once deleted):\n" + "\n".join(missing[:40])
+
+
+def test_rule_all_names_every_result_with_the_attacks_on(tmp_path):
+    # issue 24: no config file enables metrics.attacks yet; its pools, scores, figures and the
+    # exposed-rows pages must be targets too
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["metrics"]["attacks"] = {"enabled": True, "reference_models": 16}
+    path = tmp_path / "attacks.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--forceall", "--configfile", str(path))
+    outputs, targets = _outputs_and_targets(result.stdout)
+    assert "results/exposed/digits.html" in outputs and "results/exposed/digits.png" in targets
+    missing = sorted(f"{rule}: {p}" for p, rule in outputs.items() if p.startswith("results/") and p not in targets)
+    assert not missing, "\n".join(missing[:40])

@@ -98,6 +98,17 @@ def test_dossier_and_guidance_patterns_do_not_collide(run):
     assert _matches(P.DOSSIER, P.DOSSIER.format(dataset="toy", run=run))  # the oracle matches its own
 
 
+@pytest.mark.parametrize("dataset", ["toy", "guidance", "exposed", "dossiers", "a_exposed"])
+def test_exposed_rows_page_collides_with_no_other_page(dataset):
+    # Issue 24: the per-dataset exposed-rows page has a folder of its own, like the guidance page.
+    exposed = P.EXPOSED_ROWS.format(dataset=dataset)
+    for page in (exposed, P.beside(exposed, "png"), P.beside(exposed, "pdf")):
+        assert not _matches(P.GUIDANCE, page) and not _matches(P.DOSSIER, page)
+        assert not _matches(P.beside(P.GUIDANCE, "png"), page)
+    for other in (P.GUIDANCE.format(dataset=dataset), P.DOSSIER.format(dataset=dataset, run="r")):
+        assert not _matches(P.EXPOSED_ROWS, other)
+
+
 @pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
 def test_no_rule_order_or_lookahead_wildcard(path):
     text = path.read_text()

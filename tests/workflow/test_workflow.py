@@ -345,5 +345,32 @@ def test_attacks_enabled_job_counts(tmp_path):
     # 3 datasets × (1 baseline + 3 DP-SGD ε) recipes; 3 × 8 runs
     assert counts["reference_pool"] == 12 and counts["metric_attacks"] == 24 and counts["plot_attacks"] == 3
     assert counts["train_model"] == 24 and counts["aggregate_metrics"] == 1
+    # issue 24, items 4-5: one exposed-rows page per dataset; the dossiers rank by the attack scores
+    assert counts["exposed_rows"] == 3 and counts["dossier_synthetic"] == 1
     pools = [job for job in job_wildcards(result.stdout) if "recipe" in job]
     assert len(pools) == 12 and not any("seed" in job["recipe"] for job in pools)
+    dossier = _job_inputs(result.stdout, "dossier_synthetic")
+    scores = [path for path in dossier if path.startswith("results/attacks/synthetic/") and path.endswith("scores.parquet")]
+    assert len(scores) == 8
+    assert len([path for path in _job_inputs(result.stdout, "exposed_rows") if path.endswith("scores.parquet")]) == 8
+    assert "results/tables/audit_runs.parquet" in _job_inputs(result.stdout, "dossier_digits")
+    assert "results/tables/audit_runs.parquet" not in dossier
+
+
+def _job_inputs(output, rule):
+    """The input files of the first job of ``rule`` a dry run lists."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(f"rule {rule}:"))
+    for line in lines[start + 1:]:
+        if line.strip().startswith("input:"):
+            return [path.strip() for path in line.strip()[len("input:"):].split(",")]
+        if line.strip().startswith("rule "):
+            return []
+    return []
+
+
+def test_attacks_off_dossiers_read_no_attack_scores(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "config.yaml"))
+    assert "exposed_rows" not in job_counts(result.stdout)
+    for dataset in ("synthetic", "digits", "breast_cancer"):
+        assert not any("/attacks/" in path for path in _job_inputs(result.stdout, f"dossier_{dataset}"))

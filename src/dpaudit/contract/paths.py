@@ -92,6 +92,9 @@ DOSSIER = f"{RESULTS}/dossiers/{{dataset}}/{{run}}.html"
 # The guidance page to choose ε (one per dataset) has its own folder: no model's dossier can
 # share its name, whatever the run is called.
 GUIDANCE = f"{RESULTS}/guidance/{{dataset}}.html"
+# The rows the reference-model attacks single out across a dataset's grid (issue 24), one page
+# per dataset with its figure beside it; a folder of its own for the same reason.
+EXPOSED_ROWS = f"{RESULTS}/exposed/{{dataset}}.html"
 # Reference-model attacks (issue 24): one pool of K reference models per training recipe
 # (a grid row without its seed), per-example attack scores and mia rows per run.
 REFERENCE_POOL = f"{RESULTS}/attacks/{{dataset}}/recipes/{{recipe}}/reference_outputs.parquet"

@@ -26,7 +26,8 @@ from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "run_label"]
+__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "run_label",
+           "target_epsilon"]
 
 ATTACK_LABELS = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_offline": "LiRA offline",
                  "rmia": "RMIA"}
@@ -44,7 +45,8 @@ def run_label(params: Mapping) -> str:
     return text if seed is None else f"{text} · seed {seed}"
 
 
-def _target(params: Mapping) -> float:
+def target_epsilon(params: Mapping) -> float:
+    """A run's target ε from its grid values: +∞ for a baseline (no DP) or no target."""
     eps = params.get("target_epsilon")
     if params["mechanism"] == "baseline" or eps is None or (isinstance(eps, float) and math.isnan(eps)):
         return math.inf
@@ -54,7 +56,7 @@ def _target(params: Mapping) -> float:
 def plot_attack_rocs(scores: Mapping[str, pd.DataFrame], runs: Mapping[str, Mapping], attacks: Sequence[str],
                      dataset: str, png, pdf=None) -> None:
     """One log–log panel per target model (``scores``: run → scores table) with every attack's ROC."""
-    order = sorted(scores, key=lambda r: (_target(runs[r]), runs[r].get("seed") or 0))
+    order = sorted(scores, key=lambda r: (target_epsilon(runs[r]), runs[r].get("seed") or 0))
     ncols = min(4, max(len(order), 1))
     nrows = max(1, math.ceil(len(order) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.1 * nrows + 0.6), squeeze=False,
@@ -113,7 +115,7 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
     attacks = [a for a in (attacks or ATTACK_LABELS) if (rows["attack"] == a).any()]
     targets = sorted(set(rows["target"]))
     position = {t: i for i, t in enumerate(targets)}
-    fig, axes = plt.subplots(1, len(fpr_targets), figsize=(5.2 * len(fpr_targets), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(fpr_targets), figsize=(5.2 * len(fpr_targets), 5.0), squeeze=False,
                              sharey=True)
     width = 0.6 / max(len(attacks), 1)
     for ax, fpr in zip(axes[0], fpr_targets, strict=True):
@@ -132,21 +134,24 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
                             color=colour, ms=5, lw=1, capsize=2, mec="k", mew=0.4)
                 ax.scatter(x[~ok], hi[~ok], marker=marker, facecolors="none", edgecolors=colour, s=28)
             ax.plot([], [], marker=marker, color=colour, ls="", label=ATTACK_LABELS.get(attack, attack))
-        ax.axhline(fpr, color="0.5", ls="--", lw=1, label=f"chance (TPR = {fpr:g})")
+        ax.axhline(fpr, color="0.5", ls="--", lw=1, label="chance (TPR = the FPR target)")
         ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_ylim(0, 1.05)
         ax.set_xticks(range(len(targets)))
-        ax.set_xticklabels(["∞ (no DP)" if not math.isfinite(t) else f"{t:g}" for t in targets])
+        ax.set_xticklabels(["∞ (baseline)" if not math.isfinite(t) else f"{t:g}" for t in targets])
         if any(not math.isfinite(t) for t in targets) and len(targets) > 1:
             ax.axvline(len(targets) - 1.5, color="0.75", lw=0.8)
         ax.set_xlabel("target ε of the model")
         ax.set_title(f"TPR at FPR ≤ {fpr:g}", fontsize=10)
         ax.grid(alpha=0.3, axis="y", which="both")
     axes[0, 0].set_ylabel("TPR (two-sided Clopper–Pearson interval)")
-    axes[0, -1].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"{dataset}: attack power at low FPR against ε, every seed (hollow: FPR not resolvable by the "
-                 f"non-members; drawn at its upper bound)", fontsize=9.5)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    handles, labels = axes[0, -1].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="0.3"))
+    labels.append("not resolved (FPR target below 1/non-members): drawn at its interval's upper bound")
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{dataset}: attack power at low FPR against ε, every seed; the baselines have no ε "
+                 "(right of the line)", fontsize=9.5)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
     save_figure(fig, png, pdf)
     return rows
 
@@ -154,7 +159,7 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
 def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, dataset: str, png,
                             pdf=None) -> pd.DataFrame:
     """Reference models' IN / OUT accuracy (box per recipe) beside the targets' train / test accuracy."""
-    recipes = sorted(pools, key=lambda r: _target(pools[r]["recipe"]))
+    recipes = sorted(pools, key=lambda r: target_epsilon(pools[r]["recipe"]))
     acc = table[(table["dataset"] == dataset) & (table["family"] == "mia")
                 & table["metric"].isin(["train_accuracy", "test_accuracy"])]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.7 * len(recipes) * 2), 4.2), sharey=True, squeeze=False)
@@ -181,9 +186,9 @@ def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, d
     axes[0, 0].set_ylabel("accuracy")
     handles = [plt.Line2D([], [], color="tab:blue", lw=2), plt.Line2D([], [], marker="D", color="tab:red", ls="",
                                                                        mec="k")]
-    axes[0, 1].legend(handles, [f"reference models (K = {k}, box)", "target models (one per seed)"], fontsize=8,
-                      loc="lower right")
+    fig.legend(handles, [f"reference models (K = {k} per recipe; box: quartiles, whiskers 1.5 IQR, circles beyond)",
+                         "target models (one per seed)"], fontsize=8, loc="lower center", ncol=2, frameon=False)
     fig.suptitle(f"{dataset}: are the reference models trained like the targets?", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     save_figure(fig, png, pdf)
     return pd.DataFrame(data)

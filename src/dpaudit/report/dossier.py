@@ -10,8 +10,10 @@ per-example file), so a test can check every number on the page against the tabl
 Sections: 1 Promise (accountant ε, δ, accountant, neighbouring relation, sampling, what the
 guarantee covers); 2 Measured (the canary ε ladder with ceilings, the natural-split bound,
 the attack's TPR at FPR 10⁻³ and AUC, the verdict); 3 Distributional and practical (ε*,
-PMP ε̃, identifiability); 4 Exposure of individual rows (most exposed members; for linear
-mechanisms the worst-case neighbour and the privacy profile's regime); 5 Utility across
+PMP ε̃, identifiability); 4 Exposure of individual rows (``dpaudit.report.exposure``: the
+members the run's strongest reference-model attack singles out, or the loss ranking without
+attack scores; for linear mechanisms the worst-case neighbour and the privacy profile's
+regime); 5 Utility across
 seeds and the budget ledger. A family that did not run says so; nothing crashes on a
 missing family or file.
 
@@ -23,20 +25,24 @@ values it quotes. The run's rows are read through ``dpaudit.report.run_view``, t
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
-from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISM_LABELS
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.banner import did_not_train_banner
 from dpaudit.report.dataset_card import dataset_card
+
+# Section 4 has its own module; most_exposed and TOP_ROWS are importable from here as before.
+from dpaudit.report.exposure import TOP_ROWS as TOP_ROWS
+from dpaudit.report.exposure import exposure
+from dpaudit.report.exposure import most_exposed as most_exposed
 
 # The guidance page has its own module; importable from here as before.
 from dpaudit.report.guidance import build_guidance as build_guidance
@@ -63,7 +69,6 @@ PMP_METHODS = {
     "empirical_lira": ("Recipe C (shadow models, Clopper–Pearson)", "empirical_epsilon_lower_bound"),
     "empirical_lira_point": ("Recipe C (shadow models, plug-in)", "empirical_epsilon_point"),
 }
-TOP_ROWS = 5
 
 
 # ------------------------------------------------------------------ the title
@@ -333,108 +338,6 @@ def _distributional(view: RunView, eps: float) -> str:
     return "".join(out)
 
 
-# ------------------------------------------------------------------ section 4
-
-
-def most_exposed(outputs: pd.DataFrame, splits: Mapping, *, loss_column: str = "loss_ce",
-                 top: int = TOP_ROWS) -> pd.DataFrame:
-    """Members ranked by how far below the non-members their loss is.
-
-    ``nonmember_fraction_below`` is the fraction of non-members whose loss is at most the
-    member's loss: the false-positive rate of a loss threshold placed at that member. The
-    smallest fraction (ties: smaller loss first) is the member a loss-threshold attack
-    singles out first.
-    """
-    members = outputs[outputs["split"] == splits["members"]]
-    nonmember_losses = np.sort(outputs.loc[outputs["split"] == splits["nonmembers"], loss_column].to_numpy(np.float64))
-    losses = members[loss_column].to_numpy(np.float64)
-    below = np.searchsorted(nonmember_losses, losses, side="right") / max(len(nonmember_losses), 1)
-    ranked = members.assign(loss=losses, nonmember_fraction_below=below)
-    ranked = ranked.sort_values(["nonmember_fraction_below", "loss"], kind="mergesort")
-    columns = [c for c in ("example_id", "label", "loss", "nonmember_fraction_below") if c in ranked.columns]
-    return ranked[columns].head(top).reset_index(drop=True)
-
-
-def _exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary_record,
-              profile_rows: pd.DataFrame) -> str:
-    out = []
-    if outputs is None or splits is None:
-        out.append(missing_p("Per-example outputs not given: the most exposed rows are not shown."))
-    else:
-        top = most_exposed(outputs, splits, loss_column=loss_column)
-        n_non = int((outputs["split"] == splits["nonmembers"]).sum())
-        rows = "".join(
-            f'<tr><td data-h="example id">{number(r.example_id, ".0f", data_source="outputs", data_key=int(r.example_id), data_field="example_id")}</td>'
-            f'<td data-h="label">{esc(r.label) if "label" in top.columns else "—"}</td>'
-            f'<td class="v" data-h="loss">{number(r.loss, SIG, data_source="outputs", data_key=int(r.example_id), data_field=loss_column)}</td>'
-            f'<td class="v" data-h="non-members with loss ≤ it">{fmt(r.nonmember_fraction_below, ".3g")}</td></tr>'
-            for r in top.itertuples())
-        out.append(
-            f"<p>Ranked by the fraction of the {n_non} non-members whose {esc(loss_column)} is at most the "
-            "member's own: a loss threshold at that member flags only that fraction of non-members, so the "
-            "members at the top are those the loss-threshold attack singles out first.</p>"
-            '<table class="exposed"><thead><tr><th>example id</th><th>label</th><th>loss</th>'
-            "<th>non-members with loss ≤ it</th></tr></thead><tbody>" + rows + "</tbody></table>")
-        first = top.iloc[0] if len(top) else None
-        if first is not None:
-            share = float(first["nonmember_fraction_below"])
-            out.append(f"<p>The most exposed member, example {int(first['example_id'])}, has a loss "
-                       + ("below every non-member's" if share == 0 else f"that {fmt(100 * share, '.3g')}% of non-members reach")
-                       + ".</p>")
-    mechanism = view.column("mechanism")
-    if mechanism in LINEAR_MECHANISMS:
-        if canary_record and "shift_norm" in canary_record:
-            rec = canary_record
-            out.append(
-                "<p><strong>Worst-case neighbour of the privacy profile.</strong> Row "
-                f"{number(rec.get('row'), '.0f', data_source='audit', data_field='row')} (example id "
-                f"{number(rec.get('example_id'), '.0f', data_source='audit', data_field='example_id')}) moves the "
-                f"non-private fit the most when replaced: shift ‖Δ‖ = "
-                f"{number(rec.get('shift_norm'), SIG, data_source='audit', data_field='shift_norm')}. "
-                "The many-runs audit above replaces this row.</p>")
-        else:
-            out.append(missing_p("Worst-case neighbour: no canary audit record for this model (family canary "
-                                  "disabled or the audit did not run)."))
-        out.append(_regime(view, eps, profile_rows))
-    else:
-        out.append(missing_p(f"Worst-case neighbour and profile regime: apply to the linear mechanisms only, "
-                              f"not to {MECHANISM_LABELS.get(mechanism, mechanism)}."))
-    return "".join(out)
-
-
-def _regime(view: RunView, eps: float, profile_rows: pd.DataFrame) -> str:
-    if "profile" not in view.families:
-        return missing_p("Profile regime: not computed in this run (family profile disabled).")
-    rows = profile_rows[(profile_rows["family"] == "profile") & (profile_rows["dataset"] == view.dataset)]
-    if rows.empty:
-        return missing_p(f"Profile regime: no privacy-profile view of {view.dataset} in this run.")
-    items = []
-    for view_name, group in rows.groupby("view", sort=True):
-        low = group[group["metric"] == "epsilon_low"]
-        high = group[group["metric"] == "epsilon_high"]
-
-        def cell(frame, metric, name=view_name):
-            if frame.empty:
-                return None, "not computed"
-            value = float(frame["value"].iloc[0])
-            return value, number(value, SIG, data_family="profile", data_metric=metric,
-                                 data_select=json.dumps({"view": name}), data_dataset=view.dataset)
-
-        low_v, low_html = cell(low, "epsilon_low")
-        high_v, high_html = cell(high, "epsilon_high")
-        if low_v is None or high_v is None or math.isnan(low_v) or math.isnan(high_v):
-            regime = "not computed (the profile's ε grid misses a plateau)"
-        elif eps <= low_v:
-            regime = "low regime (ε ≤ ε_low): the typical neighbour barely moves the released model"
-        elif eps < high_v:
-            regime = "between ε_low and ε_high: the released model starts to reveal its neighbours"
-        else:
-            regime = "high regime (ε ≥ ε_high): the top-ranked neighbour's progress has reached its plateau"
-        items.append(f"<li>view {esc(view_name)}: ε_low = {low_html}, ε_high = {high_html}; "
-                     f"ε = {fmt(eps)} is in the {regime}.</li>")
-    return "<p><strong>Privacy-profile regime.</strong></p><ul>" + "".join(items) + "</ul>"
-
-
 # ------------------------------------------------------------------ section 5
 
 
@@ -506,9 +409,12 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
 def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping | None = None,
                   outputs: pd.DataFrame | None = None, splits: Mapping | None = None,
                   canary_record: Mapping | None = None, ledger: pd.DataFrame | None = None,
-                  loss_column: str = "loss_ce", dataset_info: Mapping | None = None) -> str:
+                  loss_column: str = "loss_ce", dataset_info: Mapping | None = None,
+                  attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None) -> str:
     """Standalone HTML dossier of one trained model (no external file, no script); with
-    ``dataset_info`` (dataset.json) it opens with the dataset card."""
+    ``dataset_info`` (dataset.json) it opens with the dataset card. With ``attack_scores`` (the
+    run's ``scores.parquet``) section 4 ranks members by the strongest attack, else by loss;
+    ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out."""
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
@@ -519,15 +425,16 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
                            if view.column(key) is not None and not train.get("loss_diverged")}}
     body = [f"<h1>Privacy dossier: {esc(title)}</h1>", did_not_train_banner(flagged),
             f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
-            "(or, in section 4, the model's per-example outputs and audit record); kinds: guarantee, bound "
+            "(or, in section 4, the model's per-example outputs or attack scores and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",
             *(["<h2>Dataset</h2>", dataset_card(dataset_info)] if dataset_info else []),
             "<h2>1 Promise</h2>", promise,
             "<h2>2 Measured</h2>", _measured(view, eps),
             "<h2>3 Distributional and practical</h2>", _distributional(view, eps),
             "<h2>4 Exposure of individual rows</h2>",
-            _exposure(view, eps, outputs=outputs, splits=splits, loss_column=loss_column,
-                      canary_record=canary_record, profile_rows=table),
+            exposure(view, eps, outputs=outputs, splits=splits, loss_column=loss_column,
+                     canary_record=canary_record, profile_rows=table, attack_scores=attack_scores,
+                     flags=row_flags),
             "<h2>5 Utility and budget</h2>", _utility(table, view, ledger)]
     return page(f"Dossier: {title}", "".join(body), style=DOSSIER_STYLE,
                 meta={"dpaudit-dataset": dataset, "dpaudit-run": run}, lang="en", viewport=True)
