@@ -755,14 +755,32 @@ def test_partners_drawn_in_blocks_equal_the_whole_key_matrix(block_rows):
     assert not np.any(partners == targets)
 
 
-def test_chi_sums_leave_a_matrix_they_were_not_handed_unchanged():
-    from dpaudit.extract.pmp_pairs import clip_rows, trajectory_chi_sums
+def test_chi_sums_from_factors_equal_the_sums_from_the_vectors():
+    """Oracle: trajectory_chi_sums on the explicit vectors (kernel a ⊗ δ, bias δ per Dense layer),
+    without projection. Tolerance 1e-9 relative: the two differ only in summation order."""
+    from dpaudit.extract.pmp_pairs import factor_norms_sq, trajectory_chi_sums, trajectory_chi_sums_from_factors
 
-    clipped, _ = clip_rows(np.random.default_rng(0).standard_normal((30, 12)), 1.0)
-    before = clipped.copy()
-    kept = trajectory_chi_sums([{"steps": 5, "clipped": clipped}], noise_multiplier=1.0, clip=1.0, n_partners=4,
-                               seed=0, projection_dim=0)
-    np.testing.assert_array_equal(clipped, before)
-    owned = trajectory_chi_sums([{"steps": 5, "clipped": before.copy(), "owned": True}], noise_multiplier=1.0,
-                                clip=1.0, n_partners=4, seed=0, projection_dim=0)
-    np.testing.assert_array_equal(owned["total"], kept["total"])
+    rng = np.random.default_rng(3)
+    layers, n = [(5, 4), (4, 3)], 40
+
+    def checkpoint(scale, steps):
+        inputs = rng.standard_normal((n, 9)) * scale
+        deltas = rng.standard_normal((n, 7)) * scale
+        parts, a0, d0 = [], 0, 0
+        for width_in, width_out in layers:
+            a, d = inputs[:, a0:a0 + width_in], deltas[:, d0:d0 + width_out]
+            parts += [np.einsum("ni,nj->nij", a, d).reshape(n, -1), d]
+            a0, d0 = a0 + width_in, d0 + width_out
+        vectors = np.concatenate(parts, axis=1)
+        np.testing.assert_allclose(factor_norms_sq(inputs, deltas, layers), (vectors**2).sum(axis=1), rtol=1e-12)
+        return {"steps": steps, "inputs": inputs, "deltas": deltas, "layers": layers}, \
+            {"steps": steps, "clipped": dpsgd.clip_rows(vectors, 1.5)[0]}
+
+    pairs = [checkpoint(scale, steps) for scale, steps in ((0.3, 10), (1.0, 7), (2.0, 3))]  # some rows clipped
+    from_factors = trajectory_chi_sums_from_factors([f for f, _ in pairs], noise_multiplier=1.1, clip=1.5,
+                                                    n_partners=6, seed=2)
+    from_vectors = trajectory_chi_sums([v for _, v in pairs], noise_multiplier=1.1, clip=1.5, n_partners=6, seed=2,
+                                       projection_dim=0)
+    np.testing.assert_array_equal(from_factors["partners"], from_vectors["partners"])
+    np.testing.assert_allclose(from_factors["total"], from_vectors["total"], rtol=1e-9, atol=1e-12)
+    assert from_factors["steps"] == 20 and from_factors["checkpoints"] == 3 and from_factors["projection_dim"] == 0

@@ -228,12 +228,12 @@ def write_pmp_pairs_of_model(
     (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
     ``nonmember_pool``, ``partners``, ``projection_dim`` and ``seed``, None for a run whose
     metric needs no gradients (a Recipe C shadow model). A run the recipes do not apply to
-    gets the schema with no rows. One traced gradient function serves every weight set (the
-    vectors are those the metric clipped when it read them whole); one weight set's vectors
-    are in memory at a time.
+    gets the schema with no rows. One traced gradient function serves every weight set; of each
+    weight set only the Dense-layer factors stay in memory (2n × Σ(inputs + units) floats,
+    not 2n × P), one chunk of gradient vectors at a time.
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
-    from dpaudit.extract.pmp_pairs import clip_rows, trajectory_chi_sums, write_pmp_pairs
+    from dpaudit.extract.pmp_pairs import trajectory_chi_sums_from_factors, write_pmp_pairs
     from dpaudit.training.shadows import build_parent_set
 
     if parent is None or not_applicable(train) is not None:
@@ -248,42 +248,45 @@ def write_pmp_pairs_of_model(
     layers, bias_slices, forward = _dense_factors(net)
     fn = make_per_example_gradient_fn(net)
 
-    def vectors():
-        out = np.empty((len(xs), _n_params(net)), dtype=np.float32)
-        for start, stop, _, flat in gradient_chunks(net, xs, ys, keep=True, fn=fn):
-            out[start:stop] = flat.numpy()
-        return out
+    def factors() -> dict:
+        """The parent set's Dense-layer factors at the model's current weights: the layers' inputs
+        (a forward pass), the bias coordinates of each chunk of per-example gradients (the rest of
+        the chunk is dropped) and TensorFlow's float64 norms of the whole vectors."""
+        deltas = np.empty((len(xs), sum(b - a for a, b in bias_slices)), dtype=np.float32)
+        norms = np.empty(len(xs))
+        for start, stop, nrm, flat in gradient_chunks(net, xs, ys, keep=True, fn=fn):
+            chunk = flat.numpy()
+            deltas[start:stop] = np.concatenate([chunk[:, a:b] for a, b in bias_slices], axis=1)
+            norms[start:stop] = nrm
+        inputs = np.concatenate([np.asarray(t, np.float32).reshape(len(xs), -1) for t in forward(xs)], axis=1) \
+            if len(xs) else np.zeros((0, sum(a for a, _ in layers)), np.float32)
+        return {"inputs": inputs, "deltas": deltas, "norms": norms, "layers": layers}
 
     final_weights = net.get_weights()
-    final = vectors()
-    grad_norm = np.linalg.norm(np.asarray(final, dtype=np.float64), axis=1)  # as clip_rows computes it
-    deltas = np.concatenate([final[:, a:b] for a, b in bias_slices], axis=1)
-    inputs = np.concatenate([np.asarray(t, np.float32).reshape(len(xs), -1) for t in forward(xs)], axis=1) \
-        if len(xs) else np.zeros((0, sum(a for a, _ in layers)), np.float32)
-    del final
+    final = factors()
     trajectory = None
     checkpoints = [] if checkpoints_path is None else load_checkpoints(checkpoints_path)
 
-    def clipped_sets():
+    def checkpoint_factors():
         for k, ckpt in enumerate(checkpoints):
             if len(ckpt["weights"]) != len(final_weights):
                 raise ValueError(f"{checkpoints_path}: checkpoint {k} has {len(ckpt['weights'])} weight arrays, "
                                  f"the model {len(final_weights)}")
             net.set_weights(ckpt["weights"])
-            yield {"steps": ckpt["steps"], "clipped": clip_rows(vectors(), clip)[0], "owned": True}
+            yield {"steps": ckpt["steps"], **factors()}
 
     try:
         if checkpoints:
-            trajectory = trajectory_chi_sums(clipped_sets(), noise_multiplier=z, clip=clip,
-                                             n_partners=int(parent["partners"]), seed=int(parent["seed"]),
-                                             projection_dim=int(parent["projection_dim"]))
+            trajectory = trajectory_chi_sums_from_factors(checkpoint_factors(), noise_multiplier=z, clip=clip,
+                                                          n_partners=int(parent["partners"]), seed=int(parent["seed"]))
     finally:
         net.set_weights(final_weights)  # the caller's model keeps its final weights
     metadata = {"clip_norm": clip, "noise_multiplier": z, "steps": int(train["steps"]),
                 "checkpoint_steps": [int(c["steps"]) for c in checkpoints],
                 **{key: parent[key] for key in ("parent_seed", "nonmember_pool", "partners", "projection_dim", "seed")}}
-    return write_pmp_pairs(path, example_id=ids, is_member=is_member, grad_norm=grad_norm, inputs=inputs,
-                           deltas=deltas, layers=layers, trajectory=trajectory, metadata=metadata)
+    return write_pmp_pairs(path, example_id=ids, is_member=is_member, grad_norm=final["norms"],
+                           inputs=final["inputs"], deltas=final["deltas"], layers=layers, trajectory=trajectory,
+                           metadata=metadata)
 
 
 def _dense_factors(net):

@@ -18,8 +18,10 @@ One row per example of X (X's order): ``example_id``, ``is_member`` and
   (see ``docs/architecture.md``).
 * Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the
   checkpoints for each of its drawn partners (``draw_partners``: the seed and count are in
-  the metadata), in float64, computed here exactly as
-  ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` computes it (null without checkpoints).
+  the metadata), in float64 (null without checkpoints). The extraction computes it from each
+  checkpoint's Dense-layer factors (``trajectory_chi_sums_from_factors``: n·k·Σ(inputs + units)
+  products, exact, never a 2n × P matrix); ``trajectory_chi_sums`` is the same sum from the
+  vectors, which ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` uses (and may project).
 
 Floats are written with Parquet's byte-stream-split encoding (zstd compresses the
 exponent bytes apart from the mantissas).
@@ -45,8 +47,10 @@ import pyarrow.parquet as pq
 
 from dpaudit.io import atomic_path, reading
 
-__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "projection_matrix", "project_rows",
-           "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "write_pmp_pairs"]
+__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "factor_norms_sq",
+           "factor_pair_inner_products", "projection_matrix", "project_rows",
+           "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "trajectory_chi_sums_from_factors",
+           "write_pmp_pairs"]
 
 METADATA_KEY = b"dpaudit.pmp_pairs"
 FLOAT_COLUMNS = ("grad_norm", "layer_inputs", "layer_deltas", "chi_sum")
@@ -140,8 +144,7 @@ def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_
     """Σ_k T_k χ_k(x, x') of Recipe B per (target, partner), from per-checkpoint clipped gradients.
 
     ``checkpoints``: an iterable of dicts with ``steps`` (T_k) and ``clipped`` (2n × P clipped
-    per-example gradients at θ_k; ``owned``: True hands the float64 matrix over, to be
-    overwritten), consumed one at a time. Returns ``targets``, ``partners``
+    per-example gradients at θ_k), consumed one at a time. Returns ``targets``, ``partners``
     (flat, target-major), ``total`` (float64), ``steps`` (Σ T_k), ``checkpoints`` (count),
     ``projection_dim`` (0 without a projection). Inner products come from the (projected,
     seeded) distances, norms are exact.
@@ -162,11 +165,7 @@ def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_
         if clipped.shape[0] != n_parent:
             raise ValueError(f"checkpoint {k} has {clipped.shape[0]} rows, expected {n_parent}")
         norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
-        if matrix is None and ckpt.get("owned", False):  # a matrix handed over: scaled in place, no copy
-            clipped *= scale
-            projected = clipped
-        else:
-            projected = project_rows(clipped, matrix) * scale
+        projected = project_rows(clipped, matrix) * scale
         dist_sq = _squared_distances(projected, targets, partners)
         inner = 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
         total += int(ckpt["steps"]) * replace_one_chi(norm_sq[targets], norm_sq[partners], inner)
@@ -178,6 +177,74 @@ def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_
             "projection_dim": 0 if matrix is None else int(projection_dim)}
 
 
+def factor_norms_sq(inputs: np.ndarray, deltas: np.ndarray, layers: Sequence[Sequence[int]]) -> np.ndarray:
+    """‖g‖² = Σ_l (‖a_l‖² + 1)·‖δ_l‖² per row (float64), from the Dense-layer factors."""
+    out = np.zeros(len(inputs))
+    for a, d in _layer_views(inputs, deltas, layers):
+        out += (np.einsum("ij,ij->i", a, a) + 1.0) * np.einsum("ij,ij->i", d, d)
+    return out
+
+
+def factor_pair_inner_products(inputs: np.ndarray, deltas: np.ndarray, layers: Sequence[Sequence[int]],
+                               targets: np.ndarray, partners: np.ndarray, *, block_pairs: int = 1 << 16) -> np.ndarray:
+    """⟨g_t, g_p⟩ = Σ_l (⟨a_lt, a_lp⟩ + 1)·⟨δ_lt, δ_lp⟩ for the given pairs (float64), ``block_pairs``
+    pairs at a time: n·k·Σ(inputs + units) products, where a Gram matrix of the vectors costs
+    n²·P (Adult's 32,560-point parent set: 2·10⁹ against 7.5·10¹² per checkpoint)."""
+    views = _layer_views(inputs, deltas, layers)
+    out = np.empty(targets.size)
+    for start in range(0, targets.size, block_pairs):
+        t, p = targets[start:start + block_pairs], partners[start:start + block_pairs]
+        block = np.zeros(t.size)
+        for a, d in views:
+            block += (np.einsum("ij,ij->i", a[t], a[p]) + 1.0) * np.einsum("ij,ij->i", d[t], d[p])
+        out[start:start + block_pairs] = block
+    return out
+
+
+def _layer_views(inputs, deltas, layers) -> list[tuple[np.ndarray, np.ndarray]]:
+    inputs = np.asarray(inputs, dtype=np.float64)
+    deltas = np.asarray(deltas, dtype=np.float64)
+    views, a0, d0 = [], 0, 0
+    for width_in, width_out in layers:
+        views.append((inputs[:, a0:a0 + int(width_in)], deltas[:, d0:d0 + int(width_out)]))
+        a0, d0 = a0 + int(width_in), d0 + int(width_out)
+    return views
+
+
+def trajectory_chi_sums_from_factors(checkpoints, *, noise_multiplier: float, clip: float, n_partners: int,
+                                     seed: int) -> dict:
+    """``trajectory_chi_sums`` from each checkpoint's Dense-layer factors instead of its vectors.
+
+    ``checkpoints``: dicts with ``steps``, ``inputs``, ``deltas`` (2n rows each) and ``layers``.
+    Norms and inner products both come from the factors, exactly (no projection): the clipped
+    inner product is s_t·s_p·⟨g_t, g_p⟩ with s = min(1, C/‖g‖). Memory: the factors and the
+    pairs, never a 2n × P matrix. Same return value, ``projection_dim`` 0.
+    """
+    scale_sq = 1.0 / (float(noise_multiplier) * float(clip)) ** 2
+    targets = partners = total = n_parent = None
+    steps_total = count = 0
+    for k, ckpt in enumerate(checkpoints):
+        if n_parent is None:
+            n_parent = len(ckpt["inputs"])
+            targets, partners = draw_partners(n_parent, n_partners, seed)
+            total = np.zeros(targets.size)
+        if len(ckpt["inputs"]) != n_parent or len(ckpt["deltas"]) != n_parent:
+            raise ValueError(f"checkpoint {k} has {len(ckpt['inputs'])} rows, expected {n_parent}")
+        norm_sq = factor_norms_sq(ckpt["inputs"], ckpt["deltas"], ckpt["layers"])
+        norms = np.sqrt(norm_sq)
+        factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+        clipped_sq = norm_sq * factor**2 * scale_sq
+        inner = factor_pair_inner_products(ckpt["inputs"], ckpt["deltas"], ckpt["layers"], targets, partners)
+        inner *= factor[targets] * factor[partners] * scale_sq
+        total += int(ckpt["steps"]) * replace_one_chi(clipped_sq[targets], clipped_sq[partners], inner)
+        steps_total += int(ckpt["steps"])
+        count += 1
+    if count == 0:
+        raise ValueError("Recipe B needs at least one checkpoint")
+    return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count,
+            "projection_dim": 0}
+
+
 def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
                       layers: Sequence[Sequence[int]], clip: float) -> np.ndarray:
     """‖clip_C(g_i) − clip_C(g_j)‖ (2n × 2n, float64) from the gradients' Dense-layer factors.
@@ -186,16 +253,10 @@ def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndar
     clip factors s = min(1, C/‖g‖), d² = s_i²‖g_i‖² + s_j²‖g_j‖² − 2 s_i s_j ⟨g_i, g_j⟩,
     clamped at 0 (``dpaudit.metrics.pmp.gaussian.pairwise_distances`` on the clipped vectors).
     """
-    inputs = np.asarray(inputs, dtype=np.float64)
-    deltas = np.asarray(deltas, dtype=np.float64)
     norms = np.asarray(grad_norm, dtype=np.float64)
     gram = np.zeros((norms.size, norms.size))
-    a0 = d0 = 0
-    for width_in, width_out in layers:
-        a = inputs[:, a0:a0 + int(width_in)]
-        d = deltas[:, d0:d0 + int(width_out)]
+    for a, d in _layer_views(inputs, deltas, layers):
         gram += (a @ a.T + 1.0) * (d @ d.T)
-        a0, d0 = a0 + int(width_in), d0 + int(width_out)
     factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
     clipped_sq = (norms * factor) ** 2
     d2 = clipped_sq[:, None] + clipped_sq[None, :] - 2.0 * (factor[:, None] * factor[None, :]) * gram
