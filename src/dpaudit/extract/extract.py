@@ -226,15 +226,14 @@ def write_pmp_pairs_of_model(
     ``net``: the logits model at the final weights (its weights are replaced by each
     checkpoint's in turn, then restored); ``examples`` (example_id, split, label) and ``x``
     (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
-    ``nonmember_pool``, ``partners``, ``projection_dim`` and ``seed``, None for a run whose
-    metric needs no gradients (a Recipe C shadow model). A run the recipes do not apply to
-    gets the schema with no rows. One traced gradient function serves every weight set (the
+    ``nonmember_pool``, ``partners``, ``projection_dim`` and ``seed`` (None: no rows). A run the
+    recipes do not apply to gets the schema with no rows. One traced gradient function serves every weight set (the
     vectors are those the metric clipped when it read them whole); one weight set's vectors
     are in memory at a time.
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
     from dpaudit.extract.pmp_pairs import clip_rows, trajectory_chi_sums, write_pmp_pairs
-    from dpaudit.training.shadows import build_parent_set
+    from dpaudit.training.parent_set import build_parent_set
 
     if parent is None or not_applicable(train) is not None:
         return write_pmp_pairs(path)
