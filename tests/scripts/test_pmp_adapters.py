@@ -7,7 +7,6 @@ import pandas as pd
 
 from dpaudit.io import read_parquet, write_json, write_parquet
 from dpaudit.simulations import pmp as sim
-from dpaudit.training.shadows import build_parent_set, shadow_in_mask
 from tests.scripts.fake import FakeSnakemake, named, run_script
 
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
@@ -72,31 +71,3 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
     assert table["status"].tolist() == ["not_applicable"] and "n/a" in (tmp_path / "r.html").read_text()
     # no DP guarantee: the balanced MIA success bound at the accountant's ε = ∞ is the trivial 1
     assert table["accountant_epsilon"].tolist() == [math.inf] and table["accountant_mia_success_bound"].tolist() == [1.0]
-
-
-def test_pmp_gather_shadows_one_table(tmp_path):
-    examples = _examples()
-    write_parquet(tmp_path / "examples.parquet", examples)
-    write_json(tmp_path / "dataset.json", {"splits": SPLITS})
-    inputs = {}
-    for r in range(3):
-        path = tmp_path / f"shadow{r}.parquet"
-        write_parquet(path, pd.DataFrame({"example_id": examples["example_id"], "loss_ce": np.arange(13.0) + r}))
-        inputs[f"run_pmpshadow~{r}"] = path
-    fake = FakeSnakemake(
-        "pmp_gather_shadows",
-        input={**inputs, "examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json"},
-        output=named([tmp_path / "scores.parquet"]),
-        params={"options": {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"},
-                "shadows": {name: r for r, name in enumerate(inputs)}},
-        wildcards={"dataset": "toy", "run": "run"},
-        log=[tmp_path / "g.log"],
-    )
-    run_script("pmp_gather_shadows", fake)
-    table = read_parquet(tmp_path / "scores.parquet")
-    parent = build_parent_set(examples, SPLITS, seed=0, pool="nonmembers_and_utility")
-    assert len(table) == 3 * parent["ids"].size == 3 * 12
-    for r in range(3):
-        rows = table[table["model_id"] == r]
-        assert rows["in_train"].tolist() == shadow_in_mask(12, 0, r).tolist()
-        assert rows["in_train"].sum() == 6
