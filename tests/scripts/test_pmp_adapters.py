@@ -71,3 +71,32 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
     assert table["status"].tolist() == ["not_applicable"] and "n/a" in (tmp_path / "r.html").read_text()
     # no DP guarantee: the balanced MIA success bound at the accountant's ε = ∞ is the trivial 1
     assert table["accountant_epsilon"].tolist() == [math.inf] and table["accountant_mia_success_bound"].tolist() == [1.0]
+
+
+def test_metric_pmp_reads_the_recipe_pool_columns(tmp_path):
+    # The adapter reads the pool's four Recipe C columns (not the logits) and its record; a
+    # baseline run's rows stay not applicable (Recipe C bounds DP-SGD runs only).
+    from dpaudit.training.reference_pool import pool_frame
+
+    examples = _examples()
+    write_parquet(tmp_path / "examples.parquet", examples)
+    write_json(tmp_path / "dataset.json", {"splits": SPLITS})
+    write_json(tmp_path / "train.json", {"mechanism": "baseline", "epsilon": math.inf, "delta": None})
+    population = examples["example_id"].to_numpy()[:10]
+    rng = np.random.default_rng(0)
+    write_parquet(tmp_path / "pool.parquet", pool_frame(rng.normal(size=(4, 10, 2)), rng.random((4, 10)) < 0.5,
+                                                        population, np.arange(10) % 2))
+    write_json(tmp_path / "pool.json", {"recipe_name": "r", "reference_models": 4})
+    fake = FakeSnakemake(
+        "metric_pmp",
+        input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
+               "train": tmp_path / "train.json", "pairs": tmp_path / "absent.parquet",
+               "pool": tmp_path / "pool.parquet", "pool_info": tmp_path / "pool.json"},
+        output={"metrics": tmp_path / "m.parquet", "per_example": tmp_path / "pe.parquet"},
+        params={"options": {"recipe_c": True}},
+        wildcards={"dataset": "toy", "run": "mechanism~baseline"},
+        log=[tmp_path / "pmp.log"],
+    )
+    run_script("metric_pmp", fake)
+    rows = read_parquet(tmp_path / "m.parquet")
+    assert (rows["status"] == "not_applicable").all() and "empirical_lira" in set(rows["method"])

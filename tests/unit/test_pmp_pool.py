@@ -148,3 +148,10 @@ def test_paper_pmp_configs_have_the_reference_models_recipe_c_needs():
     assert lite["metrics"]["pmp"]["recipe_c"] and m_lite == 750
     assert lite["metrics"]["attacks"]["reference_models"] >= dpsgd.reference_models_to_certify(
         m_lite, lite["metrics"]["pmp"]["alpha"], delta_lite) == 59
+
+
+def test_metric_pmp_memory_counts_the_recipe_pool():
+    from dpaudit.resources import pmp_metric_resources
+
+    without = pmp_metric_resources(20000, 1000, checkpoints=5)["mem_mb"]
+    assert pmp_metric_resources(20000, 1000, checkpoints=5, reference_models=1024)["mem_mb"] > without + 2000
