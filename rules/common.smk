@@ -1,5 +1,5 @@
-# What every family shares, set up at parse time: the validated config, the runs (the
-# grids' and the PMP shadow models'), the code hashes, the path patterns (P) and the
+# What every family shares, set up at parse time: the validated config, the grids' runs,
+# the code hashes, the path patterns (P) and the
 # resources helper. Each family's own lookups and input functions live beside its rules
 # in rules/<family>.smk (docs/architecture.md, "Where things are"). No TensorFlow,
 # network or directory scans here.
@@ -14,7 +14,6 @@ from dpaudit.codehash import ScriptCodeHashes
 from dpaudit.configfile import ConfigFileError, check_config_files
 from dpaudit.contract import paths as P
 from dpaudit.io import read_json as _read_json
-from dpaudit.training.shadow_seeds import shadow_seed as _shadow_seed
 
 # The command line's config files as written (dpaudit.configfile): Snakemake runs the
 # default config/config.yaml when one holds {}, so an empty or all-default file is
@@ -70,37 +69,17 @@ wildcard_constraints:
 # network, which compute nodes often lack; the others take seconds, less than a queue
 # wait. A new quick rule says so in its own rule; a new expensive rule does not.
 
-# ---- the runs: every (dataset, run) of the grids, and PMP Recipe C's shadow models
-# Recipe C shadow models are extra runs of train_model/extract_per_example named
-# <run>_pmpshadow~<r>; they live in their own lookup so aggregation never sees them.
-# Each shadow trains with its own seed (init, batches, DP noise), derived from the
-# run's seed and its index; the grid runs' own params are untouched.
+# ---- the runs: every (dataset, run) of the grids. The pmp family's options are read by
+# training (checkpoints), extraction (the parent set's gradients) and its own rules.
 PMP = config["metrics"]["pmp"]
-PMP_SHADOWS = {
-    dataset: {
-        f"{run}_pmpshadow~{index}": {
-            "params": {**params, "seed": _shadow_seed(params["seed"], index)},
-            "target": run,
-            "index": index,
-        }
-        for run, params in RUNS[dataset].items()
-        if params["mechanism"] == "dpsgd"
-        for index in range(PMP["shadow_models"] if PMP["enabled"] else 0)
-    }
-    for dataset in DATASETS
-}
-
-
-def pmp_shadow_run(wildcards):
-    try:
-        return PMP_SHADOWS[wildcards.dataset][wildcards.run]
-    except KeyError:
-        raise WorkflowError(f"run {wildcards.run!r} is neither in the {wildcards.dataset} grid nor a PMP shadow model") from None
 
 
 def run_params(wildcards):
-    """Params function: the grid values of the job's run (a grid run or a PMP shadow model)."""
-    return RUNS[wildcards.dataset].get(wildcards.run) or pmp_shadow_run(wildcards)["params"]
+    """Params function: the grid values of the job's run."""
+    try:
+        return RUNS[wildcards.dataset][wildcards.run]
+    except KeyError:
+        raise WorkflowError(f"run {wildcards.run!r} is not in the {wildcards.dataset} grid") from None
 
 
 # Every (dataset, run) of the grids, in the order all_runs() lists their files: jobs

@@ -19,15 +19,9 @@ def pmp_extract_outputs():
 def pmp_extract_params():
     if not PMP["enabled"]:
         return {}
-    return {"pmp": pmp_parent_options}
-
-
-def pmp_parent_options(wildcards):
-    """The parent set X of a run's PMP metric and Recipe B's partner draw and projection
-    (the extraction computes the pairs); None for a shadow model (its file has no rows)."""
-    if wildcards.run in PMP_SHADOWS[wildcards.dataset]:
-        return None
-    return {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners", "projection_dim", "seed")}
+    # The parent set X of a run's PMP metric and Recipe B's partner draw and projection
+    # (the extraction computes the pairs).
+    return {"pmp": {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners", "seed")}}
 
 
 rule extract_per_example:
@@ -59,6 +53,6 @@ rule extract_per_example:
 
 @intermediates
 def per_example_files():
-    """Every trained model's per-example tables, the PMP shadow models' included."""
-    return [f for dataset in DATASETS for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]
+    """Every trained model's per-example tables."""
+    return [f for dataset in DATASETS for run in RUNS[dataset]
             for f in expand(rules.extract_per_example.output, dataset=dataset, run=run)]

@@ -1,33 +1,33 @@
-# Practical membership privacy (Lowy et al. 2024): per-run PMP rows,
-# Recipe C's shadow-model losses gathered per run, and the paper's Figs 1-6.
-# The shadow models themselves (PMP_SHADOWS, rules/common.smk) are runs of train_model
-# and extract_per_example; their checkpoints and gradients are declared beside those rules.
+# Practical membership privacy (Lowy et al. 2024): per-run PMP rows and the paper's Figs 1-6.
+# Recipe C reads the run's recipe reference pool (rules/attacks.smk, reference_pool): the
+# one home of reference models. The pool joins the DAG when metrics.attacks is enabled or
+# when metrics.pmp.recipe_c is (then for the DP-SGD recipes only); its size is
+# metrics.attacks.reference_models either way.
 from types import SimpleNamespace
 
-
-def pmp_shadow_loss_files(wildcards):
-    return {
-        name: P.OUTPUTS.format(dataset=wildcards.dataset, run=name)
-        for name, shadow in PMP_SHADOWS[wildcards.dataset].items()
-        if shadow["target"] == wildcards.run
-    }
+PMP_RECIPE_C = PMP["enabled"] and PMP["recipe_c"]
 
 
-def pmp_shadow_indices(wildcards):
-    return {name: PMP_SHADOWS[wildcards.dataset][name]["index"] for name in pmp_shadow_loss_files(wildcards)}
+def pmp_pool_inputs(wildcards):
+    """Recipe C's pool of a run: its recipe's reference outputs on P and their record (the
+    attack family's lookup, attack_pool_inputs), for a DP-SGD run with per-example clipping
+    (the runs Recipes A-C apply to); {} otherwise or when Recipe C is off."""
+    params = RUNS[wildcards.dataset][wildcards.run]
+    if (not PMP_RECIPE_C or params["mechanism"] != "dpsgd" or params.get("microbatches")
+            or wildcards.run not in RUN_RECIPE[wildcards.dataset]):
+        return {}
+    return attack_pool_inputs(wildcards)
 
 
 def pmp_metric_inputs(wildcards):
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
-    inputs = {
+    return {
         "examples": P.EXAMPLES.format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
         "pairs": P.PMP_PAIRS.format(**keys),
+        **pmp_pool_inputs(wildcards),
     }
-    if pmp_shadow_loss_files(wildcards):
-        inputs["shadows"] = P.PMP_SHADOW_SCORES.format(**keys)
-    return inputs
 
 
 def pmp_targets():
@@ -38,11 +38,12 @@ def pmp_targets():
 
 
 @intermediates
-def pmp_shadow_score_files():
-    if not PMP["enabled"]:
+def pmp_pool_files():
+    """The pools Recipe C reads (built even when metrics.attacks is disabled)."""
+    if not PMP_RECIPE_C:
         return []
-    return [P.PMP_SHADOW_SCORES.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
-            if pmp_shadow_loss_files(SimpleNamespace(dataset=dataset, run=run))]
+    return list(dict.fromkeys(path for dataset in DATASETS for run in RUNS[dataset]
+                              for path in pmp_pool_inputs(SimpleNamespace(dataset=dataset, run=run)).values()))
 
 
 rule metric_pmp:
@@ -63,26 +64,6 @@ rule metric_pmp:
         P.benchmark("metric_pmp", P.RUN_KEY)
     script:
         "../scripts/metric_pmp.py"
-
-
-rule pmp_gather_shadows:
-    input:
-        unpack(pmp_shadow_loss_files),
-        examples=P.EXAMPLES,
-        info=P.DATASET_INFO,
-    output:
-        P.PMP_SHADOW_SCORES,
-    params:
-        options=config["metrics"]["pmp"],
-        shadows=pmp_shadow_indices,
-        code=CODE["pmp_gather_shadows"],
-    localrule: True
-    log:
-        P.log("pmp_gather_shadows", P.RUN_KEY),
-    benchmark:
-        P.benchmark("pmp_gather_shadows", P.RUN_KEY)
-    script:
-        "../scripts/pmp_gather_shadows.py"
 
 
 rule simulate_pmp:

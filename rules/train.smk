@@ -1,4 +1,4 @@
-# One training job per run: the grids' runs and PMP Recipe C's shadow models.
+# One training job per run of the grids.
 
 
 def training_params(wildcards):
@@ -17,15 +17,7 @@ def pmp_train_outputs():
 def pmp_train_params():
     if not PMP["enabled"]:
         return {}
-    return {"checkpoints": PMP["checkpoints"], "pmp_shadow": pmp_shadow_training}
-
-
-def pmp_shadow_training(wildcards):
-    """Which random half of X a shadow model trains on; None for an ordinary run."""
-    shadow = PMP_SHADOWS[wildcards.dataset].get(wildcards.run)
-    if shadow is None:
-        return None
-    return {"index": shadow["index"], "seed": PMP["parent_seed"], "pool": PMP["nonmember_pool"]}
+    return {"checkpoints": PMP["checkpoints"]}
 
 
 rule train_model:
@@ -54,6 +46,6 @@ rule train_model:
 
 @intermediates
 def model_files():
-    """Every trained model with train.json (and checkpoints), the PMP shadow models included."""
-    return [f for dataset in DATASETS for run in [*RUNS[dataset], *PMP_SHADOWS[dataset]]
+    """Every trained model with train.json (and checkpoints)."""
+    return [f for dataset in DATASETS for run in RUNS[dataset]
             for f in expand(rules.train_model.output, dataset=dataset, run=run)]

@@ -3,15 +3,18 @@
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
+from dpaudit.metrics.pmp.pool import POOL_COLUMNS
 from dpaudit.metrics.pmp.run import pmp_run_metrics
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     dataset = read_json(sm.input.info)
-    shadows = read_parquet(sm.input.shadows) if "shadows" in sm.input.keys() else None
+    with_pool = "pool" in sm.input.keys()  # Recipe C: the run's recipe reference pool
     rows, per_example = pmp_run_metrics(
         read_parquet(sm.input.examples), dataset["splits"], read_json(sm.input.train),
-        gradients_path=sm.input.pairs, options=sm.params.options, shadow_scores=shadows, log=log,
+        gradients_path=sm.input.pairs, options=sm.params.options, log=log,
+        pool=read_parquet(sm.input.pool, columns=list(POOL_COLUMNS)) if with_pool else None,
+        pool_info=read_json(sm.input.pool_info) if with_pool else None,
     )
     keys = {"dataset": sm.wildcards.dataset, "run": sm.wildcards.run}
     write_parquet(sm.output.metrics, metric_rows("pmp", rows, **keys))

@@ -2,19 +2,15 @@
 
 from dpaudit.io import read_json, read_parquet, write_json
 from dpaudit.logs import job_logging
-from dpaudit.training.shadows import shadow_training_examples
 from dpaudit.training.train import train_model
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
     dataset = read_json(sm.input.info)
     params = {**sm.params.training, **sm.params.run, "delta": dataset["delta"]["resolved"]}
-    examples = read_parquet(sm.input.examples)
-    shadow = sm.params.get("pmp_shadow")  # a PMP shadow model trains on a random half of X
-    if shadow is not None:
-        examples = shadow_training_examples(examples, dataset["splits"], **shadow)
-    info = train_model(examples, dataset["splits"], params, sm.output.model, threads=sm.threads, log=log,
-                       checkpoints=sm.params.get("checkpoints", 0), checkpoint_path=sm.output.get("checkpoints"),
-                       run=sm.wildcards.run, dataset=sm.wildcards.dataset)
-    info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run, pmp_shadow=shadow)
+    info = train_model(read_parquet(sm.input.examples), dataset["splits"], params, sm.output.model,
+                       threads=sm.threads, log=log, checkpoints=sm.params.get("checkpoints", 0),
+                       checkpoint_path=sm.output.get("checkpoints"), run=sm.wildcards.run,
+                       dataset=sm.wildcards.dataset)
+    info.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run)
     write_json(sm.output.info, info)

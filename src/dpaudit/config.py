@@ -74,6 +74,9 @@ PROFILE_ADULT_NUMERIC_COLUMNS = (0, 2, 4, 10, 11, 12)
 # whose text never holds the '_' that separates a run name's columns.
 PATH_SAFE = re.compile(r"^(?!\.)[A-Za-z0-9._+\-]+$")
 PATH_SAFE_TEXT = "letters, digits, '.', '_', '+', '-', not starting with '.'"
+# PMP Recipe C splits the reference models into selection and evaluation halves
+# (dpaudit.metrics.pmp.dpsgd.MIN_REFERENCE_MODELS; a test keeps the two equal).
+RECIPE_C_MIN_MODELS = 4
 
 
 class ConfigError(ValueError):
@@ -129,6 +132,11 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
                 )
     problems.extend(_size_problems(config, schema))
     problems.extend(_audit_problems(config))
+    pmp, models = config["metrics"]["pmp"], config["metrics"]["attacks"]["reference_models"]
+    if pmp["enabled"] and pmp["recipe_c"] and models < RECIPE_C_MIN_MODELS:
+        problems.append(f"config.metrics.attacks.reference_models: {models} reference models, and "
+                        f"config.metrics.pmp.recipe_c needs at least {RECIPE_C_MIN_MODELS} (selection and "
+                        "evaluation halves); write a larger K or recipe_c: false")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config

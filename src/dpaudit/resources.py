@@ -101,13 +101,16 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
 
 
 def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: int = 256,
-                         attempt: int = 1) -> dict[str, int]:
+                         reference_models: int = 0, attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of ``metric_pmp`` (numpy only): it reads ``pmp_pairs.parquet``
     (``dpaudit.extract.pmp_pairs``: the final gradients' Dense-layer factors, Σ (inputs + units)
     ≤ P floats per example, and Recipe B's n × partners sums) and builds Recipe A's 2n × 2n
-    Gram, distances and per-partner μ (float64) with the per-row solver's temporaries."""
+    Gram, distances and per-partner μ (float64) with the per-row solver's temporaries; with
+    Recipe C also its recipe pool's ``reference_models`` × |P| ≤ n rows (four columns, then
+    φ and the inclusion bits pivoted to K × n)."""
     factors = n * max(n_params, 1) * 12
-    memory = _mb(factors + 6 * 8 * n * n + 3 * 8 * n * int(partners), NUMPY_BASE_MB, attempt)
+    pool = 4 * 32 * n * int(reference_models)
+    memory = _mb(factors + 6 * 8 * n * n + 3 * 8 * n * int(partners) + pool, NUMPY_BASE_MB, attempt)
     runtime = _minutes(30 + 5e-8 * n * n + 1e-7 * n * int(partners), 10, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
 
@@ -351,8 +354,9 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
                    "runtime": job["runtime"] + kept["runtime"] * (1 + pmp["checkpoints"])}
         return job
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
+        models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
         return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners"],
-                                    attempt=attempt)
+                                    reference_models=models, attempt=attempt)
     raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
 
 

@@ -14,8 +14,10 @@ TINY_CONFIG = {
         {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2],
          "batch_size": [32], "seed": [0]},
     ],
-    # practical membership privacy with 4 shadow models (Recipe C) through train_model
-    "metrics": {"pmp": {"enabled": True, "shadow_models": 4, "checkpoints": 2, "partners": 32},
+    # practical membership privacy, Recipe C from the DP-SGD recipe's reference pool of 4 models
+    # (built for Recipe C; the attacks themselves stay off)
+    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners": 32},
+                "attacks": {"reference_models": 4},
                 # the canary audit's twin of the DP-SGD run, its rows, the ladder and both figures
                 "canary": {"enabled": True, "gradient_canaries": 300, "input_canaries": 20}},
 }

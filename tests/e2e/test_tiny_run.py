@@ -95,20 +95,23 @@ def test_every_model_has_a_card_inside_its_dp_region(tiny_run):
     assert "release_all_epsilon" in ledger
 
 
-def test_pmp_rows_for_every_run_with_shadow_models(tiny_run):
+def test_pmp_rows_for_every_run_with_the_recipe_pool(tiny_run):
     # Lowy et al. 2024: the DP-SGD run gets Recipes A, B and C; the baseline is not applicable.
     table = read_parquet(tiny_run["workdir"] / "results" / "tables" / "metrics.parquet")
     pmp = table[table["family"] == "pmp"]
-    assert set(pmp["run"]) == set(table["run"]) and not pmp["run"].str.contains("pmpshadow").any()
+    assert set(pmp["run"]) == set(table["run"])
     single = pmp["quantile"].isna() & (pmp["neighbouring_relation"].fillna("replace_one") == "replace_one")
     dp = pmp[(pmp["mechanism"] == "dpsgd") & single].set_index(["method", "metric"])["value"]
     for method in ("gauss_single_step", "dpsgd_clt"):
         assert 0 <= dp[(method, "epsilon_pmp")] <= dp[(method, "epsilon_global")]
-    assert dp[("empirical_lira", "empirical_epsilon_lower_bound")] >= 0  # 4 shadow models: computed (weak) bound
+    assert dp[("empirical_lira", "empirical_epsilon_lower_bound")] >= 0  # 4 reference models: computed (weak) bound
     base = pmp[pmp["mechanism"] == "baseline"]
     assert (base["status"] == "not_applicable").all() and base["value"].isna().all()
-    scores = read_parquet(next((tiny_run["workdir"] / "results" / "pmp").rglob("shadow_scores.parquet")))
-    assert scores["model_id"].nunique() == 4
+    bound = pmp[(pmp["metric"] == "empirical_epsilon_lower_bound") & pmp["quantile"].isna()]
+    assert bound["n_reference_models"].dropna().tolist() == [4]
+    pools = list((tiny_run["workdir"] / "results" / "attacks").rglob("reference_outputs.parquet"))
+    assert len(pools) == 1 and "mechanism~dpsgd_" in str(pools[0])  # the DP-SGD recipe's pool only
+    assert read_parquet(pools[0])["model"].nunique() == 4
     assert (tiny_run["workdir"] / "results" / "tables" / "pmp_runs.html").stat().st_size > 0
 
 

@@ -7,7 +7,6 @@ import pandas as pd
 
 from dpaudit.io import read_parquet, write_json, write_parquet
 from dpaudit.simulations import pmp as sim
-from dpaudit.training.shadows import build_parent_set, shadow_in_mask
 from tests.scripts.fake import FakeSnakemake, named, run_script
 
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
@@ -74,29 +73,30 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
     assert table["accountant_epsilon"].tolist() == [math.inf] and table["accountant_mia_success_bound"].tolist() == [1.0]
 
 
-def test_pmp_gather_shadows_one_table(tmp_path):
+def test_metric_pmp_reads_the_recipe_pool_columns(tmp_path):
+    # The adapter reads the pool's four Recipe C columns (not the logits) and its record; a
+    # baseline run's rows stay not applicable (Recipe C bounds DP-SGD runs only).
+    from dpaudit.training.reference_pool import pool_frame
+
     examples = _examples()
     write_parquet(tmp_path / "examples.parquet", examples)
     write_json(tmp_path / "dataset.json", {"splits": SPLITS})
-    inputs = {}
-    for r in range(3):
-        path = tmp_path / f"shadow{r}.parquet"
-        write_parquet(path, pd.DataFrame({"example_id": examples["example_id"], "loss_ce": np.arange(13.0) + r}))
-        inputs[f"run_pmpshadow~{r}"] = path
+    write_json(tmp_path / "train.json", {"mechanism": "baseline", "epsilon": math.inf, "delta": None})
+    population = examples["example_id"].to_numpy()[:10]
+    rng = np.random.default_rng(0)
+    write_parquet(tmp_path / "pool.parquet", pool_frame(rng.normal(size=(4, 10, 2)), rng.random((4, 10)) < 0.5,
+                                                        population, np.arange(10) % 2))
+    write_json(tmp_path / "pool.json", {"recipe_name": "r", "reference_models": 4})
     fake = FakeSnakemake(
-        "pmp_gather_shadows",
-        input={**inputs, "examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json"},
-        output=named([tmp_path / "scores.parquet"]),
-        params={"options": {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"},
-                "shadows": {name: r for r, name in enumerate(inputs)}},
-        wildcards={"dataset": "toy", "run": "run"},
-        log=[tmp_path / "g.log"],
+        "metric_pmp",
+        input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
+               "train": tmp_path / "train.json", "pairs": tmp_path / "absent.parquet",
+               "pool": tmp_path / "pool.parquet", "pool_info": tmp_path / "pool.json"},
+        output={"metrics": tmp_path / "m.parquet", "per_example": tmp_path / "pe.parquet"},
+        params={"options": {"recipe_c": True}},
+        wildcards={"dataset": "toy", "run": "mechanism~baseline"},
+        log=[tmp_path / "pmp.log"],
     )
-    run_script("pmp_gather_shadows", fake)
-    table = read_parquet(tmp_path / "scores.parquet")
-    parent = build_parent_set(examples, SPLITS, seed=0, pool="nonmembers_and_utility")
-    assert len(table) == 3 * parent["ids"].size == 3 * 12
-    for r in range(3):
-        rows = table[table["model_id"] == r]
-        assert rows["in_train"].tolist() == shadow_in_mask(12, 0, r).tolist()
-        assert rows["in_train"].sum() == 6
+    run_script("metric_pmp", fake)
+    rows = read_parquet(tmp_path / "m.parquet")
+    assert (rows["status"] == "not_applicable").all() and "empirical_lira" in set(rows["method"])

@@ -100,28 +100,35 @@ def test_synthetic_only_key_on_other_dataset_refused():
     assert "config.datasets.digits" in message and "synthetic only" in message
 
 
-@pytest.mark.parametrize("value", [1, 2, 3, -1])
-def test_pmp_shadow_models_between_one_and_three_refused(value):
-    # Recipe C splits the shadow models into selection and evaluation halves and needs 4
-    # (dpsgd.empirical_pmp raised inside metric_pmp after every shadow model was trained).
-    message = invalid(lambda c: c["metrics"]["pmp"].update(shadow_models=value))
-    assert "config.metrics.pmp.shadow_models" in message and "allowed: 0 or >= 4" in message
+def test_pmp_recipe_c_with_fewer_than_four_reference_models_refused():
+    # Recipe C splits the recipe pool's models into selection and evaluation halves and needs 4
+    # (dpsgd.empirical_pmp would raise inside metric_pmp after the pool was trained).
+    def three(c):
+        c["metrics"]["pmp"].update(enabled=True, recipe_c=True)
+        c["metrics"].setdefault("attacks", {})["reference_models"] = 3
+
+    message = invalid(three)
+    assert "config.metrics.attacks.reference_models" in message and "recipe_c needs at least 4" in message
 
 
-@pytest.mark.parametrize("value", [0, 4, 16])
-def test_pmp_shadow_models_zero_or_at_least_four_accepted(value):
+@pytest.mark.parametrize(("recipe_c", "models"), [(True, 4), (True, 63), (False, 3)])
+def test_pmp_recipe_c_and_reference_models_accepted(recipe_c, models):
     config = copy.deepcopy(DEFAULT)
-    config["metrics"]["pmp"]["shadow_models"] = value
-    assert validate_config(config)["metrics"]["pmp"]["shadow_models"] == value
+    config["metrics"]["pmp"].update(enabled=True, recipe_c=recipe_c)
+    config["metrics"].setdefault("attacks", {})["reference_models"] = models
+    validated = validate_config(config)
+    assert validated["metrics"]["pmp"]["recipe_c"] is recipe_c
+    assert validated["metrics"]["attacks"]["reference_models"] == models
 
 
-def test_pmp_shadow_models_schema_minimum_is_recipe_c_minimum():
-    from dpaudit.metrics.pmp.dpsgd import MIN_SHADOW_MODELS
+def test_pmp_recipe_c_minimum_is_recipe_c_minimum_and_shadow_models_is_gone():
+    from dpaudit.config import RECIPE_C_MIN_MODELS
+    from dpaudit.metrics.pmp.dpsgd import MIN_REFERENCE_MODELS
 
-    invalid(lambda c: c["metrics"]["pmp"].update(shadow_models=MIN_SHADOW_MODELS - 1))
-    config = copy.deepcopy(DEFAULT)
-    config["metrics"]["pmp"]["shadow_models"] = MIN_SHADOW_MODELS
-    validate_config(config)
+    assert RECIPE_C_MIN_MODELS == MIN_REFERENCE_MODELS
+    assert validate_config(copy.deepcopy(DEFAULT))["metrics"]["pmp"]["recipe_c"] is False
+    # the shadow-model path is gone: its key is refused, not silently ignored
+    assert "shadow_models" in invalid(lambda c: c["metrics"]["pmp"].update(shadow_models=16))
 
 
 def test_every_problem_is_reported_at_once():

@@ -187,8 +187,7 @@ def test_pmp_rows_of_a_run_without_dpsgd_noise_are_declared():
     examples = pd.DataFrame({"example_id": np.arange(4), "split": ["train", "train", "holdout", "test"],
                              "label": [0, 1, 0, 1]})
     rows, _ = pmp_run_metrics(examples, SPLITS, {"mechanism": "baseline", "epsilon": math.inf, "delta": None},
-                              gradients_path="absent.parquet", options={}, shadow_scores=None,
-                              log=logging.getLogger("test"))
+                              gradients_path="absent.parquet", options={}, log=logging.getLogger("test"))
     written = metric_rows("pmp", rows, dataset="d", run="r")
     assert set(written["metric"]) <= _declared_names("pmp") and len(written)
 

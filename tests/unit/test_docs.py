@@ -127,7 +127,7 @@ def test_config_readme_key_tables_are_generated_from_the_schema():
         "`PYTHONPATH=src .venv/bin/python -m dpaudit.docs_gen` and commit the result")
     # Every key of the schema has its row; each generated block is one unbroken table.
     for key in ("grid[].microbatches", "datasets.<name>.training.dropout", "simulations.epsilon_star.sizes",
-                "simulations.ks_fit.dataset", "metrics.pmp.shadow_models", "simulations.pmp.seed"):
+                "simulations.ks_fit.dataset", "metrics.pmp.recipe_c", "simulations.pmp.seed"):
         assert f"| `{key}` |" in readme, key
     keys = [row[0] for row in docs_gen.key_rows(load_schema())]
     assert len(keys) == len(set(keys)) and all(f"| `{key}` |" in readme for key in keys)

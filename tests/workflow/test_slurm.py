@@ -170,13 +170,13 @@ def test_every_remote_job_went_through_the_scheduler(slurm_run):
     jobs, plan = slurm_run["jobs"], slurm_run["plan"]
     states = [job["JobState"] for job in jobs]
     # The dry-run's plan (bench_slurm, the scale figures' method) names the submissions:
-    # prepare_dataset, one train_model per run and per PMP shadow model of the DP-SGD run,
-    # metric_pmp per run (outside the group: it waits for the shadow models) and one
+    # prepare_dataset, one train_model per run, the DP-SGD recipe's reference pool (PMP Recipe C),
+    # metric_pmp per run (outside the group: it waits for the pool) and one
     # per_run group holding the extractions and the other metrics; plus the one
     # resubmission of the cancelled training job; and the canary audit twin of the DP-SGD
     # run (a training job of its own).
-    runs, shadows = 2, TINY_CONFIG["metrics"]["pmp"]["shadow_models"]
-    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": runs + shadows,
+    runs = 2
+    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": runs, "reference_pool": 1,
                                        "metric_pmp": runs, "canary_scores": 1}, plan.describe()
     assert plan.group_submissions == {"per_run": 1}, plan.describe()
     assert states.count("COMPLETED") == plan.submissions, (states, slurm_run["diagnostics"])

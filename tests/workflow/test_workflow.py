@@ -222,61 +222,35 @@ def test_lite_identifiability_config_job_counts(tmp_path):
 def test_paper_pmp_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp.yaml"))
     counts = job_counts(result.stdout)
-    # 1 baseline + 3 DP-SGD runs; 16 shadow models per DP-SGD run go through train_model
-    # and extract_per_example under their own run names, gathered once per DP-SGD run.
-    assert counts["train_model"] == 4 + 3 * 16 and counts["extract_per_example"] == 4 + 3 * 16
-    assert counts["metric_pmp"] == 4 and counts["pmp_gather_shadows"] == 3
+    # 1 baseline + 3 DP-SGD runs, each trained once; Recipe C reads one reference pool per
+    # DP-SGD recipe (3; the baseline's rows are not applicable), built although the attacks
+    # are disabled: no attack rows, no attack figures.
+    assert counts["train_model"] == 4 and counts["extract_per_example"] == 4
+    assert counts["reference_pool"] == 3 and counts["metric_pmp"] == 4
+    assert "metric_attacks" not in counts and "plot_attacks" not in counts and "pmp_gather_shadows" not in counts
     assert counts["simulate_pmp"] == 1 and counts["pmp_report"] == 1
-    # shadows never reach the per-run metric families
     assert counts["metric_mia"] == 4 and counts["privacy_card"] == 4
-    shadows = {job["run"] for job in job_wildcards(result.stdout) if "_pmpshadow~" in job.get("run", "")}
-    assert len(shadows) == 48
+    pools = [job for job in job_wildcards(result.stdout) if "recipe" in job]
+    assert len(pools) == 3 and all(job["recipe"].startswith("mechanism~dpsgd_") for job in pools)
+    assert not any("_pmpshadow~" in job.get("run", "") for job in job_wildcards(result.stdout))
 
 
 def test_lite_pmp_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp_lite.yaml"))
     counts = job_counts(result.stdout)
-    assert counts["train_model"] == 2 + 16 and counts["pmp_gather_shadows"] == 1
+    assert counts["train_model"] == 2 and counts["reference_pool"] == 1 and "metric_attacks" not in counts
     assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2
 
 
-PARSE_SHADOWS = """
-import json, sys
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, ResourceSettings, StorageSettings
-root, workdir = Path(sys.argv[1]), Path(sys.argv[2])
-with SnakemakeApi() as api:
-    wf = api.workflow(resource_settings=ResourceSettings(), storage_settings=StorageSettings(),
-                      config_settings=ConfigSettings(configfiles=[root / "config/paper/pmp.yaml"]),
-                      snakefile=root / "Snakefile", workdir=workdir)
-    g = wf._workflow.globals
-    print(json.dumps({"runs": g["RUNS"], "shadows": g["PMP_SHADOWS"]}))
-"""
-
-
-def test_pmp_shadows_train_with_their_own_seeds_and_grid_runs_keep_theirs(tmp_path):
-    import json
-    import subprocess
-    import sys
-
-    from dpaudit.training.shadow_seeds import shadow_seed
-
-    result = subprocess.run([sys.executable, "-c", PARSE_SHADOWS, str(ROOT), str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, check=True)
-    parsed = json.loads(result.stdout.strip().splitlines()[-1])
-    runs, shadows = parsed["runs"]["synthetic"], parsed["shadows"]["synthetic"]
-    assert {params["seed"] for params in runs.values()} == {0}  # the grid as written, unchanged
-    assert len(shadows) == 3 * 16
-    for shadow in shadows.values():
-        target = runs[shadow["target"]]
-        assert shadow["params"]["seed"] == shadow_seed(target["seed"], shadow["index"]) != target["seed"]
-        assert {k: v for k, v in shadow["params"].items() if k != "seed"} == {
-            k: v for k, v in target.items() if k != "seed"}
-    per_target = {}
-    for shadow in shadows.values():
-        per_target.setdefault(shadow["target"], set()).add(shadow["params"]["seed"])
-    assert all(len(seeds) == 16 for seeds in per_target.values())
+def test_pmp_without_recipe_c_builds_no_pool(tmp_path):
+    # recipe_c off and attacks off: no reference models at all (Recipes A and B only).
+    config = yaml.safe_load((ROOT / "config" / "paper" / "pmp_lite.yaml").read_text())
+    config["metrics"]["pmp"]["recipe_c"] = False
+    config["simulations"]["pmp"]["enabled"] = False
+    path = tmp_path / "no_c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    counts = job_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
+    assert "reference_pool" not in counts and counts["metric_pmp"] == 2 and counts["train_model"] == 2
 
 
 LINEAR_GRID_CONFIG = {
@@ -286,7 +260,8 @@ LINEAR_GRID_CONFIG = {
         {"mechanism": ["dpsgd"], "target_epsilon": [4], "epochs": [1]},
         {"mechanism": ["output_perturbation", "objective_perturbation"], "target_epsilon": [1, 10], "seed": [0, 1]},
     ],
-    "metrics": {"identifiability": {"enabled": True}, "pmp": {"enabled": True, "shadow_models": 4}},
+    "metrics": {"identifiability": {"enabled": True}, "pmp": {"enabled": True, "recipe_c": True},
+                "attacks": {"reference_models": 4}},
 }
 
 
@@ -295,18 +270,17 @@ def test_linear_mechanism_grid_job_counts(tmp_path):
     path.write_text(yaml.safe_dump(LINEAR_GRID_CONFIG))
     result = snakemake(tmp_path, "-n", "--configfile", str(path))
     counts = job_counts(result.stdout)
-    # 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε × 2 seeds = 10 runs; PMP shadow models
-    # (4) only for the DP-SGD run, so train/extract see 14 run names.
+    # 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε × 2 seeds = 10 runs; PMP Recipe C's
+    # reference pool only for the DP-SGD recipe.
     runs = 1 + 1 + 2 * 2 * 2
-    assert counts["train_model"] == counts["extract_per_example"] == runs + 4
+    assert counts["train_model"] == counts["extract_per_example"] == runs
     for rule in ("metric_mia", "metric_epsilon_star", "metric_identifiability", "metric_pmp", "privacy_card"):
         assert counts[rule] == runs, rule
-    assert counts["pmp_gather_shadows"] == 1 and counts["budget_ledger"] == 1 and counts["aggregate_metrics"] == 1
+    assert counts["reference_pool"] == 1 and counts["budget_ledger"] == 1 and counts["aggregate_metrics"] == 1
     linear = {job["run"] for job in job_wildcards(result.stdout)
               if job.get("run", "").startswith(("mechanism~output_perturbation", "mechanism~objective_perturbation"))}
     assert len(linear) == 8
     assert all("_clip_norm~NA_microbatches~NA_epochs~NA_batch_size~NA_learning_rate~NA_" in run for run in linear)
-    assert not any("_pmpshadow~" in run for run in linear)
 
 
 def test_linear_mechanism_on_a_multiclass_dataset_stops_before_any_job(tmp_path):

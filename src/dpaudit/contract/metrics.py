@@ -245,7 +245,7 @@ IDENTIFIABILITY = [
 ]
 
 _PMP = ("method", "status", "delta", "accountant_epsilon", "parent_seed", "nonmember_pool")
-_PMP_C = (*_PMP, "n_shadow_models", "n_eval_models", "alpha")
+_PMP_C = (*_PMP, "n_reference_models", "n_eval_models", "n_bounded", "alpha")
 PMP = [
     Metric("pmp", "epsilon_pmp", "ε̃ (PMP)",
            "Practical-membership-privacy ε̃ of the parent set: the largest per-example ε̃(x) of the method "
@@ -276,16 +276,16 @@ PMP = [
            "Membership-inference-privacy level η = (1 − e^−ε̃)/2 implied by ε̃-PMP (Lemma 13).",
            "fraction", "diagnostic", _PMP),
     Metric("pmp", "empirical_epsilon_lower_bound", "empirical ε̂ lower bound",
-           "Largest per-example ε lower bound of the parent set certified from shadow models (Recipe C, "
-           "Clopper–Pearson, family-wise level alpha).", "nats", "bound", _PMP_C),
+           "Largest per-example ε lower bound certified for the n_bounded examples of the parent set in the run's "
+           "recipe reference pool (Recipe C, Clopper–Pearson, family-wise level alpha).", "nats", "bound", _PMP_C),
     Metric("pmp", "empirical_epsilon_lower_bound_quantile", "ε̂(x) quantile",
            "The quantile (column quantile) of the per-example certified ε lower bounds of Recipe C.",
            "nats", "bound", (*_PMP_C, "quantile")),
     Metric("pmp", "empirical_epsilon_certifiable", "largest certifiable ε̂",
-           "Largest ε Recipe C could certify with these shadow models whatever they output (0 = vacuous).",
+           "Largest ε Recipe C could certify with these reference models whatever they output (0 = vacuous).",
            "nats", "diagnostic", _PMP_C),
     Metric("pmp", "empirical_epsilon_point", "ε̂ point estimate",
-           "Largest per-example plug-in ε estimate from shadow models (biased upward; not a bound).",
+           "Largest per-example plug-in ε estimate from the reference models (biased upward; not a bound).",
            "nats", "estimate", _PMP_C),
     Metric("pmp", "ordering_holds", "ordering holds",
            "Whether ε̂ ≤ ε̃ ≤ ε(X) ≤ ε holds for Recipe B's values (note names a failure).",

@@ -103,7 +103,6 @@ ATTACK_SCORES = f"{RESULTS}/attacks/{{dataset}}/{{run}}/scores.parquet"
 ATTACK_METRIC = f"{RESULTS}/attacks/{{dataset}}/{{run}}/mia_rows.parquet"
 RECIPE_KEY = "{dataset}/{recipe}"
 PMP_PER_EXAMPLE = f"{RESULTS}/pmp/{{dataset}}/{{run}}/per_example.parquet"
-PMP_SHADOW_SCORES = f"{RESULTS}/pmp/{{dataset}}/{{run}}/shadow_scores.parquet"
 
 
 def metric(family: str) -> str:

@@ -226,15 +226,14 @@ def write_pmp_pairs_of_model(
     ``net``: the logits model at the final weights (its weights are replaced by each
     checkpoint's in turn, then restored); ``examples`` (example_id, split, label) and ``x``
     (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
-    ``nonmember_pool``, ``partners``, ``projection_dim`` and ``seed``, None for a run whose
-    metric needs no gradients (a Recipe C shadow model). A run the recipes do not apply to
-    gets the schema with no rows. One traced gradient function serves every weight set; of each
-    weight set only the Dense-layer factors stay in memory (2n × Σ(inputs + units) floats,
-    not 2n × P), one chunk of gradient vectors at a time.
+    ``nonmember_pool``, ``partners`` and ``seed`` (None: no rows). A run the
+    recipes do not apply to gets the schema with no rows. One traced gradient function serves
+    every weight set; of each weight set only the Dense-layer factors stay in memory
+    (2n × Σ(inputs + units) floats, not 2n × P), one chunk of gradient vectors at a time.
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
     from dpaudit.extract.pmp_pairs import trajectory_chi_sums_from_factors, write_pmp_pairs
-    from dpaudit.training.shadows import build_parent_set
+    from dpaudit.training.parent_set import build_parent_set
 
     if parent is None or not_applicable(train) is not None:
         return write_pmp_pairs(path)
@@ -283,7 +282,7 @@ def write_pmp_pairs_of_model(
         net.set_weights(final_weights)  # the caller's model keeps its final weights
     metadata = {"clip_norm": clip, "noise_multiplier": z, "steps": int(train["steps"]),
                 "checkpoint_steps": [int(c["steps"]) for c in checkpoints],
-                **{key: parent[key] for key in ("parent_seed", "nonmember_pool", "partners", "projection_dim", "seed")}}
+                **{key: parent[key] for key in ("parent_seed", "nonmember_pool", "partners", "seed")}}
     return write_pmp_pairs(path, example_id=ids, is_member=is_member, grad_norm=final["norms"],
                            inputs=final["inputs"], deltas=final["deltas"], layers=layers, trajectory=trajectory,
                            metadata=metadata)

@@ -29,8 +29,7 @@ exponent bytes apart from the mantissas).
 The schema's metadata (``METADATA_KEY``, JSON) holds the layer sizes, the steps each
 checkpoint stands for and the options the pairs depend on (partner count and seed,
 projection, clip norm, noise multiplier, parent set); ``metric_pmp`` refuses a file whose
-options differ from its own. A run the recipes do not apply to, or a Recipe C shadow model,
-gets the schema with no rows.
+options differ from its own. A run the recipes do not apply to gets the schema with no rows.
 """
 
 from __future__ import annotations

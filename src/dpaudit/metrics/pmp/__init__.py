@@ -5,6 +5,7 @@ defend against practical membership inference attacks?", 2024).
 ``expmech``: exact (enumeration) and Monte Carlo PMP of the exponential mechanism.
 ``gaussian``: the Prop. 12 upper bound of the Gaussian mechanism.
 ``dpsgd``: per-model PMP of DP-SGD runs (Recipes A, B, C).
+``pool``: Recipe C's membership game from the run's recipe reference pool.
 ``run``: the long-format ``pmp`` rows of one run.
 """
 

@@ -6,8 +6,9 @@ diagnostic, never a bound on the trained model: PMP does not compose).
 Recipe B extends the joint-convexity argument to the whole training
 transcript with the realised trajectory's per-checkpoint clipped gradients and
 a CLT approximation of the subsampled replace-one Gaussian (a heuristic, not a
-guarantee). Recipe C is the empirical side: shadow models trained on random
-halves of the parent set, per-example Clopper–Pearson ε lower bounds.
+guarantee). Recipe C is the empirical side: reference models of the run's recipe
+trained on random halves of a population holding the parent set (the recipe's reference
+pool, ``dpaudit.metrics.pmp.pool``), per-example Clopper–Pearson ε lower bounds.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp
 
 __all__ = [
-    "MIN_SHADOW_MODELS",
+    "MIN_REFERENCE_MODELS",
     "certifiable_epsilon",
     "clip_rows",
     "empirical_pmp",
@@ -42,6 +43,7 @@ __all__ = [
     "recipe_a_single_step",
     "recipe_b_from_chi_sums",
     "recipe_b_trajectory",
+    "reference_models_to_certify",
     "replace_one_chi",
 ]
 
@@ -117,7 +119,7 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
     }
 
 
-MIN_SHADOW_MODELS = 4  # two selection and two evaluation models (config: metrics.pmp.shadow_models)
+MIN_REFERENCE_MODELS = 4  # two selection and two evaluation models (config: metrics.attacks.reference_models)
 
 
 def certifiable_epsilon(n_in, n_out, level: float, delta: float) -> np.ndarray:
@@ -138,20 +140,38 @@ def certifiable_epsilon(n_in, n_out, level: float, delta: float) -> np.ndarray:
     return np.maximum(terms, 0.0)
 
 
+def reference_models_to_certify(n_bounded: int, alpha: float, delta: float, *, above: float = 0.0,
+                                largest: int = 4096) -> int:
+    """Smallest number K of models for which Recipe C can certify some ε̂ > ``above`` over
+    ``n_bounded`` examples at family-wise level ``alpha``: ``empirical_pmp`` evaluates on
+    K − ⌊K/2⌋ models, and the best case is an evaluation half split as evenly as it allows
+    between in- and out-models with every in-model above every out-model
+    (``certifiable_epsilon`` at α/(2·n_bounded) per bound). Uneven splits certify less, so
+    with the pool's random inclusion bits K is what the best-split example of X needs;
+    ``largest`` caps the search (ValueError beyond)."""
+    level = float(alpha) / (2 * int(n_bounded))
+    for k in range(MIN_REFERENCE_MODELS, int(largest) + 1):
+        evaluate = k - k // 2
+        if float(certifiable_epsilon(evaluate // 2, evaluate - evaluate // 2, level, delta)) > above:
+            return k
+    raise ValueError(f"no K <= {largest} certifies eps > {above} over {n_bounded} examples at alpha = {alpha}")
+
+
 def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alpha: float,
                   seed: int) -> dict:
-    """Recipe C: per-example ε̂_x lower bounds from shadow models (the LiRA protocol is the PMP game).
+    """Recipe C: per-example ε̂_x lower bounds from reference models (the LiRA protocol is the PMP game).
 
-    ``scores[r, i]``: attack score (higher = more member-like, e.g. −loss) of
-    example i under shadow model r; ``in_mask[r, i]``: i was in model r's
-    training half. Models are split at random into a selection half (picks
+    ``scores[r, i]``: attack score (higher = more member-like, e.g. −loss or φ) of
+    example i under reference model r; ``in_mask[r, i]``: i was in model r's
+    training set. Models are split at random into a selection half (picks
     each example's threshold and direction) and an evaluation half, where
     one-sided Clopper–Pearson bounds give
     ε̂_x = max{ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)}, floored at 0.
     Each x uses two one-sided bounds (TPR_lo, FPR_hi; TNR_lo = 1 − FPR_hi and
-    FNR_hi = 1 − TPR_lo are the same events), each at level α/(2·2n): Bonferroni
-    over the 2 × 2n bounds makes α the family-wise level, so the max over x is
-    a simultaneous (1 − α) lower bound.
+    FNR_hi = 1 − TPR_lo are the same events), each at level α/(2·m) for the m
+    columns (the examples bounded; 2n when all of X): Bonferroni over the 2m
+    bounds makes α the family-wise level, so the max over x is a simultaneous
+    (1 − α) lower bound.
 
     Also returned: the point estimate ``emp_eps_point`` (plain rates, no
     confidence correction: not a bound) and ``emp_eps_certifiable``, the largest
@@ -162,8 +182,8 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     scores = np.asarray(scores, dtype=np.float64)
     in_mask = np.asarray(in_mask, dtype=bool)
     n_models, n_parent = scores.shape
-    if n_models < MIN_SHADOW_MODELS:
-        raise ValueError(f"Recipe C needs at least {MIN_SHADOW_MODELS} shadow models, got {n_models}")
+    if n_models < MIN_REFERENCE_MODELS:
+        raise ValueError(f"Recipe C needs at least {MIN_REFERENCE_MODELS} reference models, got {n_models}")
     order = np.random.default_rng(seed).permutation(n_models)
     select, evaluate = order[: n_models // 2], order[n_models // 2:]
     # Candidate thresholds: each selection model's own score of each example
@@ -187,7 +207,7 @@ def empirical_pmp(scores: np.ndarray, in_mask: np.ndarray, *, delta: float, alph
     n_out = (~ev_in).sum(axis=0)
     tp = (predicted & ev_in).sum(axis=0)
     fp = (predicted & ~ev_in).sum(axis=0)
-    level = float(alpha) / (2 * n_parent)  # two one-sided bounds per x, 2n examples: family-wise α
+    level = float(alpha) / (2 * n_parent)  # two one-sided bounds per x, n_parent examples: family-wise α
     valid = (n_in > 0) & (n_out > 0) & np.isfinite(thresholds)
     eps = np.zeros(n_parent)
     ceiling = np.zeros(n_parent)

@@ -68,8 +68,9 @@ def pmp_report_table(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, str]:
                  *REPORT_COLUMNS.values(), *FLAG_COLUMNS.values(), "ordering_note"]]
     html = ("<p>Practical membership privacy (Lowy et al.) of every run. A = Prop. 12 for one full-batch step at "
             "the final weights (upper bound for that step only); B = whole training, realised trajectory, CLT "
-            "(a diagnostic, not a guarantee); C = shadow-model lower bound (C_emp_eps_certifiable_max: the most it "
-            "could certify with these shadow models; 0 = vacuous), and its point estimate (not a bound). "
+            "(a diagnostic, not a guarantee); C = lower bound from the recipe's reference models "
+            "(C_emp_eps_certifiable_max: the most it could certify with them; 0 = vacuous), and its point "
+            "estimate (not a bound). "
             "Non-private runs: not applicable.</p>"
             + wide.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a"))
     return wide, html

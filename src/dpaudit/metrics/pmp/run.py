@@ -4,8 +4,9 @@ Builds the parent set X (members ∪ an equal-size non-member sample), computes
 Recipe A (Prop. 12 for one full-batch step at the final weights: a per-step
 diagnostic, an upper bound for that single release only), Recipe B (the whole
 training transcript from per-checkpoint clipped gradients, CLT: a heuristic,
-not a guarantee) and, when shadow models exist, Recipe C (empirical
-per-example ε̂ lower bounds). Non-private runs (ε = ∞) get rows saying the
+not a guarantee) and, when ``metrics.pmp.recipe_c`` is on, Recipe C (empirical
+per-example ε̂ lower bounds from the run's recipe reference pool,
+``dpaudit.metrics.pmp.pool``). Non-private runs (ε = ∞) get rows saying the
 PMP bounds do not apply.
 
 What Recipes A and B need of the per-example gradients of X at the final weights and
@@ -27,12 +28,9 @@ import pandas as pd
 from dpaudit.extract.checkpoints import not_applicable
 from dpaudit.extract.pmp_pairs import clipped_distances, read_pmp_pairs
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
-from dpaudit.metrics.pmp.dpsgd import (
-    empirical_pmp,
-    recipe_a_single_step,
-    recipe_b_from_chi_sums,
-)
-from dpaudit.training.shadows import build_parent_set
+from dpaudit.metrics.pmp.dpsgd import recipe_a_single_step, recipe_b_from_chi_sums
+from dpaudit.metrics.pmp.pool import pool_checks, pool_recipe_c
+from dpaudit.training.parent_set import build_parent_set
 
 __all__ = [
     "OPTION_DEFAULTS",
@@ -44,18 +42,16 @@ OPTION_DEFAULTS = {
     "nonmember_pool": "nonmembers_and_utility",
     "checkpoints": 5,
     "partners": 256,
-    "projection_dim": 8192,
-    "projection_seed": 0,
-    "shadow_models": 0,
+    "recipe_c": False,
     "alpha": 0.05,
     "seed": 0,
 }
 METHOD_LABELS = {
     "gauss_single_step": "upper bound for one full-batch step at the final weights (per-step diagnostic)",
     "dpsgd_clt": "whole-training heuristic (realised trajectory, CLT): a diagnostic, not a guarantee",
-    "empirical_lira": ("empirical lower bound from shadow models (Clopper-Pearson, family-wise level alpha: "
-                       "alpha/(2*2n) per one-sided bound, two per example)"),
-    "empirical_lira_point": "empirical point estimate from shadow models (plug-in rates): NOT a bound",
+    "empirical_lira": ("empirical lower bound from the recipe's reference models (Clopper-Pearson, family-wise "
+                       "level alpha: alpha/(2*n_bounded) per one-sided bound, two per example)"),
+    "empirical_lira_point": "empirical point estimate from the recipe's reference models (plug-in rates): NOT a bound",
 }
 
 
@@ -100,12 +96,15 @@ def _summary(res: Mapping, delta: float) -> dict:
 
 
 def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Mapping, *,
-                    gradients_path: str | Path, options: Mapping, shadow_scores: pd.DataFrame | None,
+                    gradients_path: str | Path, options: Mapping, pool: pd.DataFrame | None = None,
+                    pool_info: Mapping | None = None,
                     log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(long ``pmp`` rows, per-example frame) of one run; see the module docstring.
 
     ``gradients_path``: the run's ``pmp_pairs.parquet`` (read only when the recipes apply);
-    without checkpoints Recipe B is not computed.
+    without checkpoints Recipe B is not computed. ``pool``: the run's recipe reference pool
+    (``dpaudit.metrics.pmp.pool.POOL_COLUMNS`` of ``P.REFERENCE_POOL``) and ``pool_info`` its
+    record, for Recipe C (None: not computed).
     """
     o = {**OPTION_DEFAULTS, **options}
     eps_accountant = float(train["epsilon"])
@@ -115,7 +114,8 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     common = {"delta": math.nan if delta is None else float(delta), "accountant": train.get("accountant") or "none",
               "accountant_epsilon": eps_accountant, "parent_seed": int(o["parent_seed"]),
               "nonmember_pool": o["nonmember_pool"], "neighbouring_relation": None, "quantile": math.nan,
-              "n_shadow_models": None, "n_eval_models": None, "alpha": math.nan}
+              "n_reference_models": None, "n_eval_models": None, "n_bounded": None, "alpha": math.nan,
+              "reference_recipe": None}
     rows: list[dict] = []
     reason = not_applicable(train)
     if reason is not None:
@@ -140,7 +140,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                          "(metrics.pmp.parent_seed or nonmember_pool differ from the extraction's); "
                          "delete it and run again")
     meta = pairs["metadata"]
-    drawn = {key: meta.get(key) for key in ("partners", "projection_dim", "seed")}
+    drawn = {key: meta.get(key) for key in ("partners", "seed")}
     if meta.get("checkpoints") and drawn != {key: int(o[key]) for key in drawn}:
         raise ValueError(f"{gradients_path}: Recipe B's pairs were drawn with {drawn}, the metric's options are "
                          f"{ {key: o[key] for key in drawn} }; delete it and run again")
@@ -178,40 +178,57 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_computed", "no checkpoints")
 
     res_c = None
-    if shadow_scores is not None and not shadow_scores.empty:
-        wide = shadow_scores.pivot(index="model_id", columns="example_id", values="loss")[ids]
-        inside = shadow_scores.pivot(index="model_id", columns="example_id", values="in_train")[ids]
-        res_c = empirical_pmp(-wide.to_numpy(np.float64), inside.to_numpy(bool), delta=delta,
-                              alpha=float(o["alpha"]), seed=int(o["seed"]))
-        c_common = common | {"n_shadow_models": res_c["n_models"], "n_eval_models": res_c["n_eval_models"],
-                             "alpha": res_c["alpha"], "alpha_per_bound": res_c["alpha_per_bound"]}
-        eps_c = res_c["emp_eps_lower"]
-        vacuous = res_c["emp_eps_certifiable"] <= 0
-        note = ("vacuous at this budget: no outcome of the evaluation models can certify eps > 0 "
-                "(see empirical_epsilon_certifiable; more shadow models needed)" if vacuous else "")
-        rows += _rows("empirical_lira", {
-            "empirical_epsilon_lower_bound": eps_c,
-            "empirical_epsilon_certifiable": res_c["emp_eps_certifiable"],
-            "mia_success_bound_pmp": mia_success_bound(eps_c),
-            "mia_success_bound_pmp_delta": mia_success_bound_delta(eps_c, delta),
-        }, c_common, note=note)
-        rows += _quantile_rows("empirical_lira", "empirical_epsilon_lower_bound_quantile", res_c["emp_eps_lower_x"],
-                               c_common, note=note)
-        rows += _rows("empirical_lira_point", {"empirical_epsilon_point": res_c["emp_eps_point"]}, c_common,
-                      note="max over x of plug-in estimates: biased upward, not a lower bound")
-        if vacuous:
-            log.warning("Recipe C with %d shadow models cannot certify any eps > 0 at n_parent=%d, alpha=%g "
-                        "(largest certifiable value 0); its lower bound is vacuous", res_c["n_models"],
-                        ids.size, res_c["alpha"])
-        per_example["emp_eps_lower_x"] = res_c["emp_eps_lower_x"]
-        per_example["emp_eps_point_x"] = res_c["emp_eps_point_x"]
-        per_example["emp_eps_certifiable_x"] = res_c["emp_eps_certifiable_x"]
+    if pool is not None:
+        res_c = _recipe_c(pool, pool_info or {}, train, ids, delta, o, common, log)
+        rows += res_c.pop("rows")
+        for key in ("emp_eps_lower_x", "emp_eps_point_x", "emp_eps_certifiable_x"):
+            per_example[key] = res_c[key]
     else:
         rows += _rows("empirical_lira", {"empirical_epsilon_lower_bound": math.nan}, common, "not_computed",
-                      "metrics.pmp.shadow_models = 0")
+                      "metrics.pmp.recipe_c = false" if not o["recipe_c"] else "no reference pool for this run")
 
     rows += _ordering_rows(res_b, res_c, eps_accountant, common, log)
     return pd.DataFrame(rows), per_example
+
+
+def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
+    """Recipe C from the recipe's reference pool: its rows (``rows``) and ``pool_recipe_c``'s result."""
+    res = pool_recipe_c(pool, ids, delta=delta, alpha=float(o["alpha"]), seed=int(o["seed"]))
+    notes = []
+    outside = ids.size - res["n_bounded"]
+    if outside:
+        notes.append(f"{outside} of the {ids.size} examples of X are outside the reference pool's population P "
+                     "(non-members of the utility split): bounded are the other n_bounded")
+    mismatch = pool_checks(pool_info, train)
+    if mismatch:
+        notes.append("reference pool not DP-matched to this run (" + "; ".join(mismatch) + ")")
+        log.warning("Recipe C: the reference pool's training differs from the run's: %s", "; ".join(mismatch))
+    vacuous = res["emp_eps_certifiable"] <= 0
+    if vacuous:
+        notes.insert(0, "vacuous at this budget: no outcome of the evaluation models can certify eps > 0 "
+                        "(see empirical_epsilon_certifiable; more reference models needed)")
+        log.warning("Recipe C with %d reference models cannot certify any eps > 0 over %d examples at alpha=%g "
+                    "(largest certifiable value 0); its lower bound is vacuous", res["n_models"], res["n_bounded"],
+                    res["alpha"])
+    note = "; ".join(notes)
+    c_common = common | {"n_reference_models": res["n_models"], "n_eval_models": res["n_eval_models"],
+                         "n_bounded": res["n_bounded"], "alpha": res["alpha"], "alpha_per_bound": res["alpha_per_bound"],
+                         "reference_recipe": pool_info.get("recipe_name")}
+    eps_c = res["emp_eps_lower"]
+    rows = _rows("empirical_lira", {
+        "empirical_epsilon_lower_bound": eps_c,
+        "empirical_epsilon_certifiable": res["emp_eps_certifiable"],
+        "mia_success_bound_pmp": mia_success_bound(eps_c),
+        "mia_success_bound_pmp_delta": mia_success_bound_delta(eps_c, delta),
+    }, c_common, note=note)
+    rows += _quantile_rows("empirical_lira", "empirical_epsilon_lower_bound_quantile",
+                           res["emp_eps_lower_x_bounded"], c_common, note=note)
+    rows += _rows("empirical_lira_point", {"empirical_epsilon_point": res["emp_eps_point"]}, c_common,
+                  note="max over x of plug-in estimates: biased upward, not a lower bound")
+    log.info("Recipe C: %d reference models (%d evaluate), %d of %d examples of X bounded: eps_hat = %.4g "
+             "(certifiable up to %.4g)", res["n_models"], res["n_eval_models"], res["n_bounded"], ids.size, eps_c,
+             res["emp_eps_certifiable"])
+    return {**res, "rows": rows}
 
 
 def _ordering_rows(res_b, res_c, eps_accountant, common, log) -> list[dict]:

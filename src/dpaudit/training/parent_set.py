@@ -1,9 +1,10 @@
-"""Parent set X and shadow-model training halves for practical membership privacy
-(Lowy et al. 2024).
+"""The parent set X of practical membership privacy (Lowy et al. 2024).
 
-Kept apart from ``dpaudit.metrics.pmp`` so that ``train_model`` (which trains the
-Recipe C shadow models) depends on these few lines only, not on the PMP maths:
-an edit to the metric must not retrain every model.
+Kept apart from ``dpaudit.metrics.pmp`` so that ``extract_per_example`` (which computes
+Recipes A and B's gradients over X) depends on these few lines only, not on the PMP
+maths: an edit to the metric must not rerun every extraction. Recipe C's models are the
+run's recipe reference pool (``dpaudit.training.reference_pool``); which of them trained
+on each x of X is the pool's inclusion matrix (``dpaudit.metrics.pmp.pool``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["build_parent_set", "gather_shadow_scores", "parent_set", "shadow_in_mask", "shadow_training_examples"]
+__all__ = ["build_parent_set", "parent_set"]
 
 
 def parent_set(member_ids: np.ndarray, nonmember_ids: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,40 +72,3 @@ def build_parent_set(examples: pd.DataFrame, splits: Mapping[str, str], *, seed:
     ids, is_member = parent_set(members, pool_ids, seed)
     return {"ids": ids, "is_member": is_member, "members_subsampled": bool(subsampled),
             "n_members_total": int((examples["split"].astype(str) == splits["members"]).sum())}
-
-
-def shadow_in_mask(n_parent: int, seed: int, index: int) -> np.ndarray:
-    """Shadow model ``index``'s training half: a uniformly random n-subset of X's 2n positions."""
-    order = np.random.default_rng([seed, 7, index]).permutation(n_parent)
-    mask = np.zeros(n_parent, dtype=bool)
-    mask[order[: n_parent // 2]] = True
-    return mask
-
-
-def shadow_training_examples(examples: pd.DataFrame, splits: Mapping[str, str], *, seed: int, pool: str,
-                             index: int) -> pd.DataFrame:
-    """The examples frame relabelled for shadow model ``index``: its half of X is the members
-    split, every other member-split row moves to ``pmp_out`` (not trained on)."""
-    parent = build_parent_set(examples, splits, seed=seed, pool=pool)
-    chosen = parent["ids"][shadow_in_mask(parent["ids"].size, seed, index)]
-    split = examples["split"].astype(str).to_numpy(dtype=object).copy()
-    split[split == splits["members"]] = "pmp_out"
-    split[np.isin(examples["example_id"].to_numpy(np.int64), chosen)] = splits["members"]
-    return examples.assign(split=split)
-
-
-def gather_shadow_scores(losses: Mapping[int, pd.DataFrame], examples: pd.DataFrame,
-                         splits: Mapping[str, str], *, seed: int, pool: str) -> pd.DataFrame:
-    """One long table (model_id, example_id, in_train, loss) over X for all shadow models."""
-    parent = build_parent_set(examples, splits, seed=seed, pool=pool)
-    frames = []
-    for index, outputs in sorted(losses.items()):
-        loss = outputs.set_index("example_id")["loss_ce"]
-        missing = np.setdiff1d(parent["ids"], loss.index.to_numpy())
-        if missing.size:
-            raise ValueError(f"shadow model {index} has no loss for example ids {missing[:10].tolist()}")
-        frames.append(pd.DataFrame({
-            "model_id": index, "example_id": parent["ids"],
-            "in_train": shadow_in_mask(parent["ids"].size, seed, index),
-            "loss": loss.loc[parent["ids"]].to_numpy(np.float64)}))
-    return pd.concat(frames, ignore_index=True)
