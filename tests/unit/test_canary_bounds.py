@@ -32,6 +32,19 @@ def test_one_run_p_value_matches_exact_binomial_sums(m, r, v, delta):
     assert cb.one_run_p_value(m, r, v, eps, delta) == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
+def test_binomial_tail_is_scipys_binom_sf_bit_for_bit():
+    # Oracle: scipy.stats.binom.sf, which the one-run p-value called before (canary_bounds no longer
+    # imports scipy.stats); k runs from below the support (−1) to past its top.
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    for n in [1, 2, 7, 100, 5000, 20000]:
+        k = np.arange(-1, min(n, 600) + 2)
+        for q in [0.5, 0.73, special.expit(rng.uniform(0, 20)), 1.0 - 1e-12, 1.0]:
+            np.testing.assert_array_equal(cb._binom_sf(k, n, q), stats.binom.sf(k, n, q))
+    assert cb._binom_sf(3, 10, 0.6)[0] == stats.binom.sf(3, 10, 0.6)
+
+
 @pytest.mark.parametrize(("r", "expected"), [(10, 1.05), (100, 3.49), (1000, 5.78)])
 def test_perfect_guessing_certifies_the_formula_values(r, expected):
     # Issue 17: all r guesses right on m = r canaries at 95 %, δ = 1e-5; the values are

@@ -243,6 +243,20 @@ def test_tabulated_and_direct_simulation_give_the_same_factor():
     assert abs(a["factor"] - b["factor"]) <= 0.05, (a["factor"], b["factor"])
 
 
+@pytest.mark.parametrize(("eps", "m", "seed"), [(4.0, 2000, 0), (1.0, 3000, 5)])
+def test_tabulated_factor_is_the_generic_bisection_on_the_tabulated_sampler(eps, m, seed):
+    # Oracle: detectable_factor on tabulated_canary_sampler (each repetition drawn afresh at
+    # every f, scores unsorted). detectable_noise_factor draws each repetition once and reads
+    # sorted scores: the same scores, decisions and record.
+    sigma, curve = _claim(eps)
+    oracle = cp.detectable_factor(cp.tabulated_canary_sampler(m, Q, STEPS, sigma), curve=curve, alpha=ALPHA,
+                                  repetitions=20, seed=seed)
+    fast = _factor(eps, m=m, repetitions=20, seed=seed)
+    assert {k: v for k, v in fast.items() if k in oracle and k != "seconds"} == {
+        k: v for k, v in oracle.items() if k != "seconds"}
+    assert len(oracle["powers"]) > 3
+
+
 def test_generic_factor_for_a_linear_like_release():
     # A Laplace release with claimed scale 1/ε for sensitivity 1 (pure ε-DP, score = the
     # release): noise scale f/ε. Correct (f = 1) is rarely rejected; the factor lies in (0, 1).

@@ -96,6 +96,17 @@ def test_analytic_gaussian_matches_dp_accounting(eps, delta):
         dp_accounting.get_epsilon_gaussian(ref, delta), rel=1e-7)
 
 
+def test_scalar_gaussian_log_delta_is_the_array_one_bit_for_bit():
+    # The root searches use the scalar form; the array form (what the PMP bounds broadcast) is the oracle.
+    rng = np.random.default_rng(0)
+    eps = np.concatenate([[0.0, 1e-9, 0.5, 1.0, 8.0, 40.0], rng.uniform(0, 30, 300)])
+    sigmas = np.concatenate([[1e-3, 0.05, 1.0, 7.0, 300.0], np.exp(rng.uniform(-7, 6, 300))])
+    for e, s in zip(np.resize(eps, 2000), np.resize(sigmas, 2000)[::-1], strict=True):
+        assert M._gaussian_log_delta_one(e, s) == float(M._gaussian_log_delta(e, s, 1.0)), (e, s)
+    with pytest.raises(ValueError):
+        M._gaussian_log_delta_one(1.0, -1.0)
+
+
 def test_analytic_gaussian_is_tighter_than_classical():
     for eps in (0.1, 0.5, 1.0):
         assert M.gaussian_sigma_analytic(1, eps, 1e-5) < M.gaussian_sigma_classical(1, eps, 1e-5)

@@ -139,6 +139,65 @@ def test_bootstrap_replicates_equal_the_estimator_on_resampled_arrays(estimator,
     np.testing.assert_array_equal(again.replicates, boot.replicates)  # seeded; block size irrelevant
 
 
+def _masked_normal_epsilon_star_values(mu_tr, sd_tr, mu_pop, sd_pop, delta, grid_size):
+    """The replicates' parametric ε* as first written (boolean masks, one ratio array): the oracle."""
+    from scipy import special
+
+    from dpaudit.metrics.epsilon_star.estimators import quantile_levels
+
+    q, q_c, z = quantile_levels(int(grid_size))
+    own = (q > delta) & (q_c > delta)
+    q, q_c, z = q[own], q_c[own], z[own]
+    out = np.full(len(mu_tr), np.nan)
+    for i in range(len(mu_tr)):
+        if not (sd_tr[i] > 0 and sd_pop[i] > 0):
+            continue
+        best = -np.inf
+        for x, rate_lo, rate_hi in (((mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i], q, q_c),
+                                    ((mu_tr[i] - mu_pop[i] - sd_pop[i] * z) / sd_tr[i], q_c, q)):
+            small = special.ndtr(-np.abs(x))
+            tail = np.where(x >= 0, small, 1.0 - small)
+            body = np.where(x >= 0, 1.0 - small, small)
+            keep = (tail > delta) & (body > delta)
+            if keep.any():
+                t, b, lo, hi = tail[keep], body[keep], rate_lo[keep], rate_hi[keep]
+                best = max(best, float(np.max(np.maximum(np.maximum((hi - delta) / t, (b - delta) / lo),
+                                                         np.maximum((lo - delta) / b, (t - delta) / hi)))))
+        out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
+    return out
+
+
+@pytest.mark.parametrize(("delta", "grid"), [(1e-4, 100_000), (6.23e-4, 20_000), (0.0, 5_000), (0.2, 3_000)])
+def test_parametric_replicates_equal_the_masked_form_bit_for_bit(delta, grid):
+    rng = np.random.default_rng(int(delta * 1e6))
+    n = 60
+    mu_tr, mu_pop = rng.normal(0, 2, n), rng.normal(0, 2, n)
+    sd_tr, sd_pop = np.exp(rng.normal(0, 1, n)), np.exp(rng.normal(0, 1, n))
+    mu_tr[:3] = mu_pop[:3] + np.array([0.0, 60.0, -60.0])  # identical, and too far apart to keep anything
+    sd_tr[:3] = sd_pop[:3]
+    sd_tr[5], sd_pop[7] = 0.0, np.nan  # degenerate fits
+    fast = bootstrap_module.normal_epsilon_star_values(mu_tr, sd_tr, mu_pop, sd_pop, delta, grid)
+    np.testing.assert_array_equal(fast, _masked_normal_epsilon_star_values(mu_tr, sd_tr, mu_pop, sd_pop, delta, grid))
+    assert np.isnan(fast[[5, 7]]).all() and np.isfinite(fast).sum() > n // 2  # both kinds exercised
+
+
+def test_grid_best_of_a_scattered_kept_set_equals_the_masked_form():
+    # a non-monotone x (never produced by the grids) keeps scattered points: the mask path
+    from scipy import special
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 3, 500)
+    lo = np.sort(rng.uniform(0.01, 0.99, 500))
+    hi, delta = 1.0 - lo, 0.02
+    small = special.ndtr(-np.abs(x))
+    tail, body = np.where(x >= 0, small, 1.0 - small), np.where(x >= 0, 1.0 - small, small)
+    keep = (tail > delta) & (body > delta)
+    t, b, lo_k, hi_k = tail[keep], body[keep], lo[keep], hi[keep]
+    expected = float(np.max(np.maximum(np.maximum((hi_k - delta) / t, (b - delta) / lo_k),
+                                       np.maximum((lo_k - delta) / b, (t - delta) / hi_k))))
+    assert not keep.all() and bootstrap_module._grid_best(x, lo, hi, lo - delta, hi - delta, delta) == expected
+
+
 def test_empirical_bootstrap_covers_the_closed_form_value():
     # Members N(0,1), non-members N(1,1): the likelihood ratio is monotone, so each term of
     # eq. 7 peaks at a filter edge (FPR, FNR, TNR or TPR = a) -> closed form below.

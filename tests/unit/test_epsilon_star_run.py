@@ -44,6 +44,23 @@ def test_run_metrics_equal_the_library_on_the_split_losses_plus_a_utility_row():
     assert two.dtypes.equals(frame.dtypes)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_utility_auroc_is_sklearns(seed):
+    # Oracle: sklearn's roc_auc_score (what utility() called before it used dpaudit.dp.roc). Ours
+    # is the exact pair count divided once; sklearn's trapezoids may differ in the last bit.
+    from sklearn.metrics import roc_auc_score
+
+    from dpaudit.metrics.utility import utility
+
+    outputs = _outputs(seed)
+    outputs["p_true"] = np.round(outputs["p_true"], 2 if seed == 1 else 12)  # seed 1: many ties
+    test = outputs[outputs["split"] == "test"]
+    p_pos = np.where(test["label"] == 1, test["p_true"], 1 - test["p_true"])
+    ours = utility(outputs, utility_split="test", classes=2)
+    assert ours["utility_kind"] == "auroc" and ours["n_utility"] == len(test)
+    assert ours["utility"] == pytest.approx(roc_auc_score(test["label"], p_pos), rel=0, abs=4e-16)
+
+
 def test_non_finite_losses_are_refused_with_ids():
     outputs = _outputs()
     outputs.loc[5, "loss_logit"] = np.inf

@@ -317,3 +317,22 @@ def test_theorem2_is_not_a_bound_for_every_dp_mechanism():
     baseline = idf.run_identifiability({"mechanism": "baseline", "epsilon": math.inf}).set_index("metric")
     assert not baseline.loc["advantage_bound_any_dp", "applicable"]
     assert math.isnan(baseline.loc["advantage_bound_any_dp", "value"])
+
+
+def test_normal_tails_are_scipy_stats_norm_bit_for_bit():
+    # Oracle: the scipy.stats.norm calls these functions made before the job stopped importing scipy.stats.
+    rng = np.random.default_rng(0)
+    x = np.concatenate([[0.0, -0.0, 1e-300, 40.0, -40.0, np.inf, -np.inf], rng.normal(0, 5, 2000)])
+    np.testing.assert_array_equal(idf.advantage_from_distance(x), 1.0 - 2.0 * stats.norm.sf(x / 2.0))
+    m = np.concatenate([[1e-12, 0.5, 2.0, 1e4], rng.exponential(3.0, 500)])
+    rho = rng.uniform(0.01, 0.99, m.size)
+    np.testing.assert_array_equal(idf.predicted_win_probability(m), stats.norm.cdf(np.sqrt(m / 2.0)))
+    from scipy import special
+
+    np.testing.assert_array_equal(idf.predicted_exceedance(m, rho),
+                                  stats.norm.sf((special.logit(rho) - m) / np.sqrt(2.0 * m)))
+    for delta in (1e-5, 0.01):
+        rho_a = np.concatenate([[0.0, -0.0, 1e-12, 0.999999], rng.uniform(-0.99, 0.99, 500)])
+        got = idf.epsilon_from_rho_alpha(rho_a, delta)
+        np.testing.assert_array_equal(got, 2.0 * idf._gaussian_scale(delta) * stats.norm.isf((1.0 - rho_a) / 2.0))
+        assert got[0] == 0.0 and not np.signbit(got[:2]).any()

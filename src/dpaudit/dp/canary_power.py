@@ -57,7 +57,11 @@ How the factor is computed (``detectable_noise_factor``)
   deviations. The test only uses ranks, and m, q, T, the thresholds, the confidence
   and the curve are the audit's own. Its cost does not grow with m·T (one FFT per f,
   then m uniforms), so m = 50,000 stays cheap. The uniform per canary is also the
-  common random number across f (quantile coupling).
+  common random number across f (quantile coupling). ``detectable_noise_factor``
+  draws each repetition's bits and uniforms once (not again at every f), keeps them
+  sorted per class so the scores come out sorted, and decides all repetitions of an f
+  with one Clopper–Pearson and one curve call: the same scores and decisions as
+  ``detectable_factor`` on ``tabulated_canary_sampler`` (the unit tests compare the records).
 * ``method="direct"`` simulates every step of every canary with
   ``simulate_canary_scores`` instead (cost ∝ m·T per repetition and f; the unit
   tests check both methods agree).
@@ -268,17 +272,41 @@ def claim_curve_rejects(scores, included, curve, *, alpha: float, per_tail: int 
     scores = np.asarray(scores, dtype=np.float64)
     included = np.asarray(included, dtype=bool)
     # each class sorted on its own (two plain sorts cost a third of one stable argsort of the pool)
-    positives, negatives = np.sort(scores[included]), np.sort(scores[~included])
+    return _sorted_rejects(np.sort(scores[included]), np.sort(scores[~included]), bracket, alpha, per_tail)
+
+
+def _sorted_rejects(positives: np.ndarray, negatives: np.ndarray, bracket: _BracketedCurve, alpha: float,
+                    per_tail: int | None) -> bool:
+    """``claim_curve_rejects`` of the included and excluded scores, each in ascending order."""
+    return bool(_rejections(bracket, [_sorted_errors(positives, negatives, alpha, per_tail)])[0])
+
+
+def _sorted_errors(positives: np.ndarray, negatives: np.ndarray, alpha: float, per_tail: int | None) -> tuple:
+    """(fp, n_neg, fn, n_pos, level) of the test at ``candidate_thresholds`` of the pooled
+    scores (each class in ascending order): the errors and the Clopper–Pearson level α/(2K)."""
     n_pos, n_neg = positives.size, negatives.size
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"the claim-curve test needs included and excluded trials, got {n_pos} and {n_neg}")
-    thresholds = candidate_thresholds(scores, per_tail)
-    per = alpha / (2 * thresholds.size)
+    # the pooled scores in order: one merge of the two sorted runs (timsort), the same values as sorting the pool
+    pooled = np.sort(np.concatenate([positives, negatives]), kind="stable")
+    thresholds = candidate_thresholds(pooled, per_tail, presorted=True)
     fn = np.searchsorted(positives, thresholds, side="left")  # included scoring below t
     fp = n_neg - np.searchsorted(negatives, thresholds, side="left")  # excluded scoring t or more
-    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, per))
-    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, per))
-    return bool(bracket.below(fpr_ub, fnr_ub).any() or bracket.below(fnr_ub, fpr_ub).any())
+    return fp, n_neg, fn, n_pos, alpha / (2 * thresholds.size)
+
+
+def _rejections(bracket: _BracketedCurve, errors: list[tuple]) -> np.ndarray:
+    """Per audit of ``errors`` (``_sorted_errors``), whether some (FPR_ub, FNR_ub) or its mirror lies
+    below the curve. All audits' bounds and curve values are computed in one call each (elementwise,
+    so each audit's decision is the one it gets alone)."""
+    sizes = np.array([len(e[0]) for e in errors])
+    levels = np.repeat([e[4] for e in errors], sizes)
+    fpr_ub = np.atleast_1d(clopper_pearson_upper(np.concatenate([e[0] for e in errors]),
+                                                 np.repeat([e[1] for e in errors], sizes), levels))
+    fnr_ub = np.atleast_1d(clopper_pearson_upper(np.concatenate([e[2] for e in errors]),
+                                                 np.repeat([e[3] for e in errors], sizes), levels))
+    below = bracket.below(fpr_ub, fnr_ub) | bracket.below(fnr_ub, fpr_ub)
+    return np.logical_or.reduceat(below, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
 
 
 # ------------------------------------------------------------------ the factor
@@ -394,6 +422,61 @@ def detectable_factor_batched(simulate_all: Callable[[float], tuple[np.ndarray, 
             "seconds": time.perf_counter() - start}
 
 
+class _TabulatedAudits:
+    """``power_at(f)`` of the tabulated sampler (``tabulated_canary_sampler``) without
+    drawing anything twice: repetition r's inclusion bits and uniforms are drawn once
+    from the generator seeded (seed, r), exactly as the sampler draws them at every f,
+    and kept sorted per class. The inverse CDF is non-decreasing, so each class's scores
+    come out in ascending order (checked; sorted again if rounding broke it) and the
+    decision is ``claim_curve_rejects``'s on the very same scores."""
+
+    def __init__(self, m: int, q: float, steps: int, sigma: float, *, repetitions: int, seed: int):
+        self.q, self.sigma, self.run_steps = float(q), float(sigma), int(steps)
+        self.uniforms = []
+        for r in range(repetitions):
+            rng = np.random.default_rng([seed, r])
+            included = _included_bits(m, rng)
+            uniforms = rng.random(int(m))
+            self.uniforms.append((np.sort(uniforms[included]), np.sort(uniforms[~included])))
+
+    @staticmethod
+    def _ascending(values: np.ndarray) -> np.ndarray:
+        return values if values.size < 2 or bool((values[1:] >= values[:-1]).all()) else np.sort(values)
+
+    def power(self, f: float, bracket: _BracketedCurve, alpha: float, per_tail: int | None) -> float:
+        table = _ScoreTable(self.q, self.sigma, self.run_steps, float(f), self.q, 1.0)
+        errors = [_sorted_errors(self._ascending(table.quantile("in", u_in)),
+                                 self._ascending(table.quantile("out", u_out)), alpha, per_tail)
+                  for u_in, u_out in self.uniforms]
+        return int(_rejections(bracket, errors).sum()) / len(self.uniforms)
+
+
+def _tabulated_factor(canaries: int, q: float, steps: int, sigma: float, *, curve, alpha: float,
+                      per_tail: int | None, power: float, repetitions: int, seed: int, tolerance: float,
+                      lower: float = DEFAULT_LOWER, upper: float = 1.0) -> dict:
+    """``detectable_factor(tabulated_canary_sampler(canaries, q, steps, sigma), ...)``: the same
+    bisection, scores and decisions (so the same record), each repetition's draws made once."""
+    alpha = _check_detection(alpha, power, lower, upper, tolerance)
+    repetitions, seed = int(repetitions), int(seed)
+    if repetitions < 1:
+        raise ValueError(f"need repetitions >= 1, got {repetitions}")
+    start = time.perf_counter()
+    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    audits = _TabulatedAudits(canaries, q, steps, sigma, repetitions=repetitions, seed=seed)
+    measured: dict[float, float] = {}
+
+    def power_at(f: float) -> float:
+        if f not in measured:
+            measured[f] = audits.power(f, bracket, alpha, per_tail)
+        return measured[f]
+
+    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    return {**_factor_record(lo, hi, measured, power=float(power), repetitions=repetitions, seed=seed,
+                             tolerance=float(tolerance), lower=float(lower), upper=float(upper), alpha=alpha,
+                             per_tail=per_tail),
+            "seconds": time.perf_counter() - start}
+
+
 def detectable_noise_factor(*, canaries: int, q: float, steps: int, sigma: float, curve, alpha: float,
                             delta: float = 0.0, per_tail: int | None = 40, power: float = 0.8,
                             repetitions: int = DEFAULT_REPETITIONS, seed: int = 0,
@@ -405,13 +488,15 @@ def detectable_noise_factor(*, canaries: int, q: float, steps: int, sigma: float
     enters only the test's many-trials ε bound) and is recorded. Returns
     ``detectable_factor``'s dict plus the settings."""
     if method == "tabulated":
-        simulate = tabulated_canary_sampler(canaries, q, steps, sigma)
+        out = _tabulated_factor(canaries, q, steps, sigma, curve=curve, alpha=alpha, per_tail=per_tail,
+                                power=power, repetitions=repetitions, seed=seed, tolerance=tolerance)
     elif method == "direct":
         def simulate(f, rng):
             return simulate_canary_scores(canaries, q, steps, sigma, noise_factor=f, rng=rng)
+
+        out = detectable_factor(simulate, curve=curve, alpha=alpha, per_tail=per_tail, power=power,
+                                repetitions=repetitions, seed=seed, tolerance=tolerance)
     else:
         raise ValueError(f"method must be 'tabulated' or 'direct', got {method!r}")
-    out = detectable_factor(simulate, curve=curve, alpha=alpha, per_tail=per_tail, power=power,
-                            repetitions=repetitions, seed=seed, tolerance=tolerance)
     return {**out, "canaries": int(canaries), "sampling_probability": float(q), "steps": int(steps),
             "noise_multiplier": float(sigma), "delta": float(delta), "method": method}

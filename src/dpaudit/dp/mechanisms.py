@@ -126,6 +126,21 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
     return np.where(positive & (b < a), out, -np.inf)
 
 
+def _gaussian_log_delta_one(eps: float, sigma: float) -> float:
+    """``_gaussian_log_delta(eps, sigma, 1.0)`` of one ε and σ > 0 without the array machinery
+    (the same ufuncs on the same numbers, so the same float): the root searches below call it
+    tens of times per solve."""
+    if not float(sigma) > 0:
+        return float(_gaussian_log_delta(eps, sigma, 1.0))  # its checks and edge cases
+    r = 1.0 / float(sigma)
+    eps = float(eps)
+    a = special.log_ndtr(r / 2.0 - eps / r)
+    b = eps + special.log_ndtr(-r / 2.0 - eps / r)
+    if not b < a:
+        return -math.inf
+    return float(a + np.log1p(-np.exp(b - a)))
+
+
 def gaussian_delta(sigma: float, eps, sensitivity=1.0):
     """Exact δ(ε) of the Gaussian mechanism N(0, σ²) on a query of L2 sensitivity Δ.
 
@@ -147,7 +162,7 @@ def gaussian_sigma_analytic(sensitivity: float, eps: float, delta: float) -> flo
     log_delta = math.log(delta)
 
     def gap(log_sigma):
-        return float(_gaussian_log_delta(eps, math.exp(log_sigma), 1.0)) - log_delta
+        return _gaussian_log_delta_one(eps, math.exp(log_sigma)) - log_delta
 
     lo, hi = math.log(1e-3), math.log(10.0)
     while gap(lo) < 0:
@@ -163,7 +178,7 @@ def gaussian_epsilon_analytic(noise_multiplier: float, delta: float) -> float:
     log_delta = math.log(delta)
 
     def gap(eps):
-        return float(_gaussian_log_delta(eps, noise_multiplier, 1.0)) - log_delta
+        return _gaussian_log_delta_one(eps, noise_multiplier) - log_delta
 
     if gap(0.0) <= 0:
         return 0.0

@@ -44,6 +44,7 @@ PLD_DISCRETIZATION = 1e-3
 _EPS_MAX = 40.0
 _FINE_STEP = 0.002
 _COARSE_EVERY = 10
+_FPR_BLOCK = 64
 
 
 def _profile_lines_max(eps: np.ndarray, delta: np.ndarray, fpr: np.ndarray) -> np.ndarray:
@@ -90,6 +91,13 @@ class ClaimedCurve:
         return self.fnr(fnr)
 
     def _profile_fnr(self, alpha: np.ndarray) -> np.ndarray:
+        # in blocks of FPRs (each row is computed on its own): the [n_fpr, n_eps] temporaries stay in cache
+        if alpha.size <= _FPR_BLOCK:
+            return self._profile_fnr_block(alpha)
+        return np.concatenate([self._profile_fnr_block(alpha[i:i + _FPR_BLOCK])
+                               for i in range(0, alpha.size, _FPR_BLOCK)])
+
+    def _profile_fnr_block(self, alpha: np.ndarray) -> np.ndarray:
         eps, delta = self.profile_eps, self.profile_delta
         coarse = np.arange(0, eps.size, _COARSE_EVERY)
         best = coarse[np.argmax(_profile_lines_max(eps[coarse], delta[coarse], alpha), axis=1)]

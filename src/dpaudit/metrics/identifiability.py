@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp import accounting
@@ -84,11 +84,26 @@ def _gaussian_scale(delta) -> np.ndarray:
     return np.sqrt(2.0 * np.log(1.25 / check_delta(delta)))
 
 
+def _norm_sf(x):
+    """Φ(−x), the standard Normal's upper tail: what ``scipy.stats.norm.sf`` computes (scipy.stats,
+    a third of a second to import, stays out of the per-run job; tests compare the two)."""
+    return special.ndtr(-np.asarray(x, dtype=np.float64))
+
+
+def _ks_normal_pvalue(eta: np.ndarray) -> float:
+    """p-value of the KS test of ``eta`` against N(0, 1) (NaN below two values)."""
+    if eta.size <= 1:
+        return math.nan
+    from scipy import stats  # the audit's summaries only
+
+    return float(stats.kstest(eta, "norm").pvalue)
+
+
 def advantage_from_distance(distance):
     """2Φ(x/2) − 1 for Mahalanobis distance x between two equal-covariance Gaussians
     (Eq. 14), computed as 1 − 2Φ(−x/2) so values near 1 keep their digits."""
     distance = np.asarray(distance, dtype=np.float64)
-    return _out(1.0 - 2.0 * stats.norm.sf(distance / 2.0))
+    return _out(1.0 - 2.0 * _norm_sf(distance / 2.0))
 
 
 def rho_alpha_thm2(eps, delta):
@@ -110,7 +125,7 @@ def epsilon_from_rho_alpha(rho_alpha, delta):
     rho_alpha = np.asarray(rho_alpha, dtype=np.float64)
     if np.any(~((rho_alpha > -1) & (rho_alpha < 1))):
         raise ValueError(f"rho_alpha must be in (-1, 1), got {rho_alpha}")
-    return _out(2.0 * _gaussian_scale(delta) * stats.norm.isf((1.0 - rho_alpha) / 2.0))
+    return _out(2.0 * _gaussian_scale(delta) * (0.0 - special.ndtri((1.0 - rho_alpha) / 2.0)))
 
 
 def rho_alpha_rdp(steps, noise_multiplier, sensitivity=1.0):
@@ -305,13 +320,13 @@ def belief_in_true_dataset(log_odds, b_true):
 def predicted_win_probability(rdp_slope):
     """Pr[β_k(D) > ½] when Λ_k ~ N(M, 2M) (the analytic law of Lemma 1's log-odds): Φ(√(M/2))."""
     m = np.asarray(rdp_slope, dtype=np.float64)
-    return _out(stats.norm.cdf(np.sqrt(m / 2.0)))
+    return _out(special.ndtr(np.sqrt(m / 2.0)))
 
 
 def predicted_exceedance(rdp_slope, rho):
     """Pr[β_k(D) > ρ] under Λ_k ~ N(M, 2M): Φ((M − logit ρ)/√(2M))."""
     m = np.asarray(rdp_slope, dtype=np.float64)
-    return _out(stats.norm.sf((special.logit(np.asarray(rho, dtype=np.float64)) - m) / np.sqrt(2.0 * m)))
+    return _out(_norm_sf((special.logit(np.asarray(rho, dtype=np.float64)) - m) / np.sqrt(2.0 * m)))
 
 
 def worst_case_release(mu, mu_prime, sigma, step_epsilon):
@@ -536,7 +551,7 @@ def summarize_audit(runs: pd.DataFrame, steps: pd.DataFrame, alpha: float = 0.05
             "mi_adv_mean": float(group["mi_adv"].mean()),
             "test_acc_mean": float(group["test_acc"].mean()),
             "train_acc_mean": float(group["train_acc"].mean()),
-            "eta_ks_pvalue": float(stats.kstest(eta, "norm").pvalue) if eta.size > 1 else math.nan,
+            "eta_ks_pvalue": _ks_normal_pvalue(eta),
             "eta_undefined_steps": int(merged["eta_t"].isna().sum()),  # LS_t = 0: η_t undefined
             "eta_mean": float(eta.mean()) if eta.size else math.nan,
             "eta_std": float(eta.std(ddof=1)) if eta.size > 1 else math.nan,

@@ -112,30 +112,47 @@ def normal_epsilon_star_values(
     # filter is the same index range on both grids; only the other set's rates vary.
     own = (q > delta) & (q_c > delta)
     q, q_c, z = q[own], q_c[own], z[own]
+    # (rate − δ) of each grid's own rates, the same for every pair: member grid (q, q_c), non-member grid (q_c, q)
+    q_d, q_c_d = q - delta, q_c - delta
     out = np.full(mu_tr.shape, np.nan)
     for i in range(mu_tr.size):  # over replicates, never over examples
         if not (sd_tr[i] > 0 and sd_pop[i] > 0):
             continue
         best = -np.inf
         # member grid: FNR = q, TPR = q_c; non-member grid: TNR = q, FPR = q_c
-        for x, rate_lo, rate_hi in (
-            ((mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i], q, q_c),
-            ((mu_tr[i] - mu_pop[i] - sd_pop[i] * z) / sd_tr[i], q_c, q),
+        for x, rates in (
+            ((mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i], (q, q_c, q_d, q_c_d)),
+            ((mu_tr[i] - mu_pop[i] - sd_pop[i] * z) / sd_tr[i], (q_c, q, q_c_d, q_d)),
         ):
-            # other set's tail beyond the threshold and its complement, each from the
-            # non-positive side of one ndtr call (exact there)
-            small = special.ndtr(-np.abs(x))
-            tail = np.where(x >= 0, small, 1.0 - small)
-            body = np.where(x >= 0, 1.0 - small, small)
-            keep = (tail > delta) & (body > delta)
-            if keep.any():
-                t, b, lo, hi = tail[keep], body[keep], rate_lo[keep], rate_hi[keep]
-                # member grid: t, b, lo, hi = FPR, TNR, FNR, TPR, so the four ratios are m1, m2, m3, m4;
-                # non-member grid (x mirrored): t, b, lo, hi = FNR, TPR, FPR, TNR, giving m2, m1, m4, m3
-                best = max(best, float(np.max(np.maximum(np.maximum((hi - delta) / t, (b - delta) / lo),
-                                                         np.maximum((lo - delta) / b, (t - delta) / hi)))))
+            best = max(best, _grid_best(x, *rates, delta))
         out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
     return out
+
+
+def _grid_best(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray,
+               delta: float) -> float:
+    """Largest of eq. 7's four ratios over the kept points of one quantile grid (−inf if none):
+    ``x`` the other set's standardized thresholds, ``lo``/``hi`` the grid's own two rates and
+    ``lo_d``/``hi_d`` the same less δ."""
+    # other set's tail beyond the threshold and its complement, each from the
+    # non-positive side of one ndtr call (exact there)
+    small = special.ndtr(-np.abs(x))
+    big = 1.0 - small
+    upper = x >= 0
+    tail = np.where(upper, small, big)
+    body = np.where(upper, big, small)
+    keep = (tail > delta) & (body > delta)
+    first = int(keep.argmax())
+    if not keep[first]:
+        return -np.inf
+    # x is monotone along the grid, so the kept points are one run: slices, not mask copies
+    last = keep.size - int(keep[::-1].argmax())
+    kept = slice(first, last) if keep[first:last].all() else keep
+    t, b, lo, hi, lo_d, hi_d = (a[kept] for a in (tail, body, lo, hi, lo_d, hi_d))
+    # member grid: t, b, lo, hi = FPR, TNR, FNR, TPR, so the four ratios are m1, m2, m3, m4;
+    # non-member grid (x mirrored): t, b, lo, hi = FNR, TPR, FPR, TNR, giving m2, m1, m4, m3
+    # (no NaN: every denominator exceeds δ ≥ 0, so the largest of the four maxima is the maximum)
+    return float(max((hi_d / t).max(), ((b - delta) / lo).max(), (lo_d / b).max(), ((t - delta) / hi).max()))
 
 
 def _parametric_block(

@@ -33,10 +33,11 @@ def gmm_ks_goodness_of_fit(
     Returns columns n_components, n_samples, rep (int64), ks_stat, p_value.
     """
     from scipy import stats  # here, not at import: metric_epsilon_star runs this only when enabled
-    from sklearn.mixture import GaussianMixture
 
     x = np.asarray(values, dtype=np.float64).ravel()
     comps = [int(k) for k in n_components]
+    if max(comps) > 1:  # sklearn (~1.5 s to import) only for mixtures: the workflow's check fits one Normal
+        from sklearn.mixture import GaussianMixture
     sizes = [int(s) for s in n_samples]
     block = max(sizes)
     if x.size <= block + max(comps):
