@@ -757,7 +757,11 @@ def test_partners_drawn_in_blocks_equal_the_whole_key_matrix(block_rows):
 def test_chi_sums_from_factors_equal_the_sums_from_the_vectors():
     """Oracle: trajectory_chi_sums on the explicit vectors (kernel a ⊗ δ, bias δ per Dense layer),
     without projection. Tolerance 1e-9 relative: the two differ only in summation order."""
-    from dpaudit.extract.pmp_pairs import factor_norms_sq, trajectory_chi_sums, trajectory_chi_sums_from_factors
+    from dpaudit.extract.pmp_pairs import (
+        factor_norms_sq,
+        trajectory_chi_sums,
+        trajectory_chi_sums_from_factors,
+    )
 
     rng = np.random.default_rng(3)
     layers, n = [(5, 4), (4, 3)], 40
