@@ -88,7 +88,7 @@ def model_rows(mechanism="dpsgd", eps=1.0, seed=0, *, verdict="consistent", one_
         add("pmp", "epsilon_pmp", epsilon_pmp if epsilon_pmp is not None else 1.369, method="dpsgd_clt",
             status="ok", label="whole-training heuristic")
         add("pmp", "empirical_epsilon_lower_bound", np.nan, method="empirical_lira", status="not_computed",
-            note="metrics.pmp.shadow_models = 0")
+            note="metrics.pmp.recipe_c = false")
     frame = pd.DataFrame(rows)
     frame["dataset"], frame["run"] = DATASET, run
     for key, value in grid(mechanism, eps, seed, accountant_eps).items():

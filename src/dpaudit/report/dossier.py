@@ -66,8 +66,8 @@ CONFIGURATION_COLUMNS = tuple(c for c in GRID_COLUMNS if c != "seed")
 PMP_METHODS = {
     "gauss_single_step": ("Recipe A (one full-batch step at the final weights)", "epsilon_pmp"),
     "dpsgd_clt": ("Recipe B (whole training trajectory, CLT)", "epsilon_pmp"),
-    "empirical_lira": ("Recipe C (shadow models, Clopper–Pearson)", "empirical_epsilon_lower_bound"),
-    "empirical_lira_point": ("Recipe C (shadow models, plug-in)", "empirical_epsilon_point"),
+    "empirical_lira": ("Recipe C (the recipe's reference models, Clopper–Pearson)", "empirical_epsilon_lower_bound"),
+    "empirical_lira_point": ("Recipe C (the recipe's reference models, plug-in)", "empirical_epsilon_point"),
 }
 
 
