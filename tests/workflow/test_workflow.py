@@ -347,3 +347,15 @@ def test_attacks_enabled_job_counts(tmp_path):
     assert counts["train_model"] == 24 and counts["aggregate_metrics"] == 1
     pools = [job for job in job_wildcards(result.stdout) if "recipe" in job]
     assert len(pools) == 12 and not any("seed" in job["recipe"] for job in pools)
+
+
+def test_attacks_cover_the_linear_mechanisms(tmp_path):
+    # every run gets attack rows: the linear recipes get reference pools too (no exclusion, no warning)
+    config = {**LINEAR_GRID_CONFIG, "metrics": {**LINEAR_GRID_CONFIG["metrics"], "attacks": {"enabled": True}}}
+    path = tmp_path / "linear_attacks.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path))
+    counts = job_counts(result.stdout)
+    # recipes: 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε; runs: 10 (no PMP shadow model)
+    assert counts["reference_pool"] == 6 and counts["metric_attacks"] == 10 and counts["plot_attacks"] == 1
+    assert "no reference models" not in result.stdout + result.stderr

@@ -10,14 +10,17 @@ DP-matched: every model runs the released model's mechanism with the RECIPE's
 accounting, read exactly as ``train_model`` reads it (``recipe_accounting``): sampling
 rate q = B/n and steps = ⌊n/B⌋·epochs of the target's n members, σ from
 ``dpaudit.dp.accounting.calibrate_noise`` (or the given noise multiplier), the fixed
-divisor B. Each model draws its Poisson batches from its own included rows at that q
+divisor B. The workflow passes a train.json of the recipe (``recorded``): its q, steps and
+hyperparameters are checked and its σ and ε taken as they are, so the pool job repeats no
+calibration (the accountant was most of a small pool's CPU time). Each model draws its Poisson batches from its own included rows at that q
 (its expected batch is q·n_k ≈ B when |P| ≈ 2n), so every reference model carries the
 target's (ε, δ) claim.
 
 Vectorized path (``vectorized=True`` in the result): the MLP's Dense weights are
 stacked on a leading model axis ([K, in, out]); one step feeds a [K, m, d] block
 holding each model's own Poisson batch (padded to the largest, padding masked out of
-the loss). DP-SGD clips per example and per model by the ghost norms of
+the loss; gathered from P inside the step, which is traced once: the batch width is a
+free dimension of its signature). DP-SGD clips per example and per model by the ghost norms of
 ``dpaudit.training.dense_taps.ghost_squared_norms`` (‖h_i‖²‖δ_i‖² + ‖δ_i‖² per Dense layer,
 called on the K·m rows flattened; examples of different models do not interact either),
 forms the clipped sums hᵀ(w ⊙ δ) with one batched matmul per layer, and adds
@@ -26,13 +29,17 @@ Keras' legacy SGD (momentum) and Adam update rules, applied per model (a baselin
 whose batch is empty skips the step, as ``train_model`` does; a DP model takes the
 noise-only step). Model k's initial weights are ``build_mlp(seed=seeds[k])``'s (same
 seeded initializers), its batches come from ``np.random.default_rng([seeds[k], 1])``
-(``train_model``'s sampler), its noise from ``default_rng([seeds[k], 4])``: a model's
-training does not depend on which other models share the stack.
+(``train_model``'s sampler), its noise from ``default_rng([seeds[k], 4])`` (drawn for 64
+steps at a time: the same numbers as one draw per step): a model's training does not
+depend on which other models share the stack.
 
 Fallback (``vectorized=False``, logged): Dropout, microbatches or an explicitly chosen
 ``vectorized_optimizer``: the same recipe and batches, one Keras model at a time through
 ``dpaudit.training.steps.build_train_step`` (``train_model``'s step), in this process.
-The linear mechanisms are not covered yet.
+
+Linear mechanisms (``vectorized=False``, logged): ``dpaudit.training.reference_linear``,
+``train_linear``'s scaling, fit and noise on each model's half, one model after another
+(no TensorFlow; milliseconds per model).
 """
 
 from __future__ import annotations
