@@ -102,6 +102,11 @@ def test_default_config_job_counts(tmp_path):
         "canary_scores": 18,
         "metric_canary": 24,
         "plot_canary": 3,
+        # Reference-model attacks (issue 24): a pool of 16 models per recipe (3 datasets × 4
+        # recipes), LiRA and RMIA rows per run, three figures per dataset (one job).
+        "reference_pool": 12,
+        "metric_attacks": 24,
+        "plot_attacks": 3,
         # One dossier job per dataset (issue 23): every model's dossier and the guidance page.
         # It was a job per model (24) and a guidance job per dataset (3); the rule is declared
         # once per dataset (rules/dossier.smk), so each dataset's job has its own name.
@@ -335,7 +340,7 @@ def test_empty_or_all_default_config_file_stops_before_any_job(tmp_path, text, w
 
 def test_attacks_enabled_job_counts(tmp_path):
     # issue 24: one reference pool per training recipe (a grid row without its seed), shared by
-    # both seeds; one metric_attacks job per run; one figure job per dataset.
+    # both seeds; one metric_attacks job per run; one figure job per dataset. K given explicitly.
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["metrics"]["attacks"] = {"enabled": True, "reference_models": 16}
     path = tmp_path / "attacks.yaml"
