@@ -2,8 +2,9 @@
 
 1. K = 16 reference models of one recipe stacked on a model axis
    (``dpaudit.training.reference``) against ONE ``train_model`` run of the same recipe,
-   on synthetic data of breast_cancer's and digits' sizes (|P| = members + non-members,
-   n = |P|/2 members), baseline and DP-SGD (hidden 64, batch 64, 10 epochs). Times are
+   on random data of the default run's audit populations (config/config.yaml: |P| =
+   members + non-members and n members of synthetic, breast_cancer and digits), baseline
+   and DP-SGD (hidden 64, batch 64, 10 epochs). Times are
    training only (train.json's ``train_seconds`` for the single run; the stack's loop
    including its tf.function tracing), plus the stack's wall time with the noise
    calibration and logits on P. Target: ratio ≤ 3.
@@ -27,7 +28,8 @@ from dpaudit.training import reference as R
 from dpaudit.training.train import train_model
 
 LOG = logging.getLogger("bench_attacks")
-SIZES = {"breast_cancer": (569, 30, 2), "digits": (1797, 64, 10)}
+# |P|, d, classes, members: the default run's (reference_pool.json's n_population and n_members)
+SIZES = {"synthetic": (1500, 20, 2, 1000), "breast_cancer": (426, 30, 2, 284), "digits": (1348, 64, 10, 898)}
 
 
 def _data(size, d, classes, seed=0):
@@ -39,9 +41,8 @@ def _data(size, d, classes, seed=0):
 
 
 def bench_training() -> None:
-    for name, (size, d, classes) in SIZES.items():
+    for name, (size, d, classes, n) in SIZES.items():
         x, y = _data(size, d, classes)
-        n = size // 2
         members = np.zeros(size, bool)
         members[:n] = True
         frame = pd.DataFrame({"example_id": np.arange(size), "split": np.where(members, "members", "nonmembers"),

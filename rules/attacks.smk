@@ -5,24 +5,11 @@
 # Input and params functions of these rules live here (not in common.smk).
 
 ATTACKS = config["metrics"]["attacks"]
-# Recipes with a reference pool: the MLP mechanisms (dpaudit.training.reference does not
-# cover the linear mechanisms yet; their runs get no attack rows, said once below).
-RECIPES = {
-    dataset: {
-        name: recipe
-        for name, recipe in dpconfig.recipe_lookup(RUNS[dataset]).items()
-        if recipe["params"]["mechanism"] not in dpconfig.LINEAR_MECHANISMS
-    }
-    for dataset in DATASETS
-}
+# Every recipe has a reference pool: the MLP mechanisms' K models stacked on a model axis,
+# the linear mechanisms' K exact fits one after another (dpaudit.training.reference).
+RECIPES = {dataset: dpconfig.recipe_lookup(RUNS[dataset]) for dataset in DATASETS}
 RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
               for dataset in DATASETS}
-if ATTACKS["enabled"]:
-    _unattacked = sorted({params["mechanism"] for dataset in DATASETS for run, params in RUNS[dataset].items()
-                          if run not in RUN_RECIPE[dataset]})
-    if _unattacked:
-        logger.warning(f"dpaudit config: metrics.attacks: no reference models for {_unattacked} runs yet; "
-                       "they get the loss threshold only")
 
 
 wildcard_constraints:
@@ -44,6 +31,11 @@ def recipe_training(wildcards):
 
 def recipe_runs(wildcards):
     return RECIPES[wildcards.dataset][wildcards.recipe]["runs"]
+
+
+def recipe_train_info(wildcards):
+    """The train.json of the recipe's first run: its σ and ε are the pool's (no second calibration)."""
+    return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 
 def attack_pool_inputs(wildcards):
@@ -109,6 +101,7 @@ rule reference_pool:
     input:
         examples=P.EXAMPLES,
         info=P.DATASET_INFO,
+        train=recipe_train_info,
     output:
         outputs=P.REFERENCE_POOL,
         info=P.REFERENCE_POOL_INFO,

@@ -11,7 +11,7 @@ with job_logging(sm) as log:
               "n_classes": int(dataset["classes"])}
     frame, info = build_reference_pool(read_parquet(sm.input.examples), dataset["splits"], params,
                                        count=sm.params.reference_models, seed=sm.params.seed, threads=sm.threads,
-                                       runs=list(sm.params.runs), log=log)
+                                       runs=list(sm.params.runs), recorded=read_json(sm.input.train), log=log)
     info.update(dataset=sm.wildcards.dataset, recipe_name=sm.wildcards.recipe)
     write_parquet(sm.output.outputs, frame)
     write_json(sm.output.info, info)

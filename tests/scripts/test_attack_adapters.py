@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import ATTACK_NAMES, check_metric_table
-from dpaudit.io import read_parquet, write_json, write_parquet
+from dpaudit.io import read_json, read_parquet, write_json, write_parquet
 from tests.scripts.fake import FakeSnakemake, run_script
 from tests.unit.test_attack_rows import OPTIONS, _case
 
@@ -105,3 +105,34 @@ def test_exposed_rows_writes_the_page_and_figure_of_a_dataset(tmp_path):
     assert page.rstrip().endswith("</html>") and "∞ (baseline)" in page and "The same rows at every ε?" in page
     assert outputs["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and outputs["pdf"].stat().st_size > 0
     assert "exposed rows of 2 models written" in (tmp_path / "exposed.log").read_text()
+
+
+def test_reference_pool_adapter_trains_a_linear_recipe(tmp_path):
+    # a linear recipe: no TensorFlow, one exact fit per model; every run of the recipe is listed
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    split = np.array(["train"] * 50 + ["holdout"] * 50 + ["test"] * 20)
+    write_parquet(tmp_path / "examples.parquet", pd.DataFrame({"example_id": np.arange(120), "split": split,
+                                                               "label": y, "x": list(x)}))
+    write_json(tmp_path / "dataset.json", {"splits": {"members": "train", "nonmembers": "holdout", "utility": "test"},
+                                           "delta": {"resolved": 1e-3}, "classes": 2})
+    write_json(tmp_path / "train.json", {"mechanism": "output_perturbation", "epsilon": 2.0})
+    recipe = {"mechanism": "output_perturbation", "target_epsilon": 2.0, "clip_norm": None, "microbatches": None,
+              "epochs": None, "batch_size": None, "learning_rate": None}
+    fake = FakeSnakemake(
+        "reference_pool",
+        input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
+               "train": tmp_path / "train.json"},
+        output={"outputs": tmp_path / "pool.parquet", "info": tmp_path / "pool.json"},
+        params={"recipe": recipe, "runs": ["a", "b"], "training": {"linear_regularization": 1.0},
+                "reference_models": 4, "seed": 0, "code": ""},
+        wildcards={"dataset": "synthetic", "recipe": "r"},
+        log=[tmp_path / "pool.log"],
+    )
+    run_script("reference_pool", fake)
+    pool = read_parquet(tmp_path / "pool.parquet")
+    assert len(pool) == 4 * 100 and set(pool["model"]) == {0, 1, 2, 3}
+    info = read_json(tmp_path / "pool.json")
+    assert info["runs"] == ["a", "b"] and info["epsilon"] == 2.0 and info["noise_multiplier"] is None
+    assert not info["vectorized"] and "linear" in info["fallback_reason"] and len(info["in_accuracy"]) == 4

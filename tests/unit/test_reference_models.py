@@ -182,3 +182,23 @@ def test_shuffle_sampling_stacks_too():
     assert pool.vectorized and np.all(np.isfinite(pool.history["loss"]))
     for a, b in zip(alone.weights, pool.weights, strict=True):
         np.testing.assert_allclose(a[0], b[1], atol=1e-5, rtol=0)
+
+
+def test_recorded_train_info_gives_sigma_and_epsilon_without_the_accountant(tmp_path, monkeypatch):
+    """A recipe's train.json: its σ and ε are the pool's (no calibration); another recipe's is refused."""
+    x, y = _data(4)
+    params = _recipe("dpsgd", target_epsilon=1.5)
+    _, info = _train_model_weights(x, y, _exact_half(np.random.default_rng(0), 240, 120), params, 5, tmp_path)
+    from dpaudit.dp import accounting
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the accountant was called")
+
+    monkeypatch.setattr(accounting, "calibrate_noise", refuse)
+    monkeypatch.setattr(accounting, "dpsgd_epsilon", refuse)
+    acc = R.recipe_accounting(params, 120, info)
+    assert acc["noise_multiplier"] == info["noise_multiplier"] and acc["epsilon"] == info["epsilon"]
+    with pytest.raises(ValueError, match="not of this recipe"):
+        R.recipe_accounting({**params, "target_epsilon": 3.0}, 120, info)
+    with pytest.raises(ValueError, match="not of this recipe"):
+        R.recipe_accounting(params, 121, info)

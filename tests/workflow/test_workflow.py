@@ -102,6 +102,12 @@ def test_default_config_job_counts(tmp_path):
         "canary_scores": 18,
         "metric_canary": 24,
         "plot_canary": 3,
+        # Reference-model attacks (issue 24): a pool of 16 models per recipe (3 datasets × 4
+        # recipes), LiRA and RMIA rows per run, three figures per dataset (one job).
+        "reference_pool": 12,
+        "metric_attacks": 24,
+        "plot_attacks": 3,
+        "exposed_rows": 3,  # the rows most exposed across each dataset's grid
         # One dossier job per dataset (issue 23): every model's dossier and the guidance page.
         # It was a job per model (24) and a guidance job per dataset (3); the rule is declared
         # once per dataset (rules/dossier.smk), so each dataset's job has its own name.
@@ -309,7 +315,7 @@ def test_empty_or_all_default_config_file_stops_before_any_job(tmp_path, text, w
 
 def test_attacks_enabled_job_counts(tmp_path):
     # issue 24: one reference pool per training recipe (a grid row without its seed), shared by
-    # both seeds; one metric_attacks job per run; one figure job per dataset.
+    # both seeds; one metric_attacks job per run; one figure job per dataset. K given explicitly.
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["metrics"]["attacks"] = {"enabled": True, "reference_models": 16}
     path = tmp_path / "attacks.yaml"
@@ -344,7 +350,23 @@ def _job_inputs(output, rule):
 
 
 def test_attacks_off_dossiers_read_no_attack_scores(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "config.yaml"))
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["metrics"]["attacks"] = {"enabled": False}
+    path = tmp_path / "attacks_off.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path))
     assert "exposed_rows" not in job_counts(result.stdout)
     for dataset in ("synthetic", "digits", "breast_cancer"):
         assert not any("/attacks/" in path for path in _job_inputs(result.stdout, f"dossier_{dataset}"))
+
+
+def test_attacks_cover_the_linear_mechanisms(tmp_path):
+    # every run gets attack rows: the linear recipes get reference pools too (no exclusion, no warning)
+    config = {**LINEAR_GRID_CONFIG, "metrics": {**LINEAR_GRID_CONFIG["metrics"], "attacks": {"enabled": True}}}
+    path = tmp_path / "linear_attacks.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path))
+    counts = job_counts(result.stdout)
+    # recipes: 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε; runs: 10 (no PMP shadow model)
+    assert counts["reference_pool"] == 6 and counts["metric_attacks"] == 10 and counts["plot_attacks"] == 1
+    assert "no reference models" not in result.stdout + result.stderr

@@ -10,14 +10,17 @@ DP-matched: every model runs the released model's mechanism with the RECIPE's
 accounting, read exactly as ``train_model`` reads it (``recipe_accounting``): sampling
 rate q = B/n and steps = ⌊n/B⌋·epochs of the target's n members, σ from
 ``dpaudit.dp.accounting.calibrate_noise`` (or the given noise multiplier), the fixed
-divisor B. Each model draws its Poisson batches from its own included rows at that q
+divisor B. The workflow passes a train.json of the recipe (``recorded``): its q, steps and
+hyperparameters are checked and its σ and ε taken as they are, so the pool job repeats no
+calibration (the accountant was most of a small pool's CPU time). Each model draws its Poisson batches from its own included rows at that q
 (its expected batch is q·n_k ≈ B when |P| ≈ 2n), so every reference model carries the
 target's (ε, δ) claim.
 
 Vectorized path (``vectorized=True`` in the result): the MLP's Dense weights are
 stacked on a leading model axis ([K, in, out]); one step feeds a [K, m, d] block
 holding each model's own Poisson batch (padded to the largest, padding masked out of
-the loss). DP-SGD clips per example and per model by the ghost norms of
+the loss; gathered from P inside the step, which is traced once: the batch width is a
+free dimension of its signature). DP-SGD clips per example and per model by the ghost norms of
 ``dpaudit.training.dense_taps.ghost_squared_norms`` (‖h_i‖²‖δ_i‖² + ‖δ_i‖² per Dense layer,
 called on the K·m rows flattened; examples of different models do not interact either),
 forms the clipped sums hᵀ(w ⊙ δ) with one batched matmul per layer, and adds
@@ -26,13 +29,17 @@ Keras' legacy SGD (momentum) and Adam update rules, applied per model (a baselin
 whose batch is empty skips the step, as ``train_model`` does; a DP model takes the
 noise-only step). Model k's initial weights are ``build_mlp(seed=seeds[k])``'s (same
 seeded initializers), its batches come from ``np.random.default_rng([seeds[k], 1])``
-(``train_model``'s sampler), its noise from ``default_rng([seeds[k], 4])``: a model's
-training does not depend on which other models share the stack.
+(``train_model``'s sampler), its noise from ``default_rng([seeds[k], 4])`` (drawn for 64
+steps at a time: the same numbers as one draw per step): a model's training does not
+depend on which other models share the stack.
 
 Fallback (``vectorized=False``, logged): Dropout, microbatches or an explicitly chosen
 ``vectorized_optimizer``: the same recipe and batches, one Keras model at a time through
 ``dpaudit.training.steps.build_train_step`` (``train_model``'s step), in this process.
-The linear mechanisms are not covered yet.
+
+Linear mechanisms (``vectorized=False``, logged): ``dpaudit.training.reference_linear``,
+``train_linear``'s scaling, fit and noise on each model's half, one model after another
+(no TensorFlow; milliseconds per model).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,19 +84,29 @@ def inclusion_matrix(seed: int, count: int, population: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 5]).random((int(count), int(population))) < 0.5
 
 
-def recipe_accounting(params: dict[str, Any], n_members: int) -> dict[str, Any]:
+def recipe_accounting(params: dict[str, Any], n_members: int,
+                      recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """q, steps, σ and the accountant's ε of the recipe, as ``train_model`` computes them
-    for a run on ``n_members`` members (same functions, same arguments)."""
+    for a run on ``n_members`` members (same functions, same arguments).
+
+    ``recorded``: the train.json of one of the recipe's runs. Its σ and ε are taken as they
+    are (the target's own numbers; the noise calibration, seconds of accountant calls, is
+    not repeated) once its q, steps and member count are checked to be the recipe's."""
     p = normalize_params(params)
-    if p["mechanism"] in LINEAR_MECHANISMS:
-        raise NotImplementedError(f"reference models of {p['mechanism']} are not implemented yet")
     n = int(n_members)
+    if p["mechanism"] in LINEAR_MECHANISMS:  # one exact fit: pure ε, no steps or sampling
+        return {"params": p, "sampling_probability": None, "steps": None, "steps_per_epoch": None,
+                "noise_multiplier": None, "epsilon": p["target_epsilon"], "n_members": n}
     batch_size = p["batch_size"]
     q = batch_size / n
     spe = sampling.steps_per_epoch(n, batch_size)
     steps = spe * p["epochs"]
     sigma, epsilon = 0.0, math.inf
-    if p["mechanism"] == "dpsgd":
+    if recorded is not None:
+        _check_recorded(recorded, p, n, q, steps)
+    if p["mechanism"] == "dpsgd" and recorded is not None:
+        sigma, epsilon = float(recorded["noise_multiplier"]), float(recorded["epsilon"])
+    elif p["mechanism"] == "dpsgd":
         if p["noise_multiplier"] is None:
             sigma = accounting.calibrate_noise(p["target_epsilon"], q, steps, p["delta"], p["accountant"],
                                                p["sampling"])
@@ -98,6 +116,20 @@ def recipe_accounting(params: dict[str, Any], n_members: int) -> dict[str, Any]:
                                                  p["sampling"])["epsilon"])
     return {"params": p, "sampling_probability": q, "steps": steps, "steps_per_epoch": spe,
             "noise_multiplier": float(sigma), "epsilon": epsilon, "n_members": n}
+
+
+def _check_recorded(recorded: Mapping[str, Any], p: dict[str, Any], n: int, q: float, steps: int) -> None:
+    """Refuse a train.json that is not a run of the recipe ``p`` on ``n`` members."""
+    keys = ("target_epsilon", "noise_multiplier", "delta", "accountant", "sampling", "batch_size", "epochs",
+            "clip_norm")
+    hyper = recorded.get("hyperparameters") or {}
+    want = {"mechanism": p["mechanism"], "n_members": n, "sampling_probability": q, "steps": steps,
+            **{key: p[key] for key in keys}}
+    got = {"mechanism": recorded.get("mechanism"), "n_members": recorded.get("n_members"),
+           "sampling_probability": recorded.get("sampling_probability"), "steps": recorded.get("steps"),
+           **{key: hyper.get(key) for key in keys}}
+    if got != want:
+        raise ValueError(f"the recorded run is not of this recipe: it has {got}, the recipe {want}")
 
 
 def vectorization_problem(p: dict[str, Any]) -> str | None:
@@ -119,9 +151,9 @@ class ReferencePool:
     logits: np.ndarray  # [K, |P|, C] float32, inference mode
     inclusion: np.ndarray  # [K, |P|] bool
     seeds: np.ndarray  # [K] training seeds
-    noise_multiplier: float
-    sampling_probability: float
-    steps: int
+    noise_multiplier: float | None  # None (and q, steps None) for the linear mechanisms
+    sampling_probability: float | None
+    steps: int | None
     epsilon: float
     delta: float | None
     vectorized: bool
@@ -164,9 +196,10 @@ class _Bias:
     use_bias = True
 
 
-def _stacked_step(variables, p, clip, divisor, tf, keras):
-    """tf.function(x [K,m,d], y [K,m], mask [K,m], active [K], noise [K, P]) → (Σ loss, #correct, clipped)
-    per model; applies one update of every active model."""
+def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras):
+    """tf.function(x_all [|P|,d], y_all [|P|], pos [K,m], mask [K,m], active [K], noise [K, n_noise])
+    → (Σ loss, #correct, clipped) per model; gathers each model's batch rows of P and applies
+    one update of every active model. Traced once: m is a free dimension of its signature."""
     n_layers = len(variables) // 2
     activation = keras.activations.get(p["activation"])
     dp = p["mechanism"] == "dpsgd"
@@ -210,8 +243,14 @@ def _stacked_step(variables, p, clip, divisor, tf, keras):
             h = activation(z) if i < n_layers - 1 else z
         return h, taps
 
-    @tf.function(autograph=False, reduce_retracing=True)
-    def step(x, y, mask, active, noise):
+    d = int(variables[0].shape[1])
+    signature = [tf.TensorSpec([None, d], tf.float32), tf.TensorSpec([None], tf.int64),
+                 tf.TensorSpec([k_models, None], tf.int64), tf.TensorSpec([k_models, None], tf.float32),
+                 tf.TensorSpec([k_models], tf.bool), tf.TensorSpec([k_models, n_noise], tf.float32)]
+
+    @tf.function(autograph=False, input_signature=signature)
+    def step(x_all, y_all, pos, mask, active, noise):
+        x, y = tf.gather(x_all, pos), tf.gather(y_all, pos)
         with tf.GradientTape() as tape:
             logits, taps = forward(x)
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits) * mask
@@ -260,6 +299,7 @@ def train_reference_models(
     log: logging.Logger | None = None,
     return_weights: bool = False,
     force_loop: bool = False,
+    recorded: Mapping[str, Any] | None = None,
 ) -> ReferencePool:
     """Train ``count`` reference models of the recipe ``params`` (``train_model``'s
     parameters) on halves of the audit population ``x`` [|P|, d], ``y`` [|P|].
@@ -268,10 +308,11 @@ def train_reference_models(
     ``inclusion`` [K, |P|] and ``seeds`` [K] default to ``inclusion_matrix(seed, K, |P|)``
     and ``reference_seeds(seed, K)``; pass rows of them to train a subset of a pool alone
     (it gets the same weights). Returns every model's logits on P (``ReferencePool``).
-    ``force_loop`` takes the one-model-at-a-time path (tests, benchmarks).
+    ``force_loop`` takes the one-model-at-a-time path (tests, benchmarks). ``recorded``: a
+    train.json of the recipe, whose σ and ε are used (``recipe_accounting``).
     """
     log = log or logging.getLogger(__name__)
-    acc = recipe_accounting(params, n_members)
+    acc = recipe_accounting(params, n_members, recorded)
     p = acc["params"]
     x = np.ascontiguousarray(x, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
@@ -291,6 +332,18 @@ def train_reference_models(
     if count is not None and count != k_models:
         raise ValueError(f"count={count} but the inclusion matrix has {k_models} rows")
     n_classes = int(p["n_classes"] or int(y.max()) + 1)
+    if p["mechanism"] in LINEAR_MECHANISMS:
+        from dpaudit.training.reference_linear import train_linear_references
+
+        logits, history, weights, seconds = train_linear_references(x, y, p, inclusion=inclusion, seeds=seeds,
+                                                                     log=log)
+        return ReferencePool(
+            logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=None, sampling_probability=None,
+            steps=None, epsilon=acc["epsilon"], delta=0.0, vectorized=False,
+            fallback_reason="linear mechanism: one exact fit per model, in a loop", history=history,
+            train_seconds=seconds, weights=weights if return_weights else None,
+            info={"hyperparameters": p, "n_members": acc["n_members"], "n_population": int(x.shape[0]),
+                  "n_classes": 2, "steps_per_epoch": None, "evaluation_delta": p["delta"]})
     implementation = None
     if p["mechanism"] == "dpsgd":
         implementation = resolve_implementation(p)  # refuses inconsistent choices like train_model
@@ -325,23 +378,39 @@ def _epoch_of(t: int, p: dict[str, Any], acc: dict[str, Any], n_steps: list[int]
     return t // max(1, n_steps[k] // p["epochs"])
 
 
-def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf):
+def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf, chunk: int = 64):
     tf, keras = _tf.tf, _tf.keras
     k_models, d = len(seeds), x.shape[1]
     variables = [tf.Variable(w) for w in _initial_weights(d, p, n_classes, seeds, keras)]
     dp = p["mechanism"] == "dpsgd"
     clip = float(p["clip_norm"]) if dp else 1.0
-    divisor = float(p["batch_size"])
-    step = _stacked_step(variables, p, clip, divisor, tf, keras)
     n_params = sum(int(np.prod(v.shape[1:])) for v in variables)
+    step = _stacked_step(variables, p, clip, float(p["batch_size"]), n_params if dp else 0, tf, keras)
     noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
-    n_steps = [len(b) for b in batches]
-    total = max(n_steps)
-    loss_sum = np.zeros((k_models, p["epochs"]))
-    correct_sum = np.zeros((k_models, p["epochs"]))
-    seen = np.zeros((k_models, p["epochs"]))
+    n_steps = np.array([len(b) for b in batches])
+    total = int(n_steps.max(initial=0))
+    epochs = p["epochs"]
+    # the epoch of step t of model k is t // per_epoch[k] (``_epoch_of``)
+    if p["sampling"] == "poisson":
+        per_epoch = np.full(k_models, acc["steps_per_epoch"])
+    else:
+        per_epoch = np.maximum(1, n_steps // epochs)
+    loss_sum = np.zeros((k_models, epochs))
+    correct_sum = np.zeros((k_models, epochs))
+    seen = np.zeros((k_models, epochs))
     sigma_c = acc["noise_multiplier"] * clip
+    x_all, y_all = tf.constant(x), tf.constant(y)
+    models = np.arange(k_models)
+    no_noise = tf.zeros([k_models, 0])
+    results = []
     for t in range(total):
+        if dp and t % chunk == 0:
+            # each model's noise for the next steps in one draw per model: the same numbers
+            # as one standard_normal(n_params) call per step of the model's generator
+            rows = np.clip(n_steps - t, 0, chunk)
+            noise_block = np.zeros((min(chunk, total - t), k_models, n_params), np.float32)
+            for k in np.flatnonzero(rows):
+                noise_block[: rows[k], k] = sigma_c * noise_rngs[k].standard_normal((rows[k], n_params))
         idx = [b[t] if t < len(b) else np.zeros(0, np.int64) for b in batches]
         sizes = np.array([i.size for i in idx])
         m = max(1, int(sizes.max()))
@@ -350,22 +419,16 @@ def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf):
         for k, i in enumerate(idx):
             pos[k, : i.size] = i
             mask[k, : i.size] = 1.0
-        alive = np.array([t < n for n in n_steps])
+        alive = t < n_steps
         active = alive & (sizes > 0) if not dp else alive
-        noise = np.zeros((k_models, n_params if dp else 0), np.float32)
-        if dp:
-            for k in range(k_models):
-                if alive[k]:
-                    noise[k] = sigma_c * noise_rngs[k].standard_normal(n_params)
-        ls, cs, _ = step(tf.constant(x[pos]), tf.constant(y[pos]), tf.constant(mask), tf.constant(active),
-                         tf.constant(noise))
-        ls, cs = ls.numpy(), cs.numpy()
-        for k in range(k_models):
-            if alive[k]:
-                e = min(_epoch_of(t, p, acc, n_steps, k), p["epochs"] - 1)
-                loss_sum[k, e] += ls[k]
-                correct_sum[k, e] += cs[k]
-                seen[k, e] += sizes[k]
+        noise = tf.constant(noise_block[t % chunk]) if dp else no_noise
+        ls, cs, _ = step(x_all, y_all, tf.constant(pos), tf.constant(mask), tf.constant(active), noise)
+        results.append((ls, cs, alive, sizes, np.minimum(t // per_epoch, epochs - 1)))
+    for ls, cs, alive, sizes, epoch in results:  # read back once the steps are queued
+        k, e = models[alive], epoch[alive]
+        np.add.at(loss_sum, (k, e), ls.numpy()[alive])
+        np.add.at(correct_sum, (k, e), cs.numpy()[alive])
+        np.add.at(seen, (k, e), sizes[alive])
     with np.errstate(invalid="ignore", divide="ignore"):
         history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
     weights = [v.numpy() for v in variables]

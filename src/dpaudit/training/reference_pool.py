@@ -76,9 +76,9 @@ def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mappin
         "n_population": int(pool.inclusion.shape[1]),
         "n_members": int(pool.info["n_members"]),
         "inclusion_rate": float(pool.inclusion.mean()),
-        "noise_multiplier": float(pool.noise_multiplier),
-        "sampling_probability": float(pool.sampling_probability),
-        "steps": int(pool.steps),
+        "noise_multiplier": None if pool.noise_multiplier is None else float(pool.noise_multiplier),
+        "sampling_probability": None if pool.sampling_probability is None else float(pool.sampling_probability),
+        "steps": None if pool.steps is None else int(pool.steps),
         "epsilon": float(pool.epsilon),
         "delta": pool.delta,
         "vectorized": bool(pool.vectorized),
@@ -92,15 +92,17 @@ def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mappin
 
 def build_reference_pool(examples: pd.DataFrame, splits: Mapping[str, str], params: Mapping[str, Any], *,
                          count: int, seed: int, threads: int = 1, runs: list[str] | None = None,
+                         recorded: Mapping[str, Any] | None = None,
                          log: logging.Logger | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the K reference models of the recipe ``params`` (``train_model``'s parameters
-    without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``)."""
+    without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``).
+    ``recorded``: the train.json of one of the recipe's runs (its σ and ε, not recomputed)."""
     population = audit_population(examples, splits)
     n_members = int(population["is_member"].sum())
     x = features(population)
     labels = population["label"].to_numpy(np.int64)
     recipe = {k: v for k, v in params.items() if k != "seed"}
     pool = train_reference_models(x, labels, {**recipe, "seed": int(seed)}, n_members=n_members, count=count,
-                                  seed=seed, threads=threads, log=log)
+                                  seed=seed, threads=threads, log=log, recorded=recorded)
     frame = pool_frame(pool.logits, pool.inclusion, population["example_id"].to_numpy(np.int64), labels)
     return frame, pool_info(pool, labels, count=count, seed=seed, recipe=recipe, runs=runs or [])
