@@ -145,9 +145,9 @@ def test_paper_pmp_configs_have_the_reference_models_recipe_c_needs():
     needed = dpsgd.reference_models_to_certify(m, config["metrics"]["pmp"]["alpha"], delta)
     assert config["metrics"]["attacks"]["reference_models"] == needed == 63
     lite, m_lite, delta_lite = _recipe_c_size(ROOT / "config" / "paper" / "pmp_lite.yaml")
-    assert lite["metrics"]["pmp"]["recipe_c"] and m_lite == 750
+    assert lite["metrics"]["pmp"]["recipe_c"] and m_lite == 150
     assert lite["metrics"]["attacks"]["reference_models"] >= dpsgd.reference_models_to_certify(
-        m_lite, lite["metrics"]["pmp"]["alpha"], delta_lite) == 59
+        m_lite, lite["metrics"]["pmp"]["alpha"], delta_lite) == 51
 
 
 def test_metric_pmp_memory_counts_the_recipe_pool():
