@@ -98,7 +98,9 @@ def _indirect_modules(loaded_modules) -> set[str]:
 
 
 def _lazily_imported() -> set[str]:
-    """Modules some library function imports inside its body (loaded only when it runs)."""
+    """Modules some library function imports inside its body (loaded only when it runs), and
+    what those import in turn (``metrics.epsilon_star.run`` imports ``metrics.utility`` in a
+    function, which imports ``dp.roc`` at its top: ``dp.roc`` too loads only then)."""
     lazy = set()
     for path in codehash.PACKAGE_ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -106,6 +108,16 @@ def _lazily_imported() -> set[str]:
             for node in ast.walk(function):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     lazy |= imported_modules(ast.unparse(node))
+    frontier = list(lazy)
+    while frontier:
+        module = frontier.pop()
+        try:
+            source = codehash.module_path(module).read_text()
+        except (ValueError, FileNotFoundError):
+            continue
+        for reached in imported_modules(source, importer=module) - lazy:
+            lazy.add(reached)
+            frontier.append(reached)
     return lazy
 
 
