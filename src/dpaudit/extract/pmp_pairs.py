@@ -46,7 +46,8 @@ import pyarrow.parquet as pq
 
 from dpaudit.io import atomic_path, reading
 
-__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "factor_norms_sq",
+__all__ = ["METADATA_KEY", "clip_rows", "clipped_distance_blocks", "clipped_distances",
+           "clipped_pair_distances", "draw_partners", "factor_norms_sq",
            "factor_pair_inner_products", "projection_matrix", "project_rows",
            "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "trajectory_chi_sums_from_factors",
            "write_pmp_pairs"]
@@ -262,6 +263,55 @@ def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndar
     np.maximum(d2, 0.0, out=d2)
     np.fill_diagonal(d2, 0.0)
     return np.sqrt(d2)
+
+
+def _clip_scales(grad_norm, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """(s = min(1, C/‖g‖), ‖clip_C(g)‖²) per row, as ``clipped_distances`` computes them."""
+    norms = np.asarray(grad_norm, dtype=np.float64)
+    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+    return factor, (norms * factor) ** 2
+
+
+def clipped_distance_blocks(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                            layers: Sequence[Sequence[int]], clip: float, *, block_rows: int = 512):
+    """(start, rows start:start + b of ``clipped_distances``) for consecutive blocks of b = ``block_rows``
+    targets: b × 2n float64 at a time (three such matrices at peak), never 2n × 2n.
+
+    Equal to ``clipped_distances``'s rows up to rounding, not bit for bit: BLAS computes a
+    block's Gram rows with gemm where the whole matrix goes through syrk (differences of a
+    few ulps, 2e-16 on the default datasets)."""
+    views = _layer_views(inputs, deltas, layers)
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    m = factor.size
+    for start in range(0, m, int(block_rows)):
+        stop = min(start + int(block_rows), m)
+        d2 = np.zeros((stop - start, m))
+        for a, d in views:
+            term = a[start:stop] @ a.T
+            term += 1.0
+            term *= d[start:stop] @ d.T
+            d2 += term
+            del term
+        d2 *= -2.0 * factor[start:stop, None]
+        d2 *= factor[None, :]
+        d2 += clipped_sq[start:stop, None]
+        d2 += clipped_sq[None, :]
+        np.maximum(d2, 0.0, out=d2)
+        d2[np.arange(stop - start), np.arange(start, stop)] = 0.0
+        yield start, np.sqrt(d2, out=d2)
+
+
+def clipped_pair_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                           layers: Sequence[Sequence[int]], clip: float, targets: np.ndarray,
+                           partners: np.ndarray) -> np.ndarray:
+    """‖clip_C(g_t) − clip_C(g_p)‖ for the given pairs (float64, from the factors: pairs ·
+    Σ(inputs + units) products, ``factor_pair_inner_products``)."""
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    inner = factor_pair_inner_products(inputs, deltas, layers, targets, partners)
+    d2 = clipped_sq[targets] + clipped_sq[partners] - 2.0 * (factor[targets] * factor[partners]) * inner
+    np.maximum(d2, 0.0, out=d2)
+    d2[targets == partners] = 0.0
+    return np.sqrt(d2, out=d2)
 
 
 def schema(n_inputs: int, n_deltas: int, metadata: Mapping[str, Any] | None = None) -> pa.Schema:
