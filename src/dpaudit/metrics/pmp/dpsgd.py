@@ -25,10 +25,10 @@ from dpaudit.dp.hypothesis import (
 )
 from dpaudit.extract.pmp_pairs import (
     clip_rows,
-    clipped_distance_blocks,
     clipped_distances,
     clipped_pair_distances,
     draw_partners,
+    max_clipped_distance,
     project_rows,
     projection_matrix,
     replace_one_chi,
@@ -78,14 +78,15 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
     mean over all 2n − 1 partners (``clipped_distances`` and ``gaussian_pmp``, the 2n × 2n
     distances held once). A larger one would need 4n² distances and Newton steps of
-    δ_G on each (≈ 1.5 µs per pair: 27 minutes at 2n = 32,560), so there each target's
+    δ_G on each (≈ 1 µs per pair: 15 s at 2n = 4,096, 16–27 minutes at 2n = 32,560), so there each target's
     mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``draw_partners`` with
     ``seed``, the pairs of Recipe B): an unbiased Monte Carlo estimate of δ̃_x(ε) at every ε,
     hence an estimate of ε̃_x, neither an upper nor a lower bound (``pmp_is_upper_bound``
-    False, ``partners_sampled`` True). ε(X) (the largest distance) and each target's mean
-    and largest μ stay exact: a blocked pass over all pairs (``clipped_distance_blocks``,
-    ``block_rows`` × 2n at a time, no δ_G). A sampled ε̃_x never exceeds ε(X) (each
-    δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners`` in the result: the partners each ε̃_x averages.
+    False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over the drawn partners,
+    as Recipe B's). ε(X) stays exact: the largest distance over all pairs from a blocked pass
+    (``max_clipped_distance``, ``block_rows`` × 2n at a time, no δ_G). A sampled ε̃_x never
+    exceeds ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners`` in the result: the partners
+    each ε̃_x averages.
     """
     n_parent = len(grad_norm)
     z, clip = float(noise_multiplier), float(clip)
@@ -96,20 +97,15 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
         return res | {"n_partners": n_parent - 1, "partners_sampled": False}
     if not sigma > 0:
         raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
-    sens_x = 0.0
-    mu_sum, mu_max = np.empty(n_parent), np.empty(n_parent)
-    for start, block in clipped_distance_blocks(inputs, deltas, grad_norm, layers, clip, block_rows=block_rows):
-        stop = start + block.shape[0]
-        mu_sum[start:stop], mu_max[start:stop] = block.sum(axis=1), block.max(axis=1)  # the diagonal is 0
-        sens_x = max(sens_x, float(mu_max[start:stop].max()))
+    sens_x = max_clipped_distance(inputs, deltas, grad_norm, layers, clip, block_rows=block_rows)
     targets, drawn = draw_partners(n_parent, int(partners), int(seed))
     mu = clipped_pair_distances(inputs, deltas, grad_norm, layers, clip, targets, drawn)
+    del targets, drawn
     mu /= sigma
     mu = mu.reshape(n_parent, -1)
-    del targets, drawn
     eps_x = solve_rows(lambda start, stop: mu[start:stop], delta, n_parent)
     res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=sens_x,
-                     mu_mean_x=mu_sum / ((n_parent - 1) * sigma), mu_max_x=mu_max / sigma, upper_bound=False)
+                     mu_mean_x=mu.mean(axis=1), mu_max_x=mu.max(axis=1), upper_bound=False)
     return res | {"n_partners": int(mu.shape[1]), "partners_sampled": True}
 
 

@@ -2,7 +2,9 @@
 
 Builds the parent set X (members ∪ an equal-size non-member sample), computes
 Recipe A (Prop. 12 for one full-batch step at the final weights: a per-step
-diagnostic, an upper bound for that single release only), Recipe B (the whole
+diagnostic, an upper bound for that single release only; above
+``metrics.pmp.recipe_a_exact_max`` points a Monte Carlo estimate of it on Recipe B's drawn
+partners, flagged in the rows, ``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``), Recipe B (the whole
 training transcript from per-checkpoint clipped gradients, CLT: a heuristic,
 not a guarantee) and, when ``metrics.pmp.recipe_c`` is on, Recipe C (empirical
 per-example ε̂ lower bounds from the run's recipe reference pool,
