@@ -129,7 +129,7 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
     peak at 2n = 4,096). Above: three 512 × 2n Gram blocks (the largest distance, 2e-8 s per
     pair measured 9e-9), the partner draw's 512 × 2n keys and ranks, the drawn pairs' indices,
     distances and μ and the solver's blocks, 3 µs per drawn pair (measured 2.9e-6: 2n = 32,560
-    in 34 s at 690 MB peak RSS with 256 partners). With Recipe C also its recipe pool's
+    in 34 s at 690 MB peak RSS with 256 partners; the whole job with Recipe B 48 s, 1,138 MB). With Recipe C also its recipe pool's
     ``reference_models`` × |P| ≤ n rows (four columns, then φ and the inclusion bits pivoted
     to K × n). X has at most ``n`` points, so above ``exact_max`` the declaration covers both paths."""
     n, partners = int(n), int(partners)

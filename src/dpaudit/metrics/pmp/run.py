@@ -210,8 +210,8 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
     note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
             f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
             f"estimated on n_partners = {k} drawn partners (metrics.pmp.partners, seed {int(o['seed'])}, Recipe B's "
-            "pairs); epsilon_pmp and its quantiles estimate the Prop. 12 upper bound, epsilon_parent_set, "
-            "epsilon_global and their bounds are exact")
+            "pairs); epsilon_pmp, its quantiles, ratios and MIA bounds are estimates of the Prop. 12 upper "
+            "bound's, epsilon_parent_set and epsilon_global (and mia_success_bound_global) are exact")
     log.warning("Recipe A on %d points: per-target means over %d drawn partners of %d (Monte Carlo estimate of "
                 "the Prop. 12 bound; epsilon_parent_set exact)", n_parent, k, n_parent - 1)
     return note, f"Monte Carlo estimate ({k} drawn partners per target) of the {METHOD_LABELS['gauss_single_step']}"
