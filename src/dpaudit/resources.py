@@ -100,18 +100,48 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
     return {"mem_mb": memory, "runtime": runtime}
 
 
+# Recipe A's exact bound up to this many parent points (metrics.pmp.recipe_a_exact_max's default).
+PMP_EXACT_MAX = 4096
+# Recipe A's row blocks above it (dpaudit.extract.pmp_pairs.max_clipped_distance's block_rows) and the
+# μ cells its solver holds at once (dpaudit.metrics.pmp.gaussian.SOLVE_CELLS).
+PMP_BLOCK_ROWS = 512
+PMP_SOLVE_CELLS = 2**20
+
+
+def mlp_factor_width(d: int, hidden_units: Sequence[int], classes: int) -> int:
+    """Σ (inputs + units) over the MLP's Dense layers: the floats per example of its gradient
+    factors (``pmp_pairs.parquet``), far fewer than its parameters."""
+    sizes = [int(d), *(int(h) for h in hidden_units), int(classes)]
+    return sum(sizes[:-1]) + sum(sizes[1:])
+
+
 def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: int = 256,
-                         reference_models: int = 0, attempt: int = 1) -> dict[str, int]:
-    """mem_mb and runtime of ``metric_pmp`` (numpy only): it reads ``pmp_pairs.parquet``
-    (``dpaudit.extract.pmp_pairs``: the final gradients' Dense-layer factors, Σ (inputs + units)
-    ≤ P floats per example, and Recipe B's n × partners sums) and builds Recipe A's 2n × 2n
-    Gram, distances and per-partner μ (float64) with the per-row solver's temporaries; with
-    Recipe C also its recipe pool's ``reference_models`` × |P| ≤ n rows (four columns, then
-    φ and the inclusion bits pivoted to K × n)."""
-    factors = n * max(n_params, 1) * 12
+                         reference_models: int = 0, exact_max: int = PMP_EXACT_MAX,
+                         factor_width: int | None = None, attempt: int = 1) -> dict[str, int]:
+    """mem_mb and runtime of ``metric_pmp`` (numpy only) for a parent set of at most ``n`` points.
+
+    It reads ``pmp_pairs.parquet`` (``dpaudit.extract.pmp_pairs``: the final gradients'
+    Dense-layer factors, ``factor_width`` = Σ (inputs + units) ≤ P floats per example (float32,
+    float64 copies while in use), and Recipe B's n × partners sums). Recipe A
+    (``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``) up to ``exact_max`` points: the
+    2n × 2n Gram and distances with their temporaries (6 float64 copies; μ and the solver go by
+    row blocks), about 1 µs of Newton steps per pair (bench/bench_pmp_scale.py: 15 s, 560 MB
+    peak at 2n = 4,096). Above: three 512 × 2n Gram blocks (the largest distance, 2e-8 s per
+    pair measured 9e-9), the partner draw's 512 × 2n keys and ranks, the drawn pairs' indices,
+    distances and μ and the solver's blocks, 3 µs per drawn pair (measured 2.9e-6: 2n = 32,560
+    in 34 s at 690 MB peak RSS with 256 partners; the whole job with Recipe B 48 s, 1,138 MB). With Recipe C also its recipe pool's
+    ``reference_models`` × |P| ≤ n rows (four columns, then φ and the inclusion bits pivoted
+    to K × n). X has at most ``n`` points, so above ``exact_max`` the declaration covers both paths."""
+    n, partners = int(n), int(partners)
+    factors = n * int(factor_width or max(n_params, 1)) * 24
     pool = 4 * 32 * n * int(reference_models)
-    memory = _mb(factors + 6 * 8 * n * n + 3 * 8 * n * int(partners) + pool, NUMPY_BASE_MB, attempt)
-    runtime = _minutes(30 + 5e-8 * n * n + 1e-7 * n * int(partners), 10, attempt)
+    exact = min(n, int(exact_max))  # X has at most n points: the exact path's worst case
+    recipe_a, seconds = 6 * 8 * exact * exact, 1.5e-6 * exact * exact
+    if n > int(exact_max):
+        recipe_a = max(recipe_a, 3 * 8 * PMP_BLOCK_ROWS * n + 4 * 8 * n * partners + 10 * 8 * PMP_SOLVE_CELLS)
+        seconds = max(seconds, 2e-8 * n * n + 4e-6 * n * partners)
+    memory = _mb(factors + recipe_a + 3 * 8 * n * partners + pool, NUMPY_BASE_MB, attempt)
+    runtime = _minutes(30 + seconds + 1e-7 * n * partners, 10, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
 
 
@@ -356,7 +386,9 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
         return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners"],
-                                    reference_models=models, attempt=attempt)
+                                    reference_models=models, exact_max=pmp["recipe_a_exact_max"],
+                                    factor_width=mlp_factor_width(d, training.get("hidden_units") or [], classes),
+                                    attempt=attempt)
     raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
 
 

@@ -149,3 +149,29 @@ def test_the_twin_declares_its_canaries_and_covers_its_measured_peak():
     two = canary_twin_resources(2000, 20, 2, TRAINING, RUN, gradient_canaries=100_000, input_canaries=100,
                                 attempt=2)
     assert two["mem_mb"] == 2 * twin["mem_mb"]
+
+
+# On the 2-core test machine, one core: peak RSS of the whole metric_pmp job (pmp_run_metrics:
+# pairs file read, Recipes A and B) on synthetic Dense-layer factors of Adult's MLP (width 237)
+# at 2n = 32,560 (Recipe A on drawn partners; bench/bench_pmp_scale.py alone: 690 MB), and of
+# bench_pmp_scale's exact path at its largest default size 2n = 4,096.
+PMP_SAMPLED_PEAK_MB = 1138
+PMP_EXACT_PEAK_MB = 573
+
+
+def test_metric_pmp_declares_the_measured_recipe_a_peaks_and_adult_fits_in_2_gb():
+    from dpaudit.resources import PMP_EXACT_MAX, mlp_factor_width, pmp_metric_resources
+
+    width = mlp_factor_width(107, [64], 2)
+    assert width == 237
+    adult = declared("metric_pmp", _config(False), n=32_561, d=107, classes=2, training=TRAINING, run=RUN)
+    assert adult == pmp_metric_resources(32_561, 7042, checkpoints=5, factor_width=width)
+    assert PMP_SAMPLED_PEAK_MB <= adult["mem_mb"] <= 2000
+    exact = pmp_metric_resources(PMP_EXACT_MAX, 7042, checkpoints=5, factor_width=width)
+    assert exact["mem_mb"] >= PMP_EXACT_PEAK_MB
+    # X has at most n points: just above the threshold the declaration still covers the exact path
+    assert pmp_metric_resources(PMP_EXACT_MAX + 1, 7042, checkpoints=5, factor_width=width)["mem_mb"] >= \
+        exact["mem_mb"]
+    # the old declaration (2n × 2n float64 matrices): ~50 GB at Adult's size
+    assert pmp_metric_resources(32_561, 7042, checkpoints=5, factor_width=width,
+                                exact_max=40_000)["mem_mb"] > 50_000

@@ -249,10 +249,12 @@ _PMP_C = (*_PMP, "n_reference_models", "n_eval_models", "n_bounded", "alpha")
 PMP = [
     Metric("pmp", "epsilon_pmp", "ε̃ (PMP)",
            "Practical-membership-privacy ε̃ of the parent set: the largest per-example ε̃(x) of the method "
-           "(an upper bound for one step in Recipe A, a heuristic in Recipe B).",
+           "(an upper bound for one step in Recipe A, a Monte Carlo estimate of it when n_partners < n_parent − 1 "
+           "above metrics.pmp.recipe_a_exact_max as the note says; a heuristic in Recipe B).",
            "nats", "diagnostic", _PMP),
     Metric("pmp", "epsilon_pmp_quantile", "ε̃(x) quantile",
-           "The quantile (column quantile) of the per-example ε̃(x) over the parent set.",
+           "The quantile (column quantile) of the per-example ε̃(x) over the parent set (estimates when "
+           "n_partners < n_parent − 1, as for epsilon_pmp).",
            "nats", "diagnostic", (*_PMP, "quantile")),
     Metric("pmp", "epsilon_global", "ε (same method)",
            "The method's own DP ε for every neighbour (not only those in the parent set), under "

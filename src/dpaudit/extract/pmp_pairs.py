@@ -8,7 +8,9 @@ weights and at every checkpoint in its TensorFlow process and keeps only this
 One row per example of X (X's order): ``example_id``, ``is_member`` and
 
 * Recipe A (one full-batch step at the final weights needs every pair's distance, 4n²
-  values, more than the vectors when n > P): the gradient in factors. A Dense layer's
+  values, more than the vectors when n > P; above ``metrics.pmp.recipe_a_exact_max`` the
+  drawn pairs' distances and the largest distance, ``clipped_pair_distances`` and
+  ``max_clipped_distance``): the gradient in factors. A Dense layer's
   per-example kernel gradient is the outer product of its input a and its bias gradient
   δ, so ⟨g_i, g_j⟩ = Σ_l (⟨a_li, a_lj⟩ + 1)·⟨δ_li, δ_lj⟩. ``layer_inputs`` (float32, the
   layers' inputs concatenated, from a forward pass), ``layer_deltas`` (float32, the bias
@@ -46,7 +48,9 @@ import pyarrow.parquet as pq
 
 from dpaudit.io import atomic_path, reading
 
-__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "draw_partners", "factor_norms_sq",
+__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances",
+           "clipped_pair_distances", "draw_partners", "factor_norms_sq",
+           "max_clipped_distance",
            "factor_pair_inner_products", "projection_matrix", "project_rows",
            "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "trajectory_chi_sums_from_factors",
            "write_pmp_pairs"]
@@ -262,6 +266,62 @@ def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndar
     np.maximum(d2, 0.0, out=d2)
     np.fill_diagonal(d2, 0.0)
     return np.sqrt(d2)
+
+
+def _clip_scales(grad_norm, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """(s = min(1, C/‖g‖), ‖clip_C(g)‖²) per row, as ``clipped_distances`` computes them."""
+    norms = np.asarray(grad_norm, dtype=np.float64)
+    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+    return factor, (norms * factor) ** 2
+
+
+def max_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                         layers: Sequence[Sequence[int]], clip: float, *, block_rows: int = 512) -> float:
+    """max_ij ‖clip_C(g_i) − clip_C(g_j)‖ = ``clipped_distances(...).max()`` without the 2n × 2n matrix.
+
+    Row blocks of b = ``block_rows`` targets against the partners from the block on (the
+    matrix is symmetric: half of its 2n² · Σ(inputs + units) products), three b × 2n float64
+    matrices at peak. The clip factors s scale the bias factors δ (the kernel gradient a ⊗ sδ
+    is the clipped one), so the block is the clipped Gram G, and row i's largest
+    ‖c_i‖² + ‖c_j‖² − 2G_ij is found before adding ‖c_i‖². Equal to the full matrix's max up
+    to rounding (a few ulps: BLAS uses gemm on blocks, syrk on the whole matrix)."""
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    views = [(a, d * factor[:, None]) for a, d in _layer_views(inputs, deltas, layers)]
+    m = factor.size
+    largest = 0.0
+    for start in range(0, m, int(block_rows)):
+        stop = min(start + int(block_rows), m)
+        gram = None
+        for a, d in views:
+            term = a[start:stop] @ a[start:].T
+            term += 1.0
+            term *= d[start:stop] @ d[start:].T
+            if gram is None:
+                gram = term
+            else:
+                gram += term
+            del term
+        gram *= -2.0
+        gram += clipped_sq[None, start:]
+        rows = np.arange(stop - start)
+        gram[rows, rows] = -clipped_sq[start:stop]  # the diagonal's distance is 0
+        row_max = gram.max(axis=1) + clipped_sq[start:stop]
+        largest = max(largest, float(row_max.max()))
+        del gram
+    return math.sqrt(max(largest, 0.0))
+
+
+def clipped_pair_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                           layers: Sequence[Sequence[int]], clip: float, targets: np.ndarray,
+                           partners: np.ndarray) -> np.ndarray:
+    """‖clip_C(g_t) − clip_C(g_p)‖ for the given pairs (float64, from the factors: pairs ·
+    Σ(inputs + units) products, ``factor_pair_inner_products``)."""
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    inner = factor_pair_inner_products(inputs, deltas, layers, targets, partners)
+    d2 = clipped_sq[targets] + clipped_sq[partners] - 2.0 * (factor[targets] * factor[partners]) * inner
+    np.maximum(d2, 0.0, out=d2)
+    d2[targets == partners] = 0.0
+    return np.sqrt(d2, out=d2)
 
 
 def schema(n_inputs: int, n_deltas: int, metadata: Mapping[str, Any] | None = None) -> pa.Schema:

@@ -25,21 +25,27 @@ from dpaudit.dp.hypothesis import (
 )
 from dpaudit.extract.pmp_pairs import (
     clip_rows,
+    clipped_distances,
+    clipped_pair_distances,
+    draw_partners,
+    max_clipped_distance,
     project_rows,
     projection_matrix,
     replace_one_chi,
     trajectory_chi_sums,
 )
 from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
-from dpaudit.metrics.pmp.gaussian import gaussian_pmp
+from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pmp_result, solve_rows
 
 __all__ = [
+    "EXACT_MAX_PARENT",
     "MIN_REFERENCE_MODELS",
     "certifiable_epsilon",
     "clip_rows",
     "empirical_pmp",
     "project_rows",
     "projection_matrix",
+    "recipe_a_from_factors",
     "recipe_a_single_step",
     "recipe_b_from_chi_sums",
     "recipe_b_trajectory",
@@ -59,6 +65,48 @@ def recipe_a_single_step(clipped: np.ndarray | None, noise_multiplier: float, cl
     """
     sigma = float(noise_multiplier) * float(clip)
     return gaussian_pmp(clipped, sigma, delta, sensitivity_global=2.0 * float(clip), distances=distances)
+
+
+EXACT_MAX_PARENT = 4096  # metrics.pmp.recipe_a_exact_max's default
+
+
+def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
+                          layers, *, noise_multiplier: float, clip: float, delta: float, exact_max: int,
+                          partners: int, seed: int, block_rows: int = 512) -> dict:
+    """Recipe A from the extraction's Dense-layer factors (``pmp_pairs.parquet``), at any size.
+
+    A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
+    mean over all 2n − 1 partners (``clipped_distances`` and ``gaussian_pmp``, the 2n × 2n
+    distances held once). A larger one would need 4n² distances and Newton steps of
+    δ_G on each (≈ 1 µs per pair: 15 s at 2n = 4,096, 16–27 minutes at 2n = 32,560), so there each target's
+    mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``draw_partners`` with
+    ``seed``, the pairs of Recipe B): an unbiased Monte Carlo estimate of δ̃_x(ε) at every ε,
+    hence an estimate of ε̃_x, neither an upper nor a lower bound (``pmp_is_upper_bound``
+    False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over the drawn partners,
+    as Recipe B's). ε(X) stays exact: the largest distance over all pairs from a blocked pass
+    (``max_clipped_distance``, ``block_rows`` × 2n at a time, no δ_G). A sampled ε̃_x never
+    exceeds ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners`` in the result: the partners
+    each ε̃_x averages.
+    """
+    n_parent = len(grad_norm)
+    z, clip = float(noise_multiplier), float(clip)
+    sigma = z * clip
+    if n_parent <= int(exact_max):
+        distances = clipped_distances(inputs, deltas, grad_norm, layers, clip)
+        res = recipe_a_single_step(None, z, clip, delta, distances=distances)
+        return res | {"n_partners": n_parent - 1, "partners_sampled": False}
+    if not sigma > 0:
+        raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
+    sens_x = max_clipped_distance(inputs, deltas, grad_norm, layers, clip, block_rows=block_rows)
+    targets, drawn = draw_partners(n_parent, int(partners), int(seed))
+    mu = clipped_pair_distances(inputs, deltas, grad_norm, layers, clip, targets, drawn)
+    del targets, drawn
+    mu /= sigma
+    mu = mu.reshape(n_parent, -1)
+    eps_x = solve_rows(lambda start, stop: mu[start:stop], delta, n_parent)
+    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=sens_x,
+                     mu_mean_x=mu.mean(axis=1), mu_max_x=mu.max(axis=1), upper_bound=False)
+    return res | {"n_partners": int(mu.shape[1]), "partners_sampled": True}
 
 
 def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_multiplier: float,

@@ -18,7 +18,8 @@ import numpy as np
 from dpaudit.dp import mechanisms
 from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
 
-__all__ = ["gaussian_pmp", "pairwise_distances", "partner_mu"]
+__all__ = ["SOLVE_CELLS", "gaussian_pmp", "pairwise_distances", "partner_mu", "pmp_result", "row_blocks",
+           "solve_rows"]
 
 
 def pairwise_distances(features: np.ndarray) -> np.ndarray:
@@ -31,41 +32,82 @@ def pairwise_distances(features: np.ndarray) -> np.ndarray:
     return np.sqrt(d2)
 
 
-def partner_mu(distances: np.ndarray, sigma: float) -> np.ndarray:
-    """μ_ij = Δ_ij/σ for j ≠ i, as a 2n × (2n − 1) array (each target's partners)."""
+def partner_mu(distances: np.ndarray, sigma: float, *, start: int = 0) -> np.ndarray:
+    """μ_ij = Δ_ij/σ for j ≠ i, as a 2n × (2n − 1) array (each target's partners).
+
+    ``distances`` may be a block of rows of the 2n × 2n matrix whose first row is target
+    ``start`` (b × 2n in, b × (2n − 1) out: each row drops its own column)."""
     distances = np.asarray(distances, dtype=np.float64)
-    m = distances.shape[0]
-    off = ~np.eye(m, dtype=bool)
-    return (distances[off] / float(sigma)).reshape(m, m - 1)
+    rows, m = distances.shape
+    off = np.ones((rows, m), dtype=bool)
+    off[np.arange(rows), start + np.arange(rows)] = False
+    return (distances[off] / float(sigma)).reshape(rows, m - 1)
 
 
-def gaussian_pmp(features: np.ndarray, sigma: float, delta: float, *, sensitivity_global: float,
-                 distances: np.ndarray | None = None) -> dict:
-    """Algorithm G-PMP: the Prop. 12 bound ε̃ per target and its max, with the DP references.
+SOLVE_CELLS = 1 << 20  # μ cells the per-row solver holds at once (its temporaries are a few copies)
 
-    ``features`` are the per-record contributions f(x_i) (2n × d) of the additive
-    query; ``sensitivity_global`` is the query's replace-one L2 sensitivity Δ
-    (2C/n for the mean of points clipped to C). Returns ε̃ (``eps_pmp``, an
-    upper bound), per-target ``eps_pmp_x``, the global ε(σ, δ, Δ) and the
-    subpopulation ε(X) = ε(σ, δ, max_ij Δ_ij).
-    """
-    if distances is None:
-        distances = pairwise_distances(features)
-    sigma = float(sigma)
-    if not sigma > 0:
-        raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
-    mu = partner_mu(distances, sigma)
-    eps_x = profile_epsilon_per_row(mu, delta)
-    sens_x = float(distances.max())
+
+def solve_rows(mu_rows, delta: float, n_rows: int, *, block_rows: int | None = None) -> np.ndarray:
+    """``profile_epsilon_per_row`` over blocks of rows: ``mu_rows(start, stop)`` returns the
+    μ of targets start:stop. The solver's iterations are per row (each row's Newton steps,
+    bracket and stopping test read only that row), so the result equals one call on the whole
+    matrix bit for bit (``tests/unit/test_pmp_scale.py``) while holding ``block_rows`` rows
+    (default: about ``SOLVE_CELLS`` cells) instead of all of them."""
+    out = np.empty(int(n_rows))
+    for start, stop in row_blocks(n_rows, block_rows):
+        out[start:stop] = profile_epsilon_per_row(mu_rows(start, stop), delta)
+    return out
+
+
+def row_blocks(n_rows: int, block_rows: int | None = None):
+    """(start, stop) of consecutive blocks of ``block_rows`` rows (default: ``SOLVE_CELLS`` / n_rows)."""
+    n_rows = int(n_rows)
+    block = int(block_rows) if block_rows else max(1, SOLVE_CELLS // max(n_rows, 1))
+    return [(start, min(start + block, n_rows)) for start in range(0, n_rows, block)]
+
+
+def pmp_result(eps_x: np.ndarray, sigma: float, delta: float, *, sensitivity_global: float, sens_x: float,
+               mu_mean_x: np.ndarray, mu_max_x: np.ndarray, upper_bound: bool = True) -> dict:
+    """G-PMP's result dict from the per-target ε̃ and the parent set's largest distance (see ``gaussian_pmp``)."""
     return {
         "eps_pmp": float(eps_x.max()),
         "eps_pmp_x": eps_x,
         "argmax_x": int(np.argmax(eps_x)),
         "eps_global": mechanisms.gaussian_epsilon_analytic(sigma / float(sensitivity_global), delta),
         "eps_X": (mechanisms.gaussian_epsilon_analytic(sigma / sens_x, delta) if sens_x > 0 else 0.0),
-        "sens_X": sens_x,
+        "sens_X": float(sens_x),
         "sens_global": float(sensitivity_global),
-        "mu_mean_x": mu.mean(axis=1),
-        "mu_max_x": mu.max(axis=1),
-        "pmp_is_upper_bound": True,
+        "mu_mean_x": mu_mean_x,
+        "mu_max_x": mu_max_x,
+        "pmp_is_upper_bound": bool(upper_bound),
     }
+
+
+def gaussian_pmp(features: np.ndarray, sigma: float, delta: float, *, sensitivity_global: float,
+                 distances: np.ndarray | None = None, block_rows: int | None = None) -> dict:
+    """Algorithm G-PMP: the Prop. 12 bound ε̃ per target and its max, with the DP references.
+
+    ``features`` are the per-record contributions f(x_i) (2n × d) of the additive
+    query; ``sensitivity_global`` is the query's replace-one L2 sensitivity Δ
+    (2C/n for the mean of points clipped to C). Returns ε̃ (``eps_pmp``, an
+    upper bound), per-target ``eps_pmp_x``, the global ε(σ, δ, Δ) and the
+    subpopulation ε(X) = ε(σ, δ, max_ij Δ_ij). Exact over all 2n − 1 partners; μ and
+    the solver go ``block_rows`` targets at a time (``solve_rows``: the same bits as one
+    block), so only the distance matrix is held whole.
+    """
+    if distances is None:
+        distances = pairwise_distances(features)
+    sigma = float(sigma)
+    if not sigma > 0:
+        raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
+    m = distances.shape[0]
+    mu_mean, mu_max = np.empty(m), np.empty(m)
+
+    def mu_rows(start, stop):
+        mu = partner_mu(distances[start:stop], sigma, start=start)
+        mu_mean[start:stop], mu_max[start:stop] = mu.mean(axis=1), mu.max(axis=1)
+        return mu
+
+    eps_x = solve_rows(mu_rows, delta, m, block_rows=block_rows)
+    return pmp_result(eps_x, sigma, delta, sensitivity_global=sensitivity_global, sens_x=float(distances.max()),
+                      mu_mean_x=mu_mean, mu_max_x=mu_max)

@@ -2,7 +2,9 @@
 
 Builds the parent set X (members ∪ an equal-size non-member sample), computes
 Recipe A (Prop. 12 for one full-batch step at the final weights: a per-step
-diagnostic, an upper bound for that single release only), Recipe B (the whole
+diagnostic, an upper bound for that single release only; above
+``metrics.pmp.recipe_a_exact_max`` points a Monte Carlo estimate of it on Recipe B's drawn
+partners, flagged in the rows, ``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``), Recipe B (the whole
 training transcript from per-checkpoint clipped gradients, CLT: a heuristic,
 not a guarantee) and, when ``metrics.pmp.recipe_c`` is on, Recipe C (empirical
 per-example ε̂ lower bounds from the run's recipe reference pool,
@@ -26,9 +28,13 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.extract.checkpoints import not_applicable
-from dpaudit.extract.pmp_pairs import clipped_distances, read_pmp_pairs
+from dpaudit.extract.pmp_pairs import read_pmp_pairs
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
-from dpaudit.metrics.pmp.dpsgd import recipe_a_single_step, recipe_b_from_chi_sums
+from dpaudit.metrics.pmp.dpsgd import (
+    EXACT_MAX_PARENT,
+    recipe_a_from_factors,
+    recipe_b_from_chi_sums,
+)
 from dpaudit.metrics.pmp.pool import pool_checks, pool_recipe_c
 from dpaudit.training.parent_set import build_parent_set
 
@@ -42,6 +48,7 @@ OPTION_DEFAULTS = {
     "nonmember_pool": "nonmembers_and_utility",
     "checkpoints": 5,
     "partners": 256,
+    "recipe_a_exact_max": EXACT_MAX_PARENT,
     "recipe_c": False,
     "alpha": 0.05,
     "seed": 0,
@@ -59,7 +66,7 @@ QUANTILES = (0.5, 0.99)  # of the per-example values, written as rows with a ``q
 
 
 def _rows(method: str, values: Mapping[str, float | bool | Mapping], common: Mapping, status: str = "ok",
-          note: str = "") -> list[dict]:
+          note: str = "", label: str | None = None) -> list[dict]:
     """Long rows of one method; a value given as a dict adds its items as parameter columns.
 
     Metric names are those of dpaudit.contract.metrics (family pmp); a flag stays a bool.
@@ -71,14 +78,15 @@ def _rows(method: str, values: Mapping[str, float | bool | Mapping], common: Map
             extra = {k: v for k, v in value.items() if k != "value"}
             value = value["value"]
         rows.append({"method": method, "metric": name, "value": value if isinstance(value, bool) else float(value),
-                     "status": status, "label": METHOD_LABELS.get(method, method), "note": note, **common, **extra})
+                     "status": status, "label": label or METHOD_LABELS.get(method, method), "note": note, **common, **extra})
     return rows
 
 
-def _quantile_rows(method: str, name: str, per_example: np.ndarray, common: Mapping, note: str = "") -> list[dict]:
+def _quantile_rows(method: str, name: str, per_example: np.ndarray, common: Mapping, note: str = "",
+                   label: str | None = None) -> list[dict]:
     return [row for q in QUANTILES
             for row in _rows(method, {name: {"value": float(np.quantile(per_example, q)), "quantile": q}}, common,
-                             note=note)]
+                             note=note, label=label)]
 
 
 def _summary(res: Mapping, delta: float) -> dict:
@@ -149,12 +157,14 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                          f"{meta['noise_multiplier']}, train.json says {clip} and {z}; delete it and run again")
     per_example = pd.DataFrame({"example_id": ids, "is_member": parent["is_member"]})
 
-    distances = clipped_distances(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], meta["layers"], clip)
-    res_a = recipe_a_single_step(None, z, clip, delta, distances=distances)
-    del distances
-    a_common = common | {"n_partners": int(ids.size - 1), "projection_dim": 0, "checkpoints": 1}
-    rows += _rows("gauss_single_step", _summary(res_a, delta), a_common)
-    rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common)
+    res_a = recipe_a_from_factors(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], meta["layers"],
+                                  noise_multiplier=z, clip=clip, delta=delta, exact_max=int(o["recipe_a_exact_max"]),
+                                  partners=int(o["partners"]), seed=int(o["seed"]))
+    a_common = common | {"n_partners": res_a["n_partners"], "projection_dim": 0, "checkpoints": 1}
+    a_note, a_label = _sampled_note(res_a, ids.size, o, log)
+    rows += _rows("gauss_single_step", _summary(res_a, delta), a_common, note=a_note, label=a_label)
+    rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common, note=a_note,
+                           label=a_label)
     per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
 
     res_b = None
@@ -189,6 +199,22 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
 
     rows += _ordering_rows(res_b, res_c, eps_accountant, common, log)
     return pd.DataFrame(rows), per_example
+
+
+def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, str | None]:
+    """(note, label) of Recipe A's rows: empty and the method's label when exact; when its
+    per-target means were estimated on drawn partners (``recipe_a_from_factors``), says so."""
+    if not res_a["partners_sampled"]:
+        return "", None
+    k = res_a["n_partners"]
+    note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
+            f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
+            f"estimated on n_partners = {k} drawn partners (metrics.pmp.partners, seed {int(o['seed'])}, Recipe B's "
+            "pairs); epsilon_pmp, its quantiles, ratios and MIA bounds are estimates of the Prop. 12 upper "
+            "bound's, epsilon_parent_set and epsilon_global (and mia_success_bound_global) are exact")
+    log.warning("Recipe A on %d points: per-target means over %d drawn partners of %d (Monte Carlo estimate of "
+                "the Prop. 12 bound; epsilon_parent_set exact)", n_parent, k, n_parent - 1)
+    return note, f"Monte Carlo estimate ({k} drawn partners per target) of the {METHOD_LABELS['gauss_single_step']}"
 
 
 def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
