@@ -7,7 +7,9 @@
    and DP-SGD (hidden 64, batch 64, 10 epochs). Times are
    training only (train.json's ``train_seconds`` for the single run; the stack's loop
    including its tf.function tracing), plus the stack's wall time with the noise
-   calibration and logits on P. Target: ratio ≤ 3.
+   calibration, each model's own accountant ε (its rate B/n_k on its ~|P|/2 rows,
+   ``dpaudit.training.reference_accounting``) and logits on P. Target: ratio ≤ 3 (the
+   single run takes ⌊n/B⌋ steps per epoch, each reference model ⌊n_k/B⌋).
 2. Scoring every attack of ``dpaudit.metrics.attacks`` on one target with K = 64
    reference models and |P| = 10⁴ (statistics excluded and then included). Target ≤ 2 s.
 """
@@ -66,7 +68,10 @@ def bench_training() -> None:
             print(f"reference_models dataset={name}-like |P|={size} d={d} mechanism={mechanism} K=16 "
                   f"stack_train_seconds={pool.train_seconds:.2f} stack_wall_seconds={wall:.2f} "
                   f"one_train_model_train_seconds={one:.2f} ratio={pool.train_seconds / one:.2f} "
-                  f"stack_of_one_seconds={alone.train_seconds:.2f} vectorized={pool.vectorized}", flush=True)
+                  f"stack_of_one_seconds={alone.train_seconds:.2f} vectorized={pool.vectorized} "
+                  f"target_steps={pool.target['steps']} median_reference_steps={int(np.median(pool.steps))} "
+                  f"max_reference_epsilon={pool.epsilon.max():.3g} target_epsilon={pool.target['epsilon']:.3g}",
+                  flush=True)
 
 
 def bench_scoring(k: int = 64, size: int = 10_000) -> None:

@@ -34,7 +34,9 @@ def recipe_runs(wildcards):
 
 
 def recipe_train_info(wildcards):
-    """The train.json of the recipe's first run: its σ and ε are the pool's (no second calibration)."""
+    """The train.json of the recipe's first run: its σ is the pool's and its ε the pool's record of
+    the target's (no second calibration); each reference model's own ε (its rate B/n_k on its half)
+    is the accountant's (dpaudit.training.reference_accounting)."""
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 

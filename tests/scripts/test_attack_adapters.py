@@ -134,5 +134,8 @@ def test_reference_pool_adapter_trains_a_linear_recipe(tmp_path):
     pool = read_parquet(tmp_path / "pool.parquet")
     assert len(pool) == 4 * 100 and set(pool["model"]) == {0, 1, 2, 3}
     info = read_json(tmp_path / "pool.json")
-    assert info["runs"] == ["a", "b"] and info["epsilon"] == 2.0 and info["noise_multiplier"] is None
+    assert info["runs"] == ["a", "b"] and info["target_epsilon"] == 2.0 and info["noise_multiplier"] is None
+    assert info["reference_epsilon"] == [2.0] * 4 and info["reference_epsilon_max"] == 2.0
+    assert info["reference_sampling_probability"] is None and info["reference_steps"] is None
+    assert sum(info["training_rows"]) == int(np.round(info["inclusion_rate"] * 4 * 100))
     assert not info["vectorized"] and "linear" in info["fallback_reason"] and len(info["in_accuracy"]) == 4

@@ -554,8 +554,10 @@ def _dpsgd_run(tmp_path, n_models, *, noise_multiplier, caplog):
                          "included": inside.ravel(), "phi": np.where(inside, 0.0, -5.0).ravel()})
     train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 1.0,
              "noise_multiplier": noise_multiplier, "sampling_probability": 0.1, "steps": 100}
-    pool_info = {"recipe_name": "recipe", "noise_multiplier": noise_multiplier, "sampling_probability": 0.1,
-                 "steps": 100}
+    # the pool's record of the target (what pool_checks compares) and of its models' own rates
+    pool_info = {"recipe_name": "recipe", "noise_multiplier": noise_multiplier, "target_sampling_probability": 0.1,
+                 "target_steps": 100, "target_epsilon": 3.0, "reference_sampling_probability": [0.13, 0.14],
+                 "reference_steps": [70, 71], "reference_epsilon": [3.3, 3.4], "reference_epsilon_max": 3.4}
     log = logging.getLogger("test_pmp_rows")
     with caplog.at_level(logging.WARNING, logger="test_pmp_rows"):
         gradients = _extract_pmp_pairs(tmp_path, examples, train, tmp_path / "c.npz")
@@ -592,6 +594,10 @@ def test_recipe_c_rows_point_estimate_certifiable_max_and_mia_bounds(tmp_path, c
     assert bound["alpha"] == 0.05 and bound["alpha_per_bound"] == pytest.approx(0.05 / 32, rel=1e-15)
     assert bound["n_reference_models"] == 400 and bound["n_eval_models"] == 200 and bound["n_bounded"] == 16
     assert bound["note"].startswith("4 of the 20 examples of X are outside") and bound["reference_recipe"] == "recipe"
+    # the models' own accounting is recorded, not warned about: ε̂ bounds their mechanism
+    assert bound["reference_epsilon"] == 3.4 and "accountant eps is up to 3.4 (the run's 3)" in bound["note"]
+    assert "not of this run's recipe" not in bound["note"]
+    assert not any("Recipe C: the reference pool" in r.getMessage() for r in caplog.records)
     bounded = per_example["example_id"] < 16
     assert per_example.loc[~bounded, ["emp_eps_lower_x", "emp_eps_point_x"]].isna().all().all()
     assert per_example.loc[bounded, "emp_eps_lower_x"].notna().all()

@@ -12,7 +12,13 @@ from scipy.special import log_softmax
 
 from dpaudit.dp.hypothesis import clopper_pearson_lower, clopper_pearson_upper
 from dpaudit.metrics.pmp import dpsgd
-from dpaudit.metrics.pmp.pool import POOL_COLUMNS, pool_checks, pool_game, pool_recipe_c
+from dpaudit.metrics.pmp.pool import (
+    POOL_COLUMNS,
+    pool_checks,
+    pool_game,
+    pool_recipe_c,
+    reference_training,
+)
 from dpaudit.training.reference_pool import pool_frame
 from tests.workflow.helpers import ROOT
 
@@ -92,6 +98,17 @@ def test_pool_checks_name_what_is_not_dp_matched():
     assert pool_checks(dict(train), train) == []
     problems = pool_checks({**train, "noise_multiplier": 1.3, "steps": 49}, train)
     assert len(problems) == 2 and problems[0].startswith("noise_multiplier") and "steps" in problems[1]
+    # a record with the target's and the models' own accounting: only the target's is compared
+    record = {"noise_multiplier": 1.1, "target_sampling_probability": 0.1, "target_steps": 50,
+              "target_epsilon": 2.0, "reference_sampling_probability": [0.13, 0.14],
+              "reference_steps": [36, 35], "reference_epsilon": [2.3, 2.4], "reference_epsilon_max": 2.4}
+    assert pool_checks(record, train) == []
+    assert pool_checks({**record, "target_steps": 36}, train) == ["steps: pool 36 vs run 50"]
+    own = reference_training(record)
+    assert own["reference_epsilon"] == 2.4
+    assert "q_k = B/n_k in [0.13, 0.14], steps 35-36" in own["note"] and "up to 2.4 (the run's 2)" in own["note"]
+    old = reference_training(train)  # a record before the models kept their own rates
+    assert math.isnan(old["reference_epsilon"]) and old["note"] == ""
 
 
 def _brute_k(n_bounded, alpha, delta, above=0.0):

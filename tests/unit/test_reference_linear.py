@@ -33,7 +33,8 @@ def test_linear_reference_model_is_the_train_model_release(mechanism, tmp_path):
     params = dict(mechanism=mechanism, target_epsilon=2.0, linear_regularization=0.5, delta=1e-5, n_classes=2)
     pool = R.train_reference_models(x, y, params, n_members=100, count=3, seed=4, return_weights=True)
     assert pool.logits.shape == (3, 200, 2) and not pool.vectorized and "linear" in pool.fallback_reason
-    assert pool.epsilon == 2.0 and pool.delta == 0.0 and pool.noise_multiplier is None
+    assert np.all(pool.epsilon == 2.0) and pool.delta == 0.0 and pool.noise_multiplier is None
+    assert pool.sampling_probability is None and pool.steps is None and pool.target["epsilon"] == 2.0
     k = 1
     frame = pd.DataFrame({"example_id": np.arange(200), "split": np.where(pool.inclusion[k], "members", "nonmembers"),
                           "label": y, "x": list(x)})

@@ -1,8 +1,10 @@
 """Tests for dpaudit.training.reference: K reference models stacked on a model axis.
 
-Oracles: ``train_model`` itself (same seed, same members: same weights; the accountant's
-σ and ε), the stack's own model trained alone, the one-model-at-a-time fallback, and
-the attacks' power on an overfit baseline.
+Oracles: ``train_model`` itself (model k is the run ``train_model`` releases on model k's
+half with seed k and the recipe's hyperparameters: same weights, same q_k = B/n_k, steps
+and accountant ε; the target's σ and ε are train_model's on the target's n members),
+``dpaudit.dp.accounting`` called directly, the stack's own model trained alone, the
+one-model-at-a-time fallback, and the attacks' power on an overfit baseline.
 """
 
 from __future__ import annotations
@@ -60,23 +62,32 @@ def _exact_half(rng, size, n):
 
 
 @pytest.mark.parametrize("mechanism", ["baseline", "dpsgd", "adam"])
-def test_stack_model_equals_train_model_run(mechanism, tmp_path):
-    """Model 0 of a stack of 3, whose half has exactly n rows, and train_model on those rows
-    with its seed end with the same weights (DP-SGD at σ = 0: the noise is the one part
-    drawn from another generator)."""
+@pytest.mark.parametrize("population", [240, 180])
+def test_stack_model_equals_train_model_run(mechanism, population, tmp_path):
+    """Model 0 of a stack of 3 and train_model on model 0's half (its n_0 rows, not the
+    target's n = 120: |P| = 2n and |P| = 1.5n, the default split's) with its seed and the
+    recipe's hyperparameters end with the same weights, at the same q = B/n_0 and steps
+    (DP-SGD at σ = 0: the noise is the one part drawn from another generator)."""
     x, y = _data()
+    x, y = x[:population], y[:population]
     n = 120
     params = _recipe("dpsgd", noise_multiplier=0.0, target_epsilon=None) if mechanism == "dpsgd" else (
         _recipe("baseline", optimizer="adam", learning_rate=0.01) if mechanism == "adam" else _recipe("baseline"))
-    inc = R.inclusion_matrix(3, 3, 2 * n)
-    inc[0] = _exact_half(np.random.default_rng(1), 2 * n, n)
+    inc = R.inclusion_matrix(3, 3, population)
     seeds = R.reference_seeds(3, 3)
     pool = R.train_reference_models(x, y, params, n_members=n, inclusion=inc, seeds=seeds, return_weights=True)
     assert pool.vectorized
+    n_0 = int(inc[0].sum())
+    assert n_0 != n
     weights, info = _train_model_weights(x, y, inc[0], params, seeds[0], tmp_path)
+    assert info["n_members"] == n_0 == pool.info["training_rows"][0]
+    assert pool.sampling_probability[0] == info["sampling_probability"] == 24 / n_0
+    assert pool.steps[0] == info["steps"] and pool.info["steps_per_epoch"][0] == info["steps_per_epoch"]
+    assert pool.target["sampling_probability"] == 24 / n and pool.target["steps"] == 3 * (n // 24)
     for a, b in zip(weights, pool.weights, strict=True):
         np.testing.assert_allclose(b[0], a, atol=1e-5, rtol=0)
     assert pool.history["loss"][0, -1] == pytest.approx(info["history"][-1]["loss"], rel=1e-5)
+    assert pool.history["accuracy"][0, -1] == pytest.approx(info["history"][-1]["accuracy"], rel=1e-5)
 
 
 @pytest.mark.parametrize("mechanism", ["baseline", "dpsgd"])
@@ -95,26 +106,72 @@ def test_one_model_alone_equals_its_slice_of_the_stack(mechanism):
 
 
 def test_accountant_values_equal_train_model(tmp_path):
+    """σ and the target's q, steps, ε: train_model's on n = 120 members; model k's q_k, steps
+    and ε_k: train_model's on model k's half at that σ (the recipe's noise multiplier)."""
     x, y = _data(4)
+    x, y = x[:180], y[:180]  # |P| = 1.5 n: halves of about 90 rows
     params = _recipe("dpsgd", target_epsilon=1.5)
     pool = R.train_reference_models(x, y, params, n_members=120, count=2, seed=0)
-    _, info = _train_model_weights(x, y, _exact_half(np.random.default_rng(0), 240, 120), params, 5, tmp_path)
+    _, info = _train_model_weights(x, y, _exact_half(np.random.default_rng(0), 180, 120), params, 5, tmp_path)
     assert pool.noise_multiplier == info["noise_multiplier"] and pool.noise_multiplier > 0
-    assert pool.epsilon == info["epsilon"]
-    assert pool.sampling_probability == info["sampling_probability"] and pool.steps == info["steps"]
+    assert pool.target["noise_multiplier"] == info["noise_multiplier"]
+    assert pool.target["epsilon"] == info["epsilon"]
+    assert pool.target["sampling_probability"] == info["sampling_probability"]
+    assert pool.target["steps"] == info["steps"]
+    fixed = {**params, "target_epsilon": None, "noise_multiplier": pool.noise_multiplier}
+    for k in range(2):
+        _, own = _train_model_weights(x, y, pool.inclusion[k], fixed, pool.seeds[k], tmp_path)
+        assert own["noise_multiplier"] == pool.noise_multiplier
+        assert pool.sampling_probability[k] == own["sampling_probability"] and pool.steps[k] == own["steps"]
+        assert pool.epsilon[k] == own["epsilon"]
+        # fewer rows than the target's n: a larger rate amplifies less
+        assert own["n_members"] < 120 and pool.epsilon[k] > pool.target["epsilon"]
+
+
+@pytest.mark.parametrize(("accountant", "sampling"), [("rdp", "poisson"), ("pld", "poisson"), ("rdp", "shuffle")])
+def test_model_epsilon_is_the_accountant_at_the_models_rate(accountant, sampling):
+    """Each model's ε_k equals dpaudit.dp.accounting.dpsgd_epsilon at (σ, B/n_k, ⌊n_k/B⌋·epochs),
+    exactly; with shuffled batches it is the target's (σ and epochs only)."""
+    from dpaudit.dp import accounting
+
+    params = _recipe("dpsgd", noise_multiplier=1.3, target_epsilon=None, accountant=accountant, sampling=sampling)
+    acc = R.recipe_accounting(params, 120)
+    sizes = [90, 91, 120, 90, 75]
+    own = R.model_accounting(acc, sizes)
+    assert own["training_rows"] == sizes and own["noise_multiplier"] == 1.3
+    for s, q, steps, eps in zip(sizes, own["sampling_probability"], own["steps"], own["epsilon"], strict=True):
+        assert q == 24 / s and steps == 3 * (s // 24)
+        want = accounting.dpsgd_epsilon(1.3, 24 / s, 3 * (s // 24), 1e-5, accountant, sampling)["epsilon"]
+        assert eps == want
+    assert own["epsilon"][2] == acc["epsilon"]  # n_k = n: the target's own call
+    if sampling == "shuffle":
+        assert own["epsilon"] == [acc["epsilon"]] * len(sizes)
+    else:
+        assert own["epsilon"][4] > own["epsilon"][0] > acc["epsilon"]
+    baseline = R.model_accounting(R.recipe_accounting(_recipe("baseline"), 120), sizes)
+    assert baseline["epsilon"] == [math.inf] * len(sizes) and baseline["steps"][0] == 9
+
+
+def test_a_half_smaller_than_the_batch_is_refused():
+    acc = R.recipe_accounting(_recipe("baseline", batch_size=100), 120)
+    with pytest.raises(ValueError, match="reference model 1 has 99 training rows"):
+        R.model_accounting(acc, [100, 99, 101])
 
 
 def test_stacked_dpsgd_matches_separate_runs_in_distribution(tmp_path):
     """Final-epoch training loss and accuracy of 8 stacked DP-SGD models against 4
-    train_model runs on halves of the same P (different seeds): same law, so the means
-    differ by less than 4 standard errors of the difference."""
+    train_model runs on random halves of the same P (each row with probability ½, as the
+    pool draws them; different seeds) at the recipe's σ: same law, so the means differ by
+    less than 4 standard errors of the difference. |P| = 1.5·n, the default split's."""
     x, y = _data(5, n=150)
+    x, y = x[:225], y[:225]
     params = _recipe("dpsgd", target_epsilon=4.0, epochs=4, batch_size=30)
     pool = R.train_reference_models(x, y, params, n_members=150, count=8, seed=1)
+    fixed = {**params, "target_epsilon": None, "noise_multiplier": pool.noise_multiplier}
     rng = np.random.default_rng(7)
     sep_loss, sep_acc = [], []
     for s in range(4):
-        _, info = _train_model_weights(x, y, _exact_half(rng, 300, 150), params, 100 + s, tmp_path)
+        _, info = _train_model_weights(x, y, rng.random(225) < 0.5, fixed, 100 + s, tmp_path)
         sep_loss.append(info["history"][-1]["loss"])
         sep_acc.append(info["history"][-1]["accuracy"])
     for stacked, separate in ((pool.history["loss"][:, -1], sep_loss), (pool.history["accuracy"][:, -1], sep_acc)):

@@ -6,7 +6,10 @@
   rows' two-sided Clopper–Pearson intervals; baselines (ε = ∞) on their own tick at the
   right; a target the non-members cannot resolve is drawn hollow at its interval's top;
 * ``plot_reference_accuracy``: the reference models' accuracy on their IN and OUT examples
-  next to the target models' train and test accuracy, per recipe (are they matched?).
+  next to the target models' train and test accuracy, per recipe (are they matched?); under
+  each recipe's tick its reference models' median training rows n_k and their largest
+  accountant ε_k (they retrain the recipe on their own halves of P at q_k = B/n_k, so
+  their ε is not the target's; ``reference_tick``).
 
 Every number is read from the metric table, the scores or the pool's record; the ROC is the
 statistics home's (``dpaudit.dp.roc.roc_curve`` on −score: higher score = member).
@@ -26,8 +29,8 @@ from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "run_label",
-           "target_epsilon"]
+__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "reference_tick",
+           "run_label", "target_epsilon"]
 
 ATTACK_LABELS = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_offline": "LiRA offline",
                  "rmia": "RMIA"}
@@ -156,6 +159,18 @@ def plot_attack_tpr(table: pd.DataFrame, dataset: str, png, pdf=None,
     return rows
 
 
+def reference_tick(pool: Mapping) -> str:
+    """The second line of a recipe's tick: its models' median n_k and largest ε_k (empty for
+    a record without them)."""
+    rows, eps = pool.get("training_rows"), pool.get("reference_epsilon_max")
+    if not rows:
+        return ""
+    text = f"refs: n_k≈{int(np.median(rows))}"
+    if eps is not None and math.isfinite(float(eps)):
+        text += f", ε_k≤{float(eps):.3g}"
+    return "\n" + text
+
+
 def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, dataset: str, png,
                             pdf=None) -> pd.DataFrame:
     """Reference models' IN / OUT accuracy (box per recipe) beside the targets' train / test accuracy."""
@@ -178,8 +193,8 @@ def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, d
             data += [{"recipe": recipe, "who": "reference", "metric": ref_key, "value": v} for v in boxes[i]]
             data += [{"recipe": recipe, "who": "target", "metric": target_metric, "value": v} for v in values]
         ax.set_xticks(range(len(recipes)))
-        ax.set_xticklabels([run_label({**pools[r]["recipe"], "seed": None}).replace(" ε", "\nε") for r in recipes],
-                           fontsize=8)
+        ax.set_xticklabels([run_label({**pools[r]["recipe"], "seed": None}).replace(" ε", "\nε")
+                            + reference_tick(pools[r]) for r in recipes], fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     k = max((len(pools[r]["in_accuracy"]) for r in recipes), default=0)

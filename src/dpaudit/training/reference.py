@@ -6,15 +6,16 @@ the audit population P (members ∪ designated non-members): example j is in mod
 training set with probability ½, independently, from a fixed seed
 (``inclusion_matrix``; the matrix is returned and must be stored with the outputs).
 
-DP-matched: every model runs the released model's mechanism with the RECIPE's
-accounting, read exactly as ``train_model`` reads it (``recipe_accounting``): sampling
-rate q = B/n and steps = ⌊n/B⌋·epochs of the target's n members, σ from
-``dpaudit.dp.accounting.calibrate_noise`` (or the given noise multiplier), the fixed
-divisor B. The workflow passes a train.json of the recipe (``recorded``): its q, steps and
-hyperparameters are checked and its σ and ε taken as they are, so the pool job repeats no
-calibration (the accountant was most of a small pool's CPU time). Each model draws its Poisson batches from its own included rows at that q
-(its expected batch is q·n_k ≈ B when |P| ≈ 2n), so every reference model carries the
-target's (ε, δ) claim.
+Trained like the target (``dpaudit.training.reference_accounting``): every model
+retrains the recipe on its own half as ``train_model`` would on its n_k rows, with the
+released model's mechanism, expected batch B, epochs, σ, clip norm, learning rate and
+fixed divisor B: Poisson batches at its own rate q_k = B/n_k for steps_k = ⌊n_k/B⌋·epochs
+(shuffle: batches of B, ⌊n_k/B⌋ per epoch). σ is the target's (``recipe_accounting``:
+read exactly as ``train_model`` reads it, or taken from a train.json of the recipe,
+``recorded``, whose q, steps and hyperparameters are checked, so the pool job repeats no
+calibration); each model's ε_k is the accountant's at (σ, q_k, steps_k)
+(``model_accounting``), not the target's ε: the target's q, steps and ε are kept beside
+them (``ReferencePool.target``).
 
 Vectorized path (``vectorized=True`` in the result): the MLP's Dense weights are
 stacked on a leading model axis ([K, in, out]); one step feeds a [K, m, d] block
@@ -45,7 +46,6 @@ Linear mechanisms (``vectorized=False``, logged): ``dpaudit.training.reference_l
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,14 +54,15 @@ from typing import Any
 import numpy as np
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
-from dpaudit.dp import accounting
 from dpaudit.training import sampling
 from dpaudit.training.dense_taps import ghost_squared_norms
-from dpaudit.training.params import normalize_params, resolve_implementation
+from dpaudit.training.params import resolve_implementation
+from dpaudit.training.reference_accounting import model_accounting, recipe_accounting
 
 __all__ = [
     "ReferencePool",
     "inclusion_matrix",
+    "model_accounting",
     "recipe_accounting",
     "reference_seeds",
     "train_reference_models",
@@ -84,54 +85,6 @@ def inclusion_matrix(seed: int, count: int, population: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 5]).random((int(count), int(population))) < 0.5
 
 
-def recipe_accounting(params: dict[str, Any], n_members: int,
-                      recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """q, steps, σ and the accountant's ε of the recipe, as ``train_model`` computes them
-    for a run on ``n_members`` members (same functions, same arguments).
-
-    ``recorded``: the train.json of one of the recipe's runs. Its σ and ε are taken as they
-    are (the target's own numbers; the noise calibration, seconds of accountant calls, is
-    not repeated) once its q, steps and member count are checked to be the recipe's."""
-    p = normalize_params(params)
-    n = int(n_members)
-    if p["mechanism"] in LINEAR_MECHANISMS:  # one exact fit: pure ε, no steps or sampling
-        return {"params": p, "sampling_probability": None, "steps": None, "steps_per_epoch": None,
-                "noise_multiplier": None, "epsilon": p["target_epsilon"], "n_members": n}
-    batch_size = p["batch_size"]
-    q = batch_size / n
-    spe = sampling.steps_per_epoch(n, batch_size)
-    steps = spe * p["epochs"]
-    sigma, epsilon = 0.0, math.inf
-    if recorded is not None:
-        _check_recorded(recorded, p, n, q, steps)
-    if p["mechanism"] == "dpsgd" and recorded is not None:
-        sigma, epsilon = float(recorded["noise_multiplier"]), float(recorded["epsilon"])
-    elif p["mechanism"] == "dpsgd":
-        if p["noise_multiplier"] is None:
-            sigma = accounting.calibrate_noise(p["target_epsilon"], q, steps, p["delta"], p["accountant"],
-                                               p["sampling"])
-        else:
-            sigma = p["noise_multiplier"]
-        epsilon = float(accounting.dpsgd_epsilon(sigma, q, steps, p["delta"], p["accountant"],
-                                                 p["sampling"])["epsilon"])
-    return {"params": p, "sampling_probability": q, "steps": steps, "steps_per_epoch": spe,
-            "noise_multiplier": float(sigma), "epsilon": epsilon, "n_members": n}
-
-
-def _check_recorded(recorded: Mapping[str, Any], p: dict[str, Any], n: int, q: float, steps: int) -> None:
-    """Refuse a train.json that is not a run of the recipe ``p`` on ``n`` members."""
-    keys = ("target_epsilon", "noise_multiplier", "delta", "accountant", "sampling", "batch_size", "epochs",
-            "clip_norm")
-    hyper = recorded.get("hyperparameters") or {}
-    want = {"mechanism": p["mechanism"], "n_members": n, "sampling_probability": q, "steps": steps,
-            **{key: p[key] for key in keys}}
-    got = {"mechanism": recorded.get("mechanism"), "n_members": recorded.get("n_members"),
-           "sampling_probability": recorded.get("sampling_probability"), "steps": recorded.get("steps"),
-           **{key: hyper.get(key) for key in keys}}
-    if got != want:
-        raise ValueError(f"the recorded run is not of this recipe: it has {got}, the recipe {want}")
-
-
 def vectorization_problem(p: dict[str, Any]) -> str | None:
     """Why the model axis cannot train this (normalized) recipe, or None."""
     if p["dropout"] > 0:
@@ -151,10 +104,10 @@ class ReferencePool:
     logits: np.ndarray  # [K, |P|, C] float32, inference mode
     inclusion: np.ndarray  # [K, |P|] bool
     seeds: np.ndarray  # [K] training seeds
-    noise_multiplier: float | None  # None (and q, steps None) for the linear mechanisms
-    sampling_probability: float | None
-    steps: int | None
-    epsilon: float
+    noise_multiplier: float | None  # σ, the target's; None (and q, steps None) for the linear mechanisms
+    sampling_probability: np.ndarray | None  # [K] each model's own q_k = B/n_k
+    steps: np.ndarray | None  # [K] each model's ⌊n_k/B⌋·epochs
+    epsilon: np.ndarray  # [K] each model's accountant ε at (σ, q_k, steps_k); ∞ for a baseline
     delta: float | None
     vectorized: bool
     fallback_reason: str | None
@@ -162,16 +115,20 @@ class ReferencePool:
     train_seconds: float
     weights: list[np.ndarray] | None = None  # stacked [K, ...] arrays (kernel, bias per Dense layer)
     info: dict[str, Any] = field(default_factory=dict)
+    # the recipe's target on its n members: sampling_probability, steps, steps_per_epoch,
+    # noise_multiplier, epsilon, n_members (``recipe_accounting``)
+    target: dict[str, Any] = field(default_factory=dict)
 
 
-def _batches(inclusion: np.ndarray, seeds: np.ndarray, p: dict[str, Any], q: float, steps: int):
-    """Per model, the list of its batches as positions into P (``train_model``'s samplers)."""
+def _batches(inclusion: np.ndarray, seeds: np.ndarray, p: dict[str, Any], q, steps):
+    """Per model, the list of its batches as positions into P (``train_model``'s samplers on
+    the model's rows, at its own rate ``q[k]`` for ``steps[k]`` steps)."""
     out = []
     for k in range(inclusion.shape[0]):
         rows = np.flatnonzero(inclusion[k])
         rng = np.random.default_rng([int(seeds[k]), 1])
         if p["sampling"] == "poisson":
-            gen = sampling.poisson_batches(rows.size, q, steps, rng)
+            gen = sampling.poisson_batches(rows.size, q[k], steps[k], rng)
         else:
             gen = sampling.shuffle_batches(rows.size, p["batch_size"], p["epochs"], rng)
         out.append([rows[idx] for idx in gen])
@@ -304,12 +261,13 @@ def train_reference_models(
     """Train ``count`` reference models of the recipe ``params`` (``train_model``'s
     parameters) on halves of the audit population ``x`` [|P|, d], ``y`` [|P|].
 
-    ``n_members``: the target's member count (the recipe's q = B/n and steps).
+    ``n_members``: the target's member count (the target's q = B/n, steps and σ; each
+    model's own q_k, steps_k and ε_k come from its half's size, ``model_accounting``).
     ``inclusion`` [K, |P|] and ``seeds`` [K] default to ``inclusion_matrix(seed, K, |P|)``
     and ``reference_seeds(seed, K)``; pass rows of them to train a subset of a pool alone
     (it gets the same weights). Returns every model's logits on P (``ReferencePool``).
     ``force_loop`` takes the one-model-at-a-time path (tests, benchmarks). ``recorded``: a
-    train.json of the recipe, whose σ and ε are used (``recipe_accounting``).
+    train.json of the recipe, whose σ and ε (the target's) are used (``recipe_accounting``).
     """
     log = log or logging.getLogger(__name__)
     acc = recipe_accounting(params, n_members, recorded)
@@ -332,53 +290,60 @@ def train_reference_models(
     if count is not None and count != k_models:
         raise ValueError(f"count={count} but the inclusion matrix has {k_models} rows")
     n_classes = int(p["n_classes"] or int(y.max()) + 1)
+    own = model_accounting(acc, inclusion.sum(axis=1))
+    target = {key: acc[key] for key in ("sampling_probability", "steps", "steps_per_epoch", "noise_multiplier",
+                                        "epsilon", "n_members")}
+    per_model = {"sampling_probability": None if own["sampling_probability"] is None
+                 else np.asarray(own["sampling_probability"], np.float64),
+                 "steps": None if own["steps"] is None else np.asarray(own["steps"], np.int64),
+                 "epsilon": np.asarray(own["epsilon"], np.float64)}
     if p["mechanism"] in LINEAR_MECHANISMS:
         from dpaudit.training.reference_linear import train_linear_references
 
         logits, history, weights, seconds = train_linear_references(x, y, p, inclusion=inclusion, seeds=seeds,
                                                                      log=log)
         return ReferencePool(
-            logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=None, sampling_probability=None,
-            steps=None, epsilon=acc["epsilon"], delta=0.0, vectorized=False,
-            fallback_reason="linear mechanism: one exact fit per model, in a loop", history=history,
-            train_seconds=seconds, weights=weights if return_weights else None,
+            logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=None, **per_model, delta=0.0,
+            vectorized=False, fallback_reason="linear mechanism: one exact fit per model, in a loop",
+            history=history, train_seconds=seconds, weights=weights if return_weights else None,
             info={"hyperparameters": p, "n_members": acc["n_members"], "n_population": int(x.shape[0]),
-                  "n_classes": 2, "steps_per_epoch": None, "evaluation_delta": p["delta"]})
+                  "n_classes": 2, "steps_per_epoch": None, "evaluation_delta": p["delta"],
+                  "training_rows": own["training_rows"]}, target=target)
     implementation = None
     if p["mechanism"] == "dpsgd":
         implementation = resolve_implementation(p)  # refuses inconsistent choices like train_model
     problem = "force_loop" if force_loop else vectorization_problem(p)
-    batches = _batches(inclusion, seeds, p, acc["sampling_probability"], acc["steps"])
+    batches = _batches(inclusion, seeds, p, own["sampling_probability"], own["steps"])
 
     from dpaudit import _tf
 
     _tf.configure(threads, int(seed))
     t0 = time.perf_counter()
     if problem is None:
-        logits, history, weights = _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf)
+        logits, history, weights = _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf)
     else:
         log.warning("reference models of this recipe train one at a time in this process: %s", problem)
-        logits, history, weights = _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf)
+        logits, history, weights = _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf)
     seconds = time.perf_counter() - t0
     log.info("%d reference models (%s) trained in %.2fs", k_models,
              "stacked" if problem is None else "loop", seconds)
     return ReferencePool(
-        logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=acc["noise_multiplier"],
-        sampling_probability=acc["sampling_probability"], steps=acc["steps"], epsilon=acc["epsilon"],
+        logits=logits, inclusion=inclusion, seeds=seeds, noise_multiplier=acc["noise_multiplier"], **per_model,
         delta=p["delta"], vectorized=problem is None, fallback_reason=problem, history=history,
         train_seconds=seconds, weights=weights if return_weights else None,
         info={"hyperparameters": p, "n_members": acc["n_members"], "n_population": int(x.shape[0]),
-              "n_classes": n_classes, "steps_per_epoch": acc["steps_per_epoch"]},
+              "n_classes": n_classes, "steps_per_epoch": own["steps_per_epoch"],
+              "training_rows": own["training_rows"]}, target=target,
     )
 
 
-def _epoch_of(t: int, p: dict[str, Any], acc: dict[str, Any], n_steps: list[int], k: int) -> int:
+def _epoch_of(t: int, p: dict[str, Any], own: dict[str, Any], n_steps: list[int], k: int) -> int:
     if p["sampling"] == "poisson":
-        return t // acc["steps_per_epoch"]
+        return t // own["steps_per_epoch"][k]
     return t // max(1, n_steps[k] // p["epochs"])
 
 
-def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf, chunk: int = 64):
+def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64):
     tf, keras = _tf.tf, _tf.keras
     k_models, d = len(seeds), x.shape[1]
     variables = [tf.Variable(w) for w in _initial_weights(d, p, n_classes, seeds, keras)]
@@ -392,13 +357,13 @@ def _train_stacked(x, y, p, acc, n_classes, seeds, batches, _tf, chunk: int = 64
     epochs = p["epochs"]
     # the epoch of step t of model k is t // per_epoch[k] (``_epoch_of``)
     if p["sampling"] == "poisson":
-        per_epoch = np.full(k_models, acc["steps_per_epoch"])
+        per_epoch = np.asarray(own["steps_per_epoch"], np.int64)
     else:
         per_epoch = np.maximum(1, n_steps // epochs)
     loss_sum = np.zeros((k_models, epochs))
     correct_sum = np.zeros((k_models, epochs))
     seen = np.zeros((k_models, epochs))
-    sigma_c = acc["noise_multiplier"] * clip
+    sigma_c = own["noise_multiplier"] * clip
     x_all, y_all = tf.constant(x), tf.constant(y)
     models = np.arange(k_models)
     no_noise = tf.zeros([k_models, 0])
@@ -448,7 +413,7 @@ def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
     return np.concatenate(out, axis=1).astype(np.float32)
 
 
-def _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf):
+def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     """One Keras model at a time through ``build_train_step`` (``train_model``'s step)."""
     from dpaudit.training.models import build_mlp, logits_model, predict_logits
     from dpaudit.training.steps import build_train_step
@@ -465,7 +430,7 @@ def _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf):
         net = logits_model(model)
         step, noise_step, _ = build_train_step(
             net, mechanism=p["mechanism"], optimizer=p["optimizer"], learning_rate=p["learning_rate"],
-            momentum=p["momentum"], clip_norm=p["clip_norm"], noise_multiplier=acc["noise_multiplier"],
+            momentum=p["momentum"], clip_norm=p["clip_norm"], noise_multiplier=own["noise_multiplier"],
             expected_batch_size=p["batch_size"], implementation=implementation or "fast_gradient_clipping",
             microbatches=p["microbatches"],
             dropout_seed=int(np.random.SeedSequence([int(s), 2]).generate_state(1)[0]))
@@ -478,7 +443,7 @@ def _train_loop(x, y, p, acc, n_classes, seeds, batches, implementation, _tf):
                     noise_step()
                 continue
             ls, cs, _ = step(tf.constant(x[idx]), tf.constant(y[idx]))
-            e = min(_epoch_of(t, p, acc, n_steps, k), p["epochs"] - 1)
+            e = min(_epoch_of(t, p, own, n_steps, k), p["epochs"] - 1)
             loss_sum[k, e] += float(ls)
             correct_sum[k, e] += float(cs)
             seen[k, e] += len(idx)

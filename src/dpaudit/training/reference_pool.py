@@ -8,8 +8,14 @@ the K models of the recipe on random halves of P. The table (``POOL_COLUMNS``) h
 row per model and example of P: ``example_id``, ``model`` (0..K-1), ``included`` (the
 inclusion bit), ``label``, ``phi`` (φ = log p_y − log Σ_{y′≠y} p_{y′} at temperature 1)
 and ``logits`` (float32, the model's C logits, so any temperature can be read later).
-The record (``pool_info``) holds the seeds, σ, q, steps, ε, δ, whether the model axis
-was used and why not, and each model's accuracy on its IN and OUT examples of P.
+The record (``pool_info``) holds the seeds, σ, δ, whether the model axis was used and
+why not, each model's accuracy on its IN and OUT examples of P, and the two accountings
+(``dpaudit.training.reference_accounting``): the recipe's target on its n members
+(``target_sampling_probability``, ``target_steps``, ``target_epsilon``: what the run's
+train.json says) and each reference model's own, retrained like the target on its n_k
+rows (``training_rows``, ``reference_sampling_probability`` = B/n_k, ``reference_steps``,
+``reference_epsilon`` per model, ``reference_epsilon_max`` the largest; ``reference_rule``
+says how in words).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import pyarrow as pa
 from dpaudit.losses import logit_confidence
 from dpaudit.training.models import features
 from dpaudit.training.reference import train_reference_models
+from dpaudit.training.reference_accounting import REFERENCE_RULE
 
 __all__ = ["POOL_COLUMNS", "audit_population", "build_reference_pool", "pool_frame", "pool_info"]
 
@@ -62,11 +69,18 @@ def _accuracy(correct: np.ndarray, mask: np.ndarray) -> list[float]:
     return [float(v) if math.isfinite(v) else None for v in out]
 
 
+def _numbers(values, kind) -> list | None:
+    return None if values is None else [kind(v) for v in np.asarray(values).reshape(-1)]
+
+
 def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mapping[str, Any],
               runs: list[str]) -> dict[str, Any]:
-    """The pool's record: how it was trained and how well each model fits (IN) and generalizes (OUT)."""
+    """The pool's record: how it was trained (the target's accounting and each model's own)
+    and how well each model fits (IN) and generalizes (OUT)."""
     correct = np.argmax(pool.logits, axis=2) == np.asarray(labels)[None, :]
     final_loss = pool.history["loss"][:, -1]
+    target = pool.target
+    epsilon = _numbers(pool.epsilon, float)
     return {
         "reference_models": int(count),
         "seed": int(seed),
@@ -77,10 +91,18 @@ def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mappin
         "n_members": int(pool.info["n_members"]),
         "inclusion_rate": float(pool.inclusion.mean()),
         "noise_multiplier": None if pool.noise_multiplier is None else float(pool.noise_multiplier),
-        "sampling_probability": None if pool.sampling_probability is None else float(pool.sampling_probability),
-        "steps": None if pool.steps is None else int(pool.steps),
-        "epsilon": float(pool.epsilon),
         "delta": pool.delta,
+        "target_sampling_probability": target.get("sampling_probability"),
+        "target_steps": target.get("steps"),
+        "target_steps_per_epoch": target.get("steps_per_epoch"),
+        "target_epsilon": None if target.get("epsilon") is None else float(target["epsilon"]),
+        "reference_rule": REFERENCE_RULE,
+        "training_rows": [int(v) for v in pool.inclusion.sum(axis=1)],
+        "reference_sampling_probability": _numbers(pool.sampling_probability, float),
+        "reference_steps": _numbers(pool.steps, int),
+        "reference_steps_per_epoch": pool.info.get("steps_per_epoch"),
+        "reference_epsilon": epsilon,
+        "reference_epsilon_max": max(epsilon) if epsilon else None,
         "vectorized": bool(pool.vectorized),
         "fallback_reason": pool.fallback_reason,
         "train_seconds": float(pool.train_seconds),
@@ -96,7 +118,8 @@ def build_reference_pool(examples: pd.DataFrame, splits: Mapping[str, str], para
                          log: logging.Logger | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the K reference models of the recipe ``params`` (``train_model``'s parameters
     without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``).
-    ``recorded``: the train.json of one of the recipe's runs (its σ and ε, not recomputed)."""
+    ``recorded``: the train.json of one of the recipe's runs (its σ and the target's ε, not
+    recomputed; each model's own ε is the accountant's, ``model_accounting``)."""
     population = audit_population(examples, splits)
     n_members = int(population["is_member"].sum())
     x = features(population)

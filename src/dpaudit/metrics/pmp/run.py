@@ -35,7 +35,7 @@ from dpaudit.metrics.pmp.dpsgd import (
     recipe_a_from_factors,
     recipe_b_from_chi_sums,
 )
-from dpaudit.metrics.pmp.pool import pool_checks, pool_recipe_c
+from dpaudit.metrics.pmp.pool import pool_checks, pool_recipe_c, reference_training
 from dpaudit.training.parent_set import build_parent_set
 
 __all__ = [
@@ -123,7 +123,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
               "accountant_epsilon": eps_accountant, "parent_seed": int(o["parent_seed"]),
               "nonmember_pool": o["nonmember_pool"], "neighbouring_relation": None, "quantile": math.nan,
               "n_reference_models": None, "n_eval_models": None, "n_bounded": None, "alpha": math.nan,
-              "reference_recipe": None}
+              "reference_recipe": None, "reference_epsilon": math.nan}
     rows: list[dict] = []
     reason = not_applicable(train)
     if reason is not None:
@@ -227,8 +227,12 @@ def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
                      "(non-members of the utility split): bounded are the other n_bounded")
     mismatch = pool_checks(pool_info, train)
     if mismatch:
-        notes.append("reference pool not DP-matched to this run (" + "; ".join(mismatch) + ")")
-        log.warning("Recipe C: the reference pool's training differs from the run's: %s", "; ".join(mismatch))
+        notes.append("reference pool not of this run's recipe (" + "; ".join(mismatch) + ")")
+        log.warning("Recipe C: the reference pool's record of the target differs from the run's: %s",
+                    "; ".join(mismatch))
+    own = reference_training(pool_info)
+    if own["note"]:
+        notes.append(own["note"])
     vacuous = res["emp_eps_certifiable"] <= 0
     if vacuous:
         notes.insert(0, "vacuous at this budget: no outcome of the evaluation models can certify eps > 0 "
@@ -239,7 +243,8 @@ def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
     note = "; ".join(notes)
     c_common = common | {"n_reference_models": res["n_models"], "n_eval_models": res["n_eval_models"],
                          "n_bounded": res["n_bounded"], "alpha": res["alpha"], "alpha_per_bound": res["alpha_per_bound"],
-                         "reference_recipe": pool_info.get("recipe_name")}
+                         "reference_recipe": pool_info.get("recipe_name"),
+                         "reference_epsilon": own["reference_epsilon"]}
     eps_c = res["emp_eps_lower"]
     rows = _rows("empirical_lira", {
         "empirical_epsilon_lower_bound": eps_c,
