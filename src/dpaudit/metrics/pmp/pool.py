@@ -13,7 +13,8 @@ Lemma 14): Recipe C's game, with the rest of each model's training set a random 
 rather than an n-subset of X.
 
 The game's mechanism is the run's training procedure applied to each model's data set, as
-the spec's shadow models train "on random n-subsets of X with the run's hyperparameters":
+Recipe C's shadow models (the LiRA protocol) train on random n-subsets of X with the run's
+hyperparameters:
 on an n-subset the practitioner's rate B/n IS the target's, on a half of P (n_k ≈ |P|/2,
 0.75·n with the default 50/25/25 split) it is B/n_k. Recipe C keeps the practitioner's
 rate rather than the target's q = B/n: the models then take the target's batch, update
