@@ -341,6 +341,20 @@ def _largest_caught(power_at: Callable[[float], float], *, power: float, toleran
     return lo, hi
 
 
+def _search(power_of: Callable[[float], float], *, power: float, tolerance: float, lower: float,
+            upper: float) -> tuple[float | None, float | None, dict[float, float]]:
+    """``_largest_caught`` over ``power_of`` evaluated once per f: (lo, hi, the powers measured)."""
+    measured: dict[float, float] = {}
+
+    def power_at(f: float) -> float:
+        if f not in measured:
+            measured[f] = power_of(f)
+        return measured[f]
+
+    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    return lo, hi, measured
+
+
 def _factor_record(lo: float | None, hi: float | None, measured: dict[float, float], **settings) -> dict:
     return {
         "factor": 0.0 if lo is None else float(lo),
@@ -369,18 +383,15 @@ def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.
         raise ValueError(f"need repetitions >= 1, got {repetitions}")
     start = time.perf_counter()
     bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
-    measured: dict[float, float] = {}
 
-    def power_at(f: float) -> float:
-        if f not in measured:
-            hits = 0
-            for r in range(repetitions):
-                scores, included = simulate(f, np.random.default_rng([seed, r]))
-                hits += claim_curve_rejects(scores, included, bracket, alpha=alpha, per_tail=per_tail)
-            measured[f] = hits / repetitions
-        return measured[f]
+    def power_of(f: float) -> float:
+        hits = 0
+        for r in range(repetitions):
+            scores, included = simulate(f, np.random.default_rng([seed, r]))
+            hits += claim_curve_rejects(scores, included, bracket, alpha=alpha, per_tail=per_tail)
+        return hits / repetitions
 
-    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    lo, hi, measured = _search(power_of, power=power, tolerance=tolerance, lower=lower, upper=upper)
     return {**_factor_record(lo, hi, measured, power=float(power), repetitions=repetitions, seed=seed,
                              tolerance=float(tolerance), lower=float(lower), upper=float(upper), alpha=alpha,
                              per_tail=per_tail),
@@ -399,21 +410,18 @@ def detectable_factor_batched(simulate_all: Callable[[float], tuple[np.ndarray, 
     alpha = _check_detection(alpha, power, lower, upper, tolerance)
     start = time.perf_counter()
     bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
-    measured: dict[float, float] = {}
     rows: list[int] = []
 
-    def power_at(f: float) -> float:
-        if f not in measured:
-            scores, included = simulate_all(f)
-            scores = np.atleast_2d(scores)
-            included = np.broadcast_to(np.asarray(included, dtype=bool), scores.shape)
-            rows.append(scores.shape[0])
-            hits = sum(claim_curve_rejects(s, i, bracket, alpha=alpha, per_tail=per_tail)
-                       for s, i in zip(scores, included, strict=True))
-            measured[f] = hits / scores.shape[0]
-        return measured[f]
+    def power_of(f: float) -> float:
+        scores, included = simulate_all(f)
+        scores = np.atleast_2d(scores)
+        included = np.broadcast_to(np.asarray(included, dtype=bool), scores.shape)
+        rows.append(scores.shape[0])
+        hits = sum(claim_curve_rejects(s, i, bracket, alpha=alpha, per_tail=per_tail)
+                   for s, i in zip(scores, included, strict=True))
+        return hits / scores.shape[0]
 
-    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    lo, hi, measured = _search(power_of, power=power, tolerance=tolerance, lower=lower, upper=upper)
     if len(set(rows)) != 1:
         raise ValueError(f"simulate_all returned different numbers of repetitions across f: {sorted(set(rows))}")
     return {**_factor_record(lo, hi, measured, power=float(power), repetitions=rows[0], seed=None,
@@ -463,14 +471,8 @@ def _tabulated_factor(canaries: int, q: float, steps: int, sigma: float, *, curv
     start = time.perf_counter()
     bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
     audits = _TabulatedAudits(canaries, q, steps, sigma, repetitions=repetitions, seed=seed)
-    measured: dict[float, float] = {}
-
-    def power_at(f: float) -> float:
-        if f not in measured:
-            measured[f] = audits.power(f, bracket, alpha, per_tail)
-        return measured[f]
-
-    lo, hi = _largest_caught(power_at, power=power, tolerance=tolerance, lower=lower, upper=upper)
+    lo, hi, measured = _search(lambda f: audits.power(f, bracket, alpha, per_tail), power=power,
+                               tolerance=tolerance, lower=lower, upper=upper)
     return {**_factor_record(lo, hi, measured, power=float(power), repetitions=repetitions, seed=seed,
                              tolerance=float(tolerance), lower=float(lower), upper=float(upper), alpha=alpha,
                              per_tail=per_tail),
