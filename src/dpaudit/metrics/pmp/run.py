@@ -62,6 +62,8 @@ METHOD_LABELS = {
 }
 
 
+# Recipe A's rows that stay exact when its per-target means are estimated on drawn partners
+EXACT_WHEN_SAMPLED = ("epsilon_global", "epsilon_parent_set", "mia_success_bound_global")
 QUANTILES = (0.5, 0.99)  # of the per-example values, written as rows with a ``quantile`` column
 
 
@@ -162,7 +164,11 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                                   partners=int(o["partners"]), seed=int(o["seed"]))
     a_common = common | {"n_partners": res_a["n_partners"], "projection_dim": 0, "checkpoints": 1}
     a_note, a_label = _sampled_note(res_a, ids.size, o, log)
-    rows += _rows("gauss_single_step", _summary(res_a, delta), a_common, note=a_note, label=a_label)
+    a_rows = _rows("gauss_single_step", _summary(res_a, delta), a_common, note=a_note, label=a_label)
+    for row in a_rows:  # these come from all pairs even when the per-target means are sampled
+        if row["metric"] in EXACT_WHEN_SAMPLED:
+            row["label"] = METHOD_LABELS["gauss_single_step"]
+    rows += a_rows
     rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common, note=a_note,
                            label=a_label)
     per_example["eps_pmp_x_gauss_single_step"] = res_a["eps_pmp_x"]
