@@ -65,7 +65,7 @@ def clip_rows(gradients: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarra
     Scales a float64 copy in place (one 2n × P float64 matrix at a time, not two)."""
     g = np.array(gradients, dtype=np.float64)
     norms = np.linalg.norm(g, axis=1)
-    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
+    factor, _ = _clip_scales(norms, clip)
     g *= factor[:, None]
     return g, norms * factor
 
@@ -152,32 +152,43 @@ def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_
     ``projection_dim`` (0 without a projection). Inner products come from the (projected,
     seeded) distances, norms are exact.
     """
-    z = float(noise_multiplier)
-    scale = 1.0 / (z * float(clip))
-    targets = partners = total = matrix = None
-    steps_total = count = 0
-    n_parent = None
-    for k, ckpt in enumerate(checkpoints):
+    scale = 1.0 / (float(noise_multiplier) * float(clip))
+    drawn = {}  # one projection for every checkpoint: the same seeded map, drawn once
+
+    def terms(ckpt, targets, partners):
         clipped = np.asarray(ckpt["clipped"], dtype=np.float64)
+        if "matrix" not in drawn:
+            drawn["matrix"] = projection_matrix(clipped.shape[1], int(projection_dim), int(seed))
+        norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
+        dist_sq = _squared_distances(project_rows(clipped, drawn["matrix"]) * scale, targets, partners)
+        return norm_sq, 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
+
+    sums = _chi_sums(checkpoints, rows=lambda ckpt: len(ckpt["clipped"]), terms=terms, n_partners=n_partners,
+                     seed=seed)
+    return sums | {"projection_dim": 0 if drawn["matrix"] is None else int(projection_dim)}
+
+
+def _chi_sums(checkpoints, *, rows, terms, n_partners: int, seed: int) -> dict:
+    """Σ_k T_k χ_k per drawn (target, partner), the loop both Recipe B paths share: ``rows(ckpt)``
+    is a checkpoint's row count, ``terms(ckpt, targets, partners)`` its scaled clipped squared
+    norms (per row) and inner products (per pair). The partners are drawn at the first."""
+    targets = partners = total = n_parent = None
+    steps_total = count = 0
+    for k, ckpt in enumerate(checkpoints):
+        n_rows = rows(ckpt)
         if n_parent is None:
-            n_parent = clipped.shape[0]
+            n_parent = n_rows
             targets, partners = draw_partners(n_parent, n_partners, seed)
             total = np.zeros(targets.size)
-            # one matrix for every checkpoint: the same seeded map, drawn once
-            matrix = projection_matrix(clipped.shape[1], int(projection_dim), int(seed))
-        if clipped.shape[0] != n_parent:
-            raise ValueError(f"checkpoint {k} has {clipped.shape[0]} rows, expected {n_parent}")
-        norm_sq = np.einsum("ij,ij->i", clipped, clipped) * scale**2  # exact, before projection
-        projected = project_rows(clipped, matrix) * scale
-        dist_sq = _squared_distances(projected, targets, partners)
-        inner = 0.5 * (norm_sq[targets] + norm_sq[partners] - dist_sq)
+        if n_rows != n_parent:
+            raise ValueError(f"checkpoint {k} has {n_rows} rows, expected {n_parent}")
+        norm_sq, inner = terms(ckpt, targets, partners)
         total += int(ckpt["steps"]) * replace_one_chi(norm_sq[targets], norm_sq[partners], inner)
         steps_total += int(ckpt["steps"])
         count += 1
     if count == 0:
         raise ValueError("Recipe B needs at least one checkpoint")
-    return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count,
-            "projection_dim": 0 if matrix is None else int(projection_dim)}
+    return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count}
 
 
 def factor_norms_sq(inputs: np.ndarray, deltas: np.ndarray, layers: Sequence[Sequence[int]]) -> np.ndarray:
@@ -224,28 +235,20 @@ def trajectory_chi_sums_from_factors(checkpoints, *, noise_multiplier: float, cl
     pairs, never a 2n × P matrix. Same return value, ``projection_dim`` 0.
     """
     scale_sq = 1.0 / (float(noise_multiplier) * float(clip)) ** 2
-    targets = partners = total = n_parent = None
-    steps_total = count = 0
-    for k, ckpt in enumerate(checkpoints):
-        if n_parent is None:
-            n_parent = len(ckpt["inputs"])
-            targets, partners = draw_partners(n_parent, n_partners, seed)
-            total = np.zeros(targets.size)
-        if len(ckpt["inputs"]) != n_parent or len(ckpt["deltas"]) != n_parent:
-            raise ValueError(f"checkpoint {k} has {len(ckpt['inputs'])} rows, expected {n_parent}")
+
+    def rows(ckpt) -> int:
+        if len(ckpt["deltas"]) != len(ckpt["inputs"]):
+            raise ValueError(f"a checkpoint has {len(ckpt['inputs'])} rows of inputs, {len(ckpt['deltas'])} of deltas")
+        return len(ckpt["inputs"])
+
+    def terms(ckpt, targets, partners):
         norm_sq = factor_norms_sq(ckpt["inputs"], ckpt["deltas"], ckpt["layers"])
-        norms = np.sqrt(norm_sq)
-        factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
-        clipped_sq = norm_sq * factor**2 * scale_sq
+        factor, _ = _clip_scales(np.sqrt(norm_sq), clip)
         inner = factor_pair_inner_products(ckpt["inputs"], ckpt["deltas"], ckpt["layers"], targets, partners)
         inner *= factor[targets] * factor[partners] * scale_sq
-        total += int(ckpt["steps"]) * replace_one_chi(clipped_sq[targets], clipped_sq[partners], inner)
-        steps_total += int(ckpt["steps"])
-        count += 1
-    if count == 0:
-        raise ValueError("Recipe B needs at least one checkpoint")
-    return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count,
-            "projection_dim": 0}
+        return norm_sq * factor**2 * scale_sq, inner
+
+    return _chi_sums(checkpoints, rows=rows, terms=terms, n_partners=n_partners, seed=seed) | {"projection_dim": 0}
 
 
 def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
@@ -256,12 +259,10 @@ def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndar
     clip factors s = min(1, C/‖g‖), d² = s_i²‖g_i‖² + s_j²‖g_j‖² − 2 s_i s_j ⟨g_i, g_j⟩,
     clamped at 0 (``dpaudit.metrics.pmp.gaussian.pairwise_distances`` on the clipped vectors).
     """
-    norms = np.asarray(grad_norm, dtype=np.float64)
-    gram = np.zeros((norms.size, norms.size))
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    gram = np.zeros((factor.size, factor.size))
     for a, d in _layer_views(inputs, deltas, layers):
         gram += (a @ a.T + 1.0) * (d @ d.T)
-    factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
-    clipped_sq = (norms * factor) ** 2
     d2 = clipped_sq[:, None] + clipped_sq[None, :] - 2.0 * (factor[:, None] * factor[None, :]) * gram
     np.maximum(d2, 0.0, out=d2)
     np.fill_diagonal(d2, 0.0)
