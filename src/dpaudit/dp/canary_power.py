@@ -268,7 +268,7 @@ def claim_curve_rejects(scores, included, curve, *, alpha: float, per_tail: int 
     ``curve``. ``curve`` may be a ``ClaimedCurve`` or the bracketed form used by
     ``detectable_factor``."""
     alpha = check_significance(alpha)
-    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    bracket = _bracketed(curve)
     scores = np.asarray(scores, dtype=np.float64)
     included = np.asarray(included, dtype=bool)
     # each class sorted on its own (two plain sorts cost a third of one stable argsort of the pool)
@@ -341,6 +341,17 @@ def _largest_caught(power_at: Callable[[float], float], *, power: float, toleran
     return lo, hi
 
 
+def _check_repetitions(repetitions: int, seed: int) -> tuple[int, int]:
+    repetitions, seed = int(repetitions), int(seed)
+    if repetitions < 1:
+        raise ValueError(f"need repetitions >= 1, got {repetitions}")
+    return repetitions, seed
+
+
+def _bracketed(curve) -> _BracketedCurve:
+    return curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+
+
 def _search(power_of: Callable[[float], float], *, power: float, tolerance: float, lower: float,
             upper: float) -> tuple[float | None, float | None, dict[float, float]]:
     """``_largest_caught`` over ``power_of`` evaluated once per f: (lo, hi, the powers measured)."""
@@ -378,11 +389,9 @@ def detectable_factor(simulate: Callable[[float, np.random.Generator], tuple[np.
     often, and ``upper`` when ``upper`` itself is. ``powers``: every f tried and its
     measured power."""
     alpha = _check_detection(alpha, power, lower, upper, tolerance)
-    repetitions, seed = int(repetitions), int(seed)
-    if repetitions < 1:
-        raise ValueError(f"need repetitions >= 1, got {repetitions}")
+    repetitions, seed = _check_repetitions(repetitions, seed)
     start = time.perf_counter()
-    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    bracket = _bracketed(curve)
 
     def power_of(f: float) -> float:
         hits = 0
@@ -409,7 +418,7 @@ def detectable_factor_batched(simulate_all: Callable[[float], tuple[np.ndarray, 
     record's ``seed`` is None and ``repetitions`` is the number of rows."""
     alpha = _check_detection(alpha, power, lower, upper, tolerance)
     start = time.perf_counter()
-    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    bracket = _bracketed(curve)
     rows: list[int] = []
 
     def power_of(f: float) -> float:
@@ -465,11 +474,9 @@ def _tabulated_factor(canaries: int, q: float, steps: int, sigma: float, *, curv
     """``detectable_factor(tabulated_canary_sampler(canaries, q, steps, sigma), ...)``: the same
     bisection, scores and decisions (so the same record), each repetition's draws made once."""
     alpha = _check_detection(alpha, power, lower, upper, tolerance)
-    repetitions, seed = int(repetitions), int(seed)
-    if repetitions < 1:
-        raise ValueError(f"need repetitions >= 1, got {repetitions}")
+    repetitions, seed = _check_repetitions(repetitions, seed)
     start = time.perf_counter()
-    bracket = curve if isinstance(curve, _BracketedCurve) else _BracketedCurve(curve)
+    bracket = _bracketed(curve)
     audits = _TabulatedAudits(canaries, q, steps, sigma, repetitions=repetitions, seed=seed)
     lo, hi, measured = _search(lambda f: audits.power(f, bracket, alpha, per_tail), power=power,
                                tolerance=tolerance, lower=lower, upper=upper)
