@@ -16,7 +16,7 @@ import numpy as np
 
 DEFAULT_FPR_TARGETS: tuple[float, ...] = (0.001, 0.01, 0.1)
 
-__all__ = ["DEFAULT_FPR_TARGETS", "OperatingPoint", "RocCurve", "as_losses", "roc_from_sorted", "roc_auc", "roc_curve", "roc_max_advantage", "tpr_at_fpr"]
+__all__ = ["DEFAULT_FPR_TARGETS", "OperatingPoint", "RocCurve", "as_losses", "negatives_at_or_above", "roc_from_sorted", "roc_auc", "roc_curve", "roc_max_advantage", "tpr_at_fpr"]
 
 
 @dataclass(frozen=True)
@@ -166,3 +166,11 @@ def tpr_at_fpr(
         first = int(np.searchsorted(roc.tp[: last + 1], best_tp, side="left"))
         result[target] = _point(roc, first)
     return result
+
+
+def negatives_at_or_above(scores, negative_scores) -> np.ndarray:
+    """For each score, how many negative scores are ≥ it (NaN negatives are not counted): the
+    false positives of a threshold placed at that score (higher = more likely positive)."""
+    ref = np.asarray(negative_scores, dtype=np.float64)
+    ref = np.sort(ref[~np.isnan(ref)])
+    return (ref.size - np.searchsorted(ref, np.asarray(scores, dtype=np.float64), side="left")).astype(np.int64)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.dp.roc import negatives_at_or_above
 from dpaudit.plots.attacks import ATTACK_LABELS, target_epsilon
 from dpaudit.plots.privacy_utility import save_figure
 
@@ -55,19 +56,18 @@ def row_trajectories(scores: Mapping[str, pd.DataFrame], run_params: Mapping[str
         nonmember = values[~member]
         nonmember = np.sort(nonmember[~np.isnan(nonmember)])
         by_id = pd.Series(values, index=frame["example_id"].to_numpy(np.int64))
-        q99 = float(np.quantile(nonmember, 0.99)) if nonmember.size else math.nan
-        median = float(np.median(nonmember)) if nonmember.size else math.nan
-        for example_id in wanted:
-            if example_id not in by_id.index:
-                continue
-            score = float(by_id[example_id])
-            above = int(nonmember.size - np.searchsorted(nonmember, score, side="left")) if not math.isnan(score) \
-                else -1
-            out.append({"example_id": example_id, "run": run, "attack": attack,
-                        "target": target_epsilon(run_params[run]), "seed": run_params[run].get("seed"),
-                        "score": score, "nonmembers_at_or_above": above, "n_nonmembers": int(nonmember.size),
-                        "nonmember_q99": q99, "nonmember_median": median})
-    return pd.DataFrame(out, columns=columns)
+        present = [example_id for example_id in wanted if example_id in by_id.index]
+        if not present:
+            continue
+        row_scores = by_id.loc[present].to_numpy(np.float64)
+        above = np.where(np.isnan(row_scores), -1, negatives_at_or_above(row_scores, nonmember))
+        out.append(pd.DataFrame({
+            "example_id": present, "run": run, "attack": attack, "target": target_epsilon(run_params[run]),
+            "seed": run_params[run].get("seed"), "score": row_scores, "nonmembers_at_or_above": above,
+            "n_nonmembers": int(nonmember.size),
+            "nonmember_q99": float(np.quantile(nonmember, 0.99)) if nonmember.size else math.nan,
+            "nonmember_median": float(np.median(nonmember)) if nonmember.size else math.nan}))
+    return pd.concat(out, ignore_index=True)[columns] if out else pd.DataFrame(columns=columns)
 
 
 def _draw(ax, part: pd.DataFrame, y: np.ndarray, position: Mapping[float, float], colour, label) -> None:

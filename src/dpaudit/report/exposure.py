@@ -27,6 +27,7 @@ import pandas as pd
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISM_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES
+from dpaudit.dp.roc import negatives_at_or_above
 from dpaudit.report.pages import SIG, esc, fmt, missing_p, number
 from dpaudit.report.run_view import RunView
 
@@ -69,11 +70,8 @@ def strongest_attack(aucs: Mapping[str, float], available: Iterable[str] | None 
     return best
 
 
-def nonmembers_at_or_above(scores, nonmember_scores) -> np.ndarray:
-    """For each score, how many non-member scores are ≥ it (NaN non-member scores are not counted)."""
-    ref = np.asarray(nonmember_scores, dtype=np.float64)
-    ref = np.sort(ref[~np.isnan(ref)])
-    return (ref.size - np.searchsorted(ref, np.asarray(scores, dtype=np.float64), side="left")).astype(np.int64)
+# For each score, how many non-member scores are ≥ it (the statistics home's rank count).
+nonmembers_at_or_above = negatives_at_or_above
 
 
 def attack_exposed(scores: pd.DataFrame, attack: str, *, top: int | None = TOP_ROWS) -> pd.DataFrame:
@@ -94,9 +92,9 @@ def attack_exposed(scores: pd.DataFrame, attack: str, *, top: int | None = TOP_R
     ranked["nonmembers_at_or_above"] = nonmembers_at_or_above(ranked["score"], nonmember)
     ranked["n_nonmembers"] = int((~np.isnan(nonmember)).sum())
     ascending = np.sort(ranked["score"].to_numpy())
-    above = ascending.size - np.searchsorted(ascending, ranked["score"].to_numpy(), side="right")
-    ranked["tied"] = np.searchsorted(ascending, ranked["score"].to_numpy(), side="right") \
-        - np.searchsorted(ascending, ranked["score"].to_numpy(), side="left")
+    at_or_below = np.searchsorted(ascending, ranked["score"].to_numpy(), side="right")
+    above = ascending.size - at_or_below
+    ranked["tied"] = at_or_below - np.searchsorted(ascending, ranked["score"].to_numpy(), side="left")
     ranked.insert(0, "rank", (above + 1).astype(np.int64))
     ranked = ranked.sort_values(["score", "example_id"], ascending=[False, True], kind="mergesort")
     return (ranked if top is None else ranked.head(top)).reset_index(drop=True)
