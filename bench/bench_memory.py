@@ -69,7 +69,7 @@ def _child(folder: Path, full_gradients: bool, before: bool) -> None:
 
         outputs, gradients = extract.extract_per_example(
             folder / "model.keras", read_parquet(folder / "examples.parquet"), SPLITS,
-            clip_norm=1.0, full_gradients=full_gradients, threads=1, seed=0,
+            clip_norm=1.0, full_gradients=full_gradients,
         )
         write_parquet(folder / "outputs.parquet", outputs)
         write_parquet(folder / "gradients.parquet", gradients)
@@ -77,7 +77,7 @@ def _child(folder: Path, full_gradients: bool, before: bool) -> None:
         extract.write_per_example(
             folder / "model.keras", folder / "examples.parquet", SPLITS,
             folder / "outputs.parquet", folder / "gradients.parquet",
-            clip_norm=1.0, full_gradients=full_gradients, threads=1, seed=0,
+            clip_norm=1.0, full_gradients=full_gradients,
         )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"peak_mb": round(peak_mb), "seconds": round(time.perf_counter() - start, 1)}))

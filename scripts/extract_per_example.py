@@ -1,14 +1,16 @@
-"""Snakemake adapter: per-example losses and gradient norms of one model (one TF start-up)."""
+"""Snakemake adapter: per-example losses and gradient norms of one model (numpy, no TensorFlow)."""
+
+from threadpoolctl import threadpool_limits
 
 from dpaudit.extract.extract import write_per_example
 from dpaudit.io import read_json
 from dpaudit.logs import job_logging
 
 sm = snakemake  # noqa: F821
-with job_logging(sm) as log:
+with job_logging(sm) as log, threadpool_limits(limits=sm.threads):
     dataset = read_json(sm.input.info)
     pmp_pairs = None
-    if "pmp_pairs" in sm.output.keys():  # what the pmp family's Recipes A and B need, same TF process
+    if "pmp_pairs" in sm.output.keys():  # what the pmp family's Recipes A and B need, same process
         pmp_pairs = {"path": sm.output.pmp_pairs, "train": read_json(sm.input.train),
                      "checkpoints_path": sm.input.checkpoints, "parent": sm.params.pmp}
     count = write_per_example(
@@ -19,8 +21,6 @@ with job_logging(sm) as log:
         sm.output.gradients,
         clip_norm=sm.params.run["clip_norm"],
         full_gradients=sm.params.extract["full_gradients"],
-        threads=sm.threads,
-        seed=sm.params.run["seed"],
         pmp_pairs=pmp_pairs,
     )
     log.info("wrote %d examples", count)

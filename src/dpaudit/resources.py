@@ -36,8 +36,8 @@ TF_BASE_MB = 900
 # A Python process with numpy, pandas, pyarrow and scipy imported (metric and audit jobs).
 NUMPY_BASE_MB = 300
 # Rows of per-example gradients extraction holds at once (dpaudit.extract: at most
-# 4096 rows and 2^26 floats per chunk); the chunk exists as TF output, numpy copy,
-# float64 norms and an Arrow row group.
+# 4096 rows and, when the vectors are kept, 2^24 floats per chunk); a kept chunk exists
+# as float64 outer products, its float32 copy and an Arrow row group.
 GRADIENT_CHUNK_FLOATS = 2**26
 KEPT_CHUNK_FLOATS = 2**24
 GRADIENT_CHUNK_ROWS = 4096
@@ -85,16 +85,16 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
     """mem_mb and runtime of ``extract_per_example`` (gradients streamed in row groups)."""
     rows = min(int(n), gradient_chunk_rows(n_params, keep=full_gradients))
     # examples (Arrow column, pandas, the float32 matrix), outputs and norms (~12 float64
-    # columns with their pandas/Arrow copies), one chunk of gradients in TensorFlow's
-    # temporaries and, when kept, its numpy, Arrow and row-group copies. bench_memory
-    # (P = 6,594; peaks vary by ~20 % between runs): 1,426-1,521 MB measured at n = 10^5
-    # with vectors (1,900 declared), 2,128-2,533 MB at n = 10^6 without (3,500 declared);
-    # a tiny job peaks near 720 MB (1,000 declared).
+    # columns with their pandas/Arrow copies), one chunk's float64 factors (bounded here by
+    # P values a row) and, when kept, its vectors' float64, float32, Arrow and row-group copies.
+    # A numpy process (dpaudit.extract.dense_model; no TensorFlow since issue 23). bench_memory
+    # (P = 6,594): 821 MB measured at n = 10^5 with vectors (1,300 declared; 1,426-1,521 MB
+    # with TensorFlow before), 1,927 MB at n = 10^6 without (2,900 declared; 2,128-2,533 before).
     per_row = 4 * 4 * d + 12 * 8 * 3
     chunk = rows * n_params * 36 if full_gradients else rows * n_params * 8
-    memory = _mb(n * per_row + chunk, TF_BASE_MB, attempt)
-    # bench_memory on one core: 136 s at n = 10^6, P = 6,594 without vectors (2e-8 s per
-    # example and parameter), 118 s at n = 10^5 with them (compressing the vectors)
+    memory = _mb(n * per_row + chunk, NUMPY_BASE_MB, attempt)
+    # bench_memory on one core: 6.3 s at n = 10^6, P = 6,594 without vectors, 20.8 s at n = 10^5
+    # with them (136 s and 118 s with TensorFlow before); the coefficients keep the old bounds
     per_value = 2e-7 if full_gradients else 3e-8
     runtime = _minutes(30 + per_value * n * max(n_params, 1000), 10, attempt)
     return {"mem_mb": memory, "runtime": runtime}
@@ -380,7 +380,7 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         if pmp["enabled"]:  # plus the parent set's gradients at the final weights and every checkpoint
             kept = extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
             pairs = pmp_pairs_resources(n, n_params, checkpoints=pmp["checkpoints"], attempt=attempt)
-            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"], _mb(pairs["mem_mb"], TF_BASE_MB, attempt)),
+            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"], _mb(pairs["mem_mb"], NUMPY_BASE_MB, attempt)),
                    "runtime": job["runtime"] + kept["runtime"] * (1 + pmp["checkpoints"])}
         return job
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)

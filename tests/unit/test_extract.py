@@ -1,4 +1,5 @@
-"""Per-example extraction: inference-mode losses, vectorized per-example gradients."""
+"""Per-example extraction: inference-mode losses and per-example gradients, in numpy, against
+the saved Keras model and TensorFlow's gradients (a second implementation)."""
 
 import logging
 
@@ -9,11 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpaudit import _tf
-from dpaudit.extract.extract import extract_per_example, load_model, per_example_gradients
-from dpaudit.training.models import features, logits_model
+from dpaudit.extract.dense_model import read_dense_model
+from dpaudit.extract.extract import extract_per_example, per_example_gradients
+from dpaudit.training.models import features, load_model, logits_model
 from dpaudit.training.train import train_model
 
 from .test_training import numpy_per_example_grads
+from .tf_gradients import tf_per_example_gradients
 
 tf = _tf.tf
 SPLITS = {"members": "train", "nonmembers": "holdout", "utility": "test"}
@@ -48,7 +51,7 @@ def dropout_model(tmp_path_factory):
 
 def test_outputs_are_inference_mode_losses(dropout_model):
     path, df = dropout_model
-    outputs, grads = extract_per_example(path, df, SPLITS, clip_norm=None, full_gradients=False, threads=2, seed=0)
+    outputs, grads = extract_per_example(path, df, SPLITS, clip_norm=None, full_gradients=False)
     assert list(outputs.columns) == ["example_id", "split", "is_member", "label", "loss_ce", "loss_logit", "p_true", "correct",
                                      "logits"]
     np.testing.assert_array_equal(outputs["example_id"], df["example_id"])
@@ -60,14 +63,16 @@ def test_outputs_are_inference_mode_losses(dropout_model):
     # Oracle 1: the saved model's own softmax output in inference mode.
     probs = model(tf.constant(x), training=False).numpy().astype(np.float64)
     np.testing.assert_allclose(outputs["p_true"], probs[rows, y], rtol=1e-5, atol=1e-7)
-    # Oracle 2: closed forms on inference-mode logits (Negoescu et al. 2023, footnote 1), float64.
-    z = logits_model(model)(tf.constant(x), training=False).numpy().astype(np.float64)
+    # The extracted logits are the Keras model's, to float32 rounding (numpy computes them in float64).
+    z_keras = logits_model(model)(tf.constant(x), training=False).numpy().astype(np.float64)
+    z = np.stack(outputs["logits"].to_numpy()).astype(np.float64)
+    np.testing.assert_allclose(z, z_keras, rtol=1e-6, atol=1e-6)
+    # Oracle 2: closed forms on the extracted float32 logits (Negoescu et al. 2023, footnote 1), float64.
     lse = np.log(np.exp(z).sum(axis=1))
     np.testing.assert_allclose(outputs["loss_ce"], lse - z[rows, y], rtol=1e-10, atol=1e-12)
     others = np.where(np.eye(z.shape[1], dtype=bool)[y], -np.inf, z)
     np.testing.assert_allclose(outputs["loss_logit"], np.log(np.exp(others).sum(axis=1)) - z[rows, y], rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(outputs["correct"], z.argmax(axis=1) == y)
-    np.testing.assert_allclose(np.stack(outputs["logits"].to_numpy()), z, rtol=1e-6, atol=1e-6)
     # Training mode (Dropout 0.4 active) gives different losses.
     z_train = logits_model(model)(tf.constant(x), training=True).numpy().astype(np.float64)
     ce_train = np.log(np.exp(z_train).sum(axis=1)) - z_train[rows, y]
@@ -78,8 +83,8 @@ def test_outputs_are_inference_mode_losses(dropout_model):
 
 def test_two_extractions_identical(dropout_model):
     path, df = dropout_model
-    a = extract_per_example(path, df, SPLITS, clip_norm=0.5, full_gradients=True, threads=2, seed=0)
-    b = extract_per_example(path, df, SPLITS, clip_norm=0.5, full_gradients=True, threads=2, seed=0)
+    a = extract_per_example(path, df, SPLITS, clip_norm=0.5, full_gradients=True)
+    b = extract_per_example(path, df, SPLITS, clip_norm=0.5, full_gradients=True)
     pd.testing.assert_frame_equal(a[0], b[0], check_exact=True)
     pd.testing.assert_frame_equal(a[1], b[1], check_exact=True)
 
@@ -87,30 +92,35 @@ def test_two_extractions_identical(dropout_model):
 def test_gradients_match_numpy_and_batch_gradient(dropout_model):
     path, df = dropout_model
     clip = 0.5
-    _, grads = extract_per_example(path, df, SPLITS, clip_norm=clip, full_gradients=True, threads=2, seed=0)
+    _, grads = extract_per_example(path, df, SPLITS, clip_norm=clip, full_gradients=True)
     model = load_model(path)
     x, y = features(df), df["label"].to_numpy()
-    # Oracle: analytic backprop of the ReLU MLP in numpy (Dropout is the identity at inference).
+    # Oracle 1: analytic backprop of the ReLU MLP in numpy, float64 on the saved float32 weights
+    # (Dropout is the identity at inference); extraction's float64 factor norms agree to 1e-9
+    # and its float32 vectors to float32 rounding.
     ref = numpy_per_example_grads(model.get_weights(), x, y)
     ref_flat = np.concatenate([g.reshape(len(x), -1) for g in ref], axis=1)
     ref_norm = np.linalg.norm(ref_flat, axis=1)
-    # float32 gradients vs float64 oracle.
-    np.testing.assert_allclose(grads["grad_norm"], ref_norm, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(grads["grad_norm"], ref_norm, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(grads["clipped_norm"], np.minimum(grads["grad_norm"], clip), rtol=0, atol=0)
     table = pa.Table.from_pandas(grads, preserve_index=False)
     assert table.schema.field("gradient").type == pa.list_(pa.float32(), ref_flat.shape[1])
     flat = np.stack(grads["gradient"].to_numpy())
-    np.testing.assert_allclose(flat, ref_flat, rtol=1e-4, atol=1e-6)
-    # Sum of per-example gradients = gradient of the summed loss (GradientTape).
+    np.testing.assert_allclose(flat, ref_flat, rtol=1e-6, atol=1e-9)
+    # Oracle 2: TensorFlow's per-example gradients of the loaded model (float32: rtol 1e-4).
     net = logits_model(model)
+    tf_norms, tf_flat = tf_per_example_gradients(net, x, y)
+    np.testing.assert_allclose(grads["grad_norm"], tf_norms, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(flat, tf_flat, rtol=1e-4, atol=1e-6)
+    # Oracle 3: the sum of per-example gradients is the gradient of the summed loss (GradientTape).
     with tf.GradientTape() as tape:
         z = net(tf.constant(x), training=False)
         total = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(tf.constant(y), z))
     batch = np.concatenate([g.numpy().ravel() for g in tape.gradient(total, net.trainable_variables)])
     np.testing.assert_allclose(flat.astype(np.float64).sum(axis=0), batch, rtol=1e-4, atol=1e-4)
-    # Chunking does not change the values (chunk boundaries inside the data).
-    norms_small, _ = per_example_gradients(net, x[:7], y[:7], keep=False)
-    np.testing.assert_allclose(norms_small, grads["grad_norm"].to_numpy()[:7], rtol=1e-6)
+    # Chunking does not change the values beyond float64 rounding (chunk boundaries inside the data).
+    norms_small, _ = per_example_gradients(read_dense_model(path), x[:7], y[:7], keep=False)
+    np.testing.assert_allclose(norms_small, grads["grad_norm"].to_numpy()[:7], rtol=1e-12)
 
 
 def test_same_seed_trainings_give_identical_loss_columns(tmp_path):
@@ -122,7 +132,7 @@ def test_same_seed_trainings_give_identical_loss_columns(tmp_path):
     for name in ("a", "b"):
         train_model(df, SPLITS, params, tmp_path / f"{name}.keras", threads=2, log=LOG)
         out, _ = extract_per_example(tmp_path / f"{name}.keras", df, SPLITS, clip_norm=1.0,
-                                     full_gradients=False, threads=2, seed=0)
+                                     full_gradients=False)
         results.append(out[cols])
     pd.testing.assert_frame_equal(results[0], results[1], check_exact=True)
 
@@ -134,8 +144,9 @@ def test_a_truncated_model_names_the_file_and_the_fix(dropout_model, tmp_path):
     damaged = tmp_path / "model.keras"
     data = path.read_bytes()
     damaged.write_bytes(data[: len(data) // 2])
-    with pytest.raises(UnreadableFileError, match=r"model\.keras.*delete it and run again"):
-        load_model(damaged)
+    for loader in (read_dense_model, load_model):  # extraction's reader and Keras's
+        with pytest.raises(UnreadableFileError, match=r"model\.keras.*delete it and run again"):
+            loader(damaged)
 
 
 @pytest.mark.parametrize("full_gradients", [False, True])
@@ -148,17 +159,16 @@ def test_streamed_files_hold_the_in_memory_rows(dropout_model, tmp_path, monkeyp
     write_parquet(examples, df.assign(x=pd.Series(pd.arrays.ArrowExtensionArray(
         pa.FixedSizeListArray.from_arrays(pa.array(features(df).reshape(-1)), features(df).shape[1])))))
     # chunks of 7 rows: several row groups, the last one short (both
-    # extractions: the chunk size changes the float32 gradients' last bits)
-    n_params = sum(int(np.prod(v.shape)) for v in logits_model(load_model(path)).trainable_variables)
-    monkeypatch.setattr(extract, "_GRAD_CHUNK_FLOATS", 7 * n_params)
-    monkeypatch.setattr(extract, "_KEPT_CHUNK_FLOATS", 7 * n_params)
+    # extractions use them: the chunk size may change the products' last bits)
+    monkeypatch.setattr(extract, "_CHUNK_ROWS", 7)
+    monkeypatch.setattr(extract, "_KEPT_CHUNK_FLOATS", 7 * read_dense_model(path).n_params)
     outputs, grads = extract_per_example(path, read_parquet(examples), SPLITS, clip_norm=0.5,
-                                         full_gradients=full_gradients, threads=2, seed=0)
+                                         full_gradients=full_gradients)
     write_parquet(tmp_path / "outputs_frame.parquet", outputs)
     write_parquet(tmp_path / "gradients_frame.parquet", grads)
     count = extract.write_per_example(path, examples, SPLITS, tmp_path / "outputs.parquet",
                                       tmp_path / "gradients.parquet", clip_norm=0.5,
-                                      full_gradients=full_gradients, threads=2, seed=0)
+                                      full_gradients=full_gradients)
     assert count == len(df)
     assert (tmp_path / "outputs.parquet").read_bytes() == (tmp_path / "outputs_frame.parquet").read_bytes()
     if full_gradients:

@@ -15,10 +15,10 @@ import pytest
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
-from dpaudit.extract.extract import extract_per_example, load_model
+from dpaudit.extract.extract import extract_per_example
 from dpaudit.io import read_json, write_json
 from dpaudit.training import linear
-from dpaudit.training.models import features
+from dpaudit.training.models import features, load_model
 from dpaudit.training.params import normalize_params
 from dpaudit.training.train import train_model
 
@@ -137,7 +137,7 @@ def test_train_json_and_keras_model_probabilities(tmp_path, mechanism):
 
     # Extraction: the loss is the logistic loss; the gradient norm is √2 × its gradient's norm.
     outputs, grads = extract_per_example(tmp_path / "model.keras", df, SPLITS, clip_norm=None,
-                                         full_gradients=False, threads=2, seed=0)
+                                         full_gradients=False)
     t = 2.0 * df["label"].to_numpy() - 1.0
     x_scaled = x_all / info["feature_scale"]
     margins = t * (x_scaled @ w)

@@ -42,8 +42,7 @@ def test_linear_reference_model_is_the_train_model_release(mechanism, tmp_path):
     path = tmp_path / "m.keras"
     info = train_model(frame[frame.split != "nonmembers"], SPLITS, {**params, "seed": int(pool.seeds[k])}, path,
                        threads=1, log=LOG)
-    from dpaudit.extract.extract import load_model
-    from dpaudit.training.models import logits_model, predict_logits
+    from dpaudit.training.models import load_model, logits_model, predict_logits
 
     logits = predict_logits(logits_model(load_model(path)), x)
     np.testing.assert_allclose(pool.logits[k], logits, atol=1e-5, rtol=1e-5)

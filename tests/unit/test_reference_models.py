@@ -49,7 +49,7 @@ def _train_model_weights(x, y, members, params, seed, tmp_path):
     path = tmp_path / f"m{seed}.keras"
     info = train_model(frame[frame.split != "nonmembers"], SPLITS, {**params, "seed": int(seed)}, path,
                        threads=1, log=LOG)
-    from dpaudit.extract.extract import load_model
+    from dpaudit.training.models import load_model
 
     model = load_model(path)
     return [w for layer in model.layers for w in layer.get_weights()], info

@@ -2,10 +2,9 @@
 
 Recipes A and B of ``dpaudit.metrics.pmp`` need the per-example CE gradients of the
 parent set X at the final weights (Recipe A) and at every checkpoint training wrote
-to ``checkpoints.npz`` (Recipe B). ``extract_per_example`` computes them in its one
-TensorFlow process (``dpaudit.extract.extract.write_pmp_pairs_of_model``) and keeps what
-the recipes need (``dpaudit.extract.pmp_pairs``). This module imports no TensorFlow: the
-metric's code depends on it.
+to ``checkpoints.npz`` (Recipe B). ``extract_per_example`` computes them in numpy
+(``dpaudit.extract.extract.write_pmp_pairs_of_model``) and keeps what the recipes need
+(``dpaudit.extract.pmp_pairs``). The metric's code depends on this module too.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What Recipes A and B of the pmp family need from the per-example gradients (Lowy et al. 2024).
 
 ``extract_per_example`` computes the parent set X's per-example gradients at the final
-weights and at every checkpoint in its TensorFlow process and keeps only this
+weights and at every checkpoint (in numpy, ``dpaudit.extract.dense_model``) and keeps only this
 (``pmp_pairs.parquet``, issue 23: ~15x smaller than the float32 vectors it replaces);
-``metric_pmp`` reads it and starts no TensorFlow. Numpy only: both jobs import it.
+``metric_pmp`` reads it. Numpy only: both jobs import it.
 
 One row per example of X (X's order): ``example_id``, ``is_member`` and
 
@@ -14,8 +14,8 @@ One row per example of X (X's order): ``example_id``, ``is_member`` and
   per-example kernel gradient is the outer product of its input a and its bias gradient
   δ, so ⟨g_i, g_j⟩ = Σ_l (⟨a_li, a_lj⟩ + 1)·⟨δ_li, δ_lj⟩. ``layer_inputs`` (float32, the
   layers' inputs concatenated, from a forward pass), ``layer_deltas`` (float32, the bias
-  coordinates of TensorFlow's gradient vector) and ``grad_norm`` (float64, the vector's
-  norm as ``clip_rows`` computes it) give the metric the clipped distances
+  gradients, ∂loss/∂pre-activation) and ``grad_norm`` (float64, the whole vector's norm,
+  exact from the float64 factors) give the metric the clipped distances
   (``clipped_distances``). Equal to the distances of the vectors up to float32 rounding
   (see ``docs/architecture.md``).
 * Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the

@@ -105,6 +105,15 @@ def save_model(model, model_path: str | Path) -> None:
             model.save(tmp)
 
 
+def load_model(model_path: str | Path):
+    """Load a saved model (no optimizer, no custom objects); a damaged file names itself and the fix."""
+    from dpaudit import _tf
+    from dpaudit.io import reading
+
+    with reading(model_path) as path:
+        return _tf.keras.models.load_model(path, compile=False)
+
+
 def logits_model(model):
     """A model sharing ``model``'s weights whose output is the ``logits`` layer."""
     from dpaudit import _tf
