@@ -320,3 +320,28 @@ def test_verdict_sentence_says_what_the_audit_could_have_caught():
                         claimed_epsilon=lambda at: 2.5, claim_curve=curve, detectable=detectable)
     outcome, sentence = verdict_sentence(leaky)
     assert outcome == "above_promise" and "below the accountant's claimed trade-off curve" in sentence
+
+
+def test_the_workflow_twin_reuses_the_released_noise_and_refuses_another_mechanism(tmp_path, caplog):
+    # canary_scores (the workflow's entry) gives the twin the released run's σ from its
+    # train.json instead of calibrating it again; the twin's own accountant ε, q and steps must
+    # then be the released run's. Oracle: train_model's own train.json for the same run.
+    from dpaudit.training.canary import canary_scores
+    from dpaudit.training.train import train_model
+
+    frame = _frame()
+    released = train_model(frame, SPLITS, PARAMS, tmp_path / "m.keras", threads=1, log=LOG)
+    options = {"gradient_canaries": 200, "input_canaries": 10, "gradient_norm_factor": 10.0, "seed": 0,
+               "confidence": 0.95}
+    caplog.clear()  # the released run's own calibration line
+    with caplog.at_level(logging.INFO):
+        _, record = canary_scores(frame, SPLITS, PARAMS, released, options, threads=1, log=LOG, run="r")
+    assert any("audit twin:" in r.getMessage() for r in caplog.records)  # INFO lines are captured
+    assert not any("calibrated noise_multiplier" in r.getMessage() for r in caplog.records)
+    assert record["noise_multiplier"] == released["noise_multiplier"]
+    for key in ("sampling_probability", "steps", "epsilon"):
+        assert record[key] == pytest.approx(released[key], rel=1e-12)
+    # a train.json of another mechanism (ε of a longer run) is refused by name
+    with pytest.raises(RuntimeError, match="epsilon=.*the twin would not audit the released mechanism"):
+        canary_scores(frame, SPLITS, PARAMS, {**released, "epsilon": released["epsilon"] * 1.5}, options,
+                      threads=1, log=LOG, run="r")

@@ -136,17 +136,22 @@ def canary_scores(examples: pd.DataFrame, splits: dict[str, str], params: dict[s
     train.json): the audit twin for DP-SGD, many releases for the linear mechanisms."""
     mechanism = params["mechanism"]
     if mechanism == "dpsgd":
+        # The released run's σ, as its train.json records it: calibrating it again from the
+        # target ε costs seconds of accountant calls and gives the same number. The twin's
+        # accountant ε at that σ (its own q and steps) must then be the released one.
+        released = float(train["noise_multiplier"])
         scores, record = run_canary_twin(
-            examples, splits, params, gradient_canaries=int(options["gradient_canaries"]),
+            examples, splits, {**params, "noise_multiplier": released},
+            gradient_canaries=int(options["gradient_canaries"]),
             input_canaries=int(options["input_canaries"]),
             gradient_norm_factor=float(options["gradient_norm_factor"]), seed=int(options["seed"]),
             confidence=float(options["confidence"]), threads=threads, log=log, run=run)
-        released = float(train["noise_multiplier"])
-        if not np.isclose(record["noise_multiplier"], released, rtol=1e-9, atol=0.0):
-            raise RuntimeError(
-                f"audit twin of run {run!r} calibrated noise_multiplier={record['noise_multiplier']!r}, "
-                f"the released model {released!r}: the twin would not audit the released mechanism"
-            )
+        for key in ("sampling_probability", "steps", "epsilon"):
+            if not np.isclose(record[key], float(train[key]), rtol=1e-9, atol=0.0):
+                raise RuntimeError(
+                    f"audit twin of run {run!r}: {key}={record[key]!r} at the released noise_multiplier "
+                    f"{released!r}, the released model {train[key]!r}: the twin would not audit the released mechanism"
+                )
         record["released_train_seconds"] = train.get("train_seconds")
         return scores, record
     if mechanism in LINEAR_MECHANISMS:
