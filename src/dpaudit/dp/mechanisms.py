@@ -25,6 +25,7 @@ __all__ = [
     "exponential_mechanism_probabilities",
     "exponential_mechanism_utility_bound",
     "gaussian_delta",
+    "gaussian_delta_and_slope",
     "gaussian_epsilon_analytic",
     "gaussian_epsilon_classical",
     "gaussian_mechanism",
@@ -113,6 +114,11 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
     broadcast against each other (the PMP bounds of Lowy et al. 2024 evaluate one ε
     against a matrix of pairwise distances); Δ = 0 gives δ = 0 (log δ = −inf).
     """
+    return _gaussian_log_terms(eps, sigma, sensitivity)[0]
+
+
+def _gaussian_log_terms(eps, sigma, sensitivity):
+    """(log δ(ε), log of the subtracted term e^ε Φ(−Δ/2σ − εσ/Δ), Δ > 0)."""
     eps = np.asarray(eps, dtype=np.float64)
     r = np.asarray(sensitivity, dtype=np.float64) / float(sigma)
     if np.any(r < 0) or np.any(np.isnan(r)):
@@ -123,7 +129,15 @@ def _gaussian_log_delta(eps, sigma, sensitivity=1.0):
     b = eps + special.log_ndtr(-safe_r / 2.0 - eps / safe_r)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = a + np.log1p(-np.exp(np.minimum(b - a, 0.0)))
-    return np.where(positive & (b < a), out, -np.inf)
+    return np.where(positive & (b < a), out, -np.inf), b, positive
+
+
+def gaussian_delta_and_slope(eps, sensitivity) -> tuple[np.ndarray, np.ndarray]:
+    """(δ(ε), −dδ/dε = e^ε Φ(−Δ/2 − ε/Δ)) of the Gaussian mechanism with σ = 1, broadcast
+    like ``gaussian_delta`` (−dδ/dε = 0 where Δ = 0). The two share their log Φ
+    evaluations: Newton's method on Lowy et al. 2024's profiles needs both at every step."""
+    log_delta, log_subtracted, positive = _gaussian_log_terms(eps, 1.0, sensitivity)
+    return np.exp(log_delta), np.where(positive, np.exp(log_subtracted), 0.0)
 
 
 def _gaussian_log_delta_one(eps: float, sigma: float) -> float:

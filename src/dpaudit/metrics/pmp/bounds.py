@@ -78,13 +78,14 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
 
     def log_row_delta(eps_rows, mu_rows, w_rows, with_slope=False):
         e = eps_rows[:, None]
-        value = np.sum(w_rows * mechanisms.gaussian_delta(1.0, e, mu_rows), axis=1)
+        if not with_slope:
+            value = np.sum(w_rows * mechanisms.gaussian_delta(1.0, e, mu_rows), axis=1)
+            with np.errstate(divide="ignore"):
+                return np.log(value)
+        deltas, slope_terms = mechanisms.gaussian_delta_and_slope(e, mu_rows)
+        value = np.sum(w_rows * deltas, axis=1)
         with np.errstate(divide="ignore"):
             log_value = np.log(value)
-        if not with_slope:
-            return log_value
-        safe_mu = np.where(mu_rows > 0, mu_rows, 1.0)
-        slope_terms = np.where(mu_rows > 0, np.exp(e + special.log_ndtr(-safe_mu / 2.0 - e / safe_mu)), 0.0)
         slope = -np.sum(w_rows * slope_terms, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             return log_value, slope / value
