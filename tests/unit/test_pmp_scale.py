@@ -19,6 +19,7 @@ from dpaudit.extract.pmp_pairs import (
     clipped_pair_distances,
     draw_partners,
     factor_norms_sq,
+    factor_pair_inner_products,
     max_clipped_distance,
     write_pmp_pairs,
 )
@@ -225,3 +226,33 @@ def test_rows_of_a_sampled_recipe_a_say_so_and_exact_rows_are_unchanged(tmp_path
         assert value["sampled"][metric] == pytest.approx(value["exact"][metric], rel=1e-12)
     assert value["sampled"]["epsilon_pmp"] != value["exact"]["epsilon_pmp"]
     assert per_example["eps_pmp_x_gauss_single_step"].max() == value["sampled"]["epsilon_pmp"]
+
+
+@pytest.mark.parametrize(("n", "layers", "partners"), [(700, [(30, 8), (8, 2)], 16), (300, [(5, 3)], 299),
+                                                       (257, [(4, 3), (3, 2)], 40)])
+def test_pair_inner_products_from_gram_blocks_equal_the_gathered_pairs(n, layers, partners):
+    # Two computations of the same sums (factor_pair_inner_products: Gram-matrix blocks when the
+    # pairs are target-sorted and n² ≤ 64 × pairs, gathered pairs otherwise; a shuffled pair
+    # order forces the gathered path). Oracle: the pairs' flat gradient vectors built from the
+    # factors, a·δ outer products and δ, in float64. Tolerance: float64 rounding, 1e-14 of
+    # ‖g_t‖·‖g_p‖ (Cauchy–Schwarz bounds |⟨g_t, g_p⟩| by it).
+    rng = np.random.default_rng(n)
+    inputs = rng.standard_normal((n, sum(a for a, _ in layers))).astype(np.float32)
+    deltas = rng.standard_normal((n, sum(u for _, u in layers))).astype(np.float32)
+    targets, partner_rows = draw_partners(n, partners, 0)
+    assert n * n <= 64 * targets.size
+    vectors, a0, d0 = [], 0, 0
+    for width_in, units in layers:
+        a = inputs[:, a0:a0 + width_in].astype(np.float64)
+        d = deltas[:, d0:d0 + units].astype(np.float64)
+        vectors += [(a[:, :, None] * d[:, None, :]).reshape(n, -1), d]
+        a0, d0 = a0 + width_in, d0 + units
+    g = np.concatenate(vectors, axis=1)
+    expected = np.einsum("ij,ij->i", g[targets], g[partner_rows])
+    scale = np.linalg.norm(g[targets], axis=1) * np.linalg.norm(g[partner_rows], axis=1)
+    gram = factor_pair_inner_products(inputs, deltas, layers, targets, partner_rows)
+    order = rng.permutation(targets.size)
+    gathered = np.empty(targets.size)
+    gathered[order] = factor_pair_inner_products(inputs, deltas, layers, targets[order], partner_rows[order])
+    for got in (gram, gathered):
+        assert np.max(np.abs(got - expected) / scale) < 1e-14
