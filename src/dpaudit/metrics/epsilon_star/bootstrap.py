@@ -18,6 +18,12 @@ Both estimators are vectorized over the examples of a batch of replicates:
   of the fitted Normals. Only the member-grid rates need the Normal CDF; each
   tail pair is taken from one ``ndtr`` call on the non-positive side, which is
   exact there. The grid may be coarser than the point estimate's (recorded).
+  The other set's standardized thresholds are monotone along a grid, so their
+  sign splits it into two slices and the kept points form one run: replicates
+  work on slices of reused scratch arrays, and a ratio is evaluated only on the
+  chunks of the run where its upper bound beats the largest value found so far.
+  Evaluated values come from the same operations on the same numbers as in the
+  masked form (``_grid_best``, the fallback), so replicates are bit-identical to it.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from dpaudit.metrics.epsilon_star.estimators import (
 # elements of the (replicates x examples) blocks processed at once: bounds memory
 # (a handful of float64 arrays of this size) whatever n and B are
 BLOCK_ELEMENTS = 2**21
+# grid points per chunk of the replicates' bound-and-prune maximum: coarse enough that the
+# per-chunk bookkeeping is small, fine enough that few chunks survive the bound
+CHUNK = 2048
 
 
 @dataclass(frozen=True)
@@ -107,26 +116,178 @@ def normal_epsilon_star_values(
     (NaN where nothing is kept, or where a fit is degenerate).
     """
     mu_tr, sd_tr, mu_pop, sd_pop = (np.atleast_1d(np.asarray(a, np.float64)) for a in (mu_tr, sd_tr, mu_pop, sd_pop))
-    q, q_c, z = quantile_levels(int(grid_size))
-    # On a set's own quantile grid its two rates are the exact levels (q, q_c): their
-    # filter is the same index range on both grids; only the other set's rates vary.
-    own = (q > delta) & (q_c > delta)
-    q, q_c, z = q[own], q_c[own], z[own]
-    # (rate − δ) of each grid's own rates, the same for every pair: member grid (q, q_c), non-member grid (q_c, q)
-    q_d, q_c_d = q - delta, q_c - delta
+    z, grids = _grids(int(grid_size), delta)
+    # The slice path needs x monotone along the grid: true of z (checked, as ndtri is not
+    # promised monotone to the last bit) and kept by every rounded operation, except that
+    # inf − inf and 0·inf give NaN, so non-finite fits take the general form.
+    monotone_z = z.size > 0 and bool((z[1:] >= z[:-1]).all())
+    # scratch reused by every pair instead of a dozen grid-sized temporaries per grid
+    x, small, big, ratio = (np.empty(z.size) for _ in range(4))
+    keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
     out = np.full(mu_tr.shape, np.nan)
     for i in range(mu_tr.size):  # over replicates, never over examples
         if not (sd_tr[i] > 0 and sd_pop[i] > 0):
             continue
+        fit = mu_tr[i], sd_tr[i], mu_pop[i], sd_pop[i]
+        monotone = monotone_z and all(np.isfinite((*fit, mu_tr[i] - mu_pop[i])))
         best = -np.inf
-        # member grid: FNR = q, TPR = q_c; non-member grid: TNR = q, FPR = q_c
-        for x, rates in (
-            ((mu_tr[i] + sd_tr[i] * z - mu_pop[i]) / sd_pop[i], (q, q_c, q_d, q_c_d)),
-            ((mu_tr[i] - mu_pop[i] - sd_pop[i] * z) / sd_tr[i], (q_c, q, q_c_d, q_d)),
-        ):
-            best = max(best, _grid_best(x, *rates, delta))
+        for descending, rates, bounds in grids:
+            _thresholds(z, descending, *fit, out=x)
+            grid = (_monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep, keep_big)
+                    if monotone else None)
+            best = max(best, _grid_best(x, *rates, delta) if grid is None else grid)
         out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
     return out
+
+
+def _grids(grid_size: int, delta: float) -> tuple[np.ndarray, tuple]:
+    """z of the filtered quantile grid and, for the member then the non-member grid,
+    (descending, (lo, hi, lo − δ, hi − δ), per CHUNK (min lo, min hi, max lo − δ, max hi − δ)).
+
+    Member grid: FNR = q, TPR = q_c, thresholds ascending; non-member grid: TNR = q,
+    FPR = q_c, thresholds descending (in the other set's standardized units).
+    """
+    q, q_c, z = quantile_levels(grid_size)
+    # On a set's own quantile grid its two rates are the exact levels (q, q_c): their
+    # filter is the same index range on both grids; only the other set's rates vary.
+    own = (q > delta) & (q_c > delta)
+    q, q_c, z = q[own], q_c[own], z[own]
+    # (rate − δ) of each grid's own rates, the same for every pair
+    q_d, q_c_d = q - delta, q_c - delta
+    # the smallest denominators and largest numerators per chunk bound every ratio from above
+    starts = np.arange(0, z.size, CHUNK)
+    q_min, q_c_min, q_d_max, q_c_d_max = (
+        (np.minimum if low else np.maximum).reduceat(a, starts) if z.size else a
+        for a, low in ((q, True), (q_c, True), (q_d, False), (q_c_d, False)))
+    return z, ((False, (q, q_c, q_d, q_c_d), (q_min, q_c_min, q_d_max, q_c_d_max)),
+               (True, (q_c, q, q_c_d, q_d), (q_c_min, q_min, q_c_d_max, q_d_max)))
+
+
+def _thresholds(z: np.ndarray, descending: bool, mu_tr: float, sd_tr: float, mu_pop: float, sd_pop: float,
+                out: np.ndarray) -> np.ndarray:
+    """The other set's standardized thresholds on one grid, into ``out``, by the same operations
+    in the same order as (mu_tr + sd_tr z − mu_pop) / sd_pop (member grid) and
+    (mu_tr − mu_pop − sd_pop z) / sd_tr (non-member grid)."""
+    if descending:
+        np.multiply(z, sd_pop, out=out)
+        np.subtract(mu_tr - mu_pop, out, out=out)
+        return np.divide(out, sd_tr, out=out)
+    np.multiply(z, sd_tr, out=out)
+    np.add(out, mu_tr, out=out)
+    np.subtract(out, mu_pop, out=out)
+    return np.divide(out, sd_pop, out=out)
+
+
+def _monotone_grid_best(
+    x: np.ndarray, descending: bool, lo: np.ndarray, hi: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray,
+    bounds: tuple[np.ndarray, ...], delta: float, small: np.ndarray, big: np.ndarray, ratio: np.ndarray,
+    keep: np.ndarray, keep_big: np.ndarray,
+) -> float | None:
+    """``max(1, _grid_best(...))`` of a NaN-free ``x`` monotone along the grid; None when the
+    kept points are not one run, for the caller to fall back on ``_grid_best``.
+
+    ``bounds``: per CHUNK, the minima of ``lo`` and ``hi`` and the maxima of ``lo_d`` and
+    ``hi_d``; ``small`` to ``keep_big``: scratch of x's size. Bit-identical to the masked form:
+    every ratio evaluated goes through the same operations on the same numbers, and every one
+    skipped is provably no larger than the maximum (or than 1, below which none counts).
+    """
+    run = _kept_run(x, descending, delta, small, big, keep, keep_big)
+    if run is None or run[1] == run[2]:
+        return None if run is None else -np.inf
+    starts, ends, on_upper, ceiling = _ceilings(small, *run, descending, bounds, delta)
+    best = 1.0
+    for flat in np.argsort(-ceiling, axis=None):
+        which, segment = divmod(int(flat), starts.size)
+        if not ceiling[which, segment] > best:  # every ratio left is at most this ceiling
+            break
+        k = slice(int(starts[segment]), int(ends[segment]))
+        best = max(best, _segment_max(which, k, bool(on_upper[segment]), small, big, lo, hi, lo_d, hi_d, delta,
+                                      ratio))
+    return best
+
+
+def _kept_run(x: np.ndarray, descending: bool, delta: float, small: np.ndarray, big: np.ndarray,
+              keep: np.ndarray, keep_big: np.ndarray) -> tuple[int, int, int] | None:
+    """Fill ``small`` = ndtr(−|x|) and ``big`` = 1 − small; return (p, first, last): x >= 0 on
+    [0, p) (descending) or [p, n) (ascending), the kept points [first, last) (empty if none);
+    None when the kept points are not one run (ndtr is not promised monotone to the last bit)."""
+    n = x.size
+    # rounding is monotone, so x of a monotone grid is monotone too: ``x >= 0`` is one
+    # contiguous piece, found by bisection instead of a mask
+    if descending:
+        p = n - int(np.searchsorted(x[::-1], 0.0))
+        lower, upper = slice(p, n), slice(0, p)
+    else:
+        p = int(np.searchsorted(x, 0.0))
+        lower, upper = slice(0, p), slice(p, n)
+    # ndtr(-|x|): x itself where negative; on the upper piece -x (for x = -0.0 that is +0.0,
+    # and ndtr(+0.0) = ndtr(-0.0) = 0.5)
+    special.ndtr(x[lower], out=small[lower])
+    np.negative(x[upper], out=small[upper])
+    special.ndtr(small[upper], out=small[upper])
+    np.subtract(1.0, small, out=big)
+    # {tail, body} = {small, big} at every point, so the filter needs no per-piece choice
+    np.greater(small, delta, out=keep)
+    np.greater(big, delta, out=keep_big)
+    np.logical_and(keep, keep_big, out=keep)
+    first = int(keep.argmax())
+    if not keep[first]:
+        return p, first, first
+    # forward searches only: argmax of a reversed (negative-stride) view is ~30x slower
+    last = first + int(keep[first:].argmin())
+    if keep[last]:
+        return p, first, n
+    return None if keep[last:].any() else (p, first, last)
+
+
+def _ceilings(small: np.ndarray, p: int, first: int, last: int, descending: bool,
+              bounds: tuple[np.ndarray, ...], delta: float) -> tuple[np.ndarray, ...]:
+    """Segments [starts, ends) of the kept run, whether each lies where x >= 0, and a (4,
+    segments) upper bound of eq. 7's four ratios on each.
+
+    Segments are the CHUNKs cut at the sign change of x, so that on each the other set's tail
+    t is one of small (x >= 0) or big (x < 0) and the body b the other. At kept points the
+    numerators are positive and the denominators not negative (t, b > δ; own rates > δ), and a
+    rounded quotient or difference is monotone in each operand, so
+    fl(fl(num) / den) <= fl(fl(max num) / min den) (+inf for a zero denominator on both sides).
+    """
+    inner = np.arange((first // CHUNK + 1) * CHUNK, last, CHUNK)
+    if first < p < last and p % CHUNK:
+        at = int(np.searchsorted(inner, p))
+        starts = np.concatenate(([first], inner[:at], [p], inner[at:]))
+    else:
+        starts = np.concatenate(([first], inner))
+    on_upper = starts < p if descending else starts >= p
+    offsets = starts - first
+    s_min = np.minimum.reduceat(small[first:last], offsets)
+    s_max = np.maximum.reduceat(small[first:last], offsets)
+    # big = fl(1 − small) is non-increasing in small, so its extremes are these exactly
+    big_min, big_max = 1.0 - s_max, 1.0 - s_min
+    t_min, b_min = np.where(on_upper, s_min, big_min), np.where(on_upper, big_min, s_min)
+    t_max, b_max = np.where(on_upper, s_max, big_max), np.where(on_upper, big_max, s_max)
+    chunk = starts // CHUNK
+    lo_min, hi_min, lo_d_max, hi_d_max = (a[chunk] for a in bounds)
+    ceiling = np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
+    return starts, np.concatenate((starts[1:], [last])), on_upper, ceiling
+
+
+def _segment_max(which: int, k: slice, on_upper: bool, small: np.ndarray, big: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray, delta: float, ratio: np.ndarray) -> float:
+    """Largest of ratio ``which`` (m1..m4 of the member grid; m2, m1, m4, m3 of the non-member
+    grid) on segment ``k``, by the masked form's operations; ``ratio``: scratch."""
+    t, b = (small[k], big[k]) if on_upper else (big[k], small[k])
+    r = ratio[k]
+    if which == 0:
+        np.divide(hi_d[k], t, out=r)
+    elif which == 1:
+        np.subtract(b, delta, out=r)
+        np.divide(r, lo[k], out=r)
+    elif which == 2:
+        np.divide(lo_d[k], b, out=r)
+    else:
+        np.subtract(t, delta, out=r)
+        np.divide(r, hi[k], out=r)
+    return float(r.max())
 
 
 def _grid_best(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray,
