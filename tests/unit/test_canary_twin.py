@@ -345,3 +345,31 @@ def test_the_workflow_twin_reuses_the_released_noise_and_refuses_another_mechani
     with pytest.raises(RuntimeError, match="epsilon=.*the twin would not audit the released mechanism"):
         canary_scores(frame, SPLITS, PARAMS, {**released, "epsilon": released["epsilon"] * 1.5}, options,
                       threads=1, log=LOG, run="r")
+
+
+def test_the_twin_records_the_claimed_curve_the_readers_use_bit_for_bit(tmp_path):
+    # audit.json carries the claimed curve (issue 23: metric_canary and plot_canary read it and
+    # import no dp_accounting). Oracle: the curve computed again from the record's accountant
+    # event and profile points; after a JSON round trip every FNR is the same float.
+    import json
+    import subprocess
+    import sys
+
+    from dpaudit.dp.tradeoff import twin_tradeoff
+    from dpaudit.io import read_json, write_json
+
+    _, record = _twin(canaries=50, input_canaries=0)
+    write_json(tmp_path / "audit.json", record)
+    recorded = read_json(tmp_path / "audit.json")
+    alpha = np.concatenate([np.geomspace(1e-9, 0.5, 400), np.linspace(0.5, 1.0, 101)])
+    expected = twin_tradeoff(record)
+    read_back = claimed_curve(recorded)
+    np.testing.assert_array_equal(read_back.fnr(alpha), expected.fnr(alpha))
+    assert read_back.parameters == json.loads(json.dumps(expected.parameters))
+    assert read_back.describe() == expected.describe()
+    # reading it loads no accountant
+    code = ("import sys; from dpaudit.io import read_json; from dpaudit.metrics.canary.rows import claimed_curve; "
+            f"claimed_curve(read_json({str(tmp_path / 'audit.json')!r})).fnr(0.1); "
+            "assert 'dp_accounting' not in sys.modules, 'dp_accounting imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

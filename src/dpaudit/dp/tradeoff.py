@@ -38,7 +38,7 @@ from scipy import special
 from dpaudit.dp import accounting
 from dpaudit.dp.hypothesis import dp_tradeoff_curve
 
-__all__ = ["ClaimedCurve", "accountant_tradeoff", "pure_tradeoff"]
+__all__ = ["ClaimedCurve", "accountant_tradeoff", "pure_tradeoff", "twin_tradeoff"]
 
 PLD_DISCRETIZATION = 1e-3
 _EPS_MAX = 40.0
@@ -108,6 +108,31 @@ class ClaimedCurve:
             lines = np.maximum(1.0 - d - np.exp(e) * a, np.exp(-e) * (1.0 - d - a))
         return np.max(lines, axis=1)
 
+    def as_record(self) -> dict:
+        """The curve as JSON-ready values (an audit twin's audit.json): the tabulated δ(ε) with
+        its ε grid's ends and size, so that ``from_record`` rebuilds the same curve bit for bit
+        (JSON keeps every float64 exactly)."""
+        eps = self.profile_eps
+        return {"gaussian_mu": None if self.gaussian_mu is None else float(self.gaussian_mu),
+                "profile_eps": ({"start": float(eps[0]), "stop": float(eps[-1]), "num": int(eps.size)}
+                                if eps.size else None),
+                "profile_delta": [float(d) for d in self.profile_delta],
+                "points": [[float(e), float(d)] for e, d in self.points],
+                "parameters": self.parameters}
+
+    @classmethod
+    def from_record(cls, record: dict) -> ClaimedCurve:
+        """The curve ``as_record`` wrote."""
+        grid = record.get("profile_eps")
+        eps = np.linspace(float(grid["start"]), float(grid["stop"]), int(grid["num"])) if grid else np.zeros(0)
+        delta = np.asarray(record.get("profile_delta") or [], dtype=np.float64)
+        if delta.size != eps.size:
+            raise ValueError(f"a recorded claimed curve has {delta.size} δ values for {eps.size} ε values")
+        mu = record.get("gaussian_mu")
+        return cls(gaussian_mu=None if mu is None else float(mu), profile_eps=eps, profile_delta=delta,
+                   points=tuple((float(e), float(d)) for e, d in record.get("points") or ()),
+                   parameters=dict(record.get("parameters") or {}))
+
     def describe(self) -> str:
         parts = []
         if self.gaussian_mu is not None:
@@ -160,6 +185,16 @@ def accountant_tradeoff(noise_multiplier: float, sampling_probability: float, st
     eps, delta = _tabulated_profile(acc.get_delta)
     return ClaimedCurve(profile_eps=eps, profile_delta=delta, points=points,
                         parameters={**parameters, "curve": "pld", "pld_discretization": float(discretization)})
+
+
+def twin_tradeoff(record) -> ClaimedCurve:
+    """The claimed curve of an audit twin's mechanism from its record (audit.json): the
+    accountant's event (σ, q, the steps it accounted for, batch scheme) joined with the
+    accountant's own profile points [[δ, ε(δ)], ...] (``accountant_profile``)."""
+    points = [(float(eps), float(at)) for at, eps in record.get("accountant_profile", [])]
+    return accountant_tradeoff(float(record["noise_multiplier"]), float(record["sampling_probability"]),
+                               int(record.get("accounted_steps", record["steps"])), str(record["sampling"]),
+                               points=points)
 
 
 def pure_tradeoff(epsilon: float) -> ClaimedCurve:

@@ -41,6 +41,7 @@ from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
+from dpaudit.dp.tradeoff import twin_tradeoff
 from dpaudit.training.canary_linear import linear_canary_scores
 from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.training.models import predict_logits
@@ -121,6 +122,9 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "history": info["history"],
     }
     record["accountant_profile"] = accountant_profile(record)
+    # the claim the canary rows and figures test against, computed here where the accountant is
+    # loaded anyway: metric_canary and plot_canary read it and import no dp_accounting
+    record["claimed_curve"] = twin_tradeoff(record).as_record()
     record["one_run_claims"] = one_run_claims(record, alpha=1.0 - float(confidence),
                                               canaries={"white_box": int(gradient_canaries),
                                                         "black_box": int(input_canaries)})

@@ -38,7 +38,7 @@ import pandas as pd
 from dpaudit.contract.metrics import typed_frame
 from dpaudit.dp import canary_bounds as cb
 from dpaudit.dp.canary_power import detectable_noise_factor
-from dpaudit.dp.tradeoff import ClaimedCurve, accountant_tradeoff, pure_tradeoff
+from dpaudit.dp.tradeoff import ClaimedCurve, pure_tradeoff, twin_tradeoff
 from dpaudit.metrics.canary.many_runs import bound_from_scores
 
 __all__ = ["DISTRIBUTION_FREE", "LADDER", "verdict_sentence", "claimed_curve", "Rung", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
@@ -285,13 +285,12 @@ def not_applicable_rows(reason: str) -> pd.DataFrame:
 
 
 def claimed_curve(record: Mapping) -> ClaimedCurve:
-    """The accountant's claimed trade-off curve of an audit twin's mechanism, from its
-    audit.json: the accountant's event (σ, q, the steps it accounted for, batch scheme)
-    joined with its own profile points [[δ, ε(δ)], ...] (``accountant_profile``)."""
-    points = [(float(eps), float(at)) for at, eps in record.get("accountant_profile", [])]
-    return accountant_tradeoff(float(record["noise_multiplier"]), float(record["sampling_probability"]),
-                               int(record.get("accounted_steps", record["steps"])), str(record["sampling"]),
-                               points=points)
+    """The accountant's claimed trade-off curve of an audit twin's mechanism, as its audit.json
+    records it (``claimed_curve``, written by the twin: ``dpaudit.dp.tradeoff.twin_tradeoff``);
+    a record without it (written before the twin kept it) is computed the same way."""
+    if record.get("claimed_curve") is not None:
+        return ClaimedCurve.from_record(record["claimed_curve"])
+    return twin_tradeoff(record)
 
 
 def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapping | None,
