@@ -370,3 +370,16 @@ def test_attacks_cover_the_linear_mechanisms(tmp_path):
     # recipes: 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε; runs: 10 (no PMP shadow model)
     assert counts["reference_pool"] == 6 and counts["metric_attacks"] == 10 and counts["plot_attacks"] == 1
     assert "no reference models" not in result.stdout + result.stderr
+
+
+def test_the_workstation_profile_rate_limit_parses_and_never_binds():
+    # profiles/default/config.yaml sets max-jobs-per-timespan so that Snakemake's scheduling
+    # loop is woken every 3 s rather than every second (issue 23: ~60 s of scheduler CPU on the
+    # default run); the limit itself must be one no run reaches (≥ 100 jobs a second) and be
+    # valid for Snakemake's own parser (a typo would fail every `make run`).
+    from snakemake.settings.types import MaxJobsPerTimespan
+
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    limit = MaxJobsPerTimespan.parse_choice(profile["max-jobs-per-timespan"])
+    assert limit.timespan == 3
+    assert limit.max_jobs / limit.timespan >= 100
