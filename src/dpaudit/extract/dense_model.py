@@ -31,13 +31,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from scipy import special
 
+from dpaudit.extract.pmp_pairs import norms_sq
 from dpaudit.io import reading
+from dpaudit.training.models import LOGITS_LAYER
 
-__all__ = ["DenseLayer", "DenseModel", "norms_sq", "read_dense_model"]
+__all__ = ["DenseLayer", "DenseModel", "read_dense_model"]
 
 _ACTIVATIONS = ("linear", "relu", "tanh")
-_LOGITS_LAYER = "logits"  # dpaudit.training.models.LOGITS_LAYER (that module imports Keras helpers)
 _IDENTITY_AT_INFERENCE = ("Dropout",)
 
 
@@ -114,8 +116,7 @@ class DenseModel:
         y = np.asarray(y, dtype=np.int64)
         if len(y) and (y.min() < 0 or y.max() >= self.n_classes):
             raise ValueError(f"labels must be in [0, {self.n_classes}), got {y.min()}..{y.max()}")
-        delta = np.exp(logits - logits.max(axis=1, keepdims=True))
-        delta /= delta.sum(axis=1, keepdims=True)
+        delta = special.softmax(logits, axis=1)
         delta[np.arange(len(y)), y] -= 1.0  # ∂CE/∂z = softmax(z) − onehot(y)
         deltas = [delta]
         for k in range(len(self.layers) - 1, 0, -1):
@@ -128,7 +129,7 @@ class DenseModel:
     def gradient_norms(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """‖∇_θ CE(x_i, y_i)‖₂ per example, float64, from the factors."""
         inputs, deltas, _ = self.factors(x, y)
-        return np.sqrt(norms_sq(self.layers, inputs, deltas))
+        return np.sqrt(norms_sq(inputs, deltas, _biases(self.layers)))
 
     def gradients(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(norms float64, the N × P float32 flat gradients in ``weights()`` order)."""
@@ -140,15 +141,11 @@ class DenseModel:
             if layer.bias is not None:
                 parts.append(d)
         flat = np.concatenate(parts, axis=1) if parts else np.zeros((n, 0))
-        return np.sqrt(norms_sq(self.layers, inputs, deltas)), flat.astype(np.float32)
+        return np.sqrt(norms_sq(inputs, deltas, _biases(self.layers))), flat.astype(np.float32)
 
 
-def norms_sq(layers: Sequence[DenseLayer], inputs: Sequence[np.ndarray], deltas: Sequence[np.ndarray]) -> np.ndarray:
-    """‖g‖² = Σ_l (‖a_l‖² + [l has a bias])·‖δ_l‖² per row (float64), from the factors."""
-    total = np.zeros(len(inputs[0]))
-    for layer, a, d in zip(layers, inputs, deltas, strict=True):
-        total += (np.einsum("ij,ij->i", a, a) + (layer.bias is not None)) * np.einsum("ij,ij->i", d, d)
-    return total
+def _biases(layers: Sequence[DenseLayer]) -> list[bool]:
+    return [layer.bias is not None for layer in layers]
 
 
 def _activate(pre: np.ndarray, activation: str) -> np.ndarray:
@@ -235,9 +232,9 @@ def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str
             raise ValueError(f"{path}: layer {cfg['name']!r} has a kernel of shape {kernel.shape}, "
                              f"units {cfg['units']}")
         layers.append(DenseLayer(kernel=kernel, bias=bias, activation=activation, name=cfg["name"]))
-        done = cfg["name"] == _LOGITS_LAYER
+        done = cfg["name"] == LOGITS_LAYER
     if not done:
-        raise ValueError(f"{path}: no Dense layer named {_LOGITS_LAYER!r}")
+        raise ValueError(f"{path}: no Dense layer named {LOGITS_LAYER!r}")
     if layers[-1].activation != "linear":
         raise ValueError(f"{path}: the logits layer has activation {layers[-1].activation!r}")
     return DenseModel(layers=tuple(layers), scale=scale, offset=offset)

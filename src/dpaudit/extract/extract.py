@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpaudit.extract.dense_model import DenseModel, norms_sq, read_dense_model
+from dpaudit.extract.dense_model import DenseModel, read_dense_model
+from dpaudit.extract.pmp_pairs import norms_sq, trajectory_chi_sums_from_factors, write_pmp_pairs
 from dpaudit.io import atomic_path, reading, write_parquet
 from dpaudit.losses import per_example_losses
 from dpaudit.training.models import features
@@ -182,7 +183,6 @@ def write_pmp_pairs_of_model(
     are computed (2n × Σ(inputs + units) floats, never 2n × P).
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
-    from dpaudit.extract.pmp_pairs import trajectory_chi_sums_from_factors, write_pmp_pairs
     from dpaudit.training.parent_set import build_parent_set
 
     if parent is None or not_applicable(train) is not None:
@@ -208,7 +208,7 @@ def write_pmp_pairs_of_model(
             a, d, _ = weights.factors(xs[start:stop], ys[start:stop])
             inputs.append(np.concatenate(a, axis=1).astype(np.float32))
             deltas.append(np.concatenate(d, axis=1).astype(np.float32))
-            norms[start:stop] = np.sqrt(norms_sq(weights.layers, a, d))
+            norms[start:stop] = np.sqrt(norms_sq(a, d, [True] * len(a)))
         width_in, width_out = sum(i for i, _ in layers), sum(u for _, u in layers)
         return {"inputs": np.concatenate(inputs) if inputs else np.zeros((0, width_in), np.float32),
                 "deltas": np.concatenate(deltas) if deltas else np.zeros((0, width_out), np.float32),

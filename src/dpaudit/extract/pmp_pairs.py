@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from dpaudit.io import atomic_path, reading
 
 __all__ = ["METADATA_KEY", "clip_rows", "clipped_distances",
-           "clipped_pair_distances", "draw_partners", "factor_norms_sq",
+           "clipped_pair_distances", "draw_partners", "factor_norms_sq", "norms_sq",
            "max_clipped_distance",
            "factor_pair_inner_products", "projection_matrix", "project_rows",
            "read_pmp_pairs", "replace_one_chi", "trajectory_chi_sums", "trajectory_chi_sums_from_factors",
@@ -191,12 +191,20 @@ def _chi_sums(checkpoints, *, rows, terms, n_partners: int, seed: int) -> dict:
     return {"targets": targets, "partners": partners, "total": total, "steps": steps_total, "checkpoints": count}
 
 
+def norms_sq(inputs: Sequence[np.ndarray], deltas: Sequence[np.ndarray], biases: Sequence[bool]) -> np.ndarray:
+    """‖g‖² = Σ_l (‖a_l‖² + [layer l has a bias])·‖δ_l‖² per row (float64), from each Dense
+    layer's inputs a_l and bias gradients δ_l: the one home of this sum (extraction's
+    ``dpaudit.extract.dense_model`` and the factor norms below)."""
+    total = np.zeros(len(inputs[0]))
+    for a, d, bias in zip(inputs, deltas, biases, strict=True):
+        total += (np.einsum("ij,ij->i", a, a) + float(bias)) * np.einsum("ij,ij->i", d, d)
+    return total
+
+
 def factor_norms_sq(inputs: np.ndarray, deltas: np.ndarray, layers: Sequence[Sequence[int]]) -> np.ndarray:
     """‖g‖² = Σ_l (‖a_l‖² + 1)·‖δ_l‖² per row (float64), from the Dense-layer factors."""
-    out = np.zeros(len(inputs))
-    for a, d in _layer_views(inputs, deltas, layers):
-        out += (np.einsum("ij,ij->i", a, a) + 1.0) * np.einsum("ij,ij->i", d, d)
-    return out
+    inputs_l, deltas_l = zip(*_layer_views(inputs, deltas, layers), strict=True)
+    return norms_sq(inputs_l, deltas_l, [True] * len(inputs_l))
 
 
 def factor_pair_inner_products(inputs: np.ndarray, deltas: np.ndarray, layers: Sequence[Sequence[int]],
