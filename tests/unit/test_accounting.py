@@ -64,3 +64,47 @@ def test_zero_noise_is_infinite_epsilon():
     assert dpsgd_epsilon(0.0, Q, 10, DELTA)["epsilon"] == math.inf
 
 
+
+
+# Exact pruning of RDP orders (dpaudit.dp.accounting._rdp_epsilons_pruned): the oracle is
+# dp_accounting's RdpAccountant over every default order; the tolerance is zero (the same
+# float), over small and large σ (low fractional orders that fail to converge), tiny q
+# (the Bernoulli floor too small to trust), one step to many, δ from 1e-10 to 0.49.
+@pytest.mark.parametrize("sigma", [0.3, 0.62, 1.17, 3.0, 100.0, 1e4])
+@pytest.mark.parametrize("q", [1e-4, 0.0713, 0.5, 1.0])
+@pytest.mark.parametrize("steps", [1, 140, 10_000])
+def test_pruned_rdp_orders_give_the_full_accountants_epsilon(sigma, q, steps):
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from dpaudit.dp import accounting
+
+    deltas = [1e-10, 1e-5, 1.6e-4, 0.1, 0.49]
+    full = rdp_privacy_accountant.RdpAccountant(accounting.DEFAULT_RDP_ORDERS)
+    full.compose(accounting.dpsgd_event(sigma, q, steps, "poisson"))
+    expected = [full.get_epsilon(d) for d in deltas]
+    got = accounting.dpsgd_profile(sigma, q, steps, deltas)
+    assert list(got) == expected
+    assert [dpsgd_epsilon(sigma, q, steps, d)["epsilon"] for d in deltas] == expected
+
+
+def test_pruning_evaluates_few_orders_and_calibrates_the_same_sigma(monkeypatch):
+    # The default run's digits setting (q = 64/898, 140 steps): σ is the one the full
+    # accountant calibrates (recorded in train.json before pruning), and each ε evaluates
+    # a fraction of the 156 orders.
+    from dpaudit.dp import accounting
+
+    evaluated = []
+    original = accounting._accountant
+
+    def counting(accountant, sampling, orders):
+        evaluated.append(len(orders))
+        return original(accountant, sampling, orders)
+
+    monkeypatch.setattr(accounting, "_accountant", counting)
+    q, delta = 0.07126948775055679, 0.00016375851411323293
+    expected = {1.0: 3.0656881241576763, 4.0: 1.174407912789563, 16.0: 0.6175177052698595}
+    for target, sigma in expected.items():
+        evaluated.clear()
+        assert calibrate_noise(target, q, 140, delta) == sigma
+        calls = sum(1 for n in evaluated if n == 11)  # one seed batch per ε evaluation
+        assert calls >= 5 and sum(evaluated) <= 40 * calls < 156 * calls

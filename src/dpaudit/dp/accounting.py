@@ -160,9 +160,111 @@ def dpsgd_profile(
 
         sigma_total = noise_multiplier / 2.0 / math.sqrt(_shuffle_epochs(sampling_probability, steps))
         return np.array([gaussian_mechanism.get_epsilon_gaussian(sigma_total, d) for d in deltas], dtype=np.float64)
+    event = dpsgd_event(noise_multiplier, sampling_probability, steps, sampling)
+    if accountant == "rdp" and sampling == "poisson" and _prunable_orders(orders, deltas):
+        return _rdp_epsilons_pruned(event, noise_multiplier, sampling_probability, int(steps), deltas, orders)
     acc = _accountant(accountant, sampling, orders)
-    acc.compose(dpsgd_event(noise_multiplier, sampling_probability, steps, sampling))
+    acc.compose(event)
     return np.array([acc.get_epsilon(d) for d in deltas], dtype=np.float64)
+
+
+# Exact pruning of RDP orders (issue 23). dp_accounting's ε(δ) is max(0, min over orders
+# of ε_α), each ε_α a function of that order's composed RDP r_α alone (``compute_epsilon``:
+# r + log(1 - 1/α) - log(δα)/(α - 1), 0 when r < -log(1 - δ²) or r < 0, ∞ for α ≤ 1.01).
+# The min over any subset holding the minimising order is the same float, so orders that
+# provably cannot hold it are never evaluated. The proof is a lower bound on r_α:
+# - Rényi divergence is non-decreasing in its order (van Erven & Harremoës 2014, Thm 3),
+#   so r_α ≥ r_β for every evaluated β < α;
+# - by data processing, the sampled Gaussian's D_α(μ‖μ0) (μ0 = N(0, σ²),
+#   μ = (1 - q)μ0 + qN(1, σ²), Mironov et al. 2019) is at least that of the two
+#   Bernoulli laws of one threshold test, a closed form.
+# The bounds are shaded by _PRUNE_RTOL (and by the Bernoulli form's rounding) so that
+# rounding in dp_accounting's own series never decides; an order whose bound does not
+# clear the best ε found is evaluated. Low fractional orders, which cost up to 1,000
+# series terms each (and often fail to converge for small σ), are what this skips.
+_PRUNE_RTOL = 1e-9
+_SEED_ORDERS = (2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 63.0)
+# Bernoulli bounds below this (composed) are not trusted: rounding could exceed them.
+_BERNOULLI_FLOOR_MIN = 1e-6
+
+
+def _prunable_orders(orders, deltas) -> bool:
+    values = np.asarray(orders, dtype=np.float64)
+    return bool(values.size and np.all(np.isfinite(values)) and values.min() > 1.01
+                and all(d > 0 for d in deltas))
+
+
+def _bernoulli_rdp_floor(noise_multiplier: float, q: float, steps: int, orders: np.ndarray) -> np.ndarray:
+    """A lower bound on the composed RDP at each order, from threshold tests z > c
+    (data processing); 0 where the bound is too small to be trusted."""
+    from scipy.special import log_ndtr
+
+    sigma = float(noise_multiplier)
+    best = np.zeros(orders.size)
+    for c in (0.5, 0.5 + sigma, 0.5 + 2.0 * sigma):
+        log_p0 = log_ndtr(-c / sigma)  # μ0(z > c)
+        log_p1 = log_ndtr((1.0 - c) / sigma)  # N(1, σ²)(z > c)
+        p0 = math.exp(log_p0)
+        if not 0.0 < p0 < 1.0:
+            continue
+        diff = q * (math.exp(log_p1) - p0)  # μ(z > c) - μ0(z > c) ≥ 0
+        u, v = diff / p0, -diff / (1.0 - p0)
+        # Σ_x μ(x)^α μ0(x)^(1-α) - 1; its first-order terms cancel in exact arithmetic
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            a = p0 * np.expm1(orders * np.log1p(u))
+            b = (1.0 - p0) * np.expm1(orders * np.log1p(v))
+            rounding = 1e-13 * (np.abs(a) + np.abs(b)) + 1e-300
+            excess = np.maximum(a + b - rounding, 0.0)  # NaN (∞ - ∞) stays NaN: no bound
+            bound = steps * np.log1p(excess) / (orders - 1.0) * (1.0 - 1e-6)
+        best = np.maximum(best, np.where(bound >= _BERNOULLI_FLOOR_MIN, bound, 0.0))
+    return best
+
+
+def _rdp_epsilons_pruned(event, noise_multiplier, q, steps, deltas, orders) -> np.ndarray:
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    values = np.asarray(orders, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    alphas = values[order]
+    rdp = np.full(alphas.size, np.nan)  # composed RDP by sorted position; NaN = not evaluated
+
+    def evaluate(positions) -> None:
+        positions = np.asarray(positions, dtype=np.int64)
+        acc = _accountant("rdp", "poisson", alphas[positions])
+        acc.compose(event)
+        rdp[positions] = acc.rdp
+
+    seeds = np.flatnonzero(np.isin(alphas, _SEED_ORDERS))
+    evaluate(seeds if seeds.size else np.unique(np.linspace(0, alphas.size - 1, 8).astype(np.int64)))
+    bernoulli = _bernoulli_rdp_floor(noise_multiplier, q, steps, alphas)
+    out = []
+    for delta in deltas:
+        kl_zero = -math.log1p(-delta * delta)  # r below this: dp_accounting's ε_α is 0
+        conversion = np.log1p(-1.0 / alphas) - np.log(delta * alphas) / (alphas - 1.0)
+        while True:
+            done = ~np.isnan(rdp)
+            best, best_order = rdp_privacy_accountant.compute_epsilon(alphas[done], rdp[done], delta)
+            if done.all() or best <= 0.0:  # max(0, min) is 0 whatever the other orders hold
+                break
+            if not math.isfinite(best):  # nothing to prune against
+                evaluate(np.flatnonzero(~done))
+                continue
+            finite = np.where(done & np.isfinite(rdp), rdp, -np.inf)
+            below = np.concatenate([[-np.inf], np.maximum.accumulate(finite)[:-1]])
+            floor = np.maximum(below, bernoulli) * (1.0 - _PRUNE_RTOL)
+            bound = floor + conversion
+            cleared = (floor > kl_zero * (1.0 + _PRUNE_RTOL)) & (
+                bound - _PRUNE_RTOL * (np.abs(floor) + np.abs(conversion)) > best
+            )
+            open_ = np.flatnonzero(~done & ~cleared)
+            if open_.size == 0:
+                break
+            # the two open orders nearest the best one: each evaluation raises the floor
+            # of every order above it
+            at = int(np.searchsorted(alphas, best_order))
+            evaluate(open_[np.argsort(np.abs(open_ - at), kind="stable")[:2]])
+        out.append(float(best))
+    return np.array(out, dtype=np.float64)
 
 
 def calibrate_noise(
