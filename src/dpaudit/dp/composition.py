@@ -12,7 +12,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpaudit.contract.delta import check_delta
 
@@ -121,6 +121,10 @@ def split_budget(eps_total: float, k: int, method: str = "advanced",
 
     def excess(e):
         return advanced_composition(e, 0.0, k, delta_prime)[0] - eps_total
+
+    # scipy.optimize (~0.25 s) here, not at import: the privacy cards import this module
+    # through the ledger and never split a budget (issue 23)
+    from scipy import optimize
 
     hi = eps_total
     while excess(hi) < 0:
