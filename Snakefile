@@ -8,6 +8,15 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# profiles/default's "no job rate limit" (dpaudit.scheduling): Snakemake's limiter would
+# wake the scheduling loop on a timer chain per finished job.
+from dpaudit.scheduling import drop_unbinding_rate_limit
+
+
+onstart:
+    drop_unbinding_rate_limit(workflow)
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"

@@ -373,13 +373,18 @@ def test_attacks_cover_the_linear_mechanisms(tmp_path):
 
 
 def test_the_workstation_profile_rate_limit_parses_and_never_binds():
-    # profiles/default/config.yaml sets max-jobs-per-timespan so that Snakemake's scheduling
-    # loop is woken every 3 s rather than every second (issue 23: ~60 s of scheduler CPU on the
-    # default run); the limit itself must be one no run reaches (≥ 100 jobs a second) and be
-    # valid for Snakemake's own parser (a typo would fail every `make run`).
+    # profiles/default/config.yaml sets max-jobs-per-timespan to the marker that the Snakefile's
+    # onstart handler drops (dpaudit.scheduling: Snakemake's limiter cost ~60 s of scheduler CPU
+    # on the default run, issue 23). Should the drop ever not happen, the value must still be a
+    # limit no run reaches (≥ 100 jobs a second) with a short timespan, and it must be valid for
+    # Snakemake's own parser (a typo would fail every `make run`).
     from snakemake.settings.types import MaxJobsPerTimespan
+
+    from dpaudit.scheduling import UNLIMITED_JOB_RATE
 
     profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
     limit = MaxJobsPerTimespan.parse_choice(profile["max-jobs-per-timespan"])
+    assert (limit.max_jobs, float(limit.timespan)) == UNLIMITED_JOB_RATE
     assert limit.timespan == 3
     assert limit.max_jobs / limit.timespan >= 100
+    assert "drop_unbinding_rate_limit(workflow)" in (ROOT / "Snakefile").read_text()
