@@ -138,10 +138,12 @@ def _gaussian_log_terms_into(eps, r, half_r, minus_half_r, log_delta, log_subtra
     b = ε + log Φ(−r/2 − ε/r); ``scratch`` is a third such array. ``half_r`` = r / 2.0 and
     ``minus_half_r`` = (−r) / 2.0 do not depend on ε, so a caller evaluating many ε keeps them.
 
-    a = log Φ(r/2 − ε/r) and log δ = a + log1p(−e^min(b − a, 0)), −inf where that is NaN
-    (b ≥ a, where δ cancelled or underflowed, gives log1p(−1) = −inf already). The PMP solver
-    runs this on cache-sized blocks of cells (``dpaudit.metrics.pmp.bounds``): the same ufuncs on
-    the same operands in the same order as before, hence the same floats, without temporaries.
+    a = log Φ(r/2 − ε/r) and log δ = a + log1p(−e^min(b − a, 0)): each ufunc applied to the
+    same operands in the same order as in that expression, so the same floats, written into the
+    buffers instead of temporaries. Where b ≥ a (δ cancelled or underflowed) the expression is
+    already log1p(−1) = −inf, or NaN when a = b = −inf or ε is NaN; ``fmax`` turns that NaN into
+    −inf, which is what ``np.where(b < a, ..., −inf)`` gave. The PMP solver runs this on
+    cache-sized blocks of cells (``dpaudit.metrics.pmp.bounds``).
     """
     ratio = np.divide(eps, r, out=scratch)
     a = np.subtract(half_r, ratio, out=log_delta)

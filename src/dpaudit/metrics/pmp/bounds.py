@@ -132,9 +132,9 @@ def profile_epsilon_per_row(mu: np.ndarray, delta: float, *, weights: np.ndarray
     root[active] = hi[active]
     # Nudge the converged root to the feasible side; fall back to the bracket's upper end.
     nudged = root * (1.0 + 10 * tol) + tol
-    # A row whose nudged root is not below hi gets hi either way (min(nudged, hi) = hi; a NaN
-    # nudged fails its check), so only the others need δ̃ at the nudged root: Newton mostly ends
-    # just above the root, leaving about 1 row in 25 to check.
+    # A row whose nudged root is not below hi gets hi whatever its check says (min(nudged, hi)
+    # = hi; a NaN nudged fails the check), so only the others need δ̃ at the nudged root: Newton
+    # mostly ends just above the root (24 rows in 25 on the default run need no check).
     reaches_hi = ~zero & ~(nudged < hi)
     out[reaches_hi] = hi[reaches_hi]
     check = np.flatnonzero(~zero & (nudged < hi))
@@ -151,19 +151,32 @@ class _ProfileCells:
     ``mechanisms._gaussian_log_terms_into`` on r = μ (r = 1 where μ = 0, whose δ_G and slope
     term are then set to 0, as there), with r/2 and (−r)/2 computed once here instead of at
     every Newton step.
+
+    Each row's cells are held sorted by μ. The arguments of log Φ then run monotonically (or
+    up and down once) along a row, so ``scipy.special.log_ndtr``'s branches on them are
+    predictable: it costs about 10 instead of 17 ns a cell. Every cell's value is computed
+    alone (elementwise ufuncs, lane by lane), so the order changes none of them; the row sums
+    put the terms back in μ's order (``unsort``) before ``np.sum``, so they are the same
+    floats too.
     """
 
     def __init__(self, mu: np.ndarray):
         lowest = mu.min(initial=np.inf)  # NaN if any μ is NaN
         if not lowest >= 0:
             raise ValueError("sensitivity must be >= 0 (and sigma > 0)")  # mechanisms.gaussian_delta's check
+        n_rows, n_cols = mu.shape
+        order = np.argsort(mu, axis=1)
+        sorted_mu = np.take_along_axis(mu, order, axis=1)
+        # unsort[i, k]: where row i's k-th cell in μ's order sits in the sorted row
+        self.unsort = np.empty(mu.shape, dtype=np.intp)
+        np.put_along_axis(self.unsort, order, np.arange(n_cols, dtype=np.intp)[None, :], axis=1)
         if lowest > 0:
-            self.positive, self.rows_positive = None, np.ones(mu.shape[0], dtype=bool)
-            self.r = mu
+            self.positive, self.rows_positive = None, np.ones(n_rows, dtype=bool)
+            self.r = sorted_mu
         else:
-            self.positive = mu > 0
+            self.positive = sorted_mu > 0
             self.rows_positive = self.positive.all(axis=1)
-            self.r = np.where(self.positive, mu, 1.0)
+            self.r = np.where(self.positive, sorted_mu, 1.0)
         self.half_r = self.r / 2.0
         self.minus_half_r = np.negative(self.half_r)  # (−r)/2.0: division is exact in sign
 
@@ -172,8 +185,8 @@ class _ProfileCells:
         of ``rows`` (increasing), ε_i = ``eps_rows``; ``weights`` a scalar or an array whose rows
         are μ's rows.
 
-        Each row is summed whole by ``np.sum`` as one C-contiguous row of a (rows × m) array, so
-        every sum is the same float whichever rows are evaluated together. Going
+        Each row is summed whole by ``np.sum`` as one C-contiguous row of a (rows × m) array in
+        μ's order, so every sum is the same float whichever rows are evaluated together. Going
         ``ROW_CHUNK_CELLS`` cells at a time through reused buffers keeps the dozen passes over
         each cell in cache and allocates nothing per pass.
         """
@@ -181,31 +194,40 @@ class _ProfileCells:
         chunk = max(1, ROW_CHUNK_CELLS // max(n_cols, 1))
         value = np.empty(rows.size)
         slope_sum = np.empty(rows.size) if with_slope else None
-        buffers = np.empty((6, min(chunk, rows.size) * n_cols))
-        underflows = np.empty(buffers.shape[1], dtype=bool)
+        size = min(chunk, rows.size) * n_cols
+        buffers = np.empty((7, size))
+        positions = np.empty(size, dtype=np.intp)
+        underflows = np.empty(size, dtype=bool)
         for start in range(0, rows.size, chunk):
             stop = min(start + chunk, rows.size)
             chunk_rows = rows[start:stop]
-            r, half_r, minus_half_r, log_delta, log_subtracted, scratch = (
-                buf[:(stop - start) * n_cols].reshape(stop - start, n_cols) for buf in buffers)
-            if chunk_rows[-1] - chunk_rows[0] == stop - start - 1:  # consecutive rows: read them in place
+            shape = (stop - start, n_cols)
+            r, half_r, minus_half_r, log_delta, log_subtracted, scratch, terms = (
+                buf[:shape[0] * n_cols].reshape(shape) for buf in buffers)
+            unsorted_at = positions[:shape[0] * n_cols].reshape(shape)
+            if chunk_rows[-1] - chunk_rows[0] == shape[0] - 1:  # consecutive rows: read them in place
                 block = slice(chunk_rows[0], chunk_rows[-1] + 1)
                 r, half_r, minus_half_r = self.r[block], self.half_r[block], self.minus_half_r[block]
+                unsort = self.unsort[block]
             else:
                 for source, target in ((self.r, r), (self.half_r, half_r), (self.minus_half_r, minus_half_r)):
-                    np.take(source, chunk_rows, axis=0, out=target)
+                    np.take(source, chunk_rows, axis=0, out=target, mode="clip")
+                unsort = np.take(self.unsort, chunk_rows, axis=0, out=unsorted_at, mode="clip")
+            # flat index, into this chunk's sorted cells, of each cell in μ's order
+            np.add(unsort, (np.arange(shape[0], dtype=np.intp) * n_cols)[:, None], out=unsorted_at)
             eps = eps_rows[start:stop, None]
             mechanisms._gaussian_log_terms_into(eps, r, half_r, minus_half_r, log_delta, log_subtracted, scratch)
-            zero = None if self.rows_positive[chunk_rows].all() else ~self.positive[chunk_rows]
-            if zero is not None:
-                np.copyto(log_delta, -np.inf, where=zero)
+            mu_zero = None if self.rows_positive[chunk_rows].all() else ~self.positive[chunk_rows]
+            if mu_zero is not None:
+                np.copyto(log_delta, -np.inf, where=mu_zero)
             w = weights if np.ndim(weights) == 0 else np.take(weights, chunk_rows, axis=0)
-            deltas = _exp_in_place(log_delta, underflows)
+            deltas = np.take(_exp_in_place(log_delta, underflows), unsorted_at, out=terms, mode="clip")
             value[start:stop] = np.sum(np.multiply(w, deltas, out=deltas), axis=1)
             if with_slope:
                 slope_terms = _exp_in_place(log_subtracted, underflows)
-                if zero is not None:
-                    np.copyto(slope_terms, 0.0, where=zero)
+                if mu_zero is not None:
+                    np.copyto(slope_terms, 0.0, where=mu_zero)
+                slope_terms = np.take(slope_terms, unsorted_at, out=terms, mode="clip")
                 slope_sum[start:stop] = np.sum(np.multiply(w, slope_terms, out=slope_terms), axis=1)
         return value, slope_sum
 
