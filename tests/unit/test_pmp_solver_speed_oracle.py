@@ -3,8 +3,9 @@
 Oracles: ``_reference_gaussian_log_terms`` and ``_reference_profile_epsilon_per_row`` below are
 copied verbatim (names aside) from ``dpaudit.dp.mechanisms._gaussian_log_terms`` and
 ``dpaudit.metrics.pmp.bounds.profile_epsilon_per_row`` at commit 903e698, before the solver
-evaluated its cells in place, in cache-sized blocks. Tolerance: 0 (every float bit for bit,
-NaN and the sign of zero included: the arrays' bytes are compared).
+evaluated its cells in place, in cache-sized blocks, each row sorted by μ, and checked only the
+roots that need it. Tolerance: 0 (every float bit for bit, NaN and the sign of zero included:
+the arrays' bytes are compared).
 """
 
 from __future__ import annotations
@@ -196,6 +197,8 @@ def _matrices():
     close[3, 7] = 0.0
     mixed = rng.gamma(0.6, 0.5, (64, 129))
     mixed[::7, ::5] = 0.0
+    ties = rng.integers(0, 4, (30, 50)) * 0.5  # many equal μ per row (the sort's ties), zeros among them
+    ties[:, -3:] = np.inf  # δ_G = 1 at every ε: only solvable with zero weight there
     return {
         "spread": (spread, 1e-4, None),
         "close_partners": (close, 1e-5, None),
@@ -214,6 +217,7 @@ def _matrices():
         "weights_with_zeros": (spread, 1e-4, "zeros"),
         "weights_uneven": (mixed, 1e-3, "uneven"),
         "weights_one_per_row": (close, 1e-5, "column"),
+        "ties_and_infinite_mu_without_weight": (ties, 1e-4, "zero_at_inf"),
     }
 
 
@@ -222,6 +226,10 @@ def _weights(kind, shape, rng):
         return None
     if kind == "column":  # (rows, 1): one weight per row, broadcast over its partners
         return np.full((shape[0], 1), 1.0 / shape[1])
+    if kind == "zero_at_inf":
+        w = np.ones(shape)
+        w[:, -3:] = 0.0
+        return w / w.sum(axis=1, keepdims=True)
     w = rng.uniform(0.0, 1.0, shape)
     if kind == "zeros":
         w[rng.random(shape) < 0.3] = 0.0
