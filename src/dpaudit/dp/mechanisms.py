@@ -125,10 +125,11 @@ def _gaussian_log_terms(eps, sigma, sensitivity):
         raise ValueError("sensitivity must be >= 0 (and sigma > 0)")
     positive = r > 0
     safe_r = np.where(positive, r, 1.0)
-    shape = np.broadcast_shapes(eps.shape, safe_r.shape)
+    shape = np.broadcast(eps, safe_r).shape
     log_delta, log_subtracted = np.empty(shape), np.empty(shape)
     _gaussian_log_terms_into(eps, safe_r, safe_r / 2.0, -safe_r / 2.0, log_delta, log_subtracted, np.empty(shape))
-    np.copyto(log_delta, -np.inf, where=~positive)  # Δ = 0: δ = 0
+    if not positive.all():
+        np.copyto(log_delta, -np.inf, where=~positive)  # Δ = 0: δ = 0
     return log_delta, log_subtracted, positive
 
 
