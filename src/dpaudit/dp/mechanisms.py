@@ -125,11 +125,41 @@ def _gaussian_log_terms(eps, sigma, sensitivity):
         raise ValueError("sensitivity must be >= 0 (and sigma > 0)")
     positive = r > 0
     safe_r = np.where(positive, r, 1.0)
-    a = special.log_ndtr(safe_r / 2.0 - eps / safe_r)
-    b = eps + special.log_ndtr(-safe_r / 2.0 - eps / safe_r)
+    shape = np.broadcast(eps, safe_r).shape
+    log_delta, log_subtracted = np.empty(shape), np.empty(shape)
+    _gaussian_log_terms_into(eps, safe_r, safe_r / 2.0, -safe_r / 2.0, log_delta, log_subtracted, np.empty(shape))
+    if not positive.all():
+        np.copyto(log_delta, -np.inf, where=~positive)  # Δ = 0: δ = 0
+    return log_delta, log_subtracted, positive
+
+
+def _gaussian_log_terms_into(eps, r, half_r, minus_half_r, log_delta, log_subtracted, scratch) -> None:
+    """``_gaussian_log_terms`` where r = Δ/σ > 0, in place: ``log_delta`` and ``log_subtracted``
+    (arrays of the broadcast shape of ``eps`` and ``r``) get log δ(ε) and
+    b = ε + log Φ(−r/2 − ε/r); ``scratch`` is a third such array. ``half_r`` = r / 2.0 and
+    ``minus_half_r`` = (−r) / 2.0 do not depend on ε, so a caller evaluating many ε keeps them.
+
+    a = log Φ(r/2 − ε/r) and log δ = a + log1p(−e^min(b − a, 0)): each ufunc applied to the
+    same operands in the same order as in that expression, so the same floats, written into the
+    buffers instead of temporaries. Where b ≥ a (δ cancelled or underflowed) the expression is
+    already log1p(−1) = −inf, or NaN when a = b = −inf or ε is NaN; ``fmax`` turns that NaN into
+    −inf, which is what ``np.where(b < a, ..., −inf)`` gave. The PMP solver runs this on
+    cache-sized blocks of cells (``dpaudit.metrics.pmp.bounds``).
+    """
+    ratio = np.divide(eps, r, out=scratch)
+    a = np.subtract(half_r, ratio, out=log_delta)
+    special.log_ndtr(a, out=a)
+    b = np.subtract(minus_half_r, ratio, out=log_subtracted)
+    special.log_ndtr(b, out=b)
+    np.add(eps, b, out=b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = a + np.log1p(-np.exp(np.minimum(b - a, 0.0)))
-    return np.where(positive & (b < a), out, -np.inf), b, positive
+        gap = np.subtract(b, a, out=scratch)
+        np.minimum(gap, 0.0, out=gap)
+        np.exp(gap, out=gap)
+        np.negative(gap, out=gap)
+        np.log1p(gap, out=gap)
+        np.add(a, gap, out=a)
+    np.fmax(a, -np.inf, out=a)  # NaN (a and b both −inf, or a NaN ε) -> −inf
 
 
 def gaussian_delta_and_slope(eps, sensitivity) -> tuple[np.ndarray, np.ndarray]:
