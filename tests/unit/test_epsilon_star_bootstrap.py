@@ -3,6 +3,9 @@
 Oracle: the replicates' eq. 7 as written before the slice path (``_oracle_values`` and
 ``_oracle_grid_best`` below, copied from bootstrap.py at 88e08a9: a fresh x per grid, the
 tail/body pair chosen with ``np.where``, the kept set found with full boolean passes).
+The sparse path (x and tails only on the segments that decide the value, 903e698 -> esfast2)
+is also checked grid by grid against the whole-grid slice path it replaces (``_monotone_grid_best``,
+unchanged, still the fallback) and rests on one measured property of scipy's ndtr, checked here.
 Tolerance: none; every comparison is exact equality, NaN included.
 """
 
@@ -169,14 +172,18 @@ def test_signed_zero_thresholds_are_in_the_edge_fits():
     assert special.ndtr(np.array([0.0, -0.0])).tolist() == [0.5, 0.5]
 
 
+def _holey_ndtr(a, out=None):
+    values = special.ndtr(a, out=out)
+    values[(a > -0.30) & (a < -0.25)] = 0.0
+    return values
+
+
 def test_a_scattered_kept_set_falls_back_to_the_masked_form(monkeypatch):
     # A real ndtr keeps one run; an ndtr with a hole (0 on an interior band, as a
     # non-monotone rounding would give) keeps two, which the slice path must notice.
-    def holey_ndtr(a, out=None):
-        values = special.ndtr(a, out=out)
-        values[(a > -0.30) & (a < -0.25)] = 0.0
-        return values
-
+    # The hole breaks the sparse path's premise (NDTR_WOBBLE), so this is the whole-grid path's test.
+    holey_ndtr = _holey_ndtr
+    monkeypatch.setattr(bootstrap_module, "SPARSE_MIN_DELTA", np.inf)
     monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=holey_ndtr))
     calls = []
     masked = bootstrap_module._grid_best
@@ -210,3 +217,87 @@ def test_parametric_bootstrap_replicates_equal_the_oracle_bit_for_bit(monkeypatc
     np.testing.assert_array_equal(fast.replicates, expected.replicates)
     assert (fast.low, fast.high, fast.se) == (expected.low, expected.high, expected.se)
     assert np.isfinite(fast.replicates).all() and fast.high > fast.low
+
+
+def _whole_grid(z, descending, fit, rates, bounds, delta):
+    """The whole-grid slice path on one grid (x and both tails at every point), as before the sparse path."""
+    x, small, big, ratio = (np.empty(z.size) for _ in range(4))
+    keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
+    bootstrap_module._thresholds(z, descending, *fit, out=x)
+    return bootstrap_module._monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep,
+                                                keep_big)
+
+
+@pytest.mark.parametrize(("chunk", "delta", "grid"),
+                         [(1, 1e-3, 300), (3, 1.6e-4, 1_000), (64, 0.02, 5_000), (512, 1.6e-4, 100_000),
+                          (2048, 6.2e-4, 100_000), (512, 0.3, 1_000), (512, 0.45, 1_000), (512, 1e-199, 20_000)])
+def test_the_sparse_path_equals_the_whole_grid_path_on_every_grid(chunk, delta, grid, monkeypatch):
+    monkeypatch.setattr(bootstrap_module, "CHUNK", chunk)
+    z, grids = bootstrap_module._grids(grid, delta)
+    x, small, big, ratio = (np.empty(z.size) for _ in range(4))
+    n = 40 if grid > 10_000 else 150
+    with np.errstate(over="ignore"):  # the sparse path's fits: positive sds, finite means and difference
+        fits = [f for f in zip(*_fits(grid + chunk, n), strict=True)
+                if f[1] > 0 and f[3] > 0 and np.isfinite(f).all() and np.isfinite(f[0] - f[2])]
+    outcomes = set()
+    for fit in fits:
+        for descending, rates, bounds in grids:
+            with np.errstate(all="ignore"):  # overflowing edge fits
+                whole = _whole_grid(z, descending, fit, rates, bounds, delta)
+                sparse = bootstrap_module._sparse_grid_best(z, descending, fit, rates, bounds, delta, x, small, big,
+                                                            ratio)
+            assert sparse is not None and whole is not None
+            assert sparse == whole or (np.isneginf(sparse) and np.isneginf(whole))
+            outcomes.add("none kept" if np.isneginf(sparse) else "1" if sparse == 1.0 else "above 1")
+    assert {"none kept", "above 1" if delta < 0.4 else "1"} <= outcomes  # every kind of grid exercised
+
+
+def test_replicates_take_the_sparse_path_and_compute_few_tails(monkeypatch):
+    ndtr_points, whole = [], []
+    monkeypatch.setattr(bootstrap_module, "special",
+                        types.SimpleNamespace(ndtr=lambda a, out=None: ndtr_points.append(np.size(a))
+                                              or special.ndtr(a, out=out)))
+    full = bootstrap_module._monotone_grid_best
+    monkeypatch.setattr(bootstrap_module, "_monotone_grid_best", lambda *a: whole.append(1) or full(*a))
+    mu_tr, sd_tr, mu_pop, sd_pop = _fits(11, 30)
+    fits = (mu_tr[:30], sd_tr[:30], mu_pop[:30], sd_pop[:30])
+    values = normal_epsilon_star_values(*fits, 1.6e-4, 100_000)
+    np.testing.assert_array_equal(values, _oracle_values(*fits, 1.6e-4, 100_000))
+    assert not whole
+    assert sum(ndtr_points) < 0.2 * 2 * 30 * 100_000  # the point: most tails never computed
+
+
+def test_a_hole_the_bounds_leave_undecided_falls_back_to_the_whole_grid(monkeypatch):
+    # With a wobble allowance of 1/2 no segment is settled by its end values, so every segment is
+    # computed and the hole of ``_holey_ndtr`` is seen: the sparse path gives up, and the whole-grid
+    # path (which then falls back to the masked form) decides
+    monkeypatch.setattr(bootstrap_module, "NDTR_WOBBLE", 0.5)
+    monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=_holey_ndtr))
+    sparse, gave_up = bootstrap_module._sparse_grid_best, []
+    monkeypatch.setattr(bootstrap_module, "_sparse_grid_best",
+                        lambda *a: (lambda r: gave_up.append(r is None) or r)(sparse(*a)))
+    mu_tr, sd_tr, mu_pop, sd_pop = _fits(7, 40)
+    fits = (mu_tr[:40], sd_tr[:40], mu_pop[:40], sd_pop[:40])
+    with np.errstate(all="ignore"):
+        fast = normal_epsilon_star_values(*fits, 1e-3, 2_000)
+        expected = _oracle_values(*fits, 1e-3, 2_000, ndtr=_holey_ndtr)
+    np.testing.assert_array_equal(fast, expected)
+    assert any(gave_up) and not all(gave_up)
+
+
+def test_ndtr_wobbles_far_less_than_the_sparse_path_allows():
+    # The sparse path's one premise: for u <= v <= 0, ndtr(u) <= max(ndtr(v), NDTR_FLOOR)·(1 + NDTR_WOBBLE).
+    # Measured worst: 5.4e-13 (x near -38; the tail's exp(-x²/2) inherits the rounding of x²), so
+    # this checks 1e-11, 100x below the allowance, on a dense sweep and on runs of consecutive floats.
+    rng = np.random.default_rng(2)
+    centres = np.concatenate([rng.uniform(-40.0, 0.0, 3_000), [-1.0, -np.sqrt(2.0), -8.0 * np.sqrt(2.0),
+                                                               -37.5, -26.5, -0.0, -1e-300]])
+    steps = np.arange(-100, 101)
+    clusters = (centres[:, None] + steps * np.spacing(np.abs(centres))[:, None]).ravel()
+    u = np.sort(np.concatenate([np.linspace(-40.0, 0.0, 2_000_001), np.minimum(clusters, 0.0)]))
+    value = special.ndtr(u)
+    running_max = np.maximum.accumulate(value)
+    allowed = np.maximum(value, bootstrap_module.NDTR_FLOOR) * (1.0 + 1e-11)
+    assert (running_max <= allowed).all()
+    assert 1e-11 * 100 <= bootstrap_module.NDTR_WOBBLE
+    assert (value[1:] < value[:-1]).any()  # ndtr really is not monotone to the last bit
