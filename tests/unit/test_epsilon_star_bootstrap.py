@@ -18,6 +18,7 @@ import pytest
 from scipy import special
 
 from dpaudit.metrics.epsilon_star import bootstrap as bootstrap_module
+from dpaudit.metrics.epsilon_star import sparse_grid
 from dpaudit.metrics.epsilon_star.bootstrap import (
     bootstrap_epsilon_star,
     normal_epsilon_star_values,
@@ -181,7 +182,7 @@ def _holey_ndtr(a, out=None):
 def test_a_scattered_kept_set_falls_back_to_the_masked_form(monkeypatch):
     # A real ndtr keeps one run; an ndtr with a hole (0 on an interior band, as a
     # non-monotone rounding would give) keeps two, which the slice path must notice.
-    # The hole breaks the sparse path's premise (NDTR_WOBBLE), so this is the whole-grid path's test.
+    # The hole breaks the sparse path's premise (sparse_grid.NDTR_WOBBLE), so this is the whole-grid path's test.
     holey_ndtr = _holey_ndtr
     monkeypatch.setattr(bootstrap_module, "SPARSE_MIN_DELTA", np.inf)
     monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=holey_ndtr))
@@ -267,20 +268,31 @@ def test_replicates_take_the_sparse_path_and_compute_few_tails(monkeypatch):
     assert sum(ndtr_points) < 0.2 * 2 * 30 * 100_000  # the point: most tails never computed
 
 
-def test_a_hole_the_bounds_leave_undecided_falls_back_to_the_whole_grid(monkeypatch):
-    # With a wobble allowance of 1/2 no segment is settled by its end values, so every segment is
-    # computed and the hole of ``_holey_ndtr`` is seen: the sparse path gives up, and the whole-grid
-    # path (which then falls back to the masked form) decides
-    monkeypatch.setattr(bootstrap_module, "NDTR_WOBBLE", 0.5)
-    monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=_holey_ndtr))
+def _dip_ndtr(delta):
+    """ndtr with values in (1.3 δ, 2 δ) lowered to δ: a wobble of at most 40% (within a premise
+    NDTR_WOBBLE = 0.4) that splits the kept points in two wherever a point lands in (δ, 1.3 δ]."""
+    def ndtr(a, out=None):
+        values = special.ndtr(a, out=out)
+        values[(values > 1.3 * delta) & (values < 2.0 * delta)] = delta
+        return values
+    return ndtr
+
+
+def test_a_kept_set_split_by_a_wobble_falls_back_to_the_whole_grid(monkeypatch):
+    # Within its premise the sparse path must notice a kept set that is not one run (it computes
+    # the segments its bounds leave undecided), give up, and leave it to the whole-grid path
+    # (which falls back to the masked form)
+    delta = 1e-3
+    dip = _dip_ndtr(delta)
+    monkeypatch.setattr(sparse_grid, "NDTR_WOBBLE", 0.4)
+    monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=dip))
     sparse, gave_up = bootstrap_module._sparse_grid_best, []
     monkeypatch.setattr(bootstrap_module, "_sparse_grid_best",
                         lambda *a: (lambda r: gave_up.append(r is None) or r)(sparse(*a)))
-    mu_tr, sd_tr, mu_pop, sd_pop = _fits(7, 40)
-    fits = (mu_tr[:40], sd_tr[:40], mu_pop[:40], sd_pop[:40])
+    fits = _fits(7, 150)
     with np.errstate(all="ignore"):
-        fast = normal_epsilon_star_values(*fits, 1e-3, 2_000)
-        expected = _oracle_values(*fits, 1e-3, 2_000, ndtr=_holey_ndtr)
+        fast = normal_epsilon_star_values(*fits, delta, 2_000)
+        expected = _oracle_values(*fits, delta, 2_000, ndtr=dip)
     np.testing.assert_array_equal(fast, expected)
     assert any(gave_up) and not all(gave_up)
 
@@ -297,7 +309,7 @@ def test_ndtr_wobbles_far_less_than_the_sparse_path_allows():
     u = np.sort(np.concatenate([np.linspace(-40.0, 0.0, 2_000_001), np.minimum(clusters, 0.0)]))
     value = special.ndtr(u)
     running_max = np.maximum.accumulate(value)
-    allowed = np.maximum(value, bootstrap_module.NDTR_FLOOR) * (1.0 + 1e-11)
+    allowed = np.maximum(value, sparse_grid.NDTR_FLOOR) * (1.0 + 1e-11)
     assert (running_max <= allowed).all()
-    assert 1e-11 * 100 <= bootstrap_module.NDTR_WOBBLE
+    assert 1e-11 * 100 <= sparse_grid.NDTR_WOBBLE
     assert (value[1:] < value[:-1]).any()  # ndtr really is not monotone to the last bit

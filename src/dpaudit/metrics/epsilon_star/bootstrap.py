@@ -24,7 +24,7 @@ Both estimators are vectorized over the examples of a batch of replicates:
   chunks of the run where its upper bound beats the largest value found so far.
   x and its tails are computed only on those chunks and on the two where the run
   starts and ends: elsewhere the tails at a chunk's two ends bound them, as ndtr
-  is monotone to within NDTR_WOBBLE (measured and tested; the one premise beyond
+  is monotone to within ``sparse_grid.NDTR_WOBBLE`` (measured and tested; the one premise beyond
   IEEE rounding). Evaluated values come from the same operations on the same
   numbers as in the masked form (``_grid_best``, the last fallback), so replicates
   are bit-identical to it.
@@ -44,6 +44,7 @@ from dpaudit.metrics.epsilon_star.estimators import (
     _check_filter,
     quantile_levels,
 )
+from dpaudit.metrics.epsilon_star.sparse_grid import SPARSE_MIN_DELTA, wobble_bounds
 
 # elements of the (replicates x examples) blocks processed at once: bounds memory
 # (a handful of float64 arrays of this size) whatever n and B are
@@ -51,15 +52,6 @@ BLOCK_ELEMENTS = 2**21
 # grid points per chunk of the replicates' bound-and-prune maximum: coarse enough that the
 # per-chunk bookkeeping is small, fine enough that few chunks survive the bound
 CHUNK = 512
-# scipy's ndtr wobbles around the increasing Φ: for u <= v <= 0, ndtr(u) <= ndtr(v)·(1 + 5.4e-13)
-# at worst (measured on [-38, 0]; the rounding of x²/2 in the tail's exp grows with x²), and
-# ndtr(u) <= NDTR_FLOOR·(1 + that) once ndtr(v) < NDTR_FLOOR. The sparse path bounds a segment's
-# tails by its end values within NDTR_WOBBLE, over 1000x that (test_epsilon_star_bootstrap checks it).
-NDTR_WOBBLE = 1e-9
-NDTR_FLOOR = 1e-300
-# the sparse path needs δ far above the floor (a kept tail is then a normal float well clear of it);
-# a smaller δ takes the whole-grid path
-SPARSE_MIN_DELTA = 1e-200
 
 
 @dataclass(frozen=True)
@@ -324,7 +316,7 @@ def _sparse_grid_best(
     they decide the value (finite fit, δ >= SPARSE_MIN_DELTA); None when the kept points are not one run.
 
     Segments are the CHUNKs cut at the sign change of x. On each, small is ndtr of a monotone
-    non-positive argument, so its two end values bound it within NDTR_WOBBLE: that settles which
+    non-positive argument, so its two end values bound it (``wobble_bounds``): that settles which
     segments are wholly kept or wholly dropped; the undecided ones (the run's ends) are computed in
     full. The ceilings of ``_ceilings`` then come from those bounds, and a segment is computed only
     when a ratio's ceiling on it beats the running maximum, by the whole-grid path's operations on
@@ -337,7 +329,7 @@ def _sparse_grid_best(
     end_x = _thresholds(z[both], descending, *fit, out=np.empty(both.size))
     np.negative(end_x, out=end_x, where=np.concatenate((on_upper, on_upper)))
     small[both] = special.ndtr(end_x)
-    s_min, s_max = _wobble_bounds(small[starts], small[ends - 1])
+    s_min, s_max = wobble_bounds(small[starts], small[ends - 1])
     # kept: small > δ and big > δ; big = fl(1 − small) is non-increasing in small
     kept = np.where((s_min > delta) & (1.0 - s_max > delta), 1,
                     np.where((s_max <= delta) | (1.0 - s_min <= delta), 0, -1))
@@ -364,7 +356,7 @@ def _sparse_grid_best(
     run = slice(head, tail + 1)
     run_starts, run_ends = starts[run].copy(), ends[run].copy()
     run_starts[0], run_ends[-1] = starts[head] + lead[head], starts[tail] + trail[tail]
-    s_min, s_max = _wobble_bounds(small[run_starts], small[run_ends - 1])
+    s_min, s_max = wobble_bounds(small[run_starts], small[run_ends - 1])
     # big = fl(1 − small) is non-increasing in small, so these bound it
     ceiling = _ratio_ceilings(s_min, s_max, 1.0 - s_max, 1.0 - s_min, on_upper[run], run_starts // CHUNK, bounds,
                               delta)
@@ -398,17 +390,6 @@ def _segment_starts(z: np.ndarray, descending: bool, fit: tuple[float, ...], x: 
     p = k.start + (piece.size - int(np.searchsorted(piece[::-1], 0.0)) if descending
                    else int(np.searchsorted(piece, 0.0)))
     return (chunks if p == k.stop else np.insert(chunks, before, p)), p
-
-
-def _wobble_bounds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of small on a segment from its end values a, b: by NDTR_WOBBLE, ndtr of an argument
-    between the ends' is within a factor 1 ± NDTR_WOBBLE of [min, max] (rounding of the factors is
-    far below their slack). The lower bound holds where min(a, b) is a normal float above the floor,
-    as at every kept end (> δ >= SPARSE_MIN_DELTA); where it is not, 1 − low rounds to 1 > δ and the
-    bound decides nothing."""
-    low = np.minimum(a, b) * (1.0 - 2.0 * NDTR_WOBBLE)
-    high = np.maximum(np.maximum(a, b), NDTR_FLOOR) * (1.0 + 2.0 * NDTR_WOBBLE)
-    return low, high
 
 
 def _tails(z: np.ndarray, k: slice, upper: bool, descending: bool, fit: tuple[float, ...], x: np.ndarray,
