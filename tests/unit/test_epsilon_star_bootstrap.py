@@ -3,9 +3,10 @@
 Oracle: the replicates' eq. 7 as written before the slice path (``_oracle_values`` and
 ``_oracle_grid_best`` below, copied from bootstrap.py at 88e08a9: a fresh x per grid, the
 tail/body pair chosen with ``np.where``, the kept set found with full boolean passes).
-The sparse path (x and tails only on the segments that decide the value, 903e698 -> esfast2)
-is also checked grid by grid against the whole-grid slice path it replaces (``_monotone_grid_best``,
-unchanged, still the fallback) and rests on one measured property of scipy's ndtr, checked here.
+The sparse form (``sparse_grid.replicate_grid_best``: all replicates at once, x and tails only on the
+segments that decide the value) is also checked grid by grid against the whole-grid slice path of
+903e698 (``_monotone_grid_best``, unchanged, still the fallback); it rests on one measured property
+of scipy's ndtr, checked here.
 Tolerance: none; every comparison is exact equality, NaN included.
 """
 
@@ -182,7 +183,7 @@ def _holey_ndtr(a, out=None):
 def test_a_scattered_kept_set_falls_back_to_the_masked_form(monkeypatch):
     # A real ndtr keeps one run; an ndtr with a hole (0 on an interior band, as a
     # non-monotone rounding would give) keeps two, which the slice path must notice.
-    # The hole breaks the sparse path's premise (sparse_grid.NDTR_WOBBLE), so this is the whole-grid path's test.
+    # The hole breaks the sparse form's premise (sparse_grid.NDTR_WOBBLE): this is the whole-grid path's test.
     holey_ndtr = _holey_ndtr
     monkeypatch.setattr(bootstrap_module, "SPARSE_MIN_DELTA", np.inf)
     monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=holey_ndtr))
@@ -221,7 +222,7 @@ def test_parametric_bootstrap_replicates_equal_the_oracle_bit_for_bit(monkeypatc
 
 
 def _whole_grid(z, descending, fit, rates, bounds, delta):
-    """The whole-grid slice path on one grid (x and both tails at every point), as before the sparse path."""
+    """The whole-grid slice path on one grid (x and both tails at every point), as before the sparse form."""
     x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
     bootstrap_module._thresholds(z, descending, *fit, out=x)
@@ -229,37 +230,37 @@ def _whole_grid(z, descending, fit, rates, bounds, delta):
                                                 keep_big)
 
 
-@pytest.mark.parametrize(("chunk", "delta", "grid"),
-                         [(1, 1e-3, 300), (3, 1.6e-4, 1_000), (64, 0.02, 5_000), (512, 1.6e-4, 100_000),
-                          (2048, 6.2e-4, 100_000), (512, 0.3, 1_000), (512, 0.45, 1_000), (512, 1e-199, 20_000)])
-def test_the_sparse_path_equals_the_whole_grid_path_on_every_grid(chunk, delta, grid, monkeypatch):
+@pytest.mark.parametrize(("chunk", "rounds", "delta", "grid"),
+                         [(1, 12, 1e-3, 300), (3, 0, 1.6e-4, 1_000), (64, 1, 0.02, 5_000),
+                          (256, 12, 1.6e-4, 100_000), (2048, 3, 6.2e-4, 100_000), (256, 12, 0.3, 1_000),
+                          (256, 10**6, 0.45, 1_000), (256, 12, 1e-199, 20_000), (7, 2, 1e-3, 2_000)])
+def test_the_sparse_form_equals_the_whole_grid_path_on_every_grid(chunk, rounds, delta, grid, monkeypatch):
+    # rounds: ratios evaluated one by one (per replicate, by decreasing ceiling) before the rest at once
     monkeypatch.setattr(bootstrap_module, "CHUNK", chunk)
+    monkeypatch.setattr(sparse_grid, "SEQUENTIAL_ROUNDS", rounds)
     z, grids = bootstrap_module._grids(grid, delta)
-    x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     n = 40 if grid > 10_000 else 150
-    with np.errstate(over="ignore"):  # the sparse path's fits: positive sds, finite means and difference
+    with np.errstate(over="ignore"):  # the sparse form's fits: positive sds, finite means and difference
         fits = [f for f in zip(*_fits(grid + chunk, n), strict=True)
                 if f[1] > 0 and f[3] > 0 and np.isfinite(f).all() and np.isfinite(f[0] - f[2])]
     outcomes = set()
-    for fit in fits:
-        for descending, rates, bounds in grids:
-            with np.errstate(all="ignore"):  # overflowing edge fits
-                whole = _whole_grid(z, descending, fit, rates, bounds, delta)
-                sparse = bootstrap_module._sparse_grid_best(z, descending, fit, rates, bounds, delta, x, small, big,
-                                                            ratio)
-            assert sparse is not None and whole is not None
-            assert sparse == whole or (np.isneginf(sparse) and np.isneginf(whole))
-            outcomes.add("none kept" if np.isneginf(sparse) else "1" if sparse == 1.0 else "above 1")
+    for descending, rates, bounds in grids:
+        with np.errstate(all="ignore"):  # overflowing edge fits
+            sparse = sparse_grid.replicate_grid_best(z, descending, np.array(fits).T.copy(),
+                                                     rates, bounds, delta, chunk)
+            whole = [_whole_grid(z, descending, fit, rates, bounds, delta) for fit in fits]
+        assert None not in whole and not np.isnan(sparse).any()
+        np.testing.assert_array_equal(sparse, whole)
+        outcomes |= {"none kept" if v == -np.inf else "1" if v == 1.0 else "above 1" for v in sparse}
     assert {"none kept", "above 1" if delta < 0.4 else "1"} <= outcomes  # every kind of grid exercised
 
 
-def test_replicates_take_the_sparse_path_and_compute_few_tails(monkeypatch):
+def test_replicates_take_the_sparse_form_and_compute_few_tails(monkeypatch):
     ndtr_points, whole = [], []
-    monkeypatch.setattr(bootstrap_module, "special",
+    monkeypatch.setattr(sparse_grid, "special",
                         types.SimpleNamespace(ndtr=lambda a, out=None: ndtr_points.append(np.size(a))
                                               or special.ndtr(a, out=out)))
-    full = bootstrap_module._monotone_grid_best
-    monkeypatch.setattr(bootstrap_module, "_monotone_grid_best", lambda *a: whole.append(1) or full(*a))
+    monkeypatch.setattr(bootstrap_module, "_thresholds", lambda *a, **k: whole.append(1))
     mu_tr, sd_tr, mu_pop, sd_pop = _fits(11, 30)
     fits = (mu_tr[:30], sd_tr[:30], mu_pop[:30], sd_pop[:30])
     values = normal_epsilon_star_values(*fits, 1.6e-4, 100_000)
@@ -279,16 +280,17 @@ def _dip_ndtr(delta):
 
 
 def test_a_kept_set_split_by_a_wobble_falls_back_to_the_whole_grid(monkeypatch):
-    # Within its premise the sparse path must notice a kept set that is not one run (it computes
+    # Within its premise the sparse form must notice a kept set that is not one run (it computes
     # the segments its bounds leave undecided), give up, and leave it to the whole-grid path
     # (which falls back to the masked form)
     delta = 1e-3
     dip = _dip_ndtr(delta)
     monkeypatch.setattr(sparse_grid, "NDTR_WOBBLE", 0.4)
-    monkeypatch.setattr(bootstrap_module, "special", types.SimpleNamespace(ndtr=dip))
-    sparse, gave_up = bootstrap_module._sparse_grid_best, []
-    monkeypatch.setattr(bootstrap_module, "_sparse_grid_best",
-                        lambda *a: (lambda r: gave_up.append(r is None) or r)(sparse(*a)))
+    for module in (bootstrap_module, sparse_grid):
+        monkeypatch.setattr(module, "special", types.SimpleNamespace(ndtr=dip))
+    sparse, gave_up = sparse_grid.replicate_grid_best, []
+    monkeypatch.setattr(bootstrap_module, "replicate_grid_best",
+                        lambda *a: (lambda r: gave_up.extend(np.isnan(r)) or r)(sparse(*a)))
     fits = _fits(7, 150)
     with np.errstate(all="ignore"):
         fast = normal_epsilon_star_values(*fits, delta, 2_000)
@@ -297,16 +299,17 @@ def test_a_kept_set_split_by_a_wobble_falls_back_to_the_whole_grid(monkeypatch):
     assert any(gave_up) and not all(gave_up)
 
 
-def test_ndtr_wobbles_far_less_than_the_sparse_path_allows():
-    # The sparse path's one premise: for u <= v <= 0, ndtr(u) <= max(ndtr(v), NDTR_FLOOR)·(1 + NDTR_WOBBLE).
-    # Measured worst: 5.4e-13 (x near -38; the tail's exp(-x²/2) inherits the rounding of x²), so
-    # this checks 1e-11, 100x below the allowance, on a dense sweep and on runs of consecutive floats.
+def test_ndtr_wobbles_far_less_than_the_sparse_forms_allow():
+    # The sparse forms' one premise: for u <= v, ndtr(u) <= max(ndtr(v), NDTR_FLOOR)·(1 + NDTR_WOBBLE)
+    # (bootstrap: u, v <= 0; point estimate: any). Measured worst: 5.4e-13 (x near -38; the tail's
+    # exp(-x²/2) inherits the rounding of x²), so this checks 1e-11, 100x below the allowance, on a
+    # dense sweep and on runs of consecutive floats, around the branch points of Cephes' ndtr too.
     rng = np.random.default_rng(2)
-    centres = np.concatenate([rng.uniform(-40.0, 0.0, 3_000), [-1.0, -np.sqrt(2.0), -8.0 * np.sqrt(2.0),
-                                                               -37.5, -26.5, -0.0, -1e-300]])
+    branches = [-1.0, -np.sqrt(2.0), -8.0 * np.sqrt(2.0), -37.5, -26.5, -0.0, -1e-300, 1e-300, 1.0, np.sqrt(2.0)]
+    centres = np.concatenate([rng.uniform(-40.0, 9.0, 3_000), branches])
     steps = np.arange(-100, 101)
     clusters = (centres[:, None] + steps * np.spacing(np.abs(centres))[:, None]).ravel()
-    u = np.sort(np.concatenate([np.linspace(-40.0, 0.0, 2_000_001), np.minimum(clusters, 0.0)]))
+    u = np.sort(np.concatenate([np.linspace(-40.0, 9.0, 2_000_001), clusters]))
     value = special.ndtr(u)
     running_max = np.maximum.accumulate(value)
     allowed = np.maximum(value, sparse_grid.NDTR_FLOOR) * (1.0 + 1e-11)

@@ -22,12 +22,13 @@ Both estimators are vectorized over the examples of a batch of replicates:
   sign splits it into two slices and the kept points form one run: replicates
   work on slices of reused scratch arrays, and a ratio is evaluated only on the
   chunks of the run where its upper bound beats the largest value found so far.
+  For finite fits (all replicates at once, ``sparse_grid.replicate_grid_best``)
   x and its tails are computed only on those chunks and on the two where the run
   starts and ends: elsewhere the tails at a chunk's two ends bound them, as ndtr
-  is monotone to within ``sparse_grid.NDTR_WOBBLE`` (measured and tested; the one premise beyond
-  IEEE rounding). Evaluated values come from the same operations on the same
-  numbers as in the masked form (``_grid_best``, the last fallback), so replicates
-  are bit-identical to it.
+  is monotone to within ``sparse_grid.NDTR_WOBBLE`` (measured and tested; the one
+  premise beyond IEEE rounding). Evaluated values come from the same operations
+  on the same numbers as in the masked form (``_grid_best``, the last fallback),
+  so replicates are bit-identical to it.
 """
 
 from __future__ import annotations
@@ -44,14 +45,18 @@ from dpaudit.metrics.epsilon_star.estimators import (
     _check_filter,
     quantile_levels,
 )
-from dpaudit.metrics.epsilon_star.sparse_grid import SPARSE_MIN_DELTA, wobble_bounds
+from dpaudit.metrics.epsilon_star.sparse_grid import (
+    SPARSE_MIN_DELTA,
+    ratio_ceilings,
+    replicate_grid_best,
+)
 
 # elements of the (replicates x examples) blocks processed at once: bounds memory
 # (a handful of float64 arrays of this size) whatever n and B are
 BLOCK_ELEMENTS = 2**21
 # grid points per chunk of the replicates' bound-and-prune maximum: coarse enough that the
 # per-chunk bookkeeping is small, fine enough that few chunks survive the bound
-CHUNK = 512
+CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -129,21 +134,27 @@ def normal_epsilon_star_values(
     # scratch reused by every pair instead of a dozen grid-sized temporaries per grid
     x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
-    sparse = delta >= SPARSE_MIN_DELTA
+    valid = (sd_tr > 0) & (sd_pop > 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = valid & np.isfinite(mu_tr) & np.isfinite(sd_tr) & np.isfinite(mu_pop) & np.isfinite(sd_pop) \
+            & np.isfinite(mu_tr - mu_pop)
+    # each grid's value for the pairs the sparse form decides (NaN: the whole grid decides)
+    sparse_values = np.full((len(grids), mu_tr.size), np.nan)
+    sparse = np.flatnonzero(finite) if monotone_z and delta >= SPARSE_MIN_DELTA else np.empty(0, dtype=np.int64)
+    if sparse.size:
+        fits = tuple(a[sparse] for a in (mu_tr, sd_tr, mu_pop, sd_pop))
+        for g, (descending, rates, bounds) in enumerate(grids):
+            sparse_values[g, sparse] = replicate_grid_best(z, descending, fits, rates, bounds, delta, CHUNK)
     out = np.full(mu_tr.shape, np.nan)
-    for i in range(mu_tr.size):  # over replicates, never over examples
-        if not (sd_tr[i] > 0 and sd_pop[i] > 0):
-            continue
+    for i in np.flatnonzero(valid):  # over replicates, never over examples
         fit = mu_tr[i], sd_tr[i], mu_pop[i], sd_pop[i]
-        monotone = monotone_z and all(np.isfinite((*fit, mu_tr[i] - mu_pop[i])))
         best = -np.inf
-        for descending, rates, bounds in grids:
-            grid = (_sparse_grid_best(z, descending, fit, rates, bounds, delta, x, small, big, ratio)
-                    if monotone and sparse else None)
-            if grid is None:  # the whole grid: every x and every tail
+        for g, (descending, rates, bounds) in enumerate(grids):
+            grid = float(sparse_values[g, i])
+            if np.isnan(grid):  # the whole grid: every x and every tail
                 _thresholds(z, descending, *fit, out=x)
                 grid = (_monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep,
-                                            keep_big) if monotone else None)
+                                            keep_big) if monotone_z and finite[i] else None)
                 grid = _grid_best(x, *rates, delta) if grid is None else grid
             best = max(best, grid)
         out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
@@ -271,21 +282,8 @@ def _ceilings(small: np.ndarray, p: int, first: int, last: int, descending: bool
     offsets = starts - first
     s_min = np.minimum.reduceat(small[first:last], offsets)
     s_max = np.maximum.reduceat(small[first:last], offsets)
-    # big = fl(1 − small) is non-increasing in small, so its extremes are these exactly
-    big_min, big_max = 1.0 - s_max, 1.0 - s_min
-    ceiling = _ratio_ceilings(s_min, s_max, big_min, big_max, on_upper, starts // CHUNK, bounds, delta)
+    ceiling = ratio_ceilings(s_min, s_max, on_upper, starts // CHUNK, bounds, delta)
     return starts, np.concatenate((starts[1:], [last])), on_upper, ceiling
-
-
-def _ratio_ceilings(s_min: np.ndarray, s_max: np.ndarray, big_min: np.ndarray, big_max: np.ndarray,
-                    on_upper: np.ndarray, chunk: np.ndarray, bounds: tuple[np.ndarray, ...],
-                    delta: float) -> np.ndarray:
-    """(4, segments) upper bounds of eq. 7's ratios from each segment's extremes of small and big,
-    its sides of the sign change and its CHUNK's bounds of the own rates (see ``_ceilings``)."""
-    t_min, b_min = np.where(on_upper, s_min, big_min), np.where(on_upper, big_min, s_min)
-    t_max, b_max = np.where(on_upper, s_max, big_max), np.where(on_upper, big_max, s_max)
-    lo_min, hi_min, lo_d_max, hi_d_max = (a[chunk] for a in bounds)
-    return np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
 
 
 def _segment_max(which: int, k: slice, on_upper: bool, small: np.ndarray, big: np.ndarray, lo: np.ndarray,
@@ -305,104 +303,6 @@ def _segment_max(which: int, k: slice, on_upper: bool, small: np.ndarray, big: n
         np.subtract(t, delta, out=r)
         np.divide(r, hi[k], out=r)
     return float(r.max())
-
-
-def _sparse_grid_best(
-    z: np.ndarray, descending: bool, fit: tuple[float, ...], rates: tuple[np.ndarray, ...],
-    bounds: tuple[np.ndarray, ...], delta: float, x: np.ndarray, small: np.ndarray, big: np.ndarray,
-    ratio: np.ndarray,
-) -> float | None:
-    """``_monotone_grid_best`` of x = ``_thresholds(z, ...)``, computing x and its tails only where
-    they decide the value (finite fit, δ >= SPARSE_MIN_DELTA); None when the kept points are not one run.
-
-    Segments are the CHUNKs cut at the sign change of x. On each, small is ndtr of a monotone
-    non-positive argument, so its two end values bound it (``wobble_bounds``): that settles which
-    segments are wholly kept or wholly dropped; the undecided ones (the run's ends) are computed in
-    full. The ceilings of ``_ceilings`` then come from those bounds, and a segment is computed only
-    when a ratio's ceiling on it beats the running maximum, by the whole-grid path's operations on
-    the same numbers: the values compared are the same floats.
-    """
-    starts, p = _segment_starts(z, descending, fit, x)
-    ends = np.append(starts[1:], z.size)
-    on_upper = starts < p if descending else starts >= p
-    both = np.concatenate((starts, ends - 1))
-    end_x = _thresholds(z[both], descending, *fit, out=np.empty(both.size))
-    np.negative(end_x, out=end_x, where=np.concatenate((on_upper, on_upper)))
-    small[both] = special.ndtr(end_x)
-    s_min, s_max = wobble_bounds(small[starts], small[ends - 1])
-    # kept: small > δ and big > δ; big = fl(1 − small) is non-increasing in small
-    kept = np.where((s_min > delta) & (1.0 - s_max > delta), 1,
-                    np.where((s_max <= delta) | (1.0 - s_min <= delta), 0, -1))
-    lead, trail = np.zeros(starts.size, dtype=np.int64), ends - starts  # kept part of each segment
-    computed = np.zeros(starts.size, dtype=bool)
-    for segment in np.flatnonzero(kept < 0):
-        k = slice(int(starts[segment]), int(ends[segment]))
-        _tails(z, k, bool(on_upper[segment]), descending, fit, x, small, big)
-        computed[segment] = True
-        inside = np.flatnonzero((small[k] > delta) & (big[k] > delta))
-        kept[segment] = inside.size > 0
-        if inside.size:
-            if inside.size != inside[-1] + 1 - inside[0]:
-                return None
-            lead[segment], trail[segment] = inside[0], inside[-1] + 1
-    ids = np.flatnonzero(kept)
-    if ids.size == 0:
-        return -np.inf
-    head, tail = int(ids[0]), int(ids[-1])
-    # one run: no dropped segment inside it, and every boundary inside it crossed by kept points
-    if (ids.size != tail + 1 - head or (lead[head + 1 : tail + 1] > 0).any()
-            or (trail[head:tail] < (ends - starts)[head:tail]).any()):
-        return None
-    run = slice(head, tail + 1)
-    run_starts, run_ends = starts[run].copy(), ends[run].copy()
-    run_starts[0], run_ends[-1] = starts[head] + lead[head], starts[tail] + trail[tail]
-    s_min, s_max = wobble_bounds(small[run_starts], small[run_ends - 1])
-    # big = fl(1 − small) is non-increasing in small, so these bound it
-    ceiling = _ratio_ceilings(s_min, s_max, 1.0 - s_max, 1.0 - s_min, on_upper[run], run_starts // CHUNK, bounds,
-                              delta)
-    best = 1.0
-    for flat in np.argsort(-ceiling, axis=None):
-        which, segment = divmod(int(flat), run_starts.size)
-        if not ceiling[which, segment] > best:  # every ratio left is at most this ceiling
-            break
-        upper = bool(on_upper[head + segment])
-        if not computed[head + segment]:
-            _tails(z, slice(int(starts[head + segment]), int(ends[head + segment])), upper, descending, fit, x,
-                   small, big)
-            computed[head + segment] = True
-        k = slice(int(run_starts[segment]), int(run_ends[segment]))
-        best = max(best, _segment_max(which, k, upper, small, big, *rates, delta, ratio))
-    return best
-
-
-def _segment_starts(z: np.ndarray, descending: bool, fit: tuple[float, ...], x: np.ndarray) -> tuple[np.ndarray, int]:
-    """The CHUNK starts with the sign change p of x inserted (x >= 0 on [0, p) descending, on
-    [p, n) ascending), p found from x at the chunk starts and x on the one chunk where it changes."""
-    n = z.size
-    chunks = np.arange(0, n, CHUNK)
-    at = _thresholds(z[chunks], descending, *fit, out=np.empty(chunks.size))
-    # chunks that start before the sign change (x monotone: a prefix)
-    before = chunks.size - int(np.searchsorted(at[::-1], 0.0)) if descending else int(np.searchsorted(at, 0.0))
-    if before == 0:
-        return chunks, 0
-    k = slice(int(chunks[before - 1]), min(int(chunks[before - 1]) + CHUNK, n))
-    piece = _thresholds(z[k], descending, *fit, out=x[k])
-    p = k.start + (piece.size - int(np.searchsorted(piece[::-1], 0.0)) if descending
-                   else int(np.searchsorted(piece, 0.0)))
-    return (chunks if p == k.stop else np.insert(chunks, before, p)), p
-
-
-def _tails(z: np.ndarray, k: slice, upper: bool, descending: bool, fit: tuple[float, ...], x: np.ndarray,
-           small: np.ndarray, big: np.ndarray) -> None:
-    """x, small = ndtr(−|x|) and big = 1 − small on segment ``k`` (on one side of the sign change),
-    by the operations of ``_thresholds`` and ``_kept_run`` on the whole grid."""
-    _thresholds(z[k], descending, *fit, out=x[k])
-    if upper:
-        np.negative(x[k], out=small[k])
-        special.ndtr(small[k], out=small[k])
-    else:
-        special.ndtr(x[k], out=small[k])
-    np.subtract(1.0, small[k], out=big[k])
 
 
 def _grid_best(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray,

@@ -31,6 +31,8 @@ NDTR_FLOOR = 1e-300
 SPARSE_MIN_DELTA = 1e-200
 # grid points per segment of the point estimate's grids (10^6 levels each)
 POINT_CHUNK = 1024
+# bootstrap replicates: rounds of one ratio each (by decreasing ceiling) before the rest at once
+SEQUENTIAL_ROUNDS = 12
 
 # (fpr, fnr, tnr, tpr) on the member grid (own levels q, q_c; the non-members' A, B) and on the
 # non-member grid (the members' A, B), as ``normal_rates`` lays them out
@@ -201,3 +203,197 @@ def _term_max(grids, live, numerator: int, denominator: int, delta: float) -> tu
         if values[i] > best or (values[i] == best and (g, s, i) < at):
             best, at = float(values[i]), (g, s, i)
     return best, at
+
+
+# ---------------------------------------------------------------------------
+# bootstrap replicates: one grid, many fits at once
+# ---------------------------------------------------------------------------
+
+
+class _Replicates:
+    """One quantile grid of the bootstrap (``bootstrap._grids``) for many finite fits at once.
+
+    Each replicate's grid is cut into the CHUNKs plus its sign change p of x (one segment per
+    chunk and one more, empty when p falls on a chunk boundary). small = ndtr(−|x|) of the
+    computed segments are rows of ``small`` (padded to a chunk); big = 1 − small is recomputed.
+    """
+
+    def __init__(self, z, descending, fits, chunk):
+        self.z, self.descending, self.fits, self.chunk = z, descending, fits, chunk
+        n, count = z.size, fits[0].size
+        chunks = np.arange(0, n, chunk)
+        at_chunks = self.x(np.broadcast_to(chunks, (count, chunks.size)), np.arange(count))
+        # chunks that start before the sign change (x monotone: a prefix), then p in the last one
+        before = ((at_chunks >= 0) if descending else (at_chunks < 0)).sum(axis=1)
+        self.p = np.zeros(count, dtype=np.int64)
+        rows = np.flatnonzero(before)
+        first = chunks[before[rows] - 1]
+        at = first[:, None] + np.arange(chunk)
+        x = self.x(np.minimum(at, n - 1), rows)
+        self.p[rows] = first + (((x >= 0) if descending else (x < 0)) & (at < n)).sum(axis=1)
+        self.starts = np.sort(np.concatenate((np.broadcast_to(chunks, (count, chunks.size)), self.p[:, None]), axis=1),
+                              axis=1)
+        self.ends = np.concatenate((self.starts[:, 1:], np.full((count, 1), n)), axis=1)
+        self.upper = (self.starts < self.p[:, None]) if descending else (self.starts >= self.p[:, None])
+        self.row = np.full(self.starts.shape, -1)  # segment -> its row in ``small``, once computed
+        self.rows = 0  # rows in use; the array grows by doubling
+        self.small = np.empty((16 * count, chunk))
+
+    def x(self, at: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """x at grid indices ``at`` (one row per replicate in ``rows``), by the operations of
+        ``bootstrap._thresholds`` (in place on the gathered z)."""
+        mu_tr, sd_tr, mu_pop, sd_pop = (a[rows][:, None] for a in self.fits)
+        x = self.z[at]
+        if self.descending:
+            np.multiply(x, sd_pop, out=x)
+            np.subtract(mu_tr - mu_pop, x, out=x)
+            return np.divide(x, sd_tr, out=x)
+        np.multiply(x, sd_tr, out=x)
+        np.add(x, mu_tr, out=x)
+        np.subtract(x, mu_pop, out=x)
+        return np.divide(x, sd_pop, out=x)
+
+    def tail(self, at: np.ndarray, rows: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """small = ndtr(−|x|) as ``bootstrap._kept_run``: ndtr(x) below the sign change, ndtr(−x) above."""
+        x = self.x(at, rows)
+        np.negative(x, out=x, where=np.broadcast_to(upper, x.shape))
+        return special.ndtr(x, out=x)
+
+    def at(self, rows: np.ndarray, segments: np.ndarray) -> np.ndarray:
+        """Grid indices of whole segments, padded to a chunk (the padding repeats or passes the end)."""
+        return np.minimum(self.starts[rows, segments][:, None] + np.arange(self.chunk), self.z.size - 1)
+
+    def compute(self, rows: np.ndarray, segments: np.ndarray) -> None:
+        """small on whole segments (each (replicate, segment) pair once)."""
+        pending = self.row[rows, segments] < 0
+        pairs = np.unique(np.stack([rows[pending], segments[pending]]), axis=1)
+        if not pairs.size:
+            return
+        rows, segments = pairs
+        new = slice(self.rows, self.rows + rows.size)
+        if new.stop > self.small.shape[0]:
+            grown = np.empty((max(2 * self.small.shape[0], new.stop), self.chunk))
+            grown[: self.rows] = self.small[: self.rows]
+            self.small = grown
+        self.small[new] = self.tail(self.at(rows, segments), rows, self.upper[rows, segments][:, None])
+        self.row[rows, segments] = np.arange(new.start, new.stop)
+        self.rows = new.stop
+
+
+def replicate_grid_best(
+    z: np.ndarray, descending: bool, fits: tuple[np.ndarray, ...], rates: tuple[np.ndarray, ...],
+    bounds: tuple[np.ndarray, ...], delta: float, chunk: int,
+) -> np.ndarray:
+    """``bootstrap._monotone_grid_best`` of one grid for every fit (finite, positive sds; z
+    non-decreasing; δ >= SPARSE_MIN_DELTA): max(1, largest kept ratio), −inf where nothing is
+    kept, NaN where the kept points are not one run (for the caller's whole-grid path).
+
+    A segment's tails are computed only when its end values leave its filter undecided (the
+    run's ends) or when a ratio's ceiling on it beats the replicate's running maximum. Every value
+    compared comes from the operations of the whole-grid path on the same numbers.
+    """
+    grid = _Replicates(z, descending, fits, chunk)
+    starts, ends, upper = grid.starts, grid.ends, grid.upper
+    count, width = starts.shape
+    length = ends - starts
+    nonempty = length > 0
+    replicate = np.broadcast_to(np.arange(count)[:, None], starts.shape)
+    s_first = grid.tail(np.minimum(starts, z.size - 1), np.arange(count), upper)  # (empty segments: ignored)
+    s_last = grid.tail(np.maximum(ends - 1, 0), np.arange(count), upper)
+    s_min, s_max = wobble_bounds(s_first, s_last)
+    # kept: small > δ and big > δ; big = fl(1 − small) is non-increasing in small
+    kept = np.where((s_min > delta) & (1.0 - s_max > delta), 1,
+                    np.where((s_max <= delta) | (1.0 - s_min <= delta), 0, -1))
+    kept[~nonempty] = 0
+    lead, trail = np.zeros(starts.shape, dtype=np.int64), length.copy()  # kept part of each segment
+    undecided = kept < 0
+    grid.compute(replicate[undecided], np.nonzero(undecided)[1])
+    rows = grid.row[undecided]
+    inside = ((grid.small[rows] > delta) & (1.0 - grid.small[rows] > delta)
+              & (np.arange(chunk) < length[undecided][:, None]))
+    any_inside = inside.any(axis=1)
+    lead[undecided] = inside.argmax(axis=1)
+    trail[undecided] = chunk - inside[:, ::-1].argmax(axis=1)
+    gave_up = np.zeros(count, dtype=bool)
+    np.logical_or.at(gave_up, replicate[undecided],
+                     any_inside & (inside.sum(axis=1) != trail[undecided] - lead[undecided]))
+    kept[undecided] = any_inside
+    # one run per replicate: no dropped segment inside it, every boundary inside it crossed
+    is_kept = kept == 1
+    has_run = is_kept.any(axis=1)
+    head = is_kept.argmax(axis=1)
+    tail = width - 1 - is_kept[:, ::-1].argmax(axis=1)
+    position = np.arange(width)
+    in_run = (position >= head[:, None]) & (position <= tail[:, None]) & has_run[:, None] & nonempty
+    gave_up |= (in_run & (~is_kept | ((position > head[:, None]) & (lead > 0))
+                          | ((position < tail[:, None]) & (trail < length)))).any(axis=1)
+    in_run &= ~gave_up[:, None]
+    run_start, run_end = starts + lead, starts + trail
+    # small at the run segments' ends: a trimmed end lies in a computed segment
+    trimmed = in_run & (lead > 0)
+    s_first[trimmed] = grid.small[grid.row[trimmed], lead[trimmed]]
+    trimmed = in_run & (trail < length)
+    s_last[trimmed] = grid.small[grid.row[trimmed], trail[trimmed] - 1]
+    s_min, s_max = wobble_bounds(s_first, s_last)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # outside the runs: masked below
+        ceiling = ratio_ceilings(s_min, s_max, upper, np.minimum(starts, z.size - 1) // chunk, bounds, delta)
+    ceiling[:, ~in_run] = -np.inf
+    # each replicate's ratios by decreasing ceiling, one per round while the next ceiling beats the
+    # replicate's running maximum (the loop of _monotone_grid_best); after SEQUENTIAL_ROUNDS, every
+    # ratio whose ceiling still beats it at once (evaluating more than needed changes no maximum)
+    flat = ceiling.transpose(1, 0, 2).reshape(count, -1)
+    best, active = np.ones(count), np.arange(count)
+    for _ in range(SEQUENTIAL_ROUNDS):
+        top = flat[active].argmax(axis=1)
+        beats = flat[active, top] > best[active]
+        active, top = active[beats], top[beats]
+        if not active.size:
+            break
+        which, segment = np.divmod(top, width)
+        _evaluate(grid, rates, delta, best, which, active, segment, run_start, run_end)
+        flat[active, top] = -np.inf
+    else:
+        rows, top = np.nonzero(flat[active] > best[active, None])
+        which, segment = np.divmod(top, width)
+        _evaluate(grid, rates, delta, best, which, active[rows], segment, run_start, run_end)
+    return np.where(gave_up, np.nan, np.where(has_run, best, -np.inf))
+
+
+def ratio_ceilings(s_min: np.ndarray, s_max: np.ndarray, upper: np.ndarray, chunk: np.ndarray,
+                   bounds: tuple[np.ndarray, ...], delta: float) -> np.ndarray:
+    """(4, *segments) upper bounds of eq. 7's four ratios on segments of a bootstrap grid from
+    the bounds [s_min, s_max] of small = ndtr(−|x|) on each, its side of the sign change of x
+    (``upper``: x >= 0, where small is the tail) and its CHUNK's bounds of the own rates
+    (``bootstrap._grids``). At kept points numerators are positive and denominators too, and a
+    rounded quotient or difference is monotone in each operand (see ``bootstrap._ceilings``)."""
+    big_min, big_max = 1.0 - s_max, 1.0 - s_min  # big = fl(1 − small) is non-increasing in small
+    t_min, b_min = np.where(upper, s_min, big_min), np.where(upper, big_min, s_min)
+    t_max, b_max = np.where(upper, s_max, big_max), np.where(upper, big_max, s_max)
+    lo_min, hi_min, lo_d_max, hi_d_max = (a[chunk] for a in bounds)
+    return np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
+
+
+def _evaluate(grid: _Replicates, rates, delta, best, which, rows, segments, run_start, run_end) -> None:
+    """Raise ``best`` of each replicate to ratio ``which`` on its run segment, computed by the
+    operations of ``bootstrap._segment_max`` (m1..m4 of the member grid; m2, m1, m4, m3 of the
+    non-member grid)."""
+    if not rows.size:
+        return
+    grid.compute(rows, segments)
+    for k in np.unique(which):  # one ratio at a time: only the operations of _segment_max
+        pick = which == k
+        r, segment = rows[pick], segments[pick]
+        at, small = grid.at(r, segment), grid.small[grid.row[r, segment]]
+        big = 1.0 - small  # as stored by _kept_run: fl(1 − small)
+        upper = grid.upper[r, segment][:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # outside the run: masked below
+            if k == 0:
+                ratio = rates[3][at] / np.where(upper, small, big)
+            elif k == 1:
+                ratio = (np.where(upper, big, small) - delta) / rates[0][at]
+            elif k == 2:
+                ratio = rates[2][at] / np.where(upper, big, small)
+            else:
+                ratio = (np.where(upper, small, big) - delta) / rates[1][at]
+        in_run = (at >= run_start[r, segment][:, None]) & (at < run_end[r, segment][:, None])
+        np.maximum.at(best, r, np.where(in_run, ratio, -np.inf).max(axis=1))
