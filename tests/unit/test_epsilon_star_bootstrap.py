@@ -316,3 +316,55 @@ def test_ndtr_wobbles_far_less_than_the_sparse_forms_allow():
     assert (running_max <= allowed).all()
     assert 1e-11 * 100 <= sparse_grid.NDTR_WOBBLE
     assert (value[1:] < value[:-1]).any()  # ndtr really is not monotone to the last bit
+
+
+# --- empirical replicates --------------------------------------------------------------------
+# Oracle: ``_eq7_max`` as it was at 903e698 (one array per term, ``np.maximum.reduce`` of the four);
+# tolerance: none.
+
+
+def _oracle_eq7_max(delta, fpr, fnr, tnr, tpr, keep):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        best = np.maximum.reduce(
+            [(tpr - delta) / fpr, (tnr - delta) / fnr, (fnr - delta) / tnr, (fpr - delta) / tpr]
+        )
+    best = np.where(keep, best, -np.inf).max(axis=-1)
+    out = np.log(np.maximum(1.0, best))
+    return np.where(keep.any(axis=-1), out, np.nan)
+
+
+@pytest.mark.parametrize(("n_tr", "n_pop", "delta", "bound"),
+                         [(7, 5, 1e-3, 1e-3), (300, 150, 1.6e-4, 1e-3), (40, 40, 0.0, 0.0), (1000, 3, 0.2, 0.25)])
+def test_eq7_max_equals_the_stacked_form(n_tr, n_pop, delta, bound):
+    # count fractions as the empirical replicates have them: ties, zero rates (0/0 at dropped
+    # points), rows where nothing is kept
+    rng = np.random.default_rng(n_tr + n_pop)
+    c_tr, c_pop = np.sort(rng.integers(0, n_tr + 1, (60, 50)), axis=1), np.sort(rng.integers(0, n_pop + 1, (60, 50)), axis=1)
+    c_tr[:3], c_pop[:3] = 0, n_pop  # nothing kept
+    fpr, tnr = c_pop / n_pop, (n_pop - c_pop) / n_pop
+    tpr, fnr = c_tr / n_tr, (n_tr - c_tr) / n_tr
+    keep = (fpr > bound) & (fnr > bound) & (tnr > bound) & (tpr > bound)
+    fast = bootstrap_module._eq7_max(delta, fpr, fnr, tnr, tpr, keep)
+    np.testing.assert_array_equal(fast, _oracle_eq7_max(delta, fpr, fnr, tnr, tpr, keep))
+    assert np.isnan(fast).sum() >= 3 and np.isfinite(fast).any()
+
+
+def test_empirical_bootstrap_replicates_equal_the_oracle_bit_for_bit(monkeypatch):
+    rng = np.random.default_rng(8)
+    members, nonmembers = np.round(rng.gamma(2.0, 0.4, 300), 2), np.round(rng.exponential(1.0, 150), 2)  # ties
+    kwargs = dict(estimator="empirical", resamples=40, seed=3)
+    fast = bootstrap_epsilon_star(members, nonmembers, 1.6e-4, **kwargs)
+    monkeypatch.setattr(bootstrap_module, "_eq7_max", _oracle_eq7_max)
+    monkeypatch.setattr(bootstrap_module, "BLOCK_ELEMENTS", 450 * 7)  # blocks of 7 replicates, uncached
+    expected = bootstrap_epsilon_star(members, nonmembers, 1.6e-4, **kwargs)
+    np.testing.assert_array_equal(fast.replicates, expected.replicates)
+
+
+def test_resample_blocks_are_the_replicates_draws_and_read_only():
+    idx_tr, idx_pop = bootstrap_module._resample_block(4, 3, 9, 17, 5)
+    for row, k in enumerate(range(3, 9)):
+        expected_tr, expected_pop = bootstrap_module.resample_indices(4, k, 17, 5)
+        np.testing.assert_array_equal(idx_tr[row], expected_tr)
+        np.testing.assert_array_equal(idx_pop[row], expected_pop)
+    assert not idx_tr.flags.writeable and not idx_pop.flags.writeable
+    assert bootstrap_module._resample_block(4, 3, 9, 17, 5)[0] is idx_tr  # cached across estimators

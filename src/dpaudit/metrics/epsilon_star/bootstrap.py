@@ -33,6 +33,7 @@ Both estimators are vectorized over the examples of a batch of replicates:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,13 +81,28 @@ def resample_indices(seed: int, k: int, n_tr: int, n_pop: int) -> tuple[np.ndarr
     return rng.integers(0, n_tr, n_tr), rng.integers(0, n_pop, n_pop)
 
 
+@functools.lru_cache(maxsize=2)
+def _resample_block(seed: int, start: int, stop: int, n_tr: int, n_pop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of replicates [start, stop) stacked, read-only; cached because every (loss,
+    estimator) of a run draws the same ones (one block of BLOCK_ELEMENTS at most per entry)."""
+    drawn = [resample_indices(seed, k, n_tr, n_pop) for k in range(start, stop)]
+    idx_tr, idx_pop = np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
+    idx_tr.flags.writeable = idx_pop.flags.writeable = False
+    return idx_tr, idx_pop
+
+
 def _eq7_max(delta: float, fpr, fnr, tnr, tpr, keep) -> np.ndarray:
     """log max(1, max over kept points of m1..m4) along the last axis; NaN where nothing is kept."""
+    # the running maximum of m1..m4 in that order, in place (no stacked copy of the four)
+    term = np.empty(np.shape(keep))
     with np.errstate(divide="ignore", invalid="ignore"):
-        best = np.maximum.reduce(
-            [(tpr - delta) / fpr, (tnr - delta) / fnr, (fnr - delta) / tnr, (fpr - delta) / tpr]
-        )
-    best = np.where(keep, best, -np.inf).max(axis=-1)
+        best = np.divide(tpr - delta, fpr)
+        for numerator, denominator in ((tnr, fnr), (fnr, tnr), (fpr, tpr)):
+            np.subtract(numerator, delta, out=term)
+            np.divide(term, denominator, out=term)
+            np.maximum(best, term, out=best)
+    np.copyto(best, -np.inf, where=~keep)
+    best = best.max(axis=-1)
     out = np.log(np.maximum(1.0, best))
     return np.where(keep.any(axis=-1), out, np.nan)
 
@@ -393,9 +409,7 @@ def bootstrap_epsilon_star(
     replicates = np.empty(int(resamples))
     for start in range(0, int(resamples), per_block):
         ks = range(start, min(start + per_block, int(resamples)))
-        drawn = [resample_indices(seed, k, n_tr, n_pop) for k in ks]
-        idx_tr = np.stack([d[0] for d in drawn])
-        idx_pop = np.stack([d[1] for d in drawn])
+        idx_tr, idx_pop = _resample_block(int(seed), ks.start, ks.stop, n_tr, n_pop)
         if estimator == "empirical":
             block = _empirical_block(idx_tr, idx_pop, rank, ends, n_tr, n_pop, delta, empirical_filter)
         else:
