@@ -339,7 +339,8 @@ def test_eq7_max_equals_the_stacked_form(n_tr, n_pop, delta, bound):
     # count fractions as the empirical replicates have them: ties, zero rates (0/0 at dropped
     # points), rows where nothing is kept
     rng = np.random.default_rng(n_tr + n_pop)
-    c_tr, c_pop = np.sort(rng.integers(0, n_tr + 1, (60, 50)), axis=1), np.sort(rng.integers(0, n_pop + 1, (60, 50)), axis=1)
+    c_tr = np.sort(rng.integers(0, n_tr + 1, (60, 50)), axis=1)
+    c_pop = np.sort(rng.integers(0, n_pop + 1, (60, 50)), axis=1)
     c_tr[:3], c_pop[:3] = 0, n_pop  # nothing kept
     fpr, tnr = c_pop / n_pop, (n_pop - c_pop) / n_pop
     tpr, fnr = c_tr / n_tr, (n_tr - c_tr) / n_tr

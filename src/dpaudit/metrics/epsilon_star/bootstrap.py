@@ -156,7 +156,7 @@ def normal_epsilon_star_values(
             & np.isfinite(mu_tr - mu_pop)
     # each grid's value for the pairs the sparse form decides (NaN: the whole grid decides)
     sparse_values = np.full((len(grids), mu_tr.size), np.nan)
-    sparse = np.flatnonzero(finite) if monotone_z and delta >= SPARSE_MIN_DELTA else np.empty(0, dtype=np.int64)
+    sparse = np.flatnonzero(finite & monotone_z & (delta >= SPARSE_MIN_DELTA))
     if sparse.size:
         fits = tuple(a[sparse] for a in (mu_tr, sd_tr, mu_pop, sd_pop))
         for g, (descending, rates, bounds) in enumerate(grids):

@@ -45,8 +45,8 @@ def wobble_bounds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Bounds of ndtr on a segment from its end values a, b: by NDTR_WOBBLE, ndtr of an argument
     between the ends' is within a factor 1 ± NDTR_WOBBLE of [min, max] (rounding of the factors is
     far below their slack). The lower bound holds where min(a, b) is a normal float above the floor,
-    as at every kept end (> δ >= SPARSE_MIN_DELTA); where it is not, it is below the filter and
-    1 − it rounds to 1, so it decides nothing."""
+    as at every kept end (above a filter >= SPARSE_MIN_DELTA); where it is not, it is below the
+    filter and 1 − it rounds to 1, so it decides nothing."""
     low = np.minimum(a, b) * (1.0 - 2.0 * NDTR_WOBBLE)
     high = np.maximum(np.maximum(a, b), NDTR_FLOOR) * (1.0 + 2.0 * NDTR_WOBBLE)
     return low, high
@@ -152,8 +152,9 @@ def sparse_normal_extremes(
     """eq. 7's extremes over the kept thresholds of ``normal_rates`` with filter (lower, 1 − lower):
     finite fit with positive sds, q, q_c and z monotone (the caller checks z), lower >=
     SPARSE_MIN_DELTA. None when a grid's kept points are not one run (the caller falls back)."""
-    span = (int(np.searchsorted(q, lower, side="right")), q_c.size - int(np.searchsorted(q_c[::-1], lower, side="right")))
-    span = (span[0], max(span))
+    # own filter q > lower and q_c > lower: an index range, as q rises and q_c falls
+    first = int(np.searchsorted(q, lower, side="right"))
+    span = (first, max(first, q_c.size - int(np.searchsorted(q_c[::-1], lower, side="right"))))
     grids = (_Grid((mu_tr, sd_tr), (mu_pop, sd_pop), q, q_c, z, span, lower),
              _Grid((mu_pop, sd_pop), (mu_tr, sd_tr), q, q_c, z, span, lower))
     runs = [grid.kept_run() for grid in grids]
@@ -231,8 +232,8 @@ class _Replicates:
         at = first[:, None] + np.arange(chunk)
         x = self.x(np.minimum(at, n - 1), rows)
         self.p[rows] = first + (((x >= 0) if descending else (x < 0)) & (at < n)).sum(axis=1)
-        self.starts = np.sort(np.concatenate((np.broadcast_to(chunks, (count, chunks.size)), self.p[:, None]), axis=1),
-                              axis=1)
+        every_chunk = np.broadcast_to(chunks, (count, chunks.size))
+        self.starts = np.sort(np.concatenate((every_chunk, self.p[:, None]), axis=1), axis=1)
         self.ends = np.concatenate((self.starts[:, 1:], np.full((count, 1), n)), axis=1)
         self.upper = (self.starts < self.p[:, None]) if descending else (self.starts >= self.p[:, None])
         self.row = np.full(self.starts.shape, -1)  # segment -> its row in ``small``, once computed
