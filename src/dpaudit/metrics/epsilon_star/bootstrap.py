@@ -22,12 +22,18 @@ Both estimators are vectorized over the examples of a batch of replicates:
   sign splits it into two slices and the kept points form one run: replicates
   work on slices of reused scratch arrays, and a ratio is evaluated only on the
   chunks of the run where its upper bound beats the largest value found so far.
-  Evaluated values come from the same operations on the same numbers as in the
-  masked form (``_grid_best``, the fallback), so replicates are bit-identical to it.
+  For finite fits (all replicates at once, ``sparse_grid.replicate_grid_best``)
+  x and its tails are computed only on those chunks and on the two where the run
+  starts and ends: elsewhere the tails at a chunk's two ends bound them, as ndtr
+  is monotone to within ``sparse_grid.NDTR_WOBBLE`` (measured and tested; the one
+  premise beyond IEEE rounding). Evaluated values come from the same operations
+  on the same numbers as in the masked form (``_grid_best``, the last fallback),
+  so replicates are bit-identical to it.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,13 +46,18 @@ from dpaudit.metrics.epsilon_star.estimators import (
     _check_filter,
     quantile_levels,
 )
+from dpaudit.metrics.epsilon_star.sparse_grid import (
+    SPARSE_MIN_DELTA,
+    ratio_ceilings,
+    replicate_grid_best,
+)
 
 # elements of the (replicates x examples) blocks processed at once: bounds memory
 # (a handful of float64 arrays of this size) whatever n and B are
 BLOCK_ELEMENTS = 2**21
 # grid points per chunk of the replicates' bound-and-prune maximum: coarse enough that the
 # per-chunk bookkeeping is small, fine enough that few chunks survive the bound
-CHUNK = 2048
+CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -70,13 +81,28 @@ def resample_indices(seed: int, k: int, n_tr: int, n_pop: int) -> tuple[np.ndarr
     return rng.integers(0, n_tr, n_tr), rng.integers(0, n_pop, n_pop)
 
 
+@functools.lru_cache(maxsize=2)
+def _resample_block(seed: int, start: int, stop: int, n_tr: int, n_pop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of replicates [start, stop) stacked, read-only; cached because every (loss,
+    estimator) of a run draws the same ones (one block of BLOCK_ELEMENTS at most per entry)."""
+    drawn = [resample_indices(seed, k, n_tr, n_pop) for k in range(start, stop)]
+    idx_tr, idx_pop = np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
+    idx_tr.flags.writeable = idx_pop.flags.writeable = False
+    return idx_tr, idx_pop
+
+
 def _eq7_max(delta: float, fpr, fnr, tnr, tpr, keep) -> np.ndarray:
     """log max(1, max over kept points of m1..m4) along the last axis; NaN where nothing is kept."""
+    # the running maximum of m1..m4 in that order, in place (no stacked copy of the four)
+    term = np.empty(np.shape(keep))
     with np.errstate(divide="ignore", invalid="ignore"):
-        best = np.maximum.reduce(
-            [(tpr - delta) / fpr, (tnr - delta) / fnr, (fnr - delta) / tnr, (fpr - delta) / tpr]
-        )
-    best = np.where(keep, best, -np.inf).max(axis=-1)
+        best = np.divide(tpr - delta, fpr)
+        for numerator, denominator in ((tnr, fnr), (fnr, tnr), (fpr, tpr)):
+            np.subtract(numerator, delta, out=term)
+            np.divide(term, denominator, out=term)
+            np.maximum(best, term, out=best)
+    np.copyto(best, -np.inf, where=~keep)
+    best = best.max(axis=-1)
     out = np.log(np.maximum(1.0, best))
     return np.where(keep.any(axis=-1), out, np.nan)
 
@@ -124,18 +150,29 @@ def normal_epsilon_star_values(
     # scratch reused by every pair instead of a dozen grid-sized temporaries per grid
     x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
+    valid = (sd_tr > 0) & (sd_pop > 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = valid & np.isfinite(mu_tr) & np.isfinite(sd_tr) & np.isfinite(mu_pop) & np.isfinite(sd_pop) \
+            & np.isfinite(mu_tr - mu_pop)
+    # each grid's value for the pairs the sparse form decides (NaN: the whole grid decides)
+    sparse_values = np.full((len(grids), mu_tr.size), np.nan)
+    sparse = np.flatnonzero(finite & monotone_z & (delta >= SPARSE_MIN_DELTA))
+    if sparse.size:
+        fits = tuple(a[sparse] for a in (mu_tr, sd_tr, mu_pop, sd_pop))
+        for g, (descending, rates, bounds) in enumerate(grids):
+            sparse_values[g, sparse] = replicate_grid_best(z, descending, fits, rates, bounds, delta, CHUNK)
     out = np.full(mu_tr.shape, np.nan)
-    for i in range(mu_tr.size):  # over replicates, never over examples
-        if not (sd_tr[i] > 0 and sd_pop[i] > 0):
-            continue
+    for i in np.flatnonzero(valid):  # over replicates, never over examples
         fit = mu_tr[i], sd_tr[i], mu_pop[i], sd_pop[i]
-        monotone = monotone_z and all(np.isfinite((*fit, mu_tr[i] - mu_pop[i])))
         best = -np.inf
-        for descending, rates, bounds in grids:
-            _thresholds(z, descending, *fit, out=x)
-            grid = (_monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep, keep_big)
-                    if monotone else None)
-            best = max(best, _grid_best(x, *rates, delta) if grid is None else grid)
+        for g, (descending, rates, bounds) in enumerate(grids):
+            grid = float(sparse_values[g, i])
+            if np.isnan(grid):  # the whole grid: every x and every tail
+                _thresholds(z, descending, *fit, out=x)
+                grid = (_monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep,
+                                            keep_big) if monotone_z and finite[i] else None)
+                grid = _grid_best(x, *rates, delta) if grid is None else grid
+            best = max(best, grid)
         out[i] = np.log(max(1.0, best)) if best > -np.inf else np.nan
     return out
 
@@ -261,13 +298,7 @@ def _ceilings(small: np.ndarray, p: int, first: int, last: int, descending: bool
     offsets = starts - first
     s_min = np.minimum.reduceat(small[first:last], offsets)
     s_max = np.maximum.reduceat(small[first:last], offsets)
-    # big = fl(1 − small) is non-increasing in small, so its extremes are these exactly
-    big_min, big_max = 1.0 - s_max, 1.0 - s_min
-    t_min, b_min = np.where(on_upper, s_min, big_min), np.where(on_upper, big_min, s_min)
-    t_max, b_max = np.where(on_upper, s_max, big_max), np.where(on_upper, big_max, s_max)
-    chunk = starts // CHUNK
-    lo_min, hi_min, lo_d_max, hi_d_max = (a[chunk] for a in bounds)
-    ceiling = np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
+    ceiling = ratio_ceilings(s_min, s_max, on_upper, starts // CHUNK, bounds, delta)
     return starts, np.concatenate((starts[1:], [last])), on_upper, ceiling
 
 
@@ -378,9 +409,7 @@ def bootstrap_epsilon_star(
     replicates = np.empty(int(resamples))
     for start in range(0, int(resamples), per_block):
         ks = range(start, min(start + per_block, int(resamples)))
-        drawn = [resample_indices(seed, k, n_tr, n_pop) for k in ks]
-        idx_tr = np.stack([d[0] for d in drawn])
-        idx_pop = np.stack([d[1] for d in drawn])
+        idx_tr, idx_pop = _resample_block(int(seed), ks.start, ks.stop, n_tr, n_pop)
         if estimator == "empirical":
             block = _empirical_block(idx_tr, idx_pop, rank, ends, n_tr, n_pop, delta, empirical_filter)
         else:

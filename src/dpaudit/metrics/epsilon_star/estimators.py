@@ -41,6 +41,11 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from dpaudit.contract.delta import check_delta
+from dpaudit.metrics.epsilon_star.sparse_grid import (
+    SPARSE_MIN_DELTA,
+    GridExtremes,
+    sparse_normal_extremes,
+)
 
 TERMS: tuple[str, ...] = ("m1", "m2", "m3", "m4")
 EMPIRICAL_FILTER = 1e-3  # App. B.1: FPR and FNR kept in (0.001, 0.999)
@@ -391,9 +396,53 @@ def normal_rates(fit: NormalFit, grid_size: int = GRID_SIZE) -> Rates:
 def normal_epsilon_star(
     fit: NormalFit, delta: float, *, grid_size: int = GRID_SIZE, lower: float | None = None
 ) -> EpsilonStarResult:
-    """eps* of two fitted Normals; filter (lower, 1 - lower), lower defaulting to delta."""
+    """eps* of two fitted Normals; filter (lower, 1 - lower), lower defaulting to delta.
+
+    ``epsilon_star_from_rates(normal_rates(...))`` to the last bit, with the Normal CDF computed
+    only where it decides the result (``sparse_grid``) whenever that form applies.
+    """
     lower = delta if lower is None else lower
+    params = (fit.mu_tr, fit.sd_tr, fit.mu_pop, fit.sd_pop)
+    if fit.sd_tr > 0 and fit.sd_pop > 0 and all(math.isfinite(v) for v in params):
+        q, q_c, z = quantile_levels(int(grid_size))
+        # the checks and their order of epsilon_star_from_rates
+        delta = check_delta(delta, allow_pure=True)
+        lower, _ = _check_filter(lower, lower)
+        extremes = (sparse_normal_extremes(*params, q, q_c, z, delta, lower)
+                    if lower >= SPARSE_MIN_DELTA and _increasing(int(grid_size)) else None)
+        if extremes is not None:
+            return _result_from_extremes(extremes, 2 * z.size, delta, lower, fit)
     return epsilon_star_from_rates(normal_rates(fit, grid_size), delta, lower=lower, fit=fit)
+
+
+@functools.lru_cache(maxsize=4)
+def _increasing(grid_size: int) -> bool:
+    """Whether ndtri's levels z are non-decreasing (not promised to the last bit): the sparse form needs it."""
+    z = quantile_levels(grid_size)[2]
+    return bool((z[1:] >= z[:-1]).all())
+
+
+def _result_from_extremes(extremes: GridExtremes, grid_size: int, delta: float, lower: float,
+                          fit: NormalFit) -> EpsilonStarResult:
+    """The EpsilonStarResult ``epsilon_star_from_rates`` builds, from the grids' extremes."""
+    common = dict(n_kept=extremes.n_kept, grid_size=grid_size, delta=float(delta), filter_lo=float(lower),
+                  filter_hi=float(1.0 - lower), fit=fit)
+    if extremes.n_kept == 0:
+        nan = float("nan")
+        return EpsilonStarResult(nan, (nan, nan, nan, nan), None, nan, nan, None, **common)
+    maxima = extremes.maxima
+    best = int(np.argmax(maxima))
+    threshold = extremes.threshold
+    return EpsilonStarResult(
+        eps_star=float(np.log(max(1.0, maxima[best]))),
+        m=maxima,
+        term=TERMS[best],
+        argmax_fpr=extremes.rates[0],
+        argmax_fnr=extremes.rates[1],
+        on_boundary=bool(threshold == extremes.threshold_min or threshold == extremes.threshold_max),
+        argmax_denominator=extremes.rates[best],
+        **common,
+    )
 
 
 def parametric_epsilon_star(
