@@ -216,7 +216,7 @@ def test_claim_curve_test_is_the_previous_one(curve, m, shift, per_tail):
 
 
 def test_one_run_audit_repeats_itself_with_warm_caches():
-    # the memo caches (_cached_bound, _gaussian_mu, _threshold_ranks) return what a cold call computes
+    # the memo caches (_cached_bound, _gaussian_mu, threshold_ranks) return what a cold call computes
     scores, included = _scores(3000, 1.0, 4)
     first = cb.one_run_audit(scores, included, alpha=0.05, delta=1e-5, method="fdp")
     cb._cached_bound.cache_clear()

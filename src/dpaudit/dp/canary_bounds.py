@@ -74,6 +74,7 @@ __all__ = [
     "one_run_fdp_rejects",
     "one_run_delta",
     "one_run_p_value",
+    "threshold_ranks",
 ]
 
 GUESS_SIDES = ("top", "both")
@@ -416,14 +417,14 @@ def candidate_thresholds(scores: np.ndarray, per_tail: int | None, *, presorted:
         raise ValueError(f"threshold ranks per tail must be >= 1, got {per_tail}")
     ordered = np.asarray(scores) if presorted else np.sort(scores)
     m = ordered.size
-    ranks = _threshold_ranks(m, per_tail)
+    ranks = threshold_ranks(m, per_tail)
     return np.unique(np.concatenate([ordered[m - ranks], ordered[np.minimum(ranks, m - 1)]]))
 
 
 @functools.lru_cache(maxsize=64)
-def _threshold_ranks(m: int, per_tail: int) -> np.ndarray:
-    """The ranks of ``candidate_thresholds`` (kept: a detectable-factor search asks for the same
-    m and per_tail a thousand times)."""
+def threshold_ranks(m: int, per_tail: int) -> np.ndarray:
+    """The ranks k of ``candidate_thresholds`` for m pooled scores (read-only; kept: a detectable-factor
+    search asks for the same m and per_tail a thousand times)."""
     ranks = np.unique(np.round(np.geomspace(1, max(m / 2, 1), per_tail)).astype(np.int64))
     ranks = ranks[(ranks >= 1) & (ranks <= m)]
     ranks.setflags(write=False)
