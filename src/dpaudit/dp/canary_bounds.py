@@ -158,6 +158,7 @@ def _largest_rejected(reject_gap, lo: float = 0.0) -> float:
 
 
 def _bracketed_root(reject_gap, lo: float) -> float:
+    """``_largest_rejected``'s search: the bracket by doubling from ``lo``, then brentq in it."""
     if reject_gap(lo) <= 0:
         return lo
     hi = max(1.0, 2.0 * lo)

@@ -363,7 +363,7 @@ def _pooled_errors(positives: _Runs, negatives: _Runs, alpha: float, per_tail: i
     ranks = threshold_ranks(m, int(per_tail))
     values = np.sort(_pooled_order_statistics(positives, negatives,
                                               np.concatenate([m - ranks, np.minimum(ranks, m - 1)])), axis=1)
-    distinct = np.ones(values.shape, dtype=bool)  # np.unique of each row (scores are finite)
+    distinct = np.ones(values.shape, dtype=bool)  # np.unique of each row (no NaN: the values ascend)
     distinct[:, 1:] = values[:, 1:] != values[:, :-1]
     sizes = distinct.sum(axis=1)
     fn = _count_below(positives, values)[distinct]
@@ -546,8 +546,9 @@ class _TabulatedAudits:
         table = _ScoreTable(self.q, self.sigma, self.run_steps, float(f), self.q, 1.0)
         positives, negatives = (_Runs(table.quantile(name, self.ascending[name]), self.position[name],
                                       self.starts[name]) for name in ("in", "out"))
-        if per_tail is not None and all(bool((runs.values[1:] >= runs.values[:-1]).all()) and np.diff(runs.starts).all()
-                                        for runs in (positives, negatives)):
+        ready = all(bool((runs.values[1:] >= runs.values[:-1]).all()) and np.diff(runs.starts).all()
+                    for runs in (positives, negatives))  # the scores ascend (no NaN) and no class is empty
+        if per_tail is not None and ready:
             errors = _pooled_errors(positives, negatives, alpha, per_tail)
         else:  # every distinct score a threshold, a class left empty (refused) or an order broken by rounding
             errors = _flat([_sorted_errors(self._ascending(positives.run(r)), self._ascending(negatives.run(r)),
