@@ -373,3 +373,17 @@ def test_the_twin_records_the_claimed_curve_the_readers_use_bit_for_bit(tmp_path
             "assert 'dp_accounting' not in sys.modules, 'dp_accounting imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_run_the_family_does_not_audit_loads_no_statistics():
+    # a baseline's metric_canary job writes its not-applicable row without the statistics modules
+    # (and the scipy.optimize they import), which rows.py imports only where rows are computed
+    import subprocess
+    import sys
+
+    code = ("import sys; from dpaudit.metrics.canary.rows import run_canary_metrics; "
+            "run_canary_metrics({'mechanism': 'baseline'}, None, None, {}, delta=1e-5); "
+            "loaded = [m for m in ('scipy.optimize', 'dpaudit.dp.canary_bounds', 'dpaudit.dp.canary_power') "
+            "if m in sys.modules]; assert not loaded, loaded")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

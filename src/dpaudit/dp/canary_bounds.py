@@ -74,6 +74,7 @@ __all__ = [
     "one_run_fdp_rejects",
     "one_run_delta",
     "one_run_p_value",
+    "threshold_ranks",
 ]
 
 GUESS_SIDES = ("top", "both")
@@ -123,14 +124,41 @@ def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     beta = float(_binom_sf(v - 1, r, q)[0])
     if delta == 0.0:
         return min(beta, 1.0)
-    i = np.arange(1, v + 1)
-    tails = _binom_sf(v - i - 1, r, q)
-    slack = float(np.max((tails - beta) / i))
-    return min(beta + 2.0 * m * delta * slack, 1.0)
+    return min(beta + 2.0 * m * delta * _largest_slack(r, v, q, beta), 1.0)
+
+
+def _largest_slack(r: int, v: int, q: float, beta: float) -> float:
+    """max over i = 1..v of (P[B ≥ v − i] − β)/i, B ~ Bin(r, q), β = P[B ≥ v]: the terms in blocks of
+    i (64, then doubling). A tail is at most 1 (``_binom_sf`` clips), so no term from i on exceeds
+    (1 − β)/i (rounding is monotone); once the largest term so far reaches that, the rest cannot
+    change the maximum, the float the maximum of all v terms gives."""
+    largest, start, size = -math.inf, 1, 64
+    while start <= v:
+        i = np.arange(start, min(start + size, v + 1))
+        block = float(np.max((_binom_sf(v - i - 1, r, q) - beta) / i))
+        if math.isnan(block):
+            return block
+        largest, start, size = max(largest, block), start + size, 2 * size
+        if largest >= (1.0 - beta) / start:
+            break
+    return largest
 
 
 def _largest_rejected(reject_gap, lo: float = 0.0) -> float:
-    """Largest ε with reject_gap(ε) > 0 (gap decreasing in ε); ``lo`` when none is."""
+    """Largest ε with reject_gap(ε) > 0 (gap decreasing in ε); ``lo`` when none is. Each ε's gap
+    is computed once: brentq starts at the bracket's ends, already evaluated while bracketing."""
+    known: dict[float, float] = {}
+
+    def once(eps: float) -> float:
+        if eps not in known:
+            known[eps] = reject_gap(eps)
+        return known[eps]
+
+    return _bracketed_root(once, lo)
+
+
+def _bracketed_root(reject_gap, lo: float) -> float:
+    """``_largest_rejected``'s search: the bracket by doubling from ``lo``, then brentq in it."""
     if reject_gap(lo) <= 0:
         return lo
     hi = max(1.0, 2.0 * lo)
@@ -165,6 +193,7 @@ def one_run_delta(delta: float, alpha: float, canaries: int) -> float:
 # ------------------------------------------------------------------ f-DP one-run (Mahloujifar et al.)
 
 
+@functools.lru_cache(maxsize=4096)
 def _gaussian_mu(eps: float, delta: float) -> float:
     """μ = 1/σ of the Gaussian mechanism (sensitivity 1) that is exactly (ε, δ)-DP."""
     if delta <= 0.0:
@@ -389,9 +418,18 @@ def candidate_thresholds(scores: np.ndarray, per_tail: int | None, *, presorted:
         raise ValueError(f"threshold ranks per tail must be >= 1, got {per_tail}")
     ordered = np.asarray(scores) if presorted else np.sort(scores)
     m = ordered.size
+    ranks = threshold_ranks(m, per_tail)
+    return np.unique(np.concatenate([ordered[m - ranks], ordered[np.minimum(ranks, m - 1)]]))
+
+
+@functools.lru_cache(maxsize=64)
+def threshold_ranks(m: int, per_tail: int) -> np.ndarray:
+    """The ranks k of ``candidate_thresholds`` for m pooled scores (read-only; kept: a detectable-factor
+    search asks for the same m and per_tail a thousand times)."""
     ranks = np.unique(np.round(np.geomspace(1, max(m / 2, 1), per_tail)).astype(np.int64))
     ranks = ranks[(ranks >= 1) & (ranks <= m)]
-    return np.unique(np.concatenate([ordered[m - ranks], ordered[np.minimum(ranks, m - 1)]]))
+    ranks.setflags(write=False)
+    return ranks
 
 
 @dataclass(frozen=True)
@@ -484,10 +522,22 @@ class ClaimCurveTest:
 
 
 def _curve_gaps(curve, fpr_ub: np.ndarray, fnr_ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(gap, mirrored): claimed FNR minus bound, for the point and its mirror (> 0 rejects)."""
-    direct = np.asarray(curve.fnr(fpr_ub)) - fnr_ub
-    mirror = np.asarray(curve.fnr(fnr_ub)) - fpr_ub
+    """(gap, mirrored): claimed FNR minus bound, for the point and its mirror (> 0 rejects). One
+    curve call for both (``curve.fnr`` is elementwise: the values of two calls)."""
+    claimed = np.asarray(curve.fnr(np.concatenate([fpr_ub, fnr_ub])))
+    direct = claimed[:fpr_ub.size] - fnr_ub
+    mirror = claimed[fpr_ub.size:] - fpr_ub
     return np.maximum(direct, mirror), mirror > direct
+
+
+def _upper_bounds(fp: np.ndarray, n_neg: int, fn: np.ndarray, n_pos: int, level: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(FPR_ub, FNR_ub) at per-threshold levels, in one Clopper–Pearson call (elementwise: the
+    values of two calls)."""
+    bounds = np.atleast_1d(clopper_pearson_upper(np.concatenate([fp, fn]),
+                                                 np.repeat([n_neg, n_pos], [fp.size, fn.size]),
+                                                 np.concatenate([level, level])))
+    return bounds[:fp.size], bounds[fp.size:]
 
 
 def claim_curve_test(scores, included, curve, *, alpha: float, delta: float = 0.0,
@@ -505,16 +555,14 @@ def claim_curve_test(scores, included, curve, *, alpha: float, delta: float = 0.
     # level (narrower bounds), so bisect in log level; 0.5 (the median) is the largest.
     levels = np.full(k, np.nan)
     top = np.full(k, 0.5)
-    reject_top, _ = _curve_gaps(curve, np.atleast_1d(clopper_pearson_upper(fp, n_neg, top)),
-                                np.atleast_1d(clopper_pearson_upper(fn, n_pos, top)))
+    reject_top, _ = _curve_gaps(curve, *_upper_bounds(fp, n_neg, fn, n_pos, top))
     live = reject_top > 0
     if live.any():
         lo = np.full(int(live.sum()), math.log(1e-300))
         hi = np.full(int(live.sum()), math.log(0.5))
         for _ in range(60):
             mid = 0.5 * (lo + hi)
-            g, _ = _curve_gaps(curve, np.atleast_1d(clopper_pearson_upper(fp[live], n_neg, np.exp(mid))),
-                               np.atleast_1d(clopper_pearson_upper(fn[live], n_pos, np.exp(mid))))
+            g, _ = _curve_gaps(curve, *_upper_bounds(fp[live], n_neg, fn[live], n_pos, np.exp(mid)))
             hi = np.where(g > 0, mid, hi)
             lo = np.where(g > 0, lo, mid)
         levels[live] = np.exp(hi)

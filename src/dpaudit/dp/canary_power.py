@@ -58,10 +58,13 @@ How the factor is computed (``detectable_noise_factor``)
   and the curve are the audit's own. Its cost does not grow with m·T (one FFT per f,
   then m uniforms), so m = 50,000 stays cheap. The uniform per canary is also the
   common random number across f (quantile coupling). ``detectable_noise_factor``
-  draws each repetition's bits and uniforms once (not again at every f), keeps them
-  sorted per class so the scores come out sorted, and decides all repetitions of an f
-  with one Clopper–Pearson and one curve call: the same scores and decisions as
-  ``detectable_factor`` on ``tabulated_canary_sampler`` (the unit tests compare the records).
+  draws each repetition's bits and uniforms once (not again at every f) and treats
+  all repetitions of an f together: one inverse-CDF call per class on all uniforms in
+  ascending order (each repetition's sorted scores read through its uniforms'
+  positions), every repetition's thresholds by bisection on their pooled ranks (no
+  sort of each pool), one Clopper–Pearson and one curve call (curve values kept
+  across f): the same scores and decisions as ``detectable_factor`` on
+  ``tabulated_canary_sampler`` (the unit tests compare the records).
 * ``method="direct"`` simulates every step of every canary with
   ``simulate_canary_scores`` instead (cost ∝ m·T per repetition and f; the unit
   tests check both methods agree).
@@ -80,22 +83,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
-from dpaudit.dp.canary_bounds import candidate_thresholds, check_significance
+from dpaudit.dp.canary_bounds import candidate_thresholds, check_significance, threshold_ranks
 from dpaudit.dp.hypothesis import clopper_pearson_upper
 
-__all__ = [
-    "claim_curve_rejects",
-    "detectable_factor",
-    "detectable_factor_batched",
-    "detectable_noise_factor",
-    "simulate_canary_scores",
-    "subsampled_gaussian_llr",
-    "tabulated_canary_sampler",
-]
+__all__ = ["claim_curve_rejects", "detectable_factor", "detectable_factor_batched", "detectable_noise_factor",
+           "simulate_canary_scores", "subsampled_gaussian_llr", "tabulated_canary_sampler"]
 
 DEFAULT_REPETITIONS = 100
 DEFAULT_TOLERANCE = 0.005
@@ -242,23 +239,43 @@ def tabulated_canary_sampler(m: int, q: float, steps: int, sigma: float, *, step
 # ------------------------------------------------------------------ the test's decision, fast
 
 
+class _Memo:
+    """An elementwise function's values by int64 key, each key computed once: ``compute(new_keys)``
+    (ascending, distinct) is called for the keys not met before."""
+
+    def __init__(self, compute: Callable[[np.ndarray], np.ndarray]):
+        self.compute, self.keys, self.values = compute, np.empty(0, dtype=np.int64), np.empty(0)
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        distinct = np.unique(keys)
+        nearest = np.minimum(np.searchsorted(self.keys, distinct), max(self.keys.size - 1, 0))
+        new = distinct[self.keys[nearest] != distinct] if self.keys.size else distinct
+        if new.size:  # merged in place of a sort: both runs are ascending
+            at = np.searchsorted(self.keys, new)
+            self.keys, self.values = np.insert(self.keys, at, new), np.insert(self.values, at, self.compute(new))
+        return self.values[np.searchsorted(self.keys, keys)]
+
+
 class _BracketedCurve:
     """f_claim on a fixed grid: decides ``fnr_ub < f(fpr_ub)`` from the bracket
-    f(a_{i+1}) ≤ f(α) ≤ f(a_i) and calls the exact curve only when it cannot."""
+    f(a_{i+1}) ≤ f(α) ≤ f(a_i) and calls the exact curve only when it cannot. ``curve.fnr``
+    is elementwise, so it is evaluated lazily, once per grid point read and per exact argument
+    (keyed by its bits), and kept: the bisection over f meets many of the same points again."""
 
     def __init__(self, curve, points: int = 4000):
         self.curve = curve
         self.grid = np.concatenate([[0.0], np.geomspace(1e-12, 1.0, points)])
-        self.values = np.asarray(curve.fnr(self.grid), dtype=np.float64)
+        self._on_grid = _Memo(lambda index: np.asarray(curve.fnr(self.grid[index]), dtype=np.float64))
+        self._exact = _Memo(lambda bits: np.asarray(curve.fnr(bits.view(np.float64)), dtype=np.float64))
 
     def below(self, fpr: np.ndarray, fnr: np.ndarray) -> np.ndarray:
         """fnr < f(fpr), elementwise (the exact comparison)."""
         i = np.clip(np.searchsorted(self.grid, fpr, side="right") - 1, 0, self.grid.size - 2)
-        upper, lower = self.values[i], self.values[i + 1]
+        upper, lower = self._on_grid(i), self._on_grid(i + 1)
         out = fnr < lower
         unsure = ~out & (fnr < upper)
         if unsure.any():
-            out[unsure] = fnr[unsure] < np.asarray(self.curve.fnr(fpr[unsure]))
+            out[unsure] = fnr[unsure] < self._exact(np.asarray(fpr[unsure], dtype=np.float64).view(np.int64))
         return out
 
 
@@ -272,13 +289,8 @@ def claim_curve_rejects(scores, included, curve, *, alpha: float, per_tail: int 
     scores = np.asarray(scores, dtype=np.float64)
     included = np.asarray(included, dtype=bool)
     # each class sorted on its own (two plain sorts cost a third of one stable argsort of the pool)
-    return _sorted_rejects(np.sort(scores[included]), np.sort(scores[~included]), bracket, alpha, per_tail)
-
-
-def _sorted_rejects(positives: np.ndarray, negatives: np.ndarray, bracket: _BracketedCurve, alpha: float,
-                    per_tail: int | None) -> bool:
-    """``claim_curve_rejects`` of the included and excluded scores, each in ascending order."""
-    return bool(_rejections(bracket, [_sorted_errors(positives, negatives, alpha, per_tail)])[0])
+    errors = _sorted_errors(np.sort(scores[included]), np.sort(scores[~included]), alpha, per_tail)
+    return bool(_rejections(bracket, _flat([errors]))[0])
 
 
 def _sorted_errors(positives: np.ndarray, negatives: np.ndarray, alpha: float, per_tail: int | None) -> tuple:
@@ -295,16 +307,77 @@ def _sorted_errors(positives: np.ndarray, negatives: np.ndarray, alpha: float, p
     return fp, n_neg, fn, n_pos, alpha / (2 * thresholds.size)
 
 
-def _rejections(bracket: _BracketedCurve, errors: list[tuple]) -> np.ndarray:
-    """Per audit of ``errors`` (``_sorted_errors``), whether some (FPR_ub, FNR_ub) or its mirror lies
-    below the curve. All audits' bounds and curve values are computed in one call each (elementwise,
-    so each audit's decision is the one it gets alone)."""
+def _flat(errors: list[tuple]) -> tuple:
+    """Audits' ``_sorted_errors`` end to end: (fp, n_neg, fn, n_pos, level) per threshold, thresholds per audit."""
     sizes = np.array([len(e[0]) for e in errors])
-    levels = np.repeat([e[4] for e in errors], sizes)
-    fpr_ub = np.atleast_1d(clopper_pearson_upper(np.concatenate([e[0] for e in errors]),
-                                                 np.repeat([e[1] for e in errors], sizes), levels))
-    fnr_ub = np.atleast_1d(clopper_pearson_upper(np.concatenate([e[2] for e in errors]),
-                                                 np.repeat([e[3] for e in errors], sizes), levels))
+    return (np.concatenate([e[0] for e in errors]), np.repeat([e[1] for e in errors], sizes),
+            np.concatenate([e[2] for e in errors]), np.repeat([e[3] for e in errors], sizes),
+            np.repeat([e[4] for e in errors], sizes), sizes)
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """One ascending run of scores per repetition, read through an index: run r holds
+    ``values[index[p]]`` for p in ``starts[r]:starts[r + 1]``, ``index`` ascending within each run
+    (and, for ``_pooled_errors``, ``values`` ascending)."""
+
+    values: np.ndarray
+    index: np.ndarray
+    starts: np.ndarray
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        return self.values[self.index[np.clip(positions, 0, self.index.size - 1)]]  # (callers mask the clipped)
+
+    def run(self, r: int) -> np.ndarray:
+        return self.values[self.index[self.starts[r]:self.starts[r + 1]]]
+
+
+def _count_below(runs: _Runs, thresholds: np.ndarray) -> np.ndarray:
+    """Per run r (rows) and threshold t: how many of run r's values lie below t. The values below t
+    are the first searchsorted(values, t), so: how many of run r's index entries lie below that."""
+    below = np.searchsorted(runs.values, thresholds)
+    return np.array([np.searchsorted(runs.index[a:b], first)
+                     for a, b, first in zip(runs.starts[:-1], runs.starts[1:], below, strict=True)])
+
+
+def _pooled_order_statistics(a: _Runs, b: _Runs, ranks: np.ndarray) -> np.ndarray:
+    """Per repetition r (rows) and pooled index k: the value ``np.sort`` of run r of ``a`` and run r
+    of ``b`` together holds at k (the (k + 1)-th smallest), without the sort. Bisection on i, how
+    many of the k + 1 smallest come from ``a``: the smallest i with a[i] ≥ b[k − i]."""
+    a_first, b_first, k = a.starts[:-1, None], b.starts[:-1, None], ranks[None, :]
+    lo, hi = np.maximum(k + 1 - np.diff(b.starts)[:, None], 0), np.minimum(k + 1, np.diff(a.starts)[:, None])
+    while (active := lo < hi).any():
+        mid = (lo + hi) // 2  # in [lo, hi), a[mid] and b[k − mid] lie in their runs
+        more_a = active & (a.at(a_first + mid) < b.at(b_first + k - mid))
+        lo, hi = np.where(more_a, mid + 1, lo), np.where(active & ~more_a, mid, hi)
+    return np.maximum(np.where(lo > 0, a.at(a_first + lo - 1), -np.inf),
+                      np.where(k - lo >= 0, b.at(b_first + k - lo), -np.inf))
+
+
+def _pooled_errors(positives: _Runs, negatives: _Runs, alpha: float, per_tail: int) -> tuple:
+    """``_flat`` of ``_sorted_errors`` of every repetition (run r of each class, none empty, ``values``
+    ascending), all at once: the thresholds are the pooled scores at the ranks of
+    ``candidate_thresholds`` (the same m for all), read by bisection instead of sorting each pool."""
+    n_pos, n_neg = np.diff(positives.starts), np.diff(negatives.starts)
+    m = int(n_pos[0] + n_neg[0])
+    ranks = threshold_ranks(m, int(per_tail))
+    values = np.sort(_pooled_order_statistics(positives, negatives,
+                                              np.concatenate([m - ranks, np.minimum(ranks, m - 1)])), axis=1)
+    distinct = np.ones(values.shape, dtype=bool)  # np.unique of each row (no NaN: the values ascend)
+    distinct[:, 1:] = values[:, 1:] != values[:, :-1]
+    sizes = distinct.sum(axis=1)
+    fn = _count_below(positives, values)[distinct]
+    fp = (n_neg[:, None] - _count_below(negatives, values))[distinct]
+    return fp, np.repeat(n_neg, sizes), fn, np.repeat(n_pos, sizes), np.repeat(alpha / (2 * sizes), sizes), sizes
+
+
+def _rejections(bracket: _BracketedCurve, errors: tuple) -> np.ndarray:
+    """Per audit of ``errors`` (``_flat``), whether some (FPR_ub, FNR_ub) or its mirror lies below
+    the curve. All audits' bounds and curve values are computed in one call each (elementwise, so
+    each audit's decision is the one it gets alone)."""
+    fp, n_neg, fn, n_pos, levels, sizes = errors
+    fpr_ub = np.atleast_1d(clopper_pearson_upper(fp, n_neg, levels))
+    fnr_ub = np.atleast_1d(clopper_pearson_upper(fn, n_pos, levels))
     below = bracket.below(fpr_ub, fnr_ub) | bracket.below(fnr_ub, fpr_ub)
     return np.logical_or.reduceat(below, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
 
@@ -440,21 +513,30 @@ def detectable_factor_batched(simulate_all: Callable[[float], tuple[np.ndarray, 
 
 
 class _TabulatedAudits:
-    """``power_at(f)`` of the tabulated sampler (``tabulated_canary_sampler``) without
-    drawing anything twice: repetition r's inclusion bits and uniforms are drawn once
-    from the generator seeded (seed, r), exactly as the sampler draws them at every f,
-    and kept sorted per class. The inverse CDF is non-decreasing, so each class's scores
-    come out in ascending order (checked; sorted again if rounding broke it) and the
-    decision is ``claim_curve_rejects``'s on the very same scores."""
+    """``power_at(f)`` of the tabulated sampler (``tabulated_canary_sampler``), each repetition's
+    draws made once and all repetitions of an f treated together (module docstring)."""
 
     def __init__(self, m: int, q: float, steps: int, sigma: float, *, repetitions: int, seed: int):
-        self.q, self.sigma, self.run_steps = float(q), float(sigma), int(steps)
-        self.uniforms = []
+        self.q, self.sigma, self.run_steps, self.repetitions = float(q), float(sigma), int(steps), int(repetitions)
+        drawn: dict[str, list[np.ndarray]] = {"in": [], "out": []}
         for r in range(repetitions):
             rng = np.random.default_rng([seed, r])
             included = _included_bits(m, rng)
             uniforms = rng.random(int(m))
-            self.uniforms.append((np.sort(uniforms[included]), np.sort(uniforms[~included])))
+            drawn["in"].append(np.sort(uniforms[included]))
+            drawn["out"].append(np.sort(uniforms[~included]))
+        self.ascending, self.position, self.starts = {}, {}, {}
+        for name, runs in drawn.items():
+            by_repetition = np.concatenate(runs)
+            starts = self.starts[name] = np.concatenate([[0], np.cumsum([run.size for run in runs])])
+            order = np.argsort(by_repetition)  # equal uniforms give equal scores: any order
+            self.ascending[name] = by_repetition[order]
+            position = self.position[name] = np.empty_like(order)
+            position[order] = np.arange(order.size)
+            # within a repetition tied uniforms may have swapped places: either reads the same score
+            descents = np.flatnonzero(position[1:] < position[:-1]) + 1
+            for r in np.unique(np.searchsorted(starts, descents[~np.isin(descents, starts)], side="right") - 1):
+                position[starts[r]:starts[r + 1]].sort()
 
     @staticmethod
     def _ascending(values: np.ndarray) -> np.ndarray:
@@ -462,10 +544,16 @@ class _TabulatedAudits:
 
     def power(self, f: float, bracket: _BracketedCurve, alpha: float, per_tail: int | None) -> float:
         table = _ScoreTable(self.q, self.sigma, self.run_steps, float(f), self.q, 1.0)
-        errors = [_sorted_errors(self._ascending(table.quantile("in", u_in)),
-                                 self._ascending(table.quantile("out", u_out)), alpha, per_tail)
-                  for u_in, u_out in self.uniforms]
-        return int(_rejections(bracket, errors).sum()) / len(self.uniforms)
+        positives, negatives = (_Runs(table.quantile(name, self.ascending[name]), self.position[name],
+                                      self.starts[name]) for name in ("in", "out"))
+        ready = all(bool((runs.values[1:] >= runs.values[:-1]).all()) and np.diff(runs.starts).all()
+                    for runs in (positives, negatives))  # the scores ascend (no NaN) and no class is empty
+        if per_tail is not None and ready:
+            errors = _pooled_errors(positives, negatives, alpha, per_tail)
+        else:  # every distinct score a threshold, a class left empty (refused) or an order broken by rounding
+            errors = _flat([_sorted_errors(self._ascending(positives.run(r)), self._ascending(negatives.run(r)),
+                                           alpha, per_tail) for r in range(self.repetitions)])
+        return int(_rejections(bracket, errors).sum()) / self.repetitions
 
 
 def _tabulated_factor(canaries: int, q: float, steps: int, sigma: float, *, curve, alpha: float,

@@ -31,15 +31,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import typed_frame
-from dpaudit.dp import canary_bounds as cb
-from dpaudit.dp.canary_power import detectable_noise_factor
-from dpaudit.dp.tradeoff import ClaimedCurve, pure_tradeoff, twin_tradeoff
-from dpaudit.metrics.canary.many_runs import bound_from_scores
+
+if TYPE_CHECKING:
+    from dpaudit.dp.tradeoff import ClaimedCurve
+
+# The statistics (dpaudit.dp.canary_bounds, canary_power, tradeoff, many_runs, and scipy.optimize
+# with them, ~0.3 s) are imported by the functions that compute rows: a run the family does not
+# audit (a baseline's job) and the pages that read LADDER or verdict_sentence do not pay for them.
 
 __all__ = ["DISTRIBUTION_FREE", "LADDER", "verdict_sentence", "claimed_curve", "Rung", "ROW_DTYPES", "canary_rows", "not_applicable_rows", "recorded_claims", "run_canary_metrics",
            "verdict"]
@@ -152,7 +156,9 @@ def verdict(bounds: Sequence[tuple[float, float, float]], *, curve_rejected: boo
 
 def _curve_rows(keys: Mapping, values: np.ndarray, included: np.ndarray, curve: ClaimedCurve, *, alpha: float,
                 delta: float, per_tail: int | None, claim: float, detectable: Mapping | None) -> tuple[list[dict], bool]:
-    test = cb.claim_curve_test(values, included, curve, alpha=alpha, delta=delta, per_tail=per_tail)
+    from dpaudit.dp.canary_bounds import claim_curve_test
+
+    test = claim_curve_test(values, included, curve, alpha=alpha, delta=delta, per_tail=per_tail)
     rows = [
         {**keys, "metric": "claim_curve_rejected", "value_bool": test.rejected, "fpr_upper": test.worst_fpr_upper,
          "fnr_upper": test.worst_fnr_upper, "claimed_fnr": test.worst_claimed_fnr, "mirrored": test.worst_mirrored,
@@ -193,6 +199,10 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     ``detectable``: the detectable noise factor of that test (``dpaudit.dp.canary_power``;
     keys factor, power, repetitions, seed, optional note).
     """
+    from dpaudit.dp import canary_bounds as cb
+    from dpaudit.dp.tradeoff import pure_tradeoff
+    from dpaudit.metrics.canary.many_runs import bound_from_scores
+
     accountant_epsilon = float(accountant_epsilon)
     if math.isnan(accountant_epsilon) or accountant_epsilon <= 0:
         raise ValueError(f"accountant_epsilon must be > 0, got {accountant_epsilon}")
@@ -288,6 +298,8 @@ def claimed_curve(record: Mapping) -> ClaimedCurve:
     """The accountant's claimed trade-off curve of an audit twin's mechanism, as its audit.json
     records it (``claimed_curve``, written by the twin: ``dpaudit.dp.tradeoff.twin_tradeoff``);
     a record without it (written before the twin kept it) is computed the same way."""
+    from dpaudit.dp.tradeoff import ClaimedCurve, twin_tradeoff
+
     if record.get("claimed_curve") is not None:
         return ClaimedCurve.from_record(record["claimed_curve"])
     return twin_tradeoff(record)
@@ -305,6 +317,8 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
     curve = detectable = None
     trials = TRIALS_RUNG.rows(scores) if len(scores) else scores
     if train.get("mechanism") == "dpsgd" and len(trials) and record is not None:
+        from dpaudit.dp.canary_power import detectable_noise_factor
+
         curve = claimed_curve(record)
         detectable = detectable_noise_factor(
             canaries=len(trials), q=float(record["sampling_probability"]),
