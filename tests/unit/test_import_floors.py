@@ -22,7 +22,7 @@ FLOORS = {
     "dpaudit.configfile": 2,
     "dpaudit.metrics": 3, "dpaudit.simulations": 3,
     "dpaudit.plots": 4, "dpaudit.report": 4,
-    "dpaudit.aggregate": 5, "dpaudit.resources": 5, "dpaudit.checks": 5, "dpaudit.orphans": 5,
+    "dpaudit.aggregate": 5, "dpaudit.resources": 5, "dpaudit.scheduling": 5, "dpaudit.checks": 5, "dpaudit.orphans": 5,
     "dpaudit.docs_gen": 5, "dpaudit.codehash": 5, "dpaudit.lint": 5,
 }
 MAX_LINES = 600

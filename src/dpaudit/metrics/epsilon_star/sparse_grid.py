@@ -371,7 +371,8 @@ def ratio_ceilings(s_min: np.ndarray, s_max: np.ndarray, upper: np.ndarray, chun
     t_min, b_min = np.where(upper, s_min, big_min), np.where(upper, big_min, s_min)
     t_max, b_max = np.where(upper, s_max, big_max), np.where(upper, big_max, s_max)
     lo_min, hi_min, lo_d_max, hi_d_max = (a[chunk] for a in bounds)
-    return np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # ∞ and NaN bound nothing away
+        return np.stack([hi_d_max / t_min, (b_max - delta) / lo_min, lo_d_max / b_min, (t_max - delta) / hi_min])
 
 
 def _evaluate(grid: _Replicates, rates, delta, best, which, rows, segments, run_start, run_end) -> None:
