@@ -130,7 +130,7 @@ def test_ceilings_bound_every_ratio_and_equal_it_on_one_point_segments(chunk, mo
     checked = 0
     for fit in zip(*(a[:30] for a in _fits(3, 30)), strict=True):
         for descending, (lo, hi, lo_d, hi_d), bounds in grids:
-            bootstrap_module._thresholds(z, descending, *fit, out=x)
+            bootstrap_module.standardized_thresholds(z, descending, *fit, out=x)
             p, first, last = bootstrap_module._kept_run(x, descending, delta, small, big, keep, keep_big)
             # the masked form's tails, filter and four ratios at every point
             small_o = special.ndtr(-np.abs(x))
@@ -225,7 +225,7 @@ def _whole_grid(z, descending, fit, rates, bounds, delta):
     """The whole-grid slice path on one grid (x and both tails at every point), as before the sparse form."""
     x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)
-    bootstrap_module._thresholds(z, descending, *fit, out=x)
+    bootstrap_module.standardized_thresholds(z, descending, *fit, out=x)
     return bootstrap_module._monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep,
                                                 keep_big)
 
@@ -260,7 +260,7 @@ def test_replicates_take_the_sparse_form_and_compute_few_tails(monkeypatch):
     monkeypatch.setattr(sparse_grid, "special",
                         types.SimpleNamespace(ndtr=lambda a, out=None: ndtr_points.append(np.size(a))
                                               or special.ndtr(a, out=out)))
-    monkeypatch.setattr(bootstrap_module, "_thresholds", lambda *a, **k: whole.append(1))
+    monkeypatch.setattr(bootstrap_module, "standardized_thresholds", lambda *a, **k: whole.append(1))
     mu_tr, sd_tr, mu_pop, sd_pop = _fits(11, 30)
     fits = (mu_tr[:30], sd_tr[:30], mu_pop[:30], sd_pop[:30])
     values = normal_epsilon_star_values(*fits, 1.6e-4, 100_000)

@@ -50,6 +50,7 @@ from dpaudit.metrics.epsilon_star.sparse_grid import (
     SPARSE_MIN_DELTA,
     ratio_ceilings,
     replicate_grid_best,
+    standardized_thresholds,
 )
 
 # elements of the (replicates x examples) blocks processed at once: bounds memory
@@ -168,7 +169,7 @@ def normal_epsilon_star_values(
         for g, (descending, rates, bounds) in enumerate(grids):
             grid = float(sparse_values[g, i])
             if np.isnan(grid):  # the whole grid: every x and every tail
-                _thresholds(z, descending, *fit, out=x)
+                standardized_thresholds(z, descending, *fit, out=x)
                 grid = (_monotone_grid_best(x, descending, *rates, bounds, delta, small, big, ratio, keep,
                                             keep_big) if monotone_z and finite[i] else None)
                 grid = _grid_best(x, *rates, delta) if grid is None else grid
@@ -198,21 +199,6 @@ def _grids(grid_size: int, delta: float) -> tuple[np.ndarray, tuple]:
         for a, low in ((q, True), (q_c, True), (q_d, False), (q_c_d, False)))
     return z, ((False, (q, q_c, q_d, q_c_d), (q_min, q_c_min, q_d_max, q_c_d_max)),
                (True, (q_c, q, q_c_d, q_d), (q_c_min, q_min, q_c_d_max, q_d_max)))
-
-
-def _thresholds(z: np.ndarray, descending: bool, mu_tr: float, sd_tr: float, mu_pop: float, sd_pop: float,
-                out: np.ndarray) -> np.ndarray:
-    """The other set's standardized thresholds on one grid, into ``out``, by the same operations
-    in the same order as (mu_tr + sd_tr z − mu_pop) / sd_pop (member grid) and
-    (mu_tr − mu_pop − sd_pop z) / sd_tr (non-member grid)."""
-    if descending:
-        np.multiply(z, sd_pop, out=out)
-        np.subtract(mu_tr - mu_pop, out, out=out)
-        return np.divide(out, sd_tr, out=out)
-    np.multiply(z, sd_tr, out=out)
-    np.add(out, mu_tr, out=out)
-    np.subtract(out, mu_pop, out=out)
-    return np.divide(out, sd_pop, out=out)
 
 
 def _monotone_grid_best(

@@ -52,6 +52,21 @@ def wobble_bounds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return low, high
 
 
+def standardized_thresholds(z: np.ndarray, descending: bool, mu_tr, sd_tr, mu_pop, sd_pop,
+                out: np.ndarray) -> np.ndarray:
+    """The other set's standardized thresholds on one grid, into ``out``, by the same operations
+    in the same order as (mu_tr + sd_tr z − mu_pop) / sd_pop (member grid) and
+    (mu_tr − mu_pop − sd_pop z) / sd_tr (non-member grid)."""
+    if descending:
+        np.multiply(z, sd_pop, out=out)
+        np.subtract(mu_tr - mu_pop, out, out=out)
+        return np.divide(out, sd_tr, out=out)
+    np.multiply(z, sd_tr, out=out)
+    np.add(out, mu_tr, out=out)
+    np.subtract(out, mu_pop, out=out)
+    return np.divide(out, sd_pop, out=out)
+
+
 class GridExtremes(NamedTuple):
     """What ``epsilon_star_from_rates`` reads off the kept thresholds of both grids."""
 
@@ -242,17 +257,10 @@ class _Replicates:
 
     def x(self, at: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """x at grid indices ``at`` (one row per replicate in ``rows``), by the operations of
-        ``bootstrap._thresholds`` (in place on the gathered z)."""
+        ``standardized_thresholds`` (in place on the gathered z)."""
         mu_tr, sd_tr, mu_pop, sd_pop = (a[rows][:, None] for a in self.fits)
         x = self.z[at]
-        if self.descending:
-            np.multiply(x, sd_pop, out=x)
-            np.subtract(mu_tr - mu_pop, x, out=x)
-            return np.divide(x, sd_tr, out=x)
-        np.multiply(x, sd_tr, out=x)
-        np.add(x, mu_tr, out=x)
-        np.subtract(x, mu_pop, out=x)
-        return np.divide(x, sd_pop, out=x)
+        return standardized_thresholds(x, self.descending, mu_tr, sd_tr, mu_pop, sd_pop, out=x)
 
     def tail(self, at: np.ndarray, rows: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """small = ndtr(−|x|) as ``bootstrap._kept_run``: ndtr(x) below the sign change, ndtr(−x) above."""
