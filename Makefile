@@ -20,9 +20,7 @@ all: run
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# --no-deps: tensorflow-privacy's metadata pins packages that block the verified set (docs/stack.md, Pinned packages)
-	# --no-compile: Python compiles a module when it is first imported; compiling every installed
-	# file up front (TensorFlow's tests and all) was ~20 s of the ~55 s setup (issue 23)
-	$(BIN)/python -m pip install --quiet --no-deps --no-compile -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
