@@ -78,7 +78,7 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
     mean over all 2n − 1 partners (``clipped_distances`` and ``gaussian_pmp``, the 2n × 2n
     distances held once). A larger one would need 4n² distances and Newton steps of
-    δ_G on each (≈ 1 µs per pair: 15 s at 2n = 4,096, 16–27 minutes at 2n = 32,560), so there each target's
+    δ_G on each (≈ 0.4 µs per pair: 6.5 s at 2n = 4,096, `bench/bench_pmp_scale.py`; several minutes at 2n = 32,560), so there each target's
     mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``draw_partners`` with
     ``seed``, the pairs of Recipe B): an unbiased Monte Carlo estimate of δ̃_x(ε) at every ε,
     hence an estimate of ε̃_x, neither an upper nor a lower bound (``pmp_is_upper_bound``
