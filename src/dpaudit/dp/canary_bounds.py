@@ -147,18 +147,7 @@ def _largest_slack(r: int, v: int, q: float, beta: float) -> float:
 def _largest_rejected(reject_gap, lo: float = 0.0) -> float:
     """Largest ε with reject_gap(ε) > 0 (gap decreasing in ε); ``lo`` when none is. Each ε's gap
     is computed once: brentq starts at the bracket's ends, already evaluated while bracketing."""
-    known: dict[float, float] = {}
-
-    def once(eps: float) -> float:
-        if eps not in known:
-            known[eps] = reject_gap(eps)
-        return known[eps]
-
-    return _bracketed_root(once, lo)
-
-
-def _bracketed_root(reject_gap, lo: float) -> float:
-    """``_largest_rejected``'s search: the bracket by doubling from ``lo``, then brentq in it."""
+    reject_gap = functools.lru_cache(maxsize=None)(reject_gap)
     if reject_gap(lo) <= 0:
         return lo
     hi = max(1.0, 2.0 * lo)

@@ -110,6 +110,11 @@ class DenseModel:
         """Inference-mode logits, float32 like the Keras model's."""
         return self.forward(x)[1].astype(np.float32)
 
+    @property
+    def biases(self) -> list[bool]:
+        """Whether each layer has a bias (its gradient adds ‖δ_l‖² to the norm)."""
+        return [layer.bias is not None for layer in self.layers]
+
     def factors(self, x: np.ndarray, y: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
         """(layer inputs a_l, bias gradients δ_l, logits) of the per-example cross-entropy, float64."""
         inputs, logits = self.forward(x)
@@ -129,7 +134,7 @@ class DenseModel:
     def gradient_norms(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """‖∇_θ CE(x_i, y_i)‖₂ per example, float64, from the factors."""
         inputs, deltas, _ = self.factors(x, y)
-        return np.sqrt(norms_sq(inputs, deltas, _biases(self.layers)))
+        return np.sqrt(norms_sq(inputs, deltas, self.biases))
 
     def gradients(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(norms float64, the N × P float32 flat gradients in ``weights()`` order)."""
@@ -141,11 +146,7 @@ class DenseModel:
             if layer.bias is not None:
                 parts.append(d)
         flat = np.concatenate(parts, axis=1) if parts else np.zeros((n, 0))
-        return np.sqrt(norms_sq(inputs, deltas, _biases(self.layers))), flat.astype(np.float32)
-
-
-def _biases(layers: Sequence[DenseLayer]) -> list[bool]:
-    return [layer.bias is not None for layer in layers]
+        return np.sqrt(norms_sq(inputs, deltas, self.biases)), flat.astype(np.float32)
 
 
 def _activate(pre: np.ndarray, activation: str) -> np.ndarray:

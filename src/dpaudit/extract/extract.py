@@ -208,7 +208,7 @@ def write_pmp_pairs_of_model(
             a, d, _ = weights.factors(xs[start:stop], ys[start:stop])
             inputs.append(np.concatenate(a, axis=1).astype(np.float32))
             deltas.append(np.concatenate(d, axis=1).astype(np.float32))
-            norms[start:stop] = np.sqrt(norms_sq(a, d, [True] * len(a)))
+            norms[start:stop] = np.sqrt(norms_sq(a, d, weights.biases))
         width_in, width_out = sum(i for i, _ in layers), sum(u for _, u in layers)
         return {"inputs": np.concatenate(inputs) if inputs else np.zeros((0, width_in), np.float32),
                 "deltas": np.concatenate(deltas) if deltas else np.zeros((0, width_out), np.float32),

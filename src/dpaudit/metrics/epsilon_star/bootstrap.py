@@ -44,6 +44,7 @@ from dpaudit.metrics.epsilon_star.estimators import (
     EMPIRICAL_FILTER,
     _as_losses,
     _check_filter,
+    levels_increasing,
     quantile_levels,
 )
 from dpaudit.metrics.epsilon_star.sparse_grid import (
@@ -147,7 +148,7 @@ def normal_epsilon_star_values(
     # The slice path needs x monotone along the grid: true of z (checked, as ndtri is not
     # promised monotone to the last bit) and kept by every rounded operation, except that
     # inf − inf and 0·inf give NaN, so non-finite fits take the general form.
-    monotone_z = z.size > 0 and bool((z[1:] >= z[:-1]).all())
+    monotone_z = z.size > 0 and levels_increasing(int(grid_size))
     # scratch reused by every pair instead of a dozen grid-sized temporaries per grid
     x, small, big, ratio = (np.empty(z.size) for _ in range(4))
     keep, keep_big = np.empty(z.size, dtype=bool), np.empty(z.size, dtype=bool)

@@ -409,15 +409,16 @@ def normal_epsilon_star(
         delta = check_delta(delta, allow_pure=True)
         lower, _ = _check_filter(lower, lower)
         extremes = (sparse_normal_extremes(*params, q, q_c, z, delta, lower)
-                    if lower >= SPARSE_MIN_DELTA and _increasing(int(grid_size)) else None)
+                    if lower >= SPARSE_MIN_DELTA and levels_increasing(int(grid_size)) else None)
         if extremes is not None:
             return _result_from_extremes(extremes, 2 * z.size, delta, lower, fit)
     return epsilon_star_from_rates(normal_rates(fit, grid_size), delta, lower=lower, fit=fit)
 
 
 @functools.lru_cache(maxsize=4)
-def _increasing(grid_size: int) -> bool:
-    """Whether ndtri's levels z are non-decreasing (not promised to the last bit): the sparse form needs it."""
+def levels_increasing(grid_size: int) -> bool:
+    """Whether ndtri's levels z of ``quantile_levels(grid_size)`` are non-decreasing (not promised
+    to the last bit; then so is every filtered subset): the sparse and slice forms need it."""
     z = quantile_levels(grid_size)[2]
     return bool((z[1:] >= z[:-1]).all())
 
