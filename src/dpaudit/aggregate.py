@@ -24,7 +24,7 @@ TRAIN_COLUMNS = {
     "noise_multiplier": "noise_multiplier",
     "accountant": "accountant",
     "sampling": "sampling",
-    # True when the run did not train (dpaudit.training.train.divergence_reason: a
+    # True when the run did not train (dpaudit.training.divergence.divergence_reason: a
     # non-finite loss, a last epoch above 2x the first and the constant predictor's loss,
     # or a final training loss above the constant predictor's), with the reason: every
     # metric row of the run carries both, runs.html shows them.

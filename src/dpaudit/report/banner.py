@@ -1,7 +1,7 @@
 """The red "did not train" banner of a run whose training diverged (issue 26).
 
 One wording for every page that shows one model (its privacy card, its dossier):
-the flag and the reason come from its train.json (``dpaudit.training.train.divergence_reason``).
+the flag and the reason come from its train.json (``dpaudit.training.divergence.divergence_reason``).
 """
 
 from __future__ import annotations
