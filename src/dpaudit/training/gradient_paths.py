@@ -22,7 +22,17 @@ from dpaudit.training.dense_taps import (
     tapped_forward,
 )
 
-__all__ = ["BUILDERS", "GradientPath", "StepContext"]
+__all__ = ["BUILDERS", "GradientPath", "NoisedUpdate", "StepContext"]
+
+
+class NoisedUpdate(NamedTuple):
+    """One step's update before the optimizer: what it receives, the canaries' noised sum (÷ C)
+    and the clipped sums the noise was added to (the noise monitor's reference)."""
+
+    update: list
+    observed: Any
+    clipped: list
+    canary_clipped: Any
 
 
 class GradientPath(NamedTuple):
@@ -52,6 +62,8 @@ class StepContext:
     check: bool  # the step recomputes a few examples' norms the slow way
     check_examples: int  # how many
     divisor: float  # B, or k with microbatches
+    monitor: Any = None  # dpaudit.training.noise_monitor.NoiseMonitor, or None
+    noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: the correct one
 
     def __post_init__(self):
         from dpaudit import _tf
@@ -80,14 +92,32 @@ class StepContext:
         """(data units' weights, canaries' weights) from ``clip_weights(with_canary_norms(.))``."""
         return (weights[:units], weights[units:]) if self.m_canary else (weights, None)
 
-    def noised_update(self, clipped, units, canary_mask=None, canary_weights=None):
+    def noised_update(self, clipped, units, canary_mask=None, canary_weights=None) -> NoisedUpdate:
         """Clipped sum (and the sampled canaries' clipped gradients at their coordinates)
         + N(0, σ²C²) per coordinate, divided by the fixed divisor."""
         canaries = [canary_mask * self.canary_norms * canary_weights] if self.m_canary else []
-        noised = self.tfp.gradient_clipping_utils.add_aggregate_noise(
-            [*clipped, *canaries], units, self.clip, self.sigma, loss_reduction="sum")
+        if self.noise is None:
+            noised = self.tfp.gradient_clipping_utils.add_aggregate_noise(
+                [*clipped, *canaries], units, self.clip, self.sigma, loss_reduction="sum")
+        else:
+            noised = self.noise([*clipped, *canaries])
         observed = noised[-1] / self.clip if self.m_canary else None
-        return [g / self.divisor for g in noised[:len(clipped)]], observed
+        return NoisedUpdate([g / self.divisor for g in noised[:len(clipped)]], observed, list(clipped),
+                            canaries[0] if canaries else None)
+
+    def apply(self, apply_gradients, noised: NoisedUpdate) -> None:
+        """Hand the noised update to the optimizer; the noise monitor reads the noise it
+        actually carries from the same tensors: r = update · divisor − clipped sum."""
+        update = noised.update
+        if self.monitor is not None:
+            tf = self.tf
+            residuals = [tf.cast(u, tf.float64) * self.divisor - tf.cast(c, tf.float64)
+                         for u, c in zip(update, noised.clipped, strict=True)]
+            if self.m_canary:
+                residuals.append(tf.cast(noised.observed, tf.float64) * self.clip
+                                 - tf.cast(noised.canary_clipped, tf.float64))
+            self.monitor.observe(residuals)
+        apply_gradients(zip(update, self.variables, strict=True))
 
     def finish(self, outputs, observed, checked=None):
         extra = (observed,) if self.m_canary else ()
@@ -155,10 +185,10 @@ def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
         clipped = tape.gradient(
             clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
-        update, observed = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
-        opt.apply_gradients(zip(update, variables, strict=True))
+        noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
+        ctx.apply(opt.apply_gradients, noised)
         losses, correct = ctx.batch_stats(y, logits)
-        return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), observed, checked)
+        return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 
@@ -192,10 +222,10 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
             clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
             if layer.use_bias:
                 clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
-        update, observed = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
-                                             canary_weights)
-        opt.apply_gradients(zip(update, variables, strict=True))
-        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), observed, checked)
+        noised = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+                                   canary_weights)
+        ctx.apply(opt.apply_gradients, noised)
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 
@@ -291,12 +321,12 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         norms = tf.sqrt(sq)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), k)
         clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
-        update, observed = ctx.noised_update(clipped, k, canary_mask, canary_weights)
-        opt.apply_gradients(zip(update, variables, strict=True))
+        noised = ctx.noised_update(clipped, k, canary_mask, canary_weights)
+        ctx.apply(opt.apply_gradients, noised)
         nonempty = sizes > 0
         n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > ctx.clip, nonempty), tf.float32))
         fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
-        return ctx.finish((tf.reduce_sum(losses), correct, fraction), observed)
+        return ctx.finish((tf.reduce_sum(losses), correct, fraction), noised.observed)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 

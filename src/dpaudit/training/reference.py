@@ -153,7 +153,7 @@ class _Bias:
     use_bias = True
 
 
-def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras):
+def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras, monitor=None):
     """tf.function(x_all [|P|,d], y_all [|P|], pos [K,m], mask [K,m], active [K], noise [K, n_noise])
     → (Σ loss, #correct, clipped) per model; gathers each model's batch rows of P and applies
     one update of every active model. Traced once: m is a free dimension of its signature."""
@@ -227,14 +227,18 @@ def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras):
         sq = ghost_squared_norms(flat, [tf.reshape(dl, [k * m, -1]) for dl in deltas], tf)
         norms = tf.reshape(tf.sqrt(sq), [k, m])
         weights = clip / tf.maximum(clip, norms)  # clip_grads.compute_clip_weights
-        grads, offset = [], 0
+        grads, clipped_sums, offset = [], [], 0
         for (h, _), dl in zip(taps, deltas, strict=True):
             wd = dl * weights[:, :, None]
             for g in (tf.matmul(h, wd, transpose_a=True), tf.reduce_sum(wd, axis=1)):
                 size = int(np.prod(g.shape[1:]))
                 z = tf.reshape(noise[:, offset:offset + size], tf.shape(g))
                 grads.append((g + z) / divisor)
+                clipped_sums.append(g)
                 offset += size
+        if monitor is not None:  # the noise each model's update carries (dpaudit.training.noise_monitor)
+            monitor.observe([tf.cast(u, tf.float64) * divisor - tf.cast(g, tf.float64)
+                             for u, g in zip(grads, clipped_sums, strict=True)], active)
         apply(grads, active)
         clipped = tf.reduce_sum(tf.cast(norms > clip, tf.float32) * mask, axis=1)
         return tf.reduce_sum(losses, axis=1), correct, clipped
@@ -320,11 +324,13 @@ def train_reference_models(
     _tf.configure(threads, int(seed))
     t0 = time.perf_counter()
     if problem is None:
-        logits, history, weights = _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf)
+        logits, history, weights, monitors = _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf)
     else:
         log.warning("reference models of this recipe train one at a time in this process: %s", problem)
-        logits, history, weights = _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf)
+        logits, history, weights, monitors = _train_loop(x, y, p, own, n_classes, seeds, batches, implementation,
+                                                         _tf)
     seconds = time.perf_counter() - t0
+    noise_check = _pool_noise_check(monitors, p, own, log) if p["mechanism"] == "dpsgd" else None
     log.info("%d reference models (%s) trained in %.2fs", k_models,
              "stacked" if problem is None else "loop", seconds)
     return ReferencePool(
@@ -333,8 +339,32 @@ def train_reference_models(
         train_seconds=seconds, weights=weights if return_weights else None,
         info={"hyperparameters": p, "n_members": acc["n_members"], "n_population": int(x.shape[0]),
               "n_classes": n_classes, "steps_per_epoch": own["steps_per_epoch"],
-              "training_rows": own["training_rows"]}, target=target,
+              "training_rows": own["training_rows"], "noise_check": noise_check}, target=target,
     )
+
+
+def _pool_noise_check(monitors, p: dict[str, Any], own: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
+    """The noise certificate of the pool's DP-SGD updates (every model's, pooled per variable;
+    ``dpaudit.dp.noise_certificate``), or why it has none."""
+    from dpaudit.dp.noise_certificate import certify, summary_sentence
+    from dpaudit.training.mechanism_checks import VECTORIZED_REASON, not_certified
+
+    if monitors is None or (isinstance(monitors, list) and not monitors):
+        return not_certified(VECTORIZED_REASON)
+    if not isinstance(monitors, list):
+        monitors = [monitors]
+    stats = [m.statistics() for m in monitors]
+    variables = [dict(v) for v in stats[0]["variables"]]
+    for other in stats[1:]:  # the loop path: one monitor per model, the same variables
+        for total, v in zip(variables, other["variables"], strict=True):
+            for key in ("count", "s1", "s2", "s3", "s4", "lag", "lag_sq", "lag_count"):
+                total[key] += v[key]
+    samples = np.concatenate([s["samples"] for s in stats], axis=0)
+    check = certify(variables, samples, stats[0]["sample_columns"], noise_multiplier=own["noise_multiplier"],
+                    clip_norm=p["clip_norm"])
+    check["models"] = len(stats) if len(stats) > 1 else len(stats[0]["steps_per_model"])
+    (log.info if check["passed"] else log.warning)("reference pool noise certificate: %s", summary_sentence(check))
+    return check
 
 
 def _epoch_of(t: int, p: dict[str, Any], own: dict[str, Any], n_steps: list[int], k: int) -> int:
@@ -350,10 +380,17 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
     dp = p["mechanism"] == "dpsgd"
     clip = float(p["clip_norm"]) if dp else 1.0
     n_params = sum(int(np.prod(v.shape[1:])) for v in variables)
-    step = _stacked_step(variables, p, clip, float(p["batch_size"]), n_params if dp else 0, tf, keras)
-    noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
     n_steps = np.array([len(b) for b in batches])
     total = int(n_steps.max(initial=0))
+    monitor = None
+    if dp:
+        from dpaudit.training.noise_monitor import NoiseMonitor
+
+        names = [f"layer_{i // 2}/{'kernel' if i % 2 == 0 else 'bias'}" for i in range(len(variables))]
+        monitor = NoiseMonitor(names, [tuple(v.shape[1:]) for v in variables], steps=total, seed=int(seeds[0]),
+                               models=k_models)
+    step = _stacked_step(variables, p, clip, float(p["batch_size"]), n_params if dp else 0, tf, keras, monitor)
+    noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
     epochs = p["epochs"]
     # the epoch of step t of model k is t // per_epoch[k] (``_epoch_of``)
     if p["sampling"] == "poisson":
@@ -397,7 +434,7 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
     with np.errstate(invalid="ignore", divide="ignore"):
         history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
     weights = [v.numpy() for v in variables]
-    return _stacked_logits(weights, x, p, keras, tf), history, weights
+    return _stacked_logits(weights, x, p, keras, tf), history, weights, monitor
 
 
 def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
@@ -415,6 +452,7 @@ def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
 
 def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     """One Keras model at a time through ``build_train_step`` (``train_model``'s step)."""
+    from dpaudit.training.mechanism_checks import monitor_for
     from dpaudit.training.models import build_mlp, logits_model, predict_logits
     from dpaudit.training.steps import build_train_step
 
@@ -425,15 +463,23 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     correct_sum = np.zeros((k_models, p["epochs"]))
     seen = np.zeros((k_models, p["epochs"]))
     n_steps = [len(b) for b in batches]
+    monitors = []
     for k, s in enumerate(seeds):
+        # train_model's global seed for model k: without it every model's step, a graph of
+        # the same ops, draws the same noise sequence (the noise certificate's finding)
+        _tf.keras.utils.set_random_seed(int(s))
         model = build_mlp(x.shape[1], {**p, "n_classes": n_classes}, seed=int(s))
         net = logits_model(model)
+        monitor = None
+        if p["mechanism"] == "dpsgd" and implementation != "vectorized_optimizer":
+            monitor = monitor_for(net, steps=n_steps[k], seed=int(s))
+            monitors.append(monitor)
         step, noise_step, _ = build_train_step(
             net, mechanism=p["mechanism"], optimizer=p["optimizer"], learning_rate=p["learning_rate"],
             momentum=p["momentum"], clip_norm=p["clip_norm"], noise_multiplier=own["noise_multiplier"],
             expected_batch_size=p["batch_size"], implementation=implementation or "fast_gradient_clipping",
             microbatches=p["microbatches"],
-            dropout_seed=int(np.random.SeedSequence([int(s), 2]).generate_state(1)[0]))
+            dropout_seed=int(np.random.SeedSequence([int(s), 2]).generate_state(1)[0]), noise_monitor=monitor)
         drop = p["microbatches"] is not None and p["sampling"] == "shuffle"
         for t, idx in enumerate(batches[k]):
             if drop and len(idx) % p["microbatches"]:
@@ -452,4 +498,4 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     with np.errstate(invalid="ignore", divide="ignore"):
         history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
     stacked = [np.stack([w[j] for w in weights]) for j in range(len(weights[0]))]
-    return np.stack(logits), history, stacked
+    return np.stack(logits), history, stacked, monitors

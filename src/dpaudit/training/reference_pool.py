@@ -109,6 +109,8 @@ def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mappin
         "in_accuracy": _accuracy(correct, pool.inclusion),
         "out_accuracy": _accuracy(correct, ~pool.inclusion),
         "final_train_loss": [float(v) if math.isfinite(v) else None for v in final_loss],
+        # the reference models' noise certificate (issue 32), None for a mechanism without DP-SGD noise
+        "noise_check": pool.info.get("noise_check"),
     }
 
 

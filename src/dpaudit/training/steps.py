@@ -65,6 +65,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from dpaudit.training.gradient_paths import BUILDERS, StepContext
 
@@ -75,6 +78,11 @@ DP_IMPLEMENTATIONS = (
     "vectorized_optimizer",
     "microbatch_group_gradients",
 )
+
+
+NOISE_LAWS = ("gaussian", "laplace", "uniform")
+_FACTORS = ("noise_factor", "clip_factor", "sample_rate_factor", "norm_factor", "accountant_rate_factor",
+            "accountant_steps_factor")
 
 
 @dataclass(frozen=True)
@@ -89,29 +97,51 @@ class MechanismPolicy:
     * ``sample_rate_factor``: Poisson batches are drawn at rate f·q while the accountant
       assumes q (``dpaudit.training.train``);
     * ``norm_factor``: the fast and ghost paths' per-example norms are scaled by f (the
-      audit twin's norm check must stop the job).
+      audit twin's norm check must stop the job);
+    * ``noise_law``: the noise is drawn from another law of the same variance σ²C²
+      (``laplace``, ``uniform``);
+    * ``noiseless_variable``: the trainable variable at this position gets no noise;
+    * ``noise_reuse``: one noise draw, added again at every step;
+    * ``accountant_rate_factor``, ``accountant_steps_factor``: the accountant is given f·q
+      (f·T steps) while the sampler draws at q for T steps (``dpaudit.training.train``).
     """
 
     noise_factor: float = 1.0
     clip_factor: float = 1.0
     sample_rate_factor: float = 1.0
     norm_factor: float = 1.0
+    noise_law: str = "gaussian"
+    noiseless_variable: int | None = None
+    noise_reuse: bool = False
+    accountant_rate_factor: float = 1.0
+    accountant_steps_factor: float = 1.0
 
     def __post_init__(self):
-        for name in ("noise_factor", "clip_factor", "sample_rate_factor", "norm_factor"):
+        for name in _FACTORS:
             value = float(getattr(self, name))
             if not value > 0 or math.isnan(value) or (math.isinf(value) and name != "clip_factor"):
                 raise ValueError(f"MechanismPolicy.{name} must be a finite number > 0, got {value!r}")
+        if self.noise_law not in NOISE_LAWS:
+            raise ValueError(f"MechanismPolicy.noise_law must be one of {NOISE_LAWS}, got {self.noise_law!r}")
 
     @property
     def correct(self) -> bool:
         return self == MechanismPolicy()
 
-    def as_dict(self) -> dict[str, float]:
+    @property
+    def noise_planted(self) -> bool:
+        """Whether the noise draw itself departs from N(0, σ²C²) beyond its scale."""
+        return self.noise_law != "gaussian" or self.noiseless_variable is not None or self.noise_reuse
+
+    def as_dict(self) -> dict[str, Any]:
         """The departures from the correct mechanism (empty when correct)."""
         default = MechanismPolicy()
-        return {k: float(getattr(self, k)) for k in ("noise_factor", "clip_factor", "sample_rate_factor",
-                                                     "norm_factor") if getattr(self, k) != getattr(default, k)}
+        out: dict[str, Any] = {}
+        for k in (*_FACTORS, "noise_law", "noiseless_variable", "noise_reuse"):
+            value = getattr(self, k)
+            if value != getattr(default, k):
+                out[k] = float(value) if k in _FACTORS else value
+        return out
 
 
 CORRECT = MechanismPolicy()
@@ -153,6 +183,8 @@ def build_train_step(
     canary_gradient_norm: float | None = None,
     check_norms: bool = False,
     policy: MechanismPolicy = CORRECT,
+    noise_monitor: Any = None,
+    noise_seed: int = 0,
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
@@ -177,7 +209,14 @@ def build_train_step(
     are checked instead).
 
     ``policy`` (``MechanismPolicy``) plants a bug on purpose for power tests; the
-    vectorized optimizer supports only the correct mechanism.
+    vectorized optimizer supports only the correct mechanism. A planted noise bug draws
+    from its own generator, seeded by ``noise_seed``.
+
+    ``noise_monitor`` (``dpaudit.training.noise_monitor.NoiseMonitor`` over the trainable
+    variables, then the canary coordinates): every update, the empty batches' included,
+    hands it the noise it carries, read from the tensors the optimizer receives
+    (``StepContext.apply``); the noise certificate reads it after training. The
+    vectorized optimizer draws its noise inside tensorflow-privacy and takes no monitor.
 
     ``step(x, y)`` applies one update and returns (summed CE, #correct, clipped
     fraction) of the batch (training-mode logits); the clipped fraction is the share
@@ -207,8 +246,9 @@ def build_train_step(
     m_canary = int(gradient_canaries)
     if m_canary < 0:
         raise ValueError(f"gradient_canaries must be >= 0, got {m_canary}")
-    if (m_canary or check_norms or not policy.correct) and implementation == "vectorized_optimizer":
-        raise ValueError("canaries, norm checks and planted bugs need a gradient path of dpaudit, "
+    if (m_canary or check_norms or not policy.correct or noise_monitor is not None) and (
+            implementation == "vectorized_optimizer"):
+        raise ValueError("canaries, norm checks, noise monitors and planted bugs need a gradient path of dpaudit, "
                          "not vectorized_optimizer")
     check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
@@ -231,6 +271,9 @@ def build_train_step(
         check_examples=NORM_CHECK_EXAMPLES,
         # TF Privacy divides by the number of microbatches; per-example DP-SGD by B.
         divisor=float(microbatches) if microbatches is not None else float(expected_batch_size),
+        monitor=noise_monitor,
+        noise=_planted_noise(policy, net, m_canary, float(noise_multiplier) * float(policy.noise_factor) * clip,
+                             noise_seed) if policy.noise_planted else None,
     )
     if implementation not in BUILDERS:
         raise ValueError(f"unknown DP implementation {implementation!r}")
@@ -242,11 +285,45 @@ def build_train_step(
     def noise_step(canary_mask=None):
         zeros = [tf.zeros_like(v) for v in ctx.variables]
         canary_weights = path.clip_weights(ctx.canary_norms) if m_canary else None
-        update, observed = ctx.noised_update(zeros, 1, canary_mask, canary_weights)
-        path.apply_noise(zip(update, ctx.variables, strict=True))
-        return ctx.finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), observed)
+        noised = ctx.noised_update(zeros, 1, canary_mask, canary_weights)
+        ctx.apply(path.apply_noise, noised)
+        return ctx.finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), noised.observed)
 
     return path.step, noise_step, path.optimizer
+
+
+def _planted_noise(policy: MechanismPolicy, net, m_canary: int, scale: float, seed: int) -> Callable:
+    """The noise draw of a planted noise bug (``MechanismPolicy.noise_planted``): tensors → noised tensors."""
+    from dpaudit import _tf
+
+    tf = _tf.tf
+    shapes = [tuple(v.shape) for v in net.trainable_variables] + ([(m_canary,)] if m_canary else [])
+    generator = tf.random.Generator.from_seed(int(seed))
+    fixed = None
+    if policy.noise_reuse:
+        rng = np.random.default_rng([int(seed), 8])
+        fixed = [tf.constant(scale * rng.standard_normal(s), tf.float32) for s in shapes]
+
+    def draw(shape):
+        if policy.noise_law == "laplace":  # variance 2b² = σ²C²
+            u = generator.uniform(shape, -0.5, 0.5)
+            return -(scale / math.sqrt(2.0)) * tf.sign(u) * tf.math.log1p(-2.0 * tf.abs(u))
+        if policy.noise_law == "uniform":  # variance a²/3 = σ²C²
+            return generator.uniform(shape, -scale * math.sqrt(3.0), scale * math.sqrt(3.0))
+        return generator.normal(shape, stddev=scale)
+
+    def noised(tensors):
+        out = []
+        for i, t in enumerate(tensors):
+            if i == policy.noiseless_variable:
+                out.append(t)
+            elif fixed is not None:
+                out.append(t + fixed[i])
+            else:
+                out.append(t + draw(tf.shape(t)))
+        return out
+
+    return noised
 
 
 def _baseline_step(net, signature, optimizer: str, learning_rate: float, momentum: float):

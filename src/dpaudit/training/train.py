@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
-from dpaudit.dp import accounting
+from dpaudit.dp import accounting, accounting_check, noise_certificate
 from dpaudit.training import sampling
 from dpaudit.training.canary_plan import CanaryPlan
 from dpaudit.training.checkpoint_recorder import CheckpointRecorder
@@ -38,6 +39,7 @@ from dpaudit.training.divergence import (
     loss_divergence,
 )
 from dpaudit.training.linear import train_linear
+from dpaudit.training.mechanism_checks import SamplerLedger, mechanism_checks, monitor_for
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
 from dpaudit.training.params import normalize_params, resolve_implementation
 from dpaudit.training.steps import (
@@ -108,6 +110,16 @@ def train_model(
     (``NORM_CHECK_EXAMPLES`` random positions) and stops on a relative difference above
     ``NORM_CHECK_RTOL``. ``policy`` (``dpaudit.training.steps.MechanismPolicy``) plants a
     bug on purpose, for power tests only.
+
+    Every DP-SGD training is measured whole (issue 32, ``dpaudit.training.mechanism_checks``):
+    the loop's ``SamplerLedger`` records what the sampler drew and the updates executed, a
+    ``NoiseMonitor`` the noise every update actually carried, and ``info`` gains
+    ``noise_check`` (the noise certificate), ``accounting_check`` (the accountant's inputs
+    against the loop, ε recomputed by a second accountant), ``sampler`` and
+    ``accountant_inputs``.
+
+    The work is in three parts: ``_setup`` (parameters, data, accountant, model, step),
+    ``_loop`` (the epochs) and ``_record`` (train.json).
     """
     wall0 = time.perf_counter()
     p = normalize_params(params)
@@ -123,7 +135,79 @@ def train_model(
     if p["mechanism"] in LINEAR_MECHANISMS:
         return train_linear(examples, splits, p, model_path, threads=threads, log=log, run=run, dataset=dataset,
                             checkpoints=checkpoints, checkpoint_path=checkpoint_path)
+    setup = _setup(examples, splits, p, threads=threads, log=log, run=run, dataset=dataset, canaries=canaries,
+                   policy=policy)
+    recorder = CheckpointRecorder(checkpoints, setup.steps, setup.model) if checkpoints else None
+    loop = _loop(setup, log=log, run=run, dataset=dataset, canaries=canaries, recorder=recorder)
+    if recorder is not None:
+        if checkpoint_path is None:
+            raise ValueError("checkpoints > 0 needs a checkpoint_path")
+        recorder.save(checkpoint_path)
+    if model_path is not None:
+        save_model(setup.model, model_path)
+    info = _record(setup, loop, threads=threads, log=log, run=run, model_path=model_path)
+    info["wall_time_seconds"] = time.perf_counter() - wall0
+    if canaries is not None:
+        info.update(_twin_info(loop.observations, loop.sampled, setup.m_gradient, setup.shared_sampler,
+                               loop.norm_checks, setup.net, setup.n_train))
+    return info
 
+
+@dataclass
+class _Setup:
+    """What ``_setup`` prepares for the loop and the record."""
+
+    p: dict[str, Any]
+    x: np.ndarray
+    y: np.ndarray
+    x_util: np.ndarray
+    y_util: np.ndarray
+    member_ids: np.ndarray
+    n: int
+    d: int
+    n_classes: int
+    n_train: int
+    m_gradient: int
+    steps: int
+    spe: int
+    implementation: str | None
+    noise_multiplier: float
+    privacy: dict[str, Any]
+    model: Any
+    net: Any
+    step: Any
+    noise_step: Any
+    opt: Any
+    check_norms: bool
+    monitor: Any
+    ledger: SamplerLedger | None
+    batches: Any
+    canary_rows: np.ndarray
+    shared_sampler: bool
+    sampler_seed: list
+    dropout_seed: list
+    policy: MechanismPolicy
+    splits: dict[str, str]
+
+
+@dataclass
+class _Loop:
+    """What the loop did."""
+
+    history: list
+    fractions: list
+    observations: list
+    sampled: list
+    norm_checks: int
+    dropped: int
+    empty_batches: int
+    train_seconds: float
+
+
+def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *, threads: int,
+           log: logging.Logger, run: str | None, dataset: str | None, canaries: CanaryPlan | None,
+           policy: MechanismPolicy) -> _Setup:
+    """Parameters, data, accountant, model, step, sampler and noise monitor of a Keras run."""
     members = examples[examples["split"] == splits["members"]]
     utility = examples[examples["split"] == splits["utility"]]
     if len(members) < 2:
@@ -138,7 +222,6 @@ def train_model(
 
     from dpaudit import _tf
 
-    tf = _tf.tf
     _tf.configure(threads, p["seed"])
 
     x = features(members)
@@ -167,11 +250,15 @@ def train_model(
         # Most groups would be empty in every step; almost surely a config error.
         raise ValueError(f"microbatches={k} exceeds the batch size {batch_size}")
 
-    implementation, noise_multiplier, privacy = _privacy(p, q, steps, log)
+    implementation, noise_multiplier, privacy = _privacy(p, q, steps, log, policy)
 
     model = build_mlp(d, {**p, "n_classes": n_classes}, seed=p["seed"])
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
     net = logits_model(model)
+    dpsgd = p["mechanism"] == "dpsgd"
+    monitor = None
+    if dpsgd and implementation != "vectorized_optimizer":
+        monitor = monitor_for(net, steps=steps, seed=p["seed"], canaries=m_gradient)
     step, noise_step, opt = build_train_step(
         net,
         mechanism=p["mechanism"],
@@ -188,6 +275,8 @@ def train_model(
         canary_gradient_norm=None if canaries is None else canaries.gradient_norm,
         check_norms=canaries is not None,
         policy=policy,
+        noise_monitor=monitor,
+        noise_seed=int(np.random.SeedSequence([p["seed"], 9]).generate_state(1)[0]),
     )
     check_norms = canaries is not None and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
 
@@ -197,9 +286,31 @@ def train_model(
     shared_sampler = m_gradient > 0 and p["sampling"] == "poisson"
     population = n_train + (canary_rows.size if shared_sampler else 0)
     if p["sampling"] == "poisson":
-        batches = sampling.poisson_batches(population, q * policy.sample_rate_factor, steps, rng)
+        rate = q * policy.sample_rate_factor
+        batches = sampling.poisson_batches(population, rate, steps, rng)
     else:
+        rate = batch_size / n_train
         batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
+    ledger = SamplerLedger(p["sampling"], population, rate, batch_size, spe) if dpsgd else None
+    member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
+    return _Setup(p=p, x=x, y=y, x_util=x_util, y_util=y_util, member_ids=member_ids, n=n, d=d,
+                  n_classes=n_classes, n_train=n_train, m_gradient=m_gradient, steps=steps, spe=spe,
+                  implementation=implementation, noise_multiplier=noise_multiplier, privacy=privacy, model=model,
+                  net=net, step=step, noise_step=noise_step, opt=opt, check_norms=check_norms, monitor=monitor,
+                  ledger=ledger, batches=batches, canary_rows=canary_rows, shared_sampler=shared_sampler,
+                  sampler_seed=sampler_seed, dropout_seed=dropout_seed, policy=policy,
+                  splits=dict(splits))
+
+
+def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | None, canaries: CanaryPlan | None,
+          recorder: CheckpointRecorder | None) -> _Loop:
+    """The epochs: batches from the sampler, one step each (noise only for an empty batch)."""
+    from dpaudit import _tf
+
+    tf = _tf.tf
+    p, x, y = s.p, s.x, s.y
+    k = p["microbatches"]
+    m_gradient, n_train = s.m_gradient, s.n_train
     own_canary_rng = check_rng = None
     observations: list[np.ndarray] = []
     sampled: list[np.ndarray] = []
@@ -209,15 +320,15 @@ def train_model(
         # which examples' norms are checked: its own stream, so the batches stay the same
         check_rng = np.random.default_rng([p["seed"], canaries.seed, 5])
     norm_checks = 0
-    member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
+    q = p["batch_size"] / s.n
 
     def canary_mask_of(idx):
         """(data positions, [m] 0/1 canary mask) of one batch of the population."""
         mask = np.zeros(m_gradient, np.float32)
-        if shared_sampler:
-            mask[canary_rows[idx[idx >= n_train] - n_train]] = 1.0
+        if s.shared_sampler:
+            mask[s.canary_rows[idx[idx >= n_train] - n_train]] = 1.0
             return idx[idx < n_train], mask
-        mask[canary_rows[own_canary_rng.random(canary_rows.size) < q]] = 1.0
+        mask[s.canary_rows[own_canary_rng.random(s.canary_rows.size) < q]] = 1.0
         return idx, mask
 
     # As TF Privacy: with fixed-size batches, drop the remainder so k divides the batch.
@@ -226,16 +337,18 @@ def train_model(
     empty_batches = 0
     dropped = 0
     all_fractions: list[float] = []
-    recorder = CheckpointRecorder(checkpoints, steps, model) if checkpoints else None
+    ledger = s.ledger
     train0 = time.perf_counter()
     for epoch in range(1, p["epochs"] + 1):
         t0 = time.perf_counter()
         loss_sum = correct = seen = 0.0
         fractions: list[float] = []
-        for _ in range(spe):
+        for _ in range(s.spe):
             if recorder is not None:
                 recorder.before_step()
-            idx = next(batches)
+            idx = next(s.batches)
+            if ledger is not None:
+                ledger.drew(len(idx))
             extra = ()
             if m_gradient:
                 idx, mask = canary_mask_of(idx)
@@ -246,23 +359,26 @@ def train_model(
                 idx = idx[: len(idx) - len(idx) % k]
             if len(idx) == 0:
                 empty_batches += 1
-                if noise_step is not None:
-                    out = noise_step(*extra)
+                if s.noise_step is not None:
+                    out = s.noise_step(*extra)
+                    ledger.executed(empty=True)
                     if extra:
                         observations.append(out[3].numpy())
                 continue
             positions = None
-            if check_norms:
+            if s.check_norms:
                 positions = check_rng.integers(0, len(idx), NORM_CHECK_EXAMPLES).astype(np.int32)
                 extra = (*extra, tf.constant(positions))
-            ls, cs, fraction, *observed = step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
+            ls, cs, fraction, *observed = s.step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
+            if ledger is not None:
+                ledger.executed()
             if m_gradient:
                 observations.append(observed[0].numpy())
             if positions is not None:
                 norm_checks += NORM_CHECK_EXAMPLES
                 fast, slow = observed[-2:]
-                _check_norms(fast.numpy(), slow.numpy(), idx[positions], member_ids, n,
-                             len(observations), run, implementation)
+                _check_norms(fast.numpy(), slow.numpy(), idx[positions], s.member_ids, s.n,
+                             len(observations), run, s.implementation)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
                 raise ValueError(
@@ -287,7 +403,7 @@ def train_model(
             # Mean over the epoch's non-empty steps of the per-step share of
             # examples (or non-empty groups) whose gradient norm exceeded C.
             record["clipped_fraction"] = float(np.mean(fractions)) if fractions else math.nan
-        record.update(_utility(net, x_util, y_util))
+        record.update(_utility(s.net, s.x_util, s.y_util))
         history.append(record)
         log.info(
             "epoch %d/%d loss=%.4f accuracy=%.4f utility_accuracy=%s time=%.2fs",
@@ -295,29 +411,33 @@ def train_model(
             f"{record['utility_accuracy']:.4f}" if "utility_accuracy" in record else "n/a",
             seconds,
         )
-    train_seconds = time.perf_counter() - train0
-    if recorder is not None:
-        if checkpoint_path is None:
-            raise ValueError("checkpoints > 0 needs a checkpoint_path")
-        recorder.save(checkpoint_path)
+    return _Loop(history=history, fractions=all_fractions, observations=observations, sampled=sampled,
+                 norm_checks=norm_checks, dropped=dropped, empty_batches=empty_batches,
+                 train_seconds=time.perf_counter() - train0)
 
-    if model_path is not None:
-        save_model(model, model_path)
+
+def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: str | None,
+            model_path: Path | None) -> dict[str, Any]:
+    """train.json of a Keras run: hyperparameters, accountant, the mechanism's checks, history."""
+    from dpaudit import _tf
+
+    p, history = s.p, loop.history
+    k = p["microbatches"]
     # The released model's training loss against the constant predictor's.
-    final_loss = _final_train_loss(net, x, y)
-    constant_loss = constant_predictor_loss(y, n_classes)
+    final_loss = _final_train_loss(s.net, s.x, s.y)
+    constant_loss = constant_predictor_loss(s.y, s.n_classes)
     reason = divergence_reason(history, constant_loss=constant_loss, final_loss=final_loss)
     diverged, warning = loss_divergence(history, p["learning_rate"], run, constant_loss=constant_loss,
                                         final_loss=final_loss)
     if warning is not None:
         log.warning(warning)
-
+    batch_size = p["batch_size"]
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
         "optimizer": p["optimizer"],
-        "optimizer_class": optimizer_class_name(opt),
-        "dp_implementation": implementation,
-        "hyperparameters": {k: v for k, v in p.items()},
+        "optimizer_class": optimizer_class_name(s.opt),
+        "dp_implementation": s.implementation,
+        "hyperparameters": {key: v for key, v in p.items()},
         "epochs": p["epochs"],
         "batch_size": batch_size,
         "learning_rate": p["learning_rate"],
@@ -328,34 +448,34 @@ def train_model(
         "clip_norm": p["clip_norm"],
         "target_epsilon": p["target_epsilon"],
         "sampling": p["sampling"],
-        "sampling_probability": q,
-        "steps": steps,
-        "steps_per_epoch": spe,
+        "sampling_probability": batch_size / s.n,
+        "steps": s.steps,
+        "steps_per_epoch": s.spe,
         "expected_batch_size": float(batch_size),
-        "empty_batches": empty_batches,
+        "empty_batches": loop.empty_batches,
         "microbatches": k,
-        "microbatch_dropped_examples": int(dropped),
+        "microbatch_dropped_examples": int(loop.dropped),
         "accounting_note": MICROBATCH_ACCOUNTING_NOTE if k is not None else None,
         "clipped_fraction": (
-            (float(np.mean(all_fractions)) if all_fractions else math.nan)
+            (float(np.mean(loop.fractions)) if loop.fractions else math.nan)
             if p["mechanism"] == "dpsgd"
             else None
         ),
-        "noise_multiplier": float(noise_multiplier),
+        "noise_multiplier": float(s.noise_multiplier),
         "delta": p["delta"],
-        "epsilon": float(privacy["epsilon"]),
-        "accounted_steps": privacy.get("steps"),
-        "accountant": privacy["accountant"],
-        "orders": privacy["orders"],
-        "neighbouring_relation": privacy["neighbouring_relation"],
-        "amplification": privacy["amplification"],
-        "n_members": int(n),
-        "n_utility": int(len(x_util)),
-        "n_features": int(d),
-        "n_classes": n_classes,
-        "splits": dict(splits),
-        "seeds": {"seed": p["seed"], "init": p["seed"], "sampler": sampler_seed,
-                  "dropout_masks": dropout_seed, "tf_global": p["seed"]},
+        "epsilon": float(s.privacy["epsilon"]),
+        "accounted_steps": s.privacy.get("steps"),
+        "accountant": s.privacy["accountant"],
+        "orders": s.privacy["orders"],
+        "neighbouring_relation": s.privacy["neighbouring_relation"],
+        "amplification": s.privacy["amplification"],
+        "n_members": int(s.n),
+        "n_utility": int(len(s.x_util)),
+        "n_features": int(s.d),
+        "n_classes": s.n_classes,
+        "splits": dict(s.splits),
+        "seeds": {"seed": p["seed"], "init": p["seed"], "sampler": s.sampler_seed,
+                  "dropout_masks": s.dropout_seed, "tf_global": p["seed"], "noise_sample": [p["seed"], 6]},
         "threads": int(threads),
         "history": history,
         "loss_diverged": diverged,
@@ -364,13 +484,26 @@ def train_model(
         "final_train_loss": final_loss,
         "constant_predictor_loss": constant_loss,
         "warnings": [] if warning is None else [warning],
-        "train_seconds": train_seconds,
-        "wall_time_seconds": time.perf_counter() - wall0,
+        "train_seconds": loop.train_seconds,
         "model_file": None if model_path is None else model_path.name,
         "versions": _tf.versions(),
     }
-    if canaries is not None:
-        info.update(_twin_info(observations, sampled, m_gradient, shared_sampler, norm_checks, net, n_train))
+    if p["mechanism"] == "dpsgd":
+        t0 = time.perf_counter()
+        checks = mechanism_checks(s.monitor, s.ledger, noise_multiplier=s.noise_multiplier, clip_norm=p["clip_norm"],
+                                  published_epsilon=info["epsilon"], delta=p["delta"], privacy=s.privacy)
+        info.update(checks, sampler=s.ledger.record(),
+                    accountant_inputs={key: s.privacy[key] for key in ("noise_multiplier", "sampling_probability",
+                                                                       "steps", "delta")},
+                    mechanism_check_seconds=time.perf_counter() - t0)
+        for name, passed, sentence in (
+                ("noise certificate", checks["noise_check"].get("passed"),
+                 noise_certificate.summary_sentence(checks["noise_check"])),
+                ("accounting check", checks["accounting_check"]["reproduced"],
+                 accounting_check.summary_sentence(checks["accounting_check"]))):
+            (log.info if passed is not False else log.warning)("%s: %s", name, sentence)
+    if not s.policy.correct:
+        info["planted_bug"] = s.policy.as_dict()
     return info
 
 
@@ -387,7 +520,8 @@ def _twin_info(observations: list, sampled: list, m_gradient: int, shared_sample
     }
 
 
-def _privacy(p: dict[str, Any], q: float, steps: int, log: logging.Logger) -> tuple[str | None, float, dict]:
+def _privacy(p: dict[str, Any], q: float, steps: int, log: logging.Logger,
+             policy: MechanismPolicy = CORRECT) -> tuple[str | None, float, dict]:
     """(gradient path, noise multiplier, accountant's answer) of a run; a baseline has ε = ∞."""
     if p["mechanism"] != "dpsgd":
         return None, 0.0, {
@@ -398,6 +532,9 @@ def _privacy(p: dict[str, Any], q: float, steps: int, log: logging.Logger) -> tu
             "amplification": None,
         }
     implementation = resolve_implementation(p)
+    # what the accountant is given: q and T, unless a planted bug changes them (power tests only)
+    q = q * policy.accountant_rate_factor
+    steps = max(1, round(steps * policy.accountant_steps_factor))
     if p["noise_multiplier"] is None:
         t_cal = time.perf_counter()
         noise_multiplier = accounting.calibrate_noise(

@@ -1,0 +1,96 @@
+"""The DP-SGD mechanism measured whole (issue 32): the noise certificate's monitor and the
+sampler's bookkeeping of one training, and the two checks train.json records.
+
+``SamplerLedger`` counts what the loop's sampler did (population, rate, rows drawn,
+updates executed, empty-batch noise steps included); ``monitor_for`` builds the graph-side
+``NoiseMonitor`` over a model's trainable variables (and the twin's canary coordinates);
+``mechanism_checks`` turns both into ``noise_check`` (``dpaudit.dp.noise_certificate``)
+and ``accounting_check`` (``dpaudit.dp.accounting_check``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpaudit.dp import accounting_check, noise_certificate
+from dpaudit.training.noise_monitor import NoiseMonitor
+
+__all__ = ["CANARY_VARIABLE", "SamplerLedger", "mechanism_checks", "monitor_for", "not_certified"]
+
+CANARY_VARIABLE = "canary_coordinates"
+VECTORIZED_REASON = ("the vectorized_optimizer path draws its noise inside tensorflow-privacy, which exposes "
+                     "neither the noise nor the clipped sum; choose fast_gradient_clipping (or auto) to certify it")
+
+
+@dataclass
+class SamplerLedger:
+    """What the training loop's sampler actually did."""
+
+    sampling: str
+    population: int
+    rate: float
+    batch_size: int
+    steps_per_epoch: int
+    rows_drawn: int = 0
+    steps_executed: int = 0
+    empty_batches: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+
+    def drew(self, rows: int) -> None:
+        self.rows_drawn += int(rows)
+        self.batch_sizes.append(int(rows))
+
+    def executed(self, empty: bool = False) -> None:
+        self.steps_executed += 1
+        self.empty_batches += int(empty)
+
+    def record(self) -> dict[str, Any]:
+        sizes = np.asarray(self.batch_sizes, dtype=np.int64)
+        return {"sampling": self.sampling, "population": int(self.population), "rate": float(self.rate),
+                "batch_size": int(self.batch_size), "steps_per_epoch": int(self.steps_per_epoch),
+                "rows_drawn": int(self.rows_drawn), "steps_executed": int(self.steps_executed),
+                "empty_batches": int(self.empty_batches),
+                "realized_rate": (self.rows_drawn / (self.steps_executed * self.population)
+                                  if self.steps_executed and self.population else math.nan),
+                "batch_size_min": int(sizes.min()) if sizes.size else None,
+                "batch_size_max": int(sizes.max()) if sizes.size else None}
+
+
+def monitor_for(net, *, steps: int, seed: int, canaries: int = 0) -> NoiseMonitor:
+    """A noise monitor over ``net``'s trainable variables, then ``canaries`` canary coordinates."""
+    variables = net.trainable_variables
+    names = [v.name for v in variables] + ([CANARY_VARIABLE] if canaries else [])
+    shapes = [tuple(v.shape) for v in variables] + ([(int(canaries),)] if canaries else [])
+    return NoiseMonitor(names, shapes, steps=steps, seed=seed)
+
+
+def not_certified(reason: str) -> dict[str, Any]:
+    """The ``noise_check`` record of a run whose noise was not measured, with the reason."""
+    return {"certified": False, "passed": None, "reason": reason}
+
+
+def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noise_multiplier: float,
+                     clip_norm: float, published_epsilon: float, delta: float, privacy: dict[str, Any],
+                     not_certified_reason: str | None = None) -> dict[str, Any]:
+    """``noise_check`` and ``accounting_check`` of one DP-SGD training (train.json keys)."""
+    if monitor is None:
+        noise = not_certified(not_certified_reason or VECTORIZED_REASON)
+    else:
+        stats = monitor.statistics()
+        noise = noise_certificate.certify(stats["variables"], stats["samples"], stats["sample_columns"],
+                                          noise_multiplier=noise_multiplier, clip_norm=clip_norm)
+        noise["monitored_updates"] = stats["steps"]
+        noise["sample_stride"] = stats["sample_stride"]
+        if stats["steps"] != ledger.steps_executed:
+            noise["passed"] = False
+            noise["failures"].append({"variable": "(all)", "test": "updates_observed", "p_value": 0.0})
+    inputs = {"noise_multiplier": privacy["noise_multiplier"], "sampling_probability": privacy["sampling_probability"],
+              "steps": privacy["steps"], "delta": privacy["delta"]}
+    accounting = accounting_check.reproduce_accounting(
+        published_epsilon=published_epsilon, delta=delta, accountant_inputs=inputs, loop=ledger.record(),
+        noise_multiplier_drawn=noise_multiplier, noise_check=noise)
+    return {"noise_check": noise, "accounting_check": accounting}
