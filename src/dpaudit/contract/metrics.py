@@ -322,6 +322,8 @@ PROFILE = [
 
 # One list per family; a new family (e.g. canary) adds its list here and its Family above.
 _CANARY = ("threat_model", "score_kind", "canaries", "included", "confidence", "delta", "ceiling", "applicable")
+_MECHANISM = ("checked_model", "coordinates", "steps", "tests", "family_alpha", "confidence", "failed", "applicable", "note")
+_ACCOUNTED = ("recomputed_epsilon", "claimed_epsilon", "delta", "accounted_q", "realized_q", "accounted_steps", "executed_steps")
 _GUESSES = ("ceiling_max", "guesses", "guesses_top", "guesses_bottom", "correct", "candidates", "claimed_epsilon")
 CANARY = [
     Metric("canary", "epsilon_lb_one_run", "one-run ε lower bound",
@@ -355,11 +357,27 @@ CANARY = [
            "with probability at least power by this run's claim-curve test (same trials, thresholds and "
            "confidence), simulated.", "factor", "diagnostic",
            (*_CANARY, "power", "repetitions", "simulation_seed", "thresholds")),
+    Metric("canary", "noise_check_passed", "noise certificate passed",
+           "Whether the noise the training actually added, read from the updates handed to the optimizer on every "
+           "coordinate at every step, passed every test of N(0, σ²C²) drawn afresh (variance, mean, lag-one "
+           "correlation, skewness, kurtosis, goodness of fit, independence across coordinates and steps) at the "
+           "family-wise level family_alpha, for the model checked_model names.", "—", "diagnostic",
+           _MECHANISM, dtype="bool"),
+    Metric("canary", "noise_variance_ratio_min", "noise variance ratio (min)",
+           "Smallest measured noise variance over the claimed σ²C² among the trainable variables (and canary "
+           "coordinates) of the model checked_model names; below 1 is less noise than the accountant assumes.",
+           "factor", "measurement", _MECHANISM),
+    Metric("canary", "accounting_reproduced", "accounting reproduced",
+           "Whether the accountant's inputs match what the training loop did (sampler rate against the rows "
+           "actually drawn, steps executed, noise multiplier) and ε recomputed from those values by a second "
+           "accountant (recomputed_epsilon, dp_accounting's PLD) stays within 1 % of the published claimed_epsilon.",
+           "—", "diagnostic", (*_MECHANISM[:1], *_ACCOUNTED, *_MECHANISM[-4:]), dtype="bool"),
     Metric("canary", "measured_above_promise", "measured above promise",
-           "Whether the canary audit caught the mechanism leaking more than its claim: the claim-curve test "
+           "Whether the audit caught the mechanism leaking more than its claim: its noise certificate or "
+           "accounting check failed, the claim-curve test "
            "rejected, or a distribution-free bound exceeds the accountant's ε (verdict above_promise, consistent, "
            "or too_weak when the audit could not have caught a 2× noise shortfall; decided_by names the test).",
-           "—", "diagnostic", ("verdict", "decided_by", "ceiling_max", "confidence",
+           "—", "diagnostic", ("verdict", "decided_by", "checked_model", "ceiling_max", "confidence",
                              "applicable", "note"), dtype="bool"),
 ]
 

@@ -127,6 +127,7 @@ def _promise(view: RunView, train: Mapping) -> tuple[str, float]:
             lines.append(Line(esc(label_of("privacy_card", "max_attack_accuracy_bound")), accuracy.num(), "",
                               f"No attack tells members from non-members with balanced accuracy above "
                               f"{accuracy.num()} (0.5 is guessing).", kind_of("privacy_card", "max_attack_accuracy_bound")))
+        lines.extend(_mechanism_lines(view))
     body = rows_table(lines)
     if private:
         body += f"<p><strong>What the guarantee covers.</strong> {esc(GUARANTEE_SCOPE)}</p>"
@@ -401,6 +402,23 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
                 out.append("<p>This model is non-private: releasing it spends an unbounded budget (ε = ∞), "
                            "whatever the DP models of the grid spend.</p>")
     return "".join(out)
+
+
+def _mechanism_lines(view: RunView) -> list[Line]:
+    """The released model's mechanism measured whole (issue 32): its noise certificate and
+    accounting check, in the words their rows carry."""
+    lines = []
+    for metric in ("noise_check_passed", "accounting_reproduced"):
+        found = view.find("canary", metric, checked_model="released")
+        if found is None:
+            continue
+        passed = found.get("value_bool")
+        value = "not measured" if passed is None else ("passed" if bool(passed) else "FAILED")
+        flag = "" if passed is None else (f"family-wise level {found.get('family_alpha'):g}"
+                                          if found.get("family_alpha") is not None else "")
+        lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(found.get("note") or ""),
+                          kind_of("canary", metric)))
+    return lines
 
 
 # ------------------------------------------------------------------ the dossier

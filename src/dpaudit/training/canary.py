@@ -120,6 +120,10 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "canary_sampler": info["canary_sampler"],
         "norm_checks": info["norm_checks"],
         "history": info["history"],
+        # the twin's own mechanism checks (issue 32): its noise, canary coordinates included
+        "noise_check": info.get("noise_check"),
+        "accounting_check": info.get("accounting_check"),
+        "sampler": info.get("sampler"),
     }
     record["accountant_profile"] = accountant_profile(record)
     # the claim the canary rows and figures test against, computed here where the accountant is

@@ -92,5 +92,5 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
               "steps": privacy["steps"], "delta": privacy["delta"]}
     accounting = accounting_check.reproduce_accounting(
         published_epsilon=published_epsilon, delta=delta, accountant_inputs=inputs, loop=ledger.record(),
-        noise_multiplier_drawn=noise_multiplier, noise_check=noise)
+        noise_multiplier_drawn=noise_multiplier, noise_check=noise, accountant=privacy["accountant"])
     return {"noise_check": noise, "accounting_check": accounting}

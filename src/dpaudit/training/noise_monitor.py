@@ -92,6 +92,12 @@ class NoiseMonitor:
         self.steps_active.assign_add(act)
         self.counter.assign_add(1)
 
+    def reset(self) -> None:
+        """Forget everything observed (a monitor reused for another training of the same step)."""
+        for variable in (*[v for sums in self.sums for v in sums.values()], *self.previous, self.previous_active,
+                         self.counter, self.samples, self.sample_active, self.steps_active):
+            variable.assign(self.tf.zeros_like(variable))
+
     def statistics(self) -> dict[str, Any]:
         """The recorded statistics as numpy: ``variables`` (per variable its name, coordinates,
         steps and sums), ``samples`` [rows, sampled coordinates] (active model-rows of the

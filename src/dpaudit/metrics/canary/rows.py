@@ -37,6 +37,12 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.metrics import typed_frame
+from dpaudit.metrics.canary.mechanism import (
+    MECHANISM_ROW_DTYPES,
+    failure_sentence,
+    mechanism_failure,
+    mechanism_rows,
+)
 
 if TYPE_CHECKING:
     from dpaudit.dp.tradeoff import ClaimedCurve
@@ -133,15 +139,21 @@ ROW_DTYPES: dict[str, str] = {
     "verdict": "string",
     "applicable": "boolean",
     "note": "string",
+    **MECHANISM_ROW_DTYPES,
 }
 
 
 def verdict(bounds: Sequence[tuple[float, float, float]], *, curve_rejected: bool | None = None,
-            detectable_factor: float | None = None) -> tuple[str, str | None]:
+            detectable_factor: float | None = None, mechanism_failed: str | None = None) -> tuple[str, str | None]:
     """(verdict, decided_by) from (bound, ceiling_max, claimed ε) triples of distribution-free
     bounds (each against the accountant's ε at the δ the bound was computed at), the
-    claim-curve test's outcome (None: no test) and its detectable noise factor (module
-    docstring)."""
+    claim-curve test's outcome (None: no test), its detectable noise factor (module
+    docstring) and the mechanism's own checks (``mechanism_failed``: ``noise_check`` or
+    ``accounting_check`` when one failed, ``dpaudit.metrics.canary.mechanism``), which
+    decide first: a mechanism that does not add the noise or account the steps its claim
+    assumes voids the claim whatever the canaries saw."""
+    if mechanism_failed:
+        return "above_promise", mechanism_failed
     if curve_rejected:
         return "above_promise", "claim_curve_test"
     if any(bound > claim for bound, _, claim in bounds):
@@ -177,7 +189,8 @@ def _curve_rows(keys: Mapping, values: np.ndarray, included: np.ndarray, curve: 
 def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float, alpha: float,
                 guess_counts: Sequence[int] | None = None, gdp_thresholds_per_tail: int | None = 40,
                 seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None,
-                one_run_claims: Mapping[str, Mapping] | None = None, claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None) -> pd.DataFrame:
+                one_run_claims: Mapping[str, Mapping] | None = None, claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None,
+                mechanism: list[dict] | None = None) -> pd.DataFrame:
     """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
     or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
     score_kind, included, score).
@@ -197,7 +210,9 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     (independent trials): their LLR scores get the claim-curve test and the many-trials
     bound at ``delta``. The many-runs releases get the same test against the pure-ε curve.
     ``detectable``: the detectable noise factor of that test (``dpaudit.dp.canary_power``;
-    keys factor, power, repetitions, seed, optional note).
+    keys factor, power, repetitions, seed, optional note). ``mechanism``: the rows of the
+    mechanism's own checks (``dpaudit.metrics.canary.mechanism.mechanism_rows``), joined to
+    the output; a failed one decides the verdict.
     """
     from dpaudit.dp import canary_bounds as cb
     from dpaudit.dp.tradeoff import pure_tradeoff
@@ -280,12 +295,18 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
         curve_rejected = bool(curve_rejected) or rejected
         distribution_free.append((curve_rows[1]["value"], curve_rows[1]["ceiling"], accountant_epsilon))
     factor = None if detectable is None else float(detectable["factor"])
-    outcome, decided_by = verdict(distribution_free, curve_rejected=curve_rejected, detectable_factor=factor)
+    mechanism = list(mechanism or [])
+    failed, failed_model = mechanism_failure(mechanism)
+    rows.extend({**base, **row} for row in mechanism)
+    outcome, decided_by = verdict(distribution_free, curve_rejected=curve_rejected, detectable_factor=factor,
+                                  mechanism_failed=failed)
+    note = ("the mechanism's own checks (noise certificate, accounting check), then the claim-curve test on "
+            "independent trials and the distribution-free bounds (one-run, many-runs, many-trials) against the "
+            "accountant's claim; the GDP estimate never decides")
     rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
-                 "verdict": outcome, "decided_by": decided_by,
+                 "verdict": outcome, "decided_by": decided_by, "checked_model": failed_model,
                  "ceiling_max": max((c for _, c, _ in distribution_free), default=math.nan),
-                 "note": "the claim-curve test on independent trials and the distribution-free bounds (one-run, "
-                         "many-runs, many-trials) against the accountant's claim; the GDP estimate never decides"})
+                 "note": note if failed is None else failure_sentence(mechanism)})
     return typed_frame(rows, ROW_DTYPES)
 
 
@@ -332,10 +353,12 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
                       "repetitions": details.get("repetitions"),
                       "seed": int(seed[0] if isinstance(seed, list | tuple) else seed),
                       "note": f"noise scale f × the claimed one; {details.get('route', 'simulated')} releases"}
+    mechanism = mechanism_rows(train, record) if train.get("mechanism") == "dpsgd" else None
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta, alpha=alpha,
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
                        gdp_thresholds_per_tail=per_tail, seed=int(options["seed"]),
-                       one_run_claims=recorded_claims(record), claim_curve=curve, detectable=detectable)
+                       one_run_claims=recorded_claims(record), claim_curve=curve, detectable=detectable,
+                       mechanism=mechanism)
 
 
 def recorded_claims(record: Mapping | None) -> Mapping[str, Mapping] | None:
@@ -374,6 +397,11 @@ def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
         caught = (f"this audit rejects, {times}, an implementation whose noise is below {factor:.2f}× the claim"
                   if factor > 0 else f"this audit cannot reject, {times}, even a noiseless implementation")
     decided = flag.get("decided_by")
+    if outcome == "above_promise" and decided in ("noise_check", "accounting_check"):
+        what = "noise certificate" if decided == "noise_check" else "accounting check"
+        detail = flag.get("note")
+        detail = "" if detail is None or pd.isna(detail) else f": {detail}"
+        return outcome, f"measured above the promise by the mechanism's {what}{detail}"
     if outcome == "above_promise":
         if decided == "claim_curve_test" and curve is not None:
             return outcome, (

@@ -1,0 +1,287 @@
+"""The noise certificate and the accounting check (issue 32).
+
+Oracles:
+- the monitor's power sums against numpy sums over every residual of every step (a tiny model
+  whose every coordinate is sampled at every step), to 1e-9 relative;
+- the residuals themselves against the update recovered from the weights (plain SGD:
+  update = −Δθ / lr) minus the numpy per-example clipped sum (``numpy_clipped_sum`` of
+  test_training), to 2e-4 × σC (float32 weights);
+- the certificate's p-values against scipy.stats on the raw values (chi², skewtest,
+  kurtosistest, kstest) to 1e-9;
+- the recomputed ε against dp_accounting's PLD accountant at the calibration's settings.
+Power: each planted bug through the real TensorFlow step is flagged with its decided_by.
+Validity: the correct mechanism, 20 runs at ε ∈ {1, 4} on each of dpaudit's three gradient
+paths (120 trainings), flags at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpaudit import _tf
+from dpaudit.dp import accounting, accounting_check, noise_certificate
+from dpaudit.metrics.canary.mechanism import mechanism_failure, mechanism_rows
+from dpaudit.metrics.canary.rows import verdict
+from dpaudit.training.mechanism_checks import monitor_for
+from dpaudit.training.models import build_mlp, logits_model
+from dpaudit.training.steps import MechanismPolicy, build_train_step
+from dpaudit.training.train import train_model
+
+from .test_training import SPLITS, _frame, numpy_clipped_sum
+
+tf = _tf.tf
+LOG = logging.getLogger("test_noise_certificate")
+
+
+# ------------------------------------------------------------------ statistics against scipy
+
+
+def _sums(values: np.ndarray) -> dict:
+    """Power sums of a [steps, coordinates] residual matrix, lag-one along steps."""
+    v = np.asarray(values, np.float64)
+    prod = v[1:] * v[:-1]
+    return {"count": v.size, "s1": v.sum(), "s2": (v ** 2).sum(), "s3": (v ** 3).sum(), "s4": (v ** 4).sum(),
+            "lag": prod.sum(), "lag_sq": (prod ** 2).sum(), "lag_count": prod.size}
+
+
+@pytest.mark.parametrize("law", ["normal", "laplace"])
+def test_moment_tests_equal_scipy_on_the_raw_values(law):
+    rng = np.random.default_rng(1)
+    scale = 1.7
+    values = scale * (rng.standard_normal((300, 20)) if law == "normal" else rng.laplace(size=(300, 20)) / math.sqrt(2))
+    result = noise_certificate.moments_p_values(_sums(values), scale)
+    flat = values.ravel()
+    # scipy's tests on the same values (two-sided), tolerance 1e-9 relative
+    chi2 = (flat ** 2).sum() / scale ** 2
+    p_var = 2 * min(stats.chi2.cdf(chi2, flat.size), stats.chi2.sf(chi2, flat.size))
+    assert result["p_values"]["variance"] == pytest.approx(p_var, rel=1e-9, abs=1e-300)
+    assert result["p_values"]["skewness"] == pytest.approx(stats.skewtest(flat).pvalue, rel=1e-9, abs=1e-300)
+    assert result["p_values"]["kurtosis"] == pytest.approx(stats.kurtosistest(flat).pvalue, rel=1e-9, abs=1e-300)
+    assert result["kurtosis"] == pytest.approx(stats.kurtosis(flat, fisher=False), rel=1e-9)
+    z_mean = flat.sum() / (scale * math.sqrt(flat.size))
+    assert result["p_values"]["mean"] == pytest.approx(2 * stats.norm.sf(abs(z_mean)), rel=1e-9)
+
+
+def test_lag_one_bound_is_valid_and_catches_reuse():
+    # Hoeffding's bound on the self-normalized sum: P(p ≤ a) ≤ a for every a; 2000 null draws
+    rng = np.random.default_rng(2)
+    p = np.array([noise_certificate.moments_p_values(_sums(rng.standard_normal((12, 3))), 1.0)["p_values"]["lag_one"]
+                  for _ in range(2000)])
+    for a in (0.01, 0.05, 0.2):
+        # Clopper–Pearson upper end of the observed rate must reach a (conservative test)
+        assert stats.binomtest(int((p <= a).sum()), p.size, a, alternative="greater").pvalue > 1e-3
+    reused = np.repeat(rng.standard_normal((1, 40)), 30, axis=0)
+    assert noise_certificate.moments_p_values(_sums(reused), 1.0)["p_values"]["lag_one"] < 1e-20
+
+
+def test_independence_tests_find_shared_and_repeated_noise():
+    rng = np.random.default_rng(3)
+    clean = rng.standard_normal((150, 60))
+    shared = clean.copy()
+    shared[:, 7] = shared[:, 31]  # two coordinates share their noise
+    repeated = clean.copy()
+    repeated[90] = repeated[20]  # a step repeats an earlier step's noise (lag 70)
+    spec = [{"name": "w", "coordinates": 60, "steps": 150, **_sums(clean)}]
+    assert noise_certificate.certify(spec, clean, [60], noise_multiplier=1.0, clip_norm=1.0)["passed"]
+    for matrix, test in ((shared, "coordinates_independent"), (repeated, "steps_independent")):
+        spec = [{"name": "w", "coordinates": 60, "steps": 150, **_sums(matrix)}]
+        check = noise_certificate.certify(spec, matrix, [60], noise_multiplier=1.0, clip_norm=1.0)
+        assert not check["passed"] and test in {f["test"] for f in check["failures"]}
+
+
+def test_certificate_p_values_are_uniform_under_the_null():
+    """numpy mirror of a correct mechanism: every test's p-values are (super-)uniform, so the
+    Bonferroni family-wise level holds; 400 certificates of a 3-variable model."""
+    rng = np.random.default_rng(4)
+    shapes, steps = (40, 8, 2), 60
+    p_values: dict[str, list[float]] = {}
+    flags = 0
+    for _ in range(400):
+        draws = [rng.standard_normal((steps, size)) * 2.0 for size in shapes]
+        spec = [{"name": f"v{i}", "coordinates": size, "steps": steps, **_sums(d)}
+                for i, (size, d) in enumerate(zip(shapes, draws, strict=True))]
+        check = noise_certificate.certify(spec, np.concatenate(draws, axis=1), list(shapes), noise_multiplier=2.0,
+                                          clip_norm=1.0, alpha=0.05)
+        flags += not check["passed"]
+        for v in check["variables"]:
+            for test, p in v["p_values"].items():
+                p_values.setdefault(test, []).append(p)
+    assert flags <= 36  # family-wise level 0.05: expected ≤ 20, binomial 99.99 % upper end 36
+    for test, ps in p_values.items():
+        ps = np.asarray(ps)
+        assert (ps <= 0.05).mean() <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / ps.size), test
+
+
+# ------------------------------------------------------------------ the monitor in the real step
+
+
+def _tiny_net(seed=0, d=3, hidden=(4,)):
+    tf.keras.utils.set_random_seed(seed)
+    return logits_model(build_mlp(d, {"hidden_units": list(hidden), "n_classes": 2, "activation": "relu",
+                                      "dropout": 0.0}, seed=seed))
+
+
+def test_monitor_sums_and_residuals_equal_numpy_oracles():
+    net = _tiny_net()
+    steps, clip, sigma, lr, batch = 25, 0.5, 1.3, 0.05, 8.0
+    monitor = monitor_for(net, steps=steps, seed=0)
+    assert all(w == size for w, size in zip(monitor.widths, monitor.sizes, strict=True))  # every coordinate sampled
+    step, _, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
+                                  noise_multiplier=sigma, expected_batch_size=batch, noise_monitor=monitor)
+    rng = np.random.default_rng(0)
+    oracle = []
+    for _ in range(steps):
+        x = rng.normal(size=(8, 3)).astype(np.float32)
+        y = rng.integers(0, 2, 8)
+        before = [v.numpy().astype(np.float64) for v in net.trainable_variables]
+        clipped, _ = numpy_clipped_sum(before, x, y, clip)
+        step(tf.constant(x), tf.constant(y))
+        after = [v.numpy().astype(np.float64) for v in net.trainable_variables]
+        update = [(b - a) / lr for b, a in zip(before, after, strict=True)]
+        oracle.append(np.concatenate([(u * batch - c).ravel() for u, c in zip(update, clipped, strict=True)]))
+    oracle = np.array(oracle)
+    got = monitor.statistics()
+    samples = got["samples"]
+    # the residuals read from the optimizer's tensors are the noise the weights moved by
+    assert np.max(np.abs(samples - oracle)) < 2e-4 * sigma * clip
+    offset = 0
+    for spec, width in zip(got["variables"], got["sample_columns"], strict=True):
+        block = samples[:, offset:offset + width]
+        offset += width
+        for key, value in _sums(block).items():
+            assert spec[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (spec["name"], key)
+    check = noise_certificate.certify(got["variables"], samples, got["sample_columns"], noise_multiplier=sigma,
+                                      clip_norm=clip)
+    assert check["passed"] and check["steps"] == steps and check["coordinates"] == 3 * 4 + 4 + 4 * 2 + 2
+    ks = stats.kstest(samples[:, :12].ravel() / (sigma * clip), "norm").pvalue
+    assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
+
+
+# ------------------------------------------------------------------ power through train_model
+
+POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [16], "clip_norm": 1.0,
+         "noise_multiplier": None, "target_epsilon": 4.0, "delta": 1e-4, "seed": 5}
+
+
+def _train(policy=MechanismPolicy(), **overrides):
+    return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, "unused.keras", threads=2, log=LOG,
+                       policy=policy)
+
+
+def _decided_by(info):
+    rows = mechanism_rows(info, None)
+    failed, _ = mechanism_failure(rows)
+    return verdict([], mechanism_failed=failed)
+
+
+@pytest.mark.parametrize("policy, decided", [
+    (MechanismPolicy(noiseless_variable=1), "noise_check"),
+    (MechanismPolicy(noise_reuse=True), "noise_check"),
+    (MechanismPolicy(noise_law="laplace"), "noise_check"),
+    (MechanismPolicy(noise_factor=0.9), "noise_check"),
+    (MechanismPolicy(accountant_rate_factor=0.5), "accounting_check"),
+], ids=["no_noise_on_a_bias", "noise_reused", "laplace_same_variance", "noise_x0.9", "accountant_q_half"])
+def test_planted_mechanism_bugs_are_flagged(policy, decided):
+    info = _train(policy)
+    assert info["planted_bug"] == policy.as_dict()
+    assert _decided_by(info) == ("above_promise", decided)
+
+
+def test_accountant_given_half_the_steps_where_train_json_cannot_see_it(monkeypatch):
+    real = accounting.dpsgd_profile
+
+    def halved(noise_multiplier, q, steps, *args, **kwargs):
+        return real(noise_multiplier, q, int(steps) // 2, *args, **kwargs)
+
+    # inside dpsgd_epsilon, which still reports the steps it was given
+    monkeypatch.setattr(accounting, "dpsgd_profile", halved)
+    info = _train()
+    # train.json records the steps it gave the accountant: they look right
+    assert info["accountant_inputs"]["steps"] == info["steps"] == info["sampler"]["steps_executed"]
+    assert info["noise_check"]["passed"]
+    check = info["accounting_check"]
+    # RDP's slack over PLD hides half the steps from the PLD recomputation at this size; the
+    # RDP recomputation (events built by the check, every order) does not
+    assert not check["reproduced"] and check["recomputed_epsilon_same_accountant"] > 1.01 * info["epsilon"]
+    assert _decided_by(info) == ("above_promise", "accounting_check")
+
+
+def test_correct_run_records_both_checks_and_passes():
+    info = _train()
+    assert info["noise_check"]["passed"] and info["accounting_check"]["reproduced"]
+    assert info["accounting_check"]["recomputed_epsilon_same_accountant"] == pytest.approx(info["epsilon"], rel=1e-9)
+    assert info["noise_check"]["coordinates"] == 10 * 16 + 16 + 16 * 2 + 2
+    assert info["noise_check"]["steps"] == info["steps"] == info["accounting_check"]["steps_executed"]
+    assert info["sampler"]["population"] == 600
+    assert mechanism_failure(mechanism_rows(info, None)) == (None, None)
+    # the vectorized optimizer's noise is drawn inside tensorflow-privacy: said, not hidden
+    vec = _train(dp_implementation="vectorized_optimizer", epochs=1)
+    assert vec["noise_check"]["certified"] is False and "tensorflow-privacy" in vec["noise_check"]["reason"]
+    assert vec["accounting_check"]["reproduced"]
+
+
+# ------------------------------------------------------------------ the second accountant
+
+
+@pytest.mark.parametrize("sigma", [3.2, 1.2])  # the default run's σ at ε ≈ 1 and ≈ 4 (q = 0.05, 120 steps)
+def test_recomputed_epsilon_against_dp_accounting(sigma):
+    q, steps, delta = 0.05, 120, 1e-5
+    rdp = accounting.dpsgd_epsilon(sigma, q, steps, delta, "rdp", "poisson")["epsilon"]
+    pld = accounting.dpsgd_epsilon(sigma, q, steps, delta, "pld", "poisson")["epsilon"]
+    again = accounting_check.recomputed_epsilon(sigma, q, steps, delta, "poisson")
+    assert again == pytest.approx(pld, rel=2e-3)  # two discretizations of one PLD (1e-3 vs 1e-4)
+    assert again <= rdp  # PLD is the tighter accountant
+
+
+def test_recomputed_epsilon_shuffle_matches_the_analytic_gaussian():
+    sigma, q, steps, delta = 1.1, 0.1, 30, 1e-5  # 10 steps per epoch, 3 epochs
+    analytic = accounting.dpsgd_epsilon(sigma, q, steps, delta, "pld", "shuffle")["epsilon"]
+    assert accounting_check.recomputed_epsilon(sigma, q, steps, delta, "shuffle", 10) == pytest.approx(analytic,
+                                                                                                     rel=2e-3)
+
+
+# ------------------------------------------------------------------ validity over 120 trainings
+
+
+@pytest.mark.parametrize("implementation, microbatches, dropout", [
+    ("fast_gradient_clipping", None, 0.0), ("masked_ghost_clipping", None, 0.2),
+    ("microbatch_group_gradients", 4, 0.0)])
+def test_correct_mechanism_flags_at_most_rarely(implementation, microbatches, dropout):
+    """20 runs at each ε ∈ {1, 4} through one traced step per path (the monitor and the weights
+    reset between runs, the noise op drawing on): at most one flag over the 120 runs of the
+    three paths, here at most one per path. Sizes: a 10-16-2 MLP, 40 steps of B = 20."""
+    flags = 0
+    rng = np.random.default_rng(7)
+    x_all = rng.normal(size=(400, 10)).astype(np.float32)
+    y_all = (x_all[:, 0] > 0).astype(np.int64)
+    for eps in (1.0, 4.0):
+        steps, q = 40, 0.05
+        sigma = accounting.calibrate_noise(eps, q, steps, 1e-4, "rdp", "poisson")
+        net = _tiny_net(seed=int(eps), d=10, hidden=(16,)) if not dropout else logits_model(build_mlp(
+            10, {"hidden_units": [16], "n_classes": 2, "activation": "relu", "dropout": dropout}, seed=1))
+        monitor = monitor_for(net, steps=steps, seed=int(eps))
+        step, noise_step, _ = build_train_step(
+            net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, clip_norm=1.0, noise_multiplier=sigma,
+            expected_batch_size=20.0, implementation=implementation, microbatches=microbatches,
+            noise_monitor=monitor)
+        initial = [v.numpy() for v in net.trainable_variables]
+        for _ in range(20):
+            for v, w in zip(net.trainable_variables, initial, strict=True):
+                v.assign(w)
+            monitor.reset()
+            for _ in range(steps):
+                idx = np.flatnonzero(rng.random(400) < q)
+                if idx.size == 0:
+                    noise_step()
+                    continue
+                step(tf.constant(x_all[idx]), tf.constant(y_all[idx]))
+            got = monitor.statistics()
+            check = noise_certificate.certify(got["variables"], got["samples"], got["sample_columns"],
+                                              noise_multiplier=sigma, clip_norm=1.0)
+            flags += not check["passed"]
+    assert flags <= 1
