@@ -19,9 +19,10 @@ import numpy as np
 from dpaudit.dp import accounting_check, noise_certificate
 from dpaudit.training.noise_monitor import NoiseMonitor
 
-__all__ = ["CANARY_VARIABLE", "SamplerLedger", "mechanism_checks", "monitor_for", "not_certified"]
+__all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "SamplerLedger", "mechanism_checks", "monitor_for", "not_certified"]
 
 CANARY_VARIABLE = "canary_coordinates"
+ZERO_NOISE_REASON = "the noise multiplier is 0: no noise is claimed (ε = ∞), so there is none to certify"
 VECTORIZED_REASON = ("the vectorized_optimizer path draws its noise inside tensorflow-privacy, which exposes "
                      "neither the noise nor the clipped sum; choose fast_gradient_clipping (or auto) to certify it")
 
@@ -79,6 +80,8 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
     """``noise_check`` and ``accounting_check`` of one DP-SGD training (train.json keys)."""
     if monitor is None:
         noise = not_certified(not_certified_reason or VECTORIZED_REASON)
+    elif not noise_multiplier > 0:
+        noise = not_certified(ZERO_NOISE_REASON)
     else:
         stats = monitor.statistics()
         noise = noise_certificate.certify(stats["variables"], stats["samples"], stats["sample_columns"],

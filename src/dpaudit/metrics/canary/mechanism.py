@@ -56,7 +56,8 @@ def _accounting_row(check: Mapping[str, Any] | None, checked_model: str) -> dict
         return {**base, "applicable": False}
     inputs = check["accountant_inputs"]
     return {**base, "applicable": True, "value_bool": bool(check["reproduced"]),
-            "recomputed_epsilon": float(check["recomputed_epsilon"]),
+            "recomputed_epsilon": (float(check["recomputed_epsilon"]) if check["recomputed_epsilon"] is not None
+                                   else check.get("recomputed_epsilon_same_accountant")),
             "claimed_epsilon": float(check["published_epsilon"]), "delta": float(check["delta"]),
             "accounted_q": float(inputs["sampling_probability"]), "realized_q": float(check["realized_rate"]),
             "accounted_steps": int(inputs["steps"]), "executed_steps": int(check["steps_executed"]),
