@@ -39,7 +39,7 @@ from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["LADDER_RUNGS", "RUN_COLUMNS", "STRONGEST_FPR", "VERDICT_WORDS", "Rung", "ladder_rows",
-           "plot_ladder", "plot_ladder_grid", "run_verdicts", "strongest_attacks"]
+           "plot_ladder", "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
 
 # The FPR at which the strongest attack's TPR is read (the overview's column, the derived rung).
 STRONGEST_FPR = 0.01
@@ -97,7 +97,7 @@ STRONGEST_LABEL = "strongest attack at FPR 1 %: ln((TPR − δ)/FPR)"
 ORDER = {**{r.key: i for i, r in enumerate(LADDER_RUNGS)}, STRONGEST_KEY: len(LADDER_RUNGS)}
 
 
-def _selected(table: pd.DataFrame, family: str, metric: str, select: dict) -> pd.DataFrame:
+def selected_rows(table: pd.DataFrame, family: str, metric: str, select: dict) -> pd.DataFrame:
     keep = (table["family"] == family).fillna(False) & (table["metric"] == metric).fillna(False)
     for column, wanted in select.items():
         if column not in table.columns:
@@ -126,7 +126,7 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
     columns = ["dataset", "run", "attack", "auc", "auc_low", "auc_high"]
     if "attack" not in table.columns:
         return pd.DataFrame(columns=columns)
-    rows = _selected(table, "mia", "attack_auc", {})
+    rows = selected_rows(table, "mia", "attack_auc", {})
     rows = rows[rows["attack"].notna() & np.isfinite(rows["value"].to_numpy(float))]
     rank = rows["attack"].map({a: i for i, a in enumerate(ATTACK_NAMES)}).fillna(len(ATTACK_NAMES))
     rows = rows.assign(_rank=rank.to_numpy()).sort_values(["dataset", "run", "value", "_rank"],
@@ -140,10 +140,10 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
 def run_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """Per run: the canary verdict, decided_by, note (NA without one) and the detectable noise factor."""
     runs = _runs(table)[["dataset", "run"]]
-    flag = _selected(table, "canary", "measured_above_promise", {})
+    flag = selected_rows(table, "canary", "measured_above_promise", {})
     keep = [c for c in ("verdict", "decided_by", "note") if c in flag.columns]
     runs = runs.merge(flag[["dataset", "run", *keep]], on=["dataset", "run"], how="left", validate="one_to_one")
-    factor = _selected(table, "canary", "detectable_noise_factor", {})[["dataset", "run", "value"]]
+    factor = selected_rows(table, "canary", "detectable_noise_factor", {})[["dataset", "run", "value"]]
     runs = runs.merge(factor.rename(columns={"value": "detectable_noise_factor"}), on=["dataset", "run"],
                       how="left", validate="one_to_one")
     for column in ("verdict", "decided_by", "note"):
@@ -154,7 +154,7 @@ def run_verdicts(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
-    rows = _selected(table, rung.family, rung.metric, rung.select)
+    rows = selected_rows(table, rung.family, rung.metric, rung.select)
     rows = rows[rows["run"].notna()]
     if rows.duplicated(["dataset", "run"]).any():
         raise ValueError(f"several {rung.family}/{rung.metric} rows {rung.select} for one run (rung {rung.key})")
@@ -177,7 +177,7 @@ def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
 
 def _strongest_frame(table: pd.DataFrame) -> pd.DataFrame:
     best = strongest_attacks(table)
-    tpr = _selected(table, "mia", "tpr_at_fpr", {})
+    tpr = selected_rows(table, "mia", "tpr_at_fpr", {})
     if best.empty or tpr.empty or "fpr_target" not in tpr.columns:
         return pd.DataFrame()
     tpr = tpr[np.isclose(tpr["fpr_target"].astype(float), STRONGEST_FPR)]
@@ -397,3 +397,25 @@ def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path
     fig.suptitle(f"{dataset}: each model's ε ladder (dashed line: promise; faint bars: ceilings; diamonds: estimates)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     save_figure(fig, png, pdf)
+
+
+def write_ladders(table: pd.DataFrame, dataset: str, runs, pngs, pdfs, data, *, grid_png, grid_pdf,
+                  grid_data) -> dict[str, str]:
+    """Every ladder file of one dataset (the dossier job's): per run in ``runs`` its PNG, PDF and
+    Parquet of rungs, and the dataset's small multiples with their Parquet. Returns run → PNG path."""
+    from dpaudit.io import write_parquet
+
+    rows = ladder_rows(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
+    verdicts = run_verdicts(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
+    by_run = verdicts.set_index("run")
+    written = {}
+    for run, png, pdf, path in zip(runs, pngs, pdfs, data, strict=True):
+        mine = rows[rows["run"] == run]
+        if mine.empty:
+            raise ValueError(f"the metrics table has no rung of {dataset}/{run} (no mia accountant_epsilon row?)")
+        write_parquet(path, mine.reset_index(drop=True))
+        plot_ladder(mine, by_run.loc[run] if run in by_run.index else None, png, pdf)
+        written[run] = str(png)
+    write_parquet(grid_data, rows[rows["run"].isin(list(runs))].reset_index(drop=True))
+    plot_ladder_grid(rows[rows["run"].isin(list(runs))], verdicts, grid_png, grid_pdf)
+    return written
