@@ -299,8 +299,8 @@ thead th{background:#f4f4f4;position:sticky;top:0}
 thead th button{all:unset;cursor:pointer;font-weight:600}
 thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=descending] button::after{content:" ▼"}
 tr.dnt td{background:#fdeeee}
-.num{font-variant-numeric:tabular-nums;white-space:nowrap}
-.ci{color:#555;white-space:nowrap}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
+.num{font-variant-numeric:tabular-nums}
+.ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
 .what{font-weight:600}.embedded-note{display:none;color:#555}
 body.embedded .embedded-note{display:block}
 """
@@ -376,9 +376,18 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
 def landing_fragment(overview_page: str) -> str:
     """The overview as an HTML fragment for the report's first view: an iframe holding the whole
     page as a data URI (Snakemake inserts the workflow description with innerHTML, where a script
-    would not run and a style would restyle the report; inside the iframe sorting and filtering
-    work and the page's style stays its own). Wide and tall enough to be the first thing seen."""
+    would not run and the page's style would restyle the report; inside the iframe sorting and
+    filtering work and the style stays the page's own). The report shows the description in a
+    narrow column (``max-w-lg``) beside the rule graph, in a container that centres what it holds
+    (``items-center justify-center``), so a wide iframe would be cut on the left and hide under
+    the graph: the style, scoped with ``:has`` to the containers of this iframe (Snakemake 9's
+    report template), lifts the width limit, aligns the view to its top left and wraps the rule
+    graph below. Elsewhere it does nothing; a report template with other classes shows the iframe
+    in the narrow column, still first."""
     uri = "data:text/html;charset=utf-8;base64," + base64.b64encode(overview_page.encode()).decode("ascii")
-    return (f'<iframe id="dpaudit-overview" title="{esc(HEADING)}" src="{uri}" '
-            'style="width:min(1150px, calc(100vw - 24rem));min-width:32rem;height:82vh;border:1px solid #ccc;'
-            'background:#fff"></iframe>\n')
+    return ("<style>.prose:has(#dpaudit-overview){max-width:none}"
+            ".items-center:has(#dpaudit-overview){align-items:flex-start;justify-content:flex-start}"
+            ".items-start:has(#dpaudit-overview){flex-wrap:wrap}</style>"
+            f'<iframe id="dpaudit-overview" title="{esc(HEADING)}" src="{uri}" '
+            'style="width:calc(100vw - 22rem);min-width:30rem;height:calc(100vh - 4rem);border:1px solid #ccc;'
+            'background:#fff;display:block"></iframe>\n')
