@@ -8,6 +8,10 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# The report's first view (issue 34): this description, with the overview of every model in it.
+report: "workflow/report/workflow.rst"
+
+
 # profiles/default's "no job rate limit" (dpaudit.scheduling): Snakemake's limiter would
 # wake the scheduling loop on a timer chain per finished job.
 from dpaudit.scheduling import drop_unbinding_rate_limit
@@ -38,6 +42,7 @@ rule all:
     input:
         P.METRICS_TABLE,
         P.RUNS_PAGE,
+        P.OVERVIEW,
         P.PRIVACY_UTILITY_FIGURE,
         landscape_figures(),
         simulation_targets(),

@@ -58,6 +58,11 @@ def exposed_datasets():
     return [dataset for dataset in DATASETS if RECIPES[dataset]] if ATTACKS["enabled"] else []
 
 
+# Issue 34: the category of the overview and the ladder small multiples. The report's menu sorts
+# categories alphabetically (no order can be declared): "Answer" comes before "Attacks", first.
+OVERVIEW_CATEGORY = "Answer: every model at a glance"
+
+
 def dossier_targets():
     """Every model's dossier, each dataset's guidance page (with its figure) and, with the
     attacks on, its exposed-rows page."""
@@ -108,6 +113,19 @@ for _dataset in DATASETS:
                 labels={"model": "guidance: privacy–utility frontier"},
             ),
             guidance_pdf=P.beside(P.GUIDANCE, "pdf"),
+            # issue 34: each model's ladder figure, which its dossier opens with, and the
+            # dataset's small multiples the overview shows (PDF and Parquet of the rungs beside)
+            ladders=[P.fill(P.LADDER_FIGURE, run=run) for run in RUNS[_dataset]],
+            ladder_pdfs=[P.fill(P.beside(P.LADDER_FIGURE, "pdf"), run=run) for run in RUNS[_dataset]],
+            ladder_data=[P.fill(P.beside(P.LADDER_FIGURE, "parquet"), run=run) for run in RUNS[_dataset]],
+            ladder_grid=report(
+                P.LADDER_GRID_FIGURE,
+                caption="../workflow/report/ladder.rst",
+                category=OVERVIEW_CATEGORY,
+                labels={"dataset": "{dataset}", "page": "ladder of every model"},
+            ),
+            ladder_grid_pdf=P.beside(P.LADDER_GRID_FIGURE, "pdf"),
+            ladder_grid_data=P.beside(P.LADDER_GRID_FIGURE, "parquet"),
         wildcard_constraints:
             dataset=re.escape(_dataset),
         params:
@@ -162,3 +180,30 @@ rule exposed_rows:
         P.benchmark("exposed_rows", P.DATASET_KEY)
     script:
         "../scripts/exposed_rows.py"
+
+
+# The overview (issue 34): one row per model with its verdict, strongest attack, largest certified
+# bound and ε*, linking to its dossier, under each dataset's ladder small multiples; and the same
+# page as the report's landing view (workflow/report/workflow.rst includes P.OVERVIEW_LANDING).
+rule overview:
+    input:
+        table=rules.aggregate_metrics.output.table,
+        figures=[P.LADDER_GRID_FIGURE.format(dataset=dataset) for dataset in DATASETS],
+    output:
+        page=report(
+            P.OVERVIEW,
+            caption="../workflow/report/overview.rst",
+            category=OVERVIEW_CATEGORY,
+            labels={"dataset": "all", "page": "overview: is each model as private as promised?"},
+        ),
+        landing=P.OVERVIEW_LANDING,
+    params:
+        datasets=list(DATASETS),
+        code=CODE["overview"],
+    localrule: True
+    log:
+        P.log("overview"),
+    benchmark:
+        P.benchmark("overview")
+    script:
+        "../scripts/overview.py"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import posixpath
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
 from dpaudit.contract import metrics as vocabulary
+from dpaudit.contract import paths
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.io import read_json, read_parquet
 
@@ -208,7 +210,11 @@ def summary_html(summary: pd.DataFrame) -> str:
     from dpaudit.report.pages import page
 
     glossary = runs_glossary(summary.columns)
+    overview = posixpath.relpath(paths.OVERVIEW, posixpath.dirname(paths.RUNS_PAGE))
     intro = (
+        f"<p style='font-size:1.1em'><strong>Which models keep their promise?</strong> The overview answers it "
+        f"(verdict, strongest attack, largest certified bound, ε*, a link to each dossier): <a href='{overview}'>"
+        "results/index.html</a>. This table lists every run's hyperparameters and headline numbers.</p>"
         "<h3>Runs</h3><p>One row per trained model. ε = ∞ marks non-private baselines; the attack is the "
         "loss-threshold membership-inference attack on members (training split) vs non-members (holdout split). "
         "Click a header to sort, type in the search box or in the boxes under the columns to filter. Numbers: 4 significant digits; "

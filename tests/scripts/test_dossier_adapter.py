@@ -7,6 +7,17 @@ from tests.scripts.fake import FakeSnakemake, named, run_script
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
 
 
+def add_ladder_outputs(output, tmp_path, runs):
+    """The rule's ladder outputs (issue 34): per run a PNG, PDF and Parquet, and the dataset's grid."""
+    for name, ext in (("ladders", "png"), ("ladder_pdfs", "pdf"), ("ladder_data", "parquet")):
+        start = len(output)
+        output.extend(str(tmp_path / f"ladder{i}.{ext}") for i in range(len(runs)))
+        output._set_name(name, start, len(output))
+    for name, ext in (("ladder_grid", "png"), ("ladder_grid_pdf", "pdf"), ("ladder_grid_data", "parquet")):
+        output.append(str(tmp_path / f"grid.{ext}"))
+        output._set_name(name, len(output) - 1)
+
+
 def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     runs = [run_name("dpsgd", 1.0, 0), run_name("dpsgd", 2.0, 0), run_name("baseline", "NA", 0)]
     table = table_of(model_rows("dpsgd", 1.0, 0), model_rows("dpsgd", 2.0, 0), model_rows("baseline", "NA", 0))
@@ -37,6 +48,7 @@ def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     start = len(output)
     output.extend(map(str, pages))
     output._set_name("pages", start, len(output))
+    add_ladder_outputs(output, tmp_path, runs)
     fake = FakeSnakemake("dossier", input=inputs, output=output, wildcards={"dataset": DATASET},
                          params={"runs": runs, "audited": [], "attacked": [], "loss": "loss_ce", "targets": {}},
                          log=[tmp_path / "dossier.log"])
@@ -48,7 +60,13 @@ def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     assert "This is the <strong>loss ranking</strong>" in pages[0].read_text()
     assert guidance["guidance_png"].stat().st_size > 0 and guidance["guidance_pdf"].stat().st_size > 0
     log = (tmp_path / "dossier.log").read_text()
-    assert log.count("dossier of") == len(runs) and "guidance written" in log
+    assert f"{len(runs)} dossiers with ladders and the guidance written" in log
+    # issue 34: every dossier opens with its ladder figure, written beside the others
+    for i, page in enumerate(pages):
+        assert page.read_text().count('<img class="ladder"') == 1
+        assert (tmp_path / f"ladder{i}.png").read_bytes().startswith(b"\x89PNG")
+        assert (tmp_path / f"ladder{i}.pdf").read_bytes().rstrip().endswith(b"%%EOF")
+    assert (tmp_path / "grid.png").stat().st_size > 0 and (tmp_path / "grid.parquet").stat().st_size > 0
 
 
 def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_the_audit_row(tmp_path):
@@ -86,6 +104,7 @@ def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_
     start = len(output)
     output.extend(map(str, pages))
     output._set_name("pages", start, len(output))
+    add_ladder_outputs(output, tmp_path, runs)
     fake = FakeSnakemake("dossier", input=inputs, output=output, wildcards={"dataset": DATASET},
                          params={"runs": runs, "audited": [], "attacked": [runs[0]], "loss": "loss_ce",
                                  "targets": {}}, log=[tmp_path / "dossier.log"])

@@ -204,3 +204,15 @@ IDENTIFIABILITY_AUDIT_FIGURE = figure("identifiability_audit_{dataset}")  # Figs
 PMP_FIGURE = figure("pmp_fig{k}")  # Lowy et al. 2024, Figs 1-6
 ATTACK_FIGURE = figure("attacks_{kind}_{dataset}")  # kind: roc, tpr, reference_accuracy
 PROFILE_FIGURE = figure("profile/{view}/fig{k}")  # LeBlond et al. 2023, Figs 1-8
+
+# ------------------------------------------------------------------ the overview (issue 34)
+
+# Every model on one page: verdict, strongest attack, largest certified bound, ε*, dossier links.
+OVERVIEW = f"{RESULTS}/index.html"
+# The overview as the report's landing view: an iframe of it that workflow/report/workflow.rst
+# includes (Snakemake renders the workflow description beside the rule graph on the first view).
+OVERVIEW_LANDING = f"{RESULTS}/report_landing.html"
+# Each model's ladder figure (PDF and the Parquet of its rungs beside it), drawn by the dossier job.
+LADDER_FIGURE = f"{RESULTS}/ladders/{{dataset}}/{{run}}.png"
+# A dataset's models as small multiples of the ladder (PDF and Parquet beside it).
+LADDER_GRID_FIGURE = fill(DATASET_FIGURE, name="ladder")

@@ -25,8 +25,10 @@ values it quotes. The run's rows are read through ``dpaudit.report.run_view``, t
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,6 +38,7 @@ from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
+from dpaudit.report.attack_rows import attack_table
 from dpaudit.report.banner import did_not_train_banner
 from dpaudit.report.dataset_card import dataset_card
 
@@ -217,6 +220,7 @@ def _measured(view: RunView, eps: float) -> str:
                           f"Area under the attack's ROC: {auc.num()}, where 0.5 is chance and 1 is perfect.",
                           kind_of("mia", "attack_auc")))
     parts.append(rows_table(lines))
+    parts.append(attack_table(view))
     parts.append(_verdict(view, eps))
     return "".join(parts)
 
@@ -424,15 +428,26 @@ def _mechanism_lines(view: RunView) -> list[Line]:
 # ------------------------------------------------------------------ the dossier
 
 
+def _ladder_img(png: str | Path | None, title: str) -> str:
+    """The model's ladder figure as a data URI (the dossier stays one standalone file)."""
+    if png is None:
+        return ""
+    data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
+    return (f'<img class="ladder" alt="ε ladder of {esc(title)}: the promise, each certified bound with its '
+            f'ceiling, the estimates and the verdict" src="data:image/png;base64,{data}">')
+
+
 def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping | None = None,
                   outputs: pd.DataFrame | None = None, splits: Mapping | None = None,
                   canary_record: Mapping | None = None, ledger: pd.DataFrame | None = None,
                   loss_column: str = "loss_ce", dataset_info: Mapping | None = None,
-                  attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None) -> str:
+                  attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None,
+                  ladder_png: str | Path | None = None) -> str:
     """Standalone HTML dossier of one trained model (no external file, no script); with
     ``dataset_info`` (dataset.json) it opens with the dataset card. With ``attack_scores`` (the
     run's ``scores.parquet``) section 4 ranks members by the strongest attack, else by loss;
-    ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out."""
+    ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out;
+    ``ladder_png`` (``dpaudit.plots.ladder``) is embedded at the top of the page."""
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
@@ -442,6 +457,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason")
                            if view.column(key) is not None and not train.get("loss_diverged")}}
     body = [f"<h1>Privacy dossier: {esc(title)}</h1>", did_not_train_banner(flagged),
+            _ladder_img(ladder_png, title),
             f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs or attack scores and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",

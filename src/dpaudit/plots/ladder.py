@@ -1,0 +1,421 @@
+"""The ladder figure of one model (issue 34): where the measured leakage sits against the promise.
+
+One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM``) and one row
+("rung") per number, top to bottom:
+
+* the promise: the accountant's ε (``mia``/``accountant_epsilon``); ε = ∞ for a model trained
+  without DP, written as such at the axis' right end, never drawn at a finite place;
+* the canary audit's rungs (``dpaudit.metrics.canary.rows.LADDER``), each with its ceiling
+  (what perfect guessing certifies with the same counts) as a faint bar from 0;
+* each attack's certified ε lower bound (``mia``/``epsilon_lower_bound`` by ``attack``) and the
+  loss attack's DP-region bound (``privacy_card``/``dp_region_epsilon_lower_bound``);
+* ε* of both estimators (logit loss) with its bootstrap interval;
+* the ε implied by the strongest attack's (highest AUC) TPR at FPR 1 %: ln((TPR − δ)/FPR) at its
+  realized FPR, a point estimate (not a bound) with the TPR's Clopper–Pearson interval carried
+  through the same formula. It is the one derived rung; every other rung is a metrics.parquet
+  row copied unchanged (``ladder_rows``; the figure's Parquet holds them, one row per rung).
+
+The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
+is in the title; a run flagged as not trained says so in red. ``plot_ladder_grid`` draws a
+dataset's models as small multiples with shared axes (columns: mechanism and ε, rows: seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.mechanisms import MECHANISM_LABELS
+from dpaudit.contract.metrics import ATTACK_NAMES, declared
+from dpaudit.metrics.canary.rows import LADDER
+from dpaudit.plots.attacks import ATTACK_LABELS
+from dpaudit.plots.privacy_utility import save_figure
+
+__all__ = ["LADDER_RUNGS", "RUN_COLUMNS", "STRONGEST_FPR", "VERDICT_WORDS", "Rung", "ladder_rows",
+           "plot_ladder", "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
+
+# The FPR at which the strongest attack's TPR is read (the overview's column, the derived rung).
+STRONGEST_FPR = 0.01
+# Above this ε the axis turns symlog (linear below 1): bounds near 0 and ceilings near 15 both stay readable.
+LOG_FROM = 8.0
+RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta",
+               "loss_diverged", "loss_divergence_reason"]
+# How a verdict of the canary audit (measured_above_promise's verdict column) is said, and its colour.
+VERDICT_WORDS = {"above_promise": ("measured above the promise", "#b00020"),
+                 "consistent": ("consistent with the promise", "#1a7f37"),
+                 "too_weak": ("audit too weak to say", "#9a6700")}
+NO_VERDICT = ("no promise to audit", "#555555")
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung: which metrics row it copies, how it is drawn (``kind``) and which columns hold
+    its interval and ceiling (the first non-missing of ``ceiling`` per row)."""
+
+    key: str
+    label: str
+    family: str
+    metric: str
+    select: dict = field(default_factory=dict)
+    interval: tuple[str, str] | None = None
+    ceiling: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return declared(self.family, self.metric).kind
+
+
+_CANARY_SHORT = {
+    "canary_gdp_white_box": "canary white box: GDP estimate",
+    "canary_one_run_fdp_white_box": "canary white box: one-run f-DP bound",
+    "canary_many_trials_white_box": "canary white box: many-trials bound",
+    "canary_one_run_white_box": "canary white box: one-run bound",
+    "canary_many_runs": "many releases: bound",
+    "canary_many_trials_releases": "many releases: many-trials bound",
+    "canary_one_run_black_box": "canary black box: one-run bound",
+}
+LADDER_RUNGS: tuple[Rung, ...] = (
+    Rung("promise", "promise: accountant ε", "mia", "accountant_epsilon"),
+    *(Rung(r.key, _CANARY_SHORT[r.key], "canary", r.metric, {"threat_model": r.threat_model,
+                                                             "score_kind": r.score_kind},
+           ceiling=("ceiling_max", "ceiling")) for r in LADDER),
+    *(Rung(f"attack_{a}", f"{ATTACK_LABELS[a]} attack: certified bound", "mia", "epsilon_lower_bound",
+           {"attack": a}) for a in ATTACK_NAMES),
+    Rung("dp_region", "loss ROC vs DP region: certified bound", "privacy_card", "dp_region_epsilon_lower_bound"),
+    *(Rung(f"epsilon_star_{e}", f"ε* {e} (logit loss)", "epsilon_star", "epsilon_star",
+           {"estimator": e, "loss": "logit"}, interval=("boot_low", "boot_high")) for e in ("parametric", "empirical")),
+)
+STRONGEST_KEY = "strongest_attack"
+STRONGEST_LABEL = "strongest attack at FPR 1 %: ln((TPR − δ)/FPR)"
+ORDER = {**{r.key: i for i, r in enumerate(LADDER_RUNGS)}, STRONGEST_KEY: len(LADDER_RUNGS)}
+
+
+def selected_rows(table: pd.DataFrame, family: str, metric: str, select: dict) -> pd.DataFrame:
+    keep = (table["family"] == family).fillna(False) & (table["metric"] == metric).fillna(False)
+    for column, wanted in select.items():
+        if column not in table.columns:
+            return table.iloc[0:0]
+        keep &= (table[column] == wanted).fillna(False)
+    return table[keep.to_numpy(bool)]
+
+
+def _runs(table: pd.DataFrame) -> pd.DataFrame:
+    per_run = table[table["run"].notna()]
+    runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
+                                                                                   ignore_index=True)
+    if "loss_diverged" not in runs:
+        runs["loss_diverged"] = False
+    runs["loss_diverged"] = runs["loss_diverged"].astype("boolean").fillna(False).astype(bool)
+    return runs
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return rows[name].astype("float64").to_numpy() if name in rows.columns else np.full(len(rows), np.nan)
+
+
+def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, the attack with the highest finite AUC (``ATTACK_NAMES`` order on a tie): columns
+    dataset, run, attack, auc, auc_low, auc_high (the AUC row's ci_lower/ci_upper)."""
+    columns = ["dataset", "run", "attack", "auc", "auc_low", "auc_high"]
+    if "attack" not in table.columns:
+        return pd.DataFrame(columns=columns)
+    rows = selected_rows(table, "mia", "attack_auc", {})
+    rows = rows[rows["attack"].notna() & np.isfinite(rows["value"].to_numpy(float))]
+    rank = rows["attack"].map({a: i for i, a in enumerate(ATTACK_NAMES)}).fillna(len(ATTACK_NAMES))
+    rows = rows.assign(_rank=rank.to_numpy()).sort_values(["dataset", "run", "value", "_rank"],
+                                                         ascending=[True, True, False, True], kind="stable")
+    best = rows.drop_duplicates(["dataset", "run"])
+    return pd.DataFrame({"dataset": best["dataset"].to_numpy(), "run": best["run"].to_numpy(),
+                         "attack": best["attack"].astype(str).to_numpy(), "auc": best["value"].to_numpy(float),
+                         "auc_low": _column(best, "ci_lower"), "auc_high": _column(best, "ci_upper")})
+
+
+def run_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the canary verdict, decided_by, note (NA without one) and the detectable noise factor."""
+    runs = _runs(table)[["dataset", "run"]]
+    flag = selected_rows(table, "canary", "measured_above_promise", {})
+    keep = [c for c in ("verdict", "decided_by", "note") if c in flag.columns]
+    runs = runs.merge(flag[["dataset", "run", *keep]], on=["dataset", "run"], how="left", validate="one_to_one")
+    factor = selected_rows(table, "canary", "detectable_noise_factor", {})[["dataset", "run", "value"]]
+    runs = runs.merge(factor.rename(columns={"value": "detectable_noise_factor"}), on=["dataset", "run"],
+                      how="left", validate="one_to_one")
+    for column in ("verdict", "decided_by", "note"):
+        runs[column] = runs[column].astype("string") if column in runs else pd.Series(pd.NA, index=runs.index,
+                                                                                      dtype="string")
+    runs["detectable_noise_factor"] = runs["detectable_noise_factor"].astype("float64")
+    return runs
+
+
+def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
+    rows = selected_rows(table, rung.family, rung.metric, rung.select)
+    rows = rows[rows["run"].notna()]
+    if rows.duplicated(["dataset", "run"]).any():
+        raise ValueError(f"several {rung.family}/{rung.metric} rows {rung.select} for one run (rung {rung.key})")
+    ceiling = np.full(len(rows), np.nan)
+    source = np.full(len(rows), None, dtype=object)
+    for name in reversed(rung.ceiling):  # the first column of the tuple wins where it has a value
+        values = _column(rows, name)
+        has = ~np.isnan(values)
+        ceiling[has], source[has] = values[has], name
+    low = _column(rows, rung.interval[0]) if rung.interval else np.full(len(rows), np.nan)
+    high = _column(rows, rung.interval[1]) if rung.interval else np.full(len(rows), np.nan)
+    return pd.DataFrame({
+        "dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(), "rung": rung.key, "label": rung.label,
+        "kind": rung.kind, "family": rung.family, "metric": rung.metric,
+        "select": json.dumps(rung.select, sort_keys=True), "value": rows["value"].to_numpy(float),
+        "low": low, "high": high, "interval_source": ",".join(rung.interval) if rung.interval else None,
+        "ceiling": ceiling, "ceiling_source": source, "derived": False,
+    })
+
+
+def _strongest_frame(table: pd.DataFrame) -> pd.DataFrame:
+    best = strongest_attacks(table)
+    tpr = selected_rows(table, "mia", "tpr_at_fpr", {})
+    if best.empty or tpr.empty or "fpr_target" not in tpr.columns:
+        return pd.DataFrame()
+    tpr = tpr[np.isclose(tpr["fpr_target"].astype(float), STRONGEST_FPR)]
+    picked = best.merge(tpr, on=["dataset", "run", "attack"], how="inner", validate="one_to_one")
+    # the run's δ (every metrics row carries its run's columns)
+    delta = _column(picked, "accountant_delta")
+    delta = np.where(np.isnan(delta), 0.0, delta)
+    fpr = _column(picked, "fpr_realized")
+
+    def implied(rate):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eps = np.log((rate - delta) / fpr)
+        # TPR ≤ δ implies nothing beyond ε ≥ 0; FPR = 0 (or no TPR) leaves ε undefined
+        return np.where(np.isfinite(fpr) & (fpr > 0) & np.isfinite(rate), np.maximum(np.nan_to_num(eps, nan=0.0,
+                                                                                                 neginf=0.0), 0.0),
+                        np.nan)
+
+    tprs = picked["value"].to_numpy(float)
+    return pd.DataFrame({
+        "dataset": picked["dataset"].to_numpy(), "run": picked["run"].to_numpy(), "rung": STRONGEST_KEY,
+        "label": [f"{ATTACK_LABELS.get(a, a)}: ln((TPR − δ)/FPR) at FPR 1 %" for a in picked["attack"]],
+        "kind": "estimate", "family": "mia", "metric": "tpr_at_fpr",
+        "select": [json.dumps({"attack": a, "fpr_target": STRONGEST_FPR}, sort_keys=True) for a in picked["attack"]],
+        "value": implied(tprs), "low": implied(_column(picked, "ci_lower")),
+        "high": implied(_column(picked, "ci_upper")), "interval_source": "ci_lower,ci_upper",
+        "ceiling": np.nan, "ceiling_source": None, "derived": True, "source_value": tprs,
+        "fpr_realized": fpr, "delta": delta, "attack": picked["attack"].to_numpy(),
+    })
+
+
+def ladder_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, run, rung) of every trained model of ``table`` (metrics.parquet):
+    the rung's metrics row selected by family, metric and ``select`` (JSON), its value, interval
+    (``low``/``high`` from ``interval_source``) and ceiling (from ``ceiling_source``) unchanged,
+    except the derived rung (``derived``: the strongest attack's ln((TPR − δ)/FPR), with the TPR in
+    ``source_value``, the realized FPR and δ beside it). Run columns joined; rungs in ladder order."""
+    runs = _runs(table)
+    frames = [frame for frame in (*(_rung_frame(r, table) for r in LADDER_RUNGS), _strongest_frame(table))
+              if len(frame)]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["dataset", "run", "rung"])
+    for column in ("source_value", "fpr_realized", "delta"):
+        rows[column] = rows[column].astype("float64") if column in rows else np.nan
+    rows["attack"] = rows["attack"].astype("string") if "attack" in rows else pd.Series(pd.NA, index=rows.index,
+                                                                                        dtype="string")
+    rows["order"] = rows["rung"].map(ORDER).astype("int64")
+    rows = rows.merge(runs, on=["dataset", "run"], how="inner", validate="many_to_one")
+    for column in ("dataset", "run", "rung", "label", "kind", "family", "metric", "select", "interval_source",
+                   "ceiling_source", "mechanism"):
+        rows[column] = rows[column].astype("string")
+    return rows.sort_values(["dataset", "run", "order"], ignore_index=True)
+
+
+# ------------------------------------------------------------------ drawing
+
+_KIND_STYLE = {  # kind -> (colour, marker, filled)
+    "guarantee": ("black", "|", True),
+    "bound": ("tab:blue", "o", True),
+    "estimate": ("tab:orange", "D", False),
+}
+
+
+def _x_top(rows: pd.DataFrame) -> float:
+    values = np.concatenate([rows[c].to_numpy(float) for c in ("value", "low", "high", "ceiling")])
+    finite = values[np.isfinite(values)]
+    return max(1.0, float(finite.max()) if finite.size else 1.0) * 1.12
+
+
+def _scale(ax, x_top: float) -> None:
+    if x_top > LOG_FROM:
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.6)
+        ticks = [t for t in (0, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if t <= x_top]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlim(0, x_top)
+
+
+def verdict_of(verdict) -> tuple[str, str]:
+    """(words, colour) of a canary verdict (``NO_VERDICT`` for NA)."""
+    return VERDICT_WORDS.get(str(verdict), NO_VERDICT) if verdict is not None and verdict is not pd.NA else NO_VERDICT
+
+
+def _draw(ax, rows: pd.DataFrame, keys: list[str], x_top: float, *, labels: bool, small: bool) -> None:
+    """One model's rungs on ``ax`` at rows ``keys`` (top to bottom)."""
+    y_of = {key: i for i, key in enumerate(keys)}
+    size = 5 if small else 7
+    promise = rows[rows["rung"] == "promise"]
+    eps = float(promise["value"].iloc[0]) if len(promise) else math.nan
+    if math.isfinite(eps):
+        ax.axvline(eps, color="black", ls="--", lw=1.0, zorder=1)
+        ax.axvspan(eps, x_top, color="tab:red", alpha=0.07, zorder=0)
+    for _, row in rows.iterrows():  # a dozen rungs: drawing, not arithmetic
+        y = y_of[row["rung"]]
+        value = float(row["value"])
+        colour, marker, filled = _KIND_STYLE[row["kind"]]
+        if row["rung"] == "promise":
+            if math.isinf(value):  # no finite place on the axis: said in words at its right end
+                ax.annotate("ε = ∞ (no DP)" if small else "ε = ∞: no DP, nothing promised", (x_top, y),
+                            xytext=(-36, 0), textcoords="offset points", ha="right", va="center", fontsize=size)
+                ax.annotate("", (x_top, y), xytext=(-32, 0), textcoords="offset points",
+                            arrowprops={"arrowstyle": "->", "lw": 1.2})
+            else:
+                ax.annotate(f"ε = {value:.3g}", (value, y), xytext=(4, 0), textcoords="offset points",
+                            va="center", fontsize=size)
+            continue
+        if np.isfinite(row["ceiling"]):  # what perfect guessing could certify: the audit's reach
+            ax.barh(y, min(float(row["ceiling"]), x_top), height=0.55, color=colour, alpha=0.14, zorder=1)
+        if np.isfinite(row["low"]) and np.isfinite(row["high"]):
+            ax.plot([row["low"], min(float(row["high"]), x_top)], [y, y], color=colour, lw=1.4, zorder=2)
+        if not np.isfinite(value):
+            ax.annotate("not resolved" if row["derived"] else "not defined", (0, y), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=size - 1, color="0.4")
+            continue
+        ax.scatter([min(value, x_top)], [y], marker=marker, s=22 if small else 36, zorder=3,
+                   c=colour if filled else "white", edgecolors=colour, linewidths=1.2)
+        if not small:
+            ax.annotate(f"{value:.3g}", (min(value, x_top), y), xytext=(5, 3), textcoords="offset points",
+                        fontsize=size - 1, color="0.25")
+    ax.set_ylim(len(keys) - 0.5, -0.5)
+    ax.set_yticks(range(len(keys)))
+    if labels:
+        # small multiples: one label per row for every panel (the strongest attack differs by model)
+        label_of = {} if small else dict(zip(rows["rung"], rows["label"], strict=False))
+        ax.set_yticklabels([label_of.get(k, _label(k)) for k in keys], fontsize=size)
+    else:
+        ax.tick_params(axis="y", labelleft=False)
+    ax.tick_params(axis="x", labelsize=size)
+    ax.grid(axis="x", alpha=0.3)
+    _scale(ax, x_top)
+
+
+def _label(key: str) -> str:
+    return next((r.label for r in LADDER_RUNGS if r.key == key), STRONGEST_LABEL)
+
+
+def model_name(row) -> str:
+    mechanism = str(row["mechanism"])
+    name = MECHANISM_LABELS.get(mechanism, mechanism)
+    target = row.get("target_epsilon")
+    parts = [name] + ([f"ε = {float(target):g}"] if target is not None and not pd.isna(target)
+                      and math.isfinite(float(target)) else [])
+    if row.get("seed") is not None and not pd.isna(row.get("seed")):
+        parts.append(f"seed {int(row['seed'])}")
+    return " · ".join(parts)
+
+
+def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
+    words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
+    decided = verdict.get("decided_by") if verdict is not None else None
+    title = f"Verdict: {words}" + (f" (decided by {str(decided).replace('_', ' ')})"
+                                   if decided is not None and not pd.isna(decided) else "")
+    if bool(first["loss_diverged"]):
+        title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
+        colour = "#b00020"
+    return title, colour
+
+
+def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, pdf: str | Path | None = None) -> None:
+    """The ladder figure of one model (``rows``: its rows of ``ladder_rows``; ``verdict``: its row of
+    ``run_verdicts`` or None)."""
+    if rows.empty:
+        raise ValueError("no ladder rows to draw")
+    first = rows.iloc[0]
+    keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
+    title, colour = _title(first, verdict)
+    top = 0.75 + 0.2 * title.count("\n")  # inches above the axes: title lines and the model's name
+    height = 0.3 * len(keys) + top + 1.0
+    fig, ax = plt.subplots(figsize=(8.6, height))
+    # fixed margins (no tight_layout: it draws the figure once more, per model)
+    fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.95 / height)
+    _draw(ax, rows, keys, _x_top(rows), labels=True, small=False)
+    fig.text(0.01, 1 - 0.1 / height, title, fontsize=10.5, color=colour, va="top")
+    ax.set_title(f"{model_name(first)} · {first['dataset']}", fontsize=9, loc="left")
+    scale = "symlog: linear below 1" if _x_top(rows) > LOG_FROM else "linear"
+    ax.set_xlabel(f"ε ({scale}); dashed line: the promise; red: where a certified bound contradicts it", fontsize=8)
+    handles = [plt.Line2D([], [], marker="o", ls="none", color="tab:blue", label="certified lower bound"),
+               plt.Rectangle((0, 0), 1, 1, color="tab:blue", alpha=0.14, label="its ceiling (perfect guessing)"),
+               plt.Line2D([], [], marker="D", ls="-", color="tab:orange", mfc="white", label="estimate, interval")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7.5, frameon=False)
+    save_figure(fig, png, pdf)
+
+
+def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
+    """One dataset's models as small multiples of the ladder: one panel per model, columns by
+    mechanism and ε (baselines last), rows by seed; shared rungs and ε axis."""
+    if rows.empty:
+        raise ValueError("no ladder rows to draw")
+    runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "dataset"]]
+    mechanisms = {m: i for i, m in enumerate(MECHANISM_LABELS)}
+    runs = runs.assign(_base=(runs["mechanism"] == "baseline").astype(int),
+                       _mech=runs["mechanism"].map(mechanisms).fillna(len(mechanisms)),
+                       _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
+    columns = runs[["_base", "_mech", "mechanism", "_eps"]].drop_duplicates().sort_values(["_base", "_mech", "_eps"])
+    column_of = {(m, e): i for i, (m, e) in enumerate(zip(columns["mechanism"], columns["_eps"], strict=True))}
+    runs = runs.sort_values(["seed", "run"])
+    runs["_col"] = [column_of[(m, e)] for m, e in zip(runs["mechanism"], runs["_eps"], strict=True)]
+    runs["_row"] = runs.groupby("_col").cumcount()
+    n_cols, n_rows = len(column_of), int(runs["_row"].max()) + 1
+    keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
+    x_top = _x_top(rows)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.0 + 2.3 * n_cols, (0.17 * len(keys) + 0.75) * n_rows + 0.9),
+                             squeeze=False)
+    by_run = verdicts.set_index("run") if len(verdicts) else None
+    drawn = set()
+    for _, run in runs.iterrows():
+        ax = axes[run["_row"], run["_col"]]
+        drawn.add(id(ax))
+        verdict = by_run.loc[run["run"]] if by_run is not None and run["run"] in by_run.index else None
+        _draw(ax, rows[rows["run"] == run["run"]], keys, x_top, labels=run["_col"] == 0, small=True)
+        words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
+        if bool(run["loss_diverged"]):
+            words, colour = "did not train", "#b00020"
+        ax.set_title(f"{model_name(run)}\n{words}", fontsize=6.5, color=colour)
+    for ax in axes.ravel():
+        if id(ax) not in drawn:
+            ax.set_visible(False)
+    dataset = rows["dataset"].iloc[0]
+    fig.suptitle(f"{dataset}: each model's ε ladder (dashed line: promise; faint bars: ceilings; diamonds: estimates)", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    save_figure(fig, png, pdf)
+
+
+def write_ladders(table: pd.DataFrame, dataset: str, runs, pngs, pdfs, data, *, grid_png, grid_pdf,
+                  grid_data) -> dict[str, str]:
+    """Every ladder file of one dataset (the dossier job's): per run in ``runs`` its PNG, PDF and
+    Parquet of rungs, and the dataset's small multiples with their Parquet. Returns run → PNG path."""
+    from dpaudit.io import write_parquet
+
+    rows = ladder_rows(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
+    verdicts = run_verdicts(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
+    by_run = verdicts.set_index("run")
+    written = {}
+    for run, png, pdf, path in zip(runs, pngs, pdfs, data, strict=True):
+        mine = rows[rows["run"] == run]
+        if mine.empty:
+            raise ValueError(f"the metrics table has no rung of {dataset}/{run} (no mia accountant_epsilon row?)")
+        write_parquet(path, mine.reset_index(drop=True))
+        plot_ladder(mine, by_run.loc[run] if run in by_run.index else None, png, pdf)
+        written[run] = str(png)
+    write_parquet(grid_data, rows[rows["run"].isin(list(runs))].reset_index(drop=True))
+    plot_ladder_grid(rows[rows["run"].isin(list(runs))], verdicts, grid_png, grid_pdf)
+    return written

@@ -1,0 +1,393 @@
+"""The overview page ``results/index.html`` (issue 34): which models keep their promise, and how sure we are.
+
+One row per trained model, read from ``results/tables/metrics.parquet`` through the metric
+vocabulary (headers are the declared labels; numbers are shown as they are in the table, each a
+traceable ``<span class="num">`` of ``dpaudit.report.pages.number``): dataset, model (a link to
+its dossier), the promise (accountant ε, δ), test accuracy, the canary audit's verdict coloured
+with ``decided_by`` and the detectable noise factor, the strongest attack by AUC with its AUC
+interval and its TPR at FPR 1 % with its Clopper–Pearson interval, the largest certified ε lower
+bound (canary distribution-free bounds, every attack's bound, the DP-region bound) with its
+ceiling, and ε* with its bootstrap interval. What does not apply is "—" with the reason.
+
+Above the table: one sentence of counts and each dataset's ladder small multiples
+(``dpaudit.plots.ladder.plot_ladder_grid``) embedded as data URIs, so the page is one file that
+also works inside Snakemake's report. The table sorts on a header click and filters on typed
+text (a few lines of inline script, no external asset).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import posixpath
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.contract import paths as P
+from dpaudit.contract.metrics import declared
+from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
+from dpaudit.plots.attacks import ATTACK_LABELS
+from dpaudit.plots.ladder import (
+    STRONGEST_FPR,
+    ladder_rows,
+    model_name,
+    run_verdicts,
+    selected_rows,
+    strongest_attacks,
+    verdict_of,
+)
+from dpaudit.report.pages import esc, is_missing, number, page
+
+__all__ = ["HEADING", "VERDICT_RANK", "build_overview", "certified_bounds", "landing_fragment", "overview_frame"]
+
+HEADING = "Is each model as private as promised?"
+SPEC = ".3g"
+# Sort order of the verdict column: the answers a reader must act on first.
+VERDICT_RANK = {"above_promise": 0, "too_weak": 1, "consistent": 2}
+NO_VERDICT_RANK = 3
+# The certified ε lower bounds the "largest" column compares (family, metric); the canary ones are
+# DISTRIBUTION_FREE (the verdict's), the others hold for any mechanism too.
+CERTIFIED = (*(("canary", m) for m in DISTRIBUTION_FREE), ("mia", "epsilon_lower_bound"),
+             ("privacy_card", "dp_region_epsilon_lower_bound"))
+
+
+def certified_bounds(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, the largest certified ε lower bound (on a tie, the one with the highest ceiling):
+    dataset, run, family, metric, value, ceiling (ceiling_max, else ceiling; NaN where none is
+    recorded), ceiling_source, and the identity columns attack, threat_model, score_kind."""
+    frames = []
+    for family, metric in CERTIFIED:
+        rows = selected_rows(table, family, metric, {})
+        rows = rows[rows["run"].notna() & np.isfinite(rows["value"].to_numpy(float))]
+        ceiling = np.full(len(rows), np.nan)
+        source = np.full(len(rows), None, dtype=object)
+        for column in ("ceiling", "ceiling_max"):  # ceiling_max wins where it has a value
+            if column in rows.columns:
+                values = rows[column].astype("float64").to_numpy()
+                has = ~np.isnan(values)
+                ceiling[has], source[has] = values[has], column
+        frames.append(pd.DataFrame({
+            "dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(), "family": family, "metric": metric,
+            "value": rows["value"].to_numpy(float), "ceiling": ceiling, "ceiling_source": source,
+            **{c: (rows[c].astype("string").to_numpy() if c in rows.columns else pd.NA)
+               for c in ("attack", "threat_model", "score_kind")}}))
+    bounds = pd.concat(frames, ignore_index=True)
+    bounds = bounds.assign(_c=np.nan_to_num(bounds["ceiling"].to_numpy(float), nan=-1.0))
+    bounds = bounds.sort_values(["dataset", "run", "value", "_c"], ascending=[True, True, False, False], kind="stable")
+    return bounds.drop_duplicates(["dataset", "run"]).drop(columns="_c").reset_index(drop=True)
+
+
+def overview_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per trained model: run columns, verdict, strongest attack (AUC and interval, TPR at
+    FPR 1 % and interval), largest certified bound and ceiling, ε* (largest of the logit-loss
+    estimators) with its bootstrap interval, test accuracy. Metric values are the table's."""
+    ladder = ladder_rows(table)
+    runs = ladder.drop_duplicates(["dataset", "run"])[["dataset", "run", "mechanism", "target_epsilon", "seed",
+                                                       "accountant_epsilon", "accountant_delta", "loss_diverged",
+                                                       "loss_divergence_reason"]]
+    frame = runs.merge(run_verdicts(table), on=["dataset", "run"], how="left", validate="one_to_one")
+    best = strongest_attacks(table)
+    tpr = selected_rows(table, "mia", "tpr_at_fpr", {})
+    if len(tpr) and "attack" in tpr.columns:
+        tpr = tpr[np.isclose(tpr["fpr_target"].astype(float), STRONGEST_FPR)]
+        best = best.merge(tpr[["dataset", "run", "attack", "value", "ci_lower", "ci_upper"]].rename(
+            columns={"value": "tpr", "ci_lower": "tpr_low", "ci_upper": "tpr_high"}),
+            on=["dataset", "run", "attack"], how="left", validate="one_to_one")
+    frame = frame.merge(best, on=["dataset", "run"], how="left", validate="one_to_one")
+    bounds = certified_bounds(table).rename(columns={"family": "bound_family", "metric": "bound_metric",
+                                                     "value": "bound", "ceiling": "bound_ceiling",
+                                                     "attack": "bound_attack"})
+    frame = frame.merge(bounds, on=["dataset", "run"], how="left", validate="one_to_one")
+    star = ladder[ladder["rung"].isin(["epsilon_star_parametric", "epsilon_star_empirical"])
+                  & np.isfinite(ladder["value"].to_numpy(float))]
+    star = star.sort_values(["dataset", "run", "value"], ascending=[True, True, False]).drop_duplicates(["dataset",
+                                                                                                         "run"])
+    frame = frame.merge(star[["dataset", "run", "rung", "value", "low", "high"]].rename(
+        columns={"rung": "star_rung", "value": "star", "low": "star_low", "high": "star_high"}),
+        on=["dataset", "run"], how="left", validate="one_to_one")
+    accuracy = selected_rows(table, "mia", "test_accuracy", {})[["dataset", "run", "value"]]
+    frame = frame.merge(accuracy.rename(columns={"value": "test_accuracy"}), on=["dataset", "run"], how="left",
+                        validate="one_to_one")
+    order = frame["mechanism"].eq("baseline").astype(int)
+    return (frame.assign(_b=order).sort_values(["dataset", "_b", "mechanism", "target_epsilon", "seed"],
+                                               ignore_index=True).drop(columns="_b"))
+
+
+# ------------------------------------------------------------------ cells
+
+
+def _num(value, family, metric, select, field="value"):
+    attrs = {"data_family": family, "data_metric": metric, "data_select": json.dumps(select, sort_keys=True)}
+    if field != "value":
+        attrs["data_field"] = field
+    return number(value, SPEC, **attrs)
+
+
+def _sort_value(value) -> str:
+    if is_missing(value):
+        return ""
+    value = float(value)
+    return "1e308" if value == math.inf else repr(value)
+
+
+def _missing(reason: str) -> str:
+    return f'— <span class="why">{esc(reason)}</span>'
+
+
+def _promise(row) -> tuple[str, str]:
+    eps = row["accountant_epsilon"]
+    if is_missing(eps) or math.isinf(float(eps)):
+        return "ε = ∞ " + _missing("no DP: nothing promised"), _sort_value(math.inf)
+    delta = number(row["accountant_delta"], ".2g", data_column="accountant_delta")
+    return (f"ε = {_num(eps, 'mia', 'accountant_epsilon', {})}, δ = {delta}", _sort_value(eps))
+
+
+def _verdict(row) -> tuple[str, str]:
+    verdict = None if is_missing(row.get("verdict")) else str(row["verdict"])
+    words, colour = verdict_of(verdict)
+    rank = VERDICT_RANK.get(verdict, NO_VERDICT_RANK)
+    cls = verdict or "none"
+    parts = [f'<span class="badge {esc(cls)}" data-verdict="{esc(cls)}">{esc(words)}</span>']
+    if verdict is None:
+        note = row.get("note")
+        parts.append(_missing(str(note) if not is_missing(note) else "no canary audit for this model"))
+    else:
+        if not is_missing(row.get("decided_by")):
+            parts.append(f'<div class="small">decided by {esc(str(row["decided_by"]).replace("_", " "))}</div>')
+        factor = row.get("detectable_noise_factor")
+        if not is_missing(factor):
+            parts.append('<div class="small">detectable noise factor '
+                         f'{_num(factor, "canary", "detectable_noise_factor", {})}</div>')
+    if bool(row["loss_diverged"]):
+        parts.insert(0, '<span class="badge dnt">did not train</span>')
+        rank = -1
+    return "".join(parts), str(rank)
+
+
+def _interval(row, low, high, family, metric, select, fields) -> str:
+    if is_missing(row.get(low)) or is_missing(row.get(high)):
+        return ""
+    return (f' <span class="ci">[{_num(row[low], family, metric, select, fields[0])}, '
+            f'{_num(row[high], family, metric, select, fields[1])}]</span>')
+
+
+def _attack(row) -> tuple[str, str, str, str]:
+    if is_missing(row.get("attack")):
+        return _missing("no attack AUC for this model"), "", _missing("no attack"), ""
+    attack = str(row["attack"])
+    select = {"attack": attack}
+    auc = (f'<span class="what">{esc(ATTACK_LABELS.get(attack, attack))}</span> AUC '
+           f"{_num(row['auc'], 'mia', 'attack_auc', select)}")
+    auc += (_interval(row, "auc_low", "auc_high", "mia", "attack_auc", select, ("ci_lower", "ci_upper"))
+            or ' <span class="why">(no interval recorded for this attack)</span>')
+    tpr_select = {"attack": attack, "fpr_target": STRONGEST_FPR}
+    if is_missing(row.get("tpr")):
+        tpr = _missing("not resolved: a non-member scores above every threshold at FPR ≤ 1 %")
+        tpr_sort = ""
+    else:
+        tpr = _num(row["tpr"], "mia", "tpr_at_fpr", tpr_select) + _interval(
+            row, "tpr_low", "tpr_high", "mia", "tpr_at_fpr", tpr_select, ("ci_lower", "ci_upper"))
+        tpr_sort = _sort_value(row["tpr"])
+    return auc, _sort_value(row["auc"]), tpr, tpr_sort
+
+
+def _bound_name(row) -> str:
+    metric = row["bound_metric"]
+    if row["bound_family"] == "mia":
+        return f"{ATTACK_LABELS.get(str(row['bound_attack']), row['bound_attack'])} attack"
+    if row["bound_family"] == "privacy_card":
+        return "loss ROC vs DP region"
+    return f"canary {str(row['threat_model']).replace('_', ' ')}: {declared('canary', metric).label}"
+
+
+def _bound(row) -> tuple[str, str]:
+    if is_missing(row.get("bound")):
+        return _missing("no certified bound for this model"), ""
+    select = {k: row[c] for k, c in (("attack", "bound_attack"), ("threat_model", "threat_model"),
+                                     ("score_kind", "score_kind")) if not is_missing(row.get(c))}
+    cell = f"ε ≥ {_num(row['bound'], row['bound_family'], row['bound_metric'], select)}"
+    if is_missing(row.get("bound_ceiling")):
+        cell += ' <span class="small">ceiling — <span class="why">none recorded</span></span>'
+    else:
+        cell += (' <span class="small">ceiling ' + _num(row["bound_ceiling"], row["bound_family"],
+                                                         row["bound_metric"], select, row["ceiling_source"]) + "</span>")
+    return cell + f'<div class="small">{esc(_bound_name(row))}</div>', _sort_value(row["bound"])
+
+
+def _star(row) -> tuple[str, str]:
+    if is_missing(row.get("star")):
+        return _missing("no ε* of the logit loss for this model"), ""
+    estimator = str(row["star_rung"]).removeprefix("epsilon_star_")
+    select = {"estimator": estimator, "loss": "logit"}
+    cell = _num(row["star"], "epsilon_star", "epsilon_star", select)
+    cell += _interval(row, "star_low", "star_high", "epsilon_star", "epsilon_star", select, ("boot_low", "boot_high"))
+    return cell + f'<div class="small">{esc(estimator)}</div>', _sort_value(row["star"])
+
+
+def _href(dataset: str, run: str) -> str:
+    return posixpath.relpath(P.DOSSIER.format(dataset=dataset, run=run), posixpath.dirname(P.OVERVIEW))
+
+
+COLUMNS = ("dataset", "model", "promise (ε, δ)", declared("mia", "test_accuracy").label, "verdict (canary audit)",
+           f"strongest {declared('mia', 'attack_auc').label}",
+           f"{declared('mia', 'tpr_at_fpr').label} 1 %", f"largest certified {declared('mia', 'epsilon_lower_bound').label}",
+           f'{declared("epsilon_star", "epsilon_star").label} (estimate)')
+
+
+def _row(row) -> str:
+    promise, promise_sort = _promise(row)
+    verdict, verdict_sort = _verdict(row)
+    auc, auc_sort, tpr, tpr_sort = _attack(row)
+    bound, bound_sort = _bound(row)
+    star, star_sort = _star(row)
+    accuracy = (_num(row["test_accuracy"], "mia", "test_accuracy", {}) if not is_missing(row.get("test_accuracy"))
+                else _missing("no test accuracy"))
+    href = _href(str(row["dataset"]), str(row["run"]))
+    name = model_name(row)
+    model = f'<a class="dossier" href="{esc(href)}">{esc(name)}</a>'
+    cells = [(esc(row["dataset"]), str(row["dataset"])), (model, name), (promise, promise_sort),
+             (accuracy, _sort_value(row.get("test_accuracy"))), (verdict, verdict_sort), (auc, auc_sort),
+             (tpr, tpr_sort), (bound, bound_sort), (star, star_sort)]
+    tds = "".join(f'<td data-sort="{esc(sort)}">{cell}</td>' for cell, sort in cells)
+    cls = ' class="dnt"' if bool(row["loss_diverged"]) else ""
+    return f'<tr{cls} data-dataset="{esc(row["dataset"])}" data-run="{esc(row["run"])}">{tds}</tr>'
+
+
+def _summary(frame: pd.DataFrame) -> str:
+    verdicts = frame["verdict"].astype("string")
+    counts = {v: int((verdicts == v).sum()) for v in VERDICT_RANK}
+    none = int(verdicts.isna().sum())
+    words = {"above_promise": "measured above the promise", "consistent": "consistent",
+             "too_weak": "audit too weak to say"}
+    parts = [f'<span class="badge {v}{" zero" if not counts[v] else ""}">{counts[v]} {w}</span>'
+             for v, w in words.items()]
+    parts.append(f'<span class="badge none{" zero" if not none else ""}">{none} with no promise to audit</span>')
+    dnt = int(frame["loss_diverged"].sum())
+    if dnt:
+        parts.append(f'<span class="badge dnt">{dnt} did not train</span>')
+    datasets = frame["dataset"].nunique()
+    return (f'<p class="answer">{len(frame)} models on {datasets} dataset{"s" if datasets > 1 else ""}: '
+            + " ".join(parts) + "</p>")
+
+
+def _data_uri(png: str | Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode("ascii")
+
+
+STYLE = """
+*{box-sizing:border-box}
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;padding:0.6em 1em;color:#1b1b1b;max-width:100em}
+h1{font-size:1.4em;margin:0.1em 0 0.2em}
+h2{font-size:1.1em;margin:1em 0 0.3em}
+.answer{margin:0.2em 0 0.5em}
+.badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:0.9em;color:#fff;white-space:nowrap}
+.badge.above_promise{background:#b00020}.badge.consistent{background:#1a7f37}.badge.too_weak{background:#9a6700}
+.badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
+.figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
+.figures figure{margin:0;flex:1 1 0;min-width:300px}
+.figures img{width:100%;height:auto;display:block;border:1px solid #ddd;max-height:360px;object-fit:contain}
+.figures figcaption{font-size:0.85em;color:#444}
+.tools{margin:0.5em 0}
+.tools input{font:inherit;padding:3px 6px;width:22em;max-width:100%}
+table{border-collapse:collapse;width:100%}
+th,td{text-align:left;vertical-align:top;padding:4px 6px;border-bottom:1px solid #e4e4e4}
+thead th{background:#f4f4f4;position:sticky;top:0}
+thead th button{all:unset;cursor:pointer;font-weight:600}
+thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=descending] button::after{content:" ▼"}
+tr.dnt td{background:#fdeeee}
+.num{font-variant-numeric:tabular-nums}
+.ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
+.what{font-weight:600}.embedded-note{display:none;color:#555}
+body.embedded .embedded-note{display:block}
+"""
+
+SCRIPT = """<script>
+(function(){
+  if (location.protocol === 'data:' || location.protocol === 'about:') document.body.classList.add('embedded');
+  var table = document.getElementById('overview'), body = table.tBodies[0];
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function(th, i){
+    th.querySelector('button').addEventListener('click', function(){
+      var up = th.getAttribute('aria-sort') !== 'ascending';
+      Array.prototype.forEach.call(heads, function(h){ h.removeAttribute('aria-sort'); });
+      th.setAttribute('aria-sort', up ? 'ascending' : 'descending');
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function(a, b){
+        var x = a.cells[i].dataset.sort, y = b.cells[i].dataset.sort;
+        if (x === '' && y !== '') return 1; if (y === '' && x !== '') return -1;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+        return up ? c : -c;
+      });
+      rows.forEach(function(r){ body.appendChild(r); });
+    });
+  });
+  document.getElementById('filter').addEventListener('input', function(e){
+    var words = e.target.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    Array.prototype.forEach.call(body.rows, function(r){
+      var text = r.textContent.toLowerCase();
+      r.hidden = !words.every(function(w){ return text.indexOf(w) >= 0; });
+    });
+  });
+})();
+</script>"""
+
+
+def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None = None) -> str:
+    """The overview page of every trained model of ``table``; ``figures``: dataset → its ladder
+    small multiples (PNG), embedded above the table."""
+    frame = overview_frame(table)
+    if frame.empty:
+        raise ValueError("the metrics table has no trained model to show")
+    figs = "".join(
+        f'<figure><a href="{esc(posixpath.relpath(P.fill(P.DATASET_FIGURE, name="ladder", dataset=dataset), "results"))}">'
+        f'<img alt="ladder small multiples of {esc(dataset)}" src="{_data_uri(png)}"></a>'
+        f"<figcaption>{esc(dataset)}: every model's ε ladder (click to enlarge)</figcaption></figure>"
+        for dataset, png in (figures or {}).items())
+    head = "".join(f'<th scope="col"><button type="button">{esc(c)}</button></th>' for c in COLUMNS)
+    body = "".join(_row(row) for _, row in frame.iterrows())
+    runs = posixpath.relpath(P.RUNS_PAGE, posixpath.dirname(P.OVERVIEW))
+    html = (
+        f"<h1>{esc(HEADING)}</h1>" + _summary(frame)
+        + ('<p class="small">Verdict: the canary audit against the accountant\'s promise (red: a certified bound '
+           "or the claimed trade-off curve is contradicted; amber: the audit could not have caught a 2× noise "
+           "shortfall; grey: no DP, so no promise). The ladder puts every number on one ε axis: the dashed line "
+           "is the promise, dots certified lower bounds with their ceilings as faint bars, diamonds estimates "
+           "with intervals.</p>")
+        + (f'<div class="figures">{figs}</div>' if figs else "")
+        + '<div class="tools"><input id="filter" type="search" placeholder="filter: type a dataset, mechanism, verdict…" '
+        'aria-label="filter the models"> <span class="small">click a header to sort; each model links to its '
+        f'dossier; every hyperparameter: <a href="{esc(runs)}">the runs table</a></span>'
+        '<p class="embedded-note">Inside report.html the dossier links do not resolve: open a model from the '
+        "category Dossiers, or open results/index.html.</p></div>"
+        + f'<table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
+          "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
+          "Each value is a row of results/tables/metrics.parquet; names and meanings: docs/metrics.md.</p>"
+        + SCRIPT)
+    return page("dpaudit: is each model as private as promised?", html, style=STYLE, lang="en", viewport=True,
+                meta={"dpaudit-page": "overview"})
+
+
+def landing_fragment(overview_page: str) -> str:
+    """The overview as an HTML fragment for the report's first view: an iframe holding the whole
+    page as a data URI (Snakemake inserts the workflow description with innerHTML, where a script
+    would not run and the page's style would restyle the report; inside the iframe sorting and
+    filtering work and the style stays the page's own). The report shows the description in a
+    narrow column (``max-w-lg``) beside the rule graph, in a container that centres what it holds
+    (``items-center justify-center``), so a wide iframe would be cut on the left and hide under
+    the graph: the style, scoped with ``:has`` to the containers of this iframe (Snakemake 9's
+    report template), lifts the width limit, aligns the view to its top left and wraps the rule
+    graph below. Elsewhere it does nothing; a report template with other classes shows the iframe
+    in the narrow column, still first."""
+    uri = "data:text/html;charset=utf-8;base64," + base64.b64encode(overview_page.encode()).decode("ascii")
+    return ("<style>.prose:has(#dpaudit-overview){max-width:none}"
+            ".items-center:has(#dpaudit-overview){align-items:flex-start;justify-content:flex-start}"
+            ".items-start:has(#dpaudit-overview){flex-wrap:wrap}</style>"
+            f'<iframe id="dpaudit-overview" title="{esc(HEADING)}" src="{uri}" '
+            'style="width:calc(100vw - 22rem);min-width:30rem;height:calc(100vh - 4rem);border:1px solid #ccc;'
+            'background:#fff;display:block"></iframe>\n')

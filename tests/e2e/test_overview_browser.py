@@ -1,0 +1,79 @@
+"""The tiny run's overview (issue 34) in headless Chromium: results/index.html loads without a console
+error, has one row per model, sorts by verdict, links every model to an existing dossier, and
+report.html opens on it. Screenshots stay in the test's temporary folder."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from dpaudit.report.overview import HEADING
+from tests.e2e.browser import Browser
+
+# make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
+pytestmark = pytest.mark.xdist_group("tiny_run")
+
+ROWS = "[...document.querySelectorAll('#overview tbody tr')]"
+
+
+def test_overview_page_sorts_filters_and_links_every_dossier(tiny_run, tmp_path):
+    results = tiny_run["workdir"] / "results"
+    table = pd.read_parquet(results / "tables" / "metrics.parquet")
+    models = table[table["run"].notna()][["dataset", "run"]].drop_duplicates()
+    browser = Browser(tmp_path / "chromium-profile", width=1280, height=900)
+    try:
+        browser.open((results / "index.html").as_uri())
+        browser.screenshot(tmp_path / "index_1280.png")
+        assert browser.evaluate("document.querySelector('h1').innerText") == HEADING
+        shown = browser.evaluate(f"{ROWS}.map(r => r.dataset.dataset + '/' + r.dataset.run)")
+        assert sorted(shown) == sorted(f"{d}/{r}" for d, r in models.itertuples(index=False))
+        # every dossier link resolves to a file the run wrote
+        hrefs = browser.evaluate("[...document.querySelectorAll('a.dossier')].map(a => a.href)")
+        assert len(hrefs) == len(models)
+        for href in hrefs:
+            assert href.startswith("file://") and (results / href.split("/results/", 1)[1]).is_file(), href
+        # sorting by verdict: the rows follow the verdict column's sort keys, both ways
+        column = browser.evaluate("[...document.querySelectorAll('#overview thead th')].findIndex("
+                                  "th => th.innerText.startsWith('verdict'))")
+        assert column >= 0
+        keys = f"{ROWS}.map(r => parseFloat(r.cells[{column}].dataset.sort))"
+        for direction in ("ascending", "descending"):
+            browser.evaluate(f"document.querySelectorAll('#overview thead th')[{column}].querySelector('button')"
+                             ".click(); true")
+            order = browser.evaluate(keys)
+            assert order == sorted(order, reverse=direction == "descending"), (direction, order)
+            assert browser.evaluate(f"document.querySelectorAll('#overview thead th')[{column}]"
+                                    ".getAttribute('aria-sort')") == direction
+        # filtering by a dataset's name leaves that dataset's rows
+        browser.evaluate("const f = document.getElementById('filter'); f.value = 'tiny_table';"
+                         "f.dispatchEvent(new Event('input')); true")
+        visible = browser.evaluate(f"{ROWS}.filter(r => !r.hidden).map(r => r.dataset.dataset)")
+        assert visible and set(visible) == {"tiny_table"}
+        assert browser.errors == [], browser.errors
+    finally:
+        browser.close()
+
+
+def test_the_report_opens_on_the_overview(tiny_run, tmp_path):
+    report = tiny_run["workdir"] / "results" / "report.html"
+    browser = Browser(tmp_path / "chromium-profile", width=1280, height=900)
+    try:
+        browser.open(report.as_uri())
+        browser.wait_for("document.querySelector('#dpaudit-overview') !== null", "the overview on the first view")
+        browser.screenshot(tmp_path / "report_first_view.png")
+        # the iframe is the first thing in the content area: its top is on screen, left of the rule graph
+        box = json.loads(browser.evaluate(
+            "JSON.stringify(document.querySelector('#dpaudit-overview').getBoundingClientRect())"))
+        assert 0 <= box["top"] < 100 and box["width"] > 700, box
+        contexts = set(browser.frame_contexts().values())
+        headings = []
+        for context in contexts:
+            try:
+                headings.append(browser.evaluate("document.querySelector('h1') && document.querySelector('h1').innerText",
+                                                 context))
+            except RuntimeError:
+                continue
+        assert HEADING in headings, headings
+        assert browser.errors == [], browser.errors
+    finally:
+        browser.close()

@@ -1,0 +1,174 @@
+"""The ladder figure (issue 34): one row per rung, every value the metrics row it came from, and
+rendering on a baseline (ε = ∞), a DP-SGD run, a linear mechanism and a run that did not train;
+the overview's row per model, its verdict order and dossier links."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpaudit.plots import ladder as L
+from dpaudit.report import overview as O
+from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
+
+DPSGD, BASELINE = run_name("dpsgd", 4.0, 0), run_name("baseline", "NA", 0)
+LINEAR, BROKEN = run_name("output_perturbation", 1.0, 0), run_name("dpsgd", 4.0, 1)
+
+
+def attack_rows(run: str, aucs: dict, tprs: dict, *, fpr_realized=0.01) -> pd.DataFrame:
+    """mia rows of the loss and reference-model attacks (column attack), as metric_attacks writes them."""
+    rows = []
+    for attack, auc in aucs.items():
+        lo = None if attack == "loss" else auc - 0.05
+        rows.append({"family": "mia", "metric": "attack_auc", "attack": attack, "value": auc,
+                     "ci_lower": lo, "ci_upper": None if lo is None else auc + 0.05})
+        tpr = tprs[attack]
+        rows.append({"family": "mia", "metric": "tpr_at_fpr", "attack": attack, "fpr_target": 0.01, "value": tpr,
+                     "fpr_realized": fpr_realized, "ci_lower": tpr / 2, "ci_upper": tpr * 1.5})
+        rows.append({"family": "mia", "metric": "epsilon_lower_bound", "attack": attack, "value": 0.05 * len(rows)})
+    frame = pd.DataFrame(rows)
+    frame["dataset"], frame["run"] = DATASET, run
+    return frame
+
+
+def star_rows(run: str) -> pd.DataFrame:
+    frame = pd.DataFrame({"family": "epsilon_star", "metric": "epsilon_star", "estimator": ["parametric", "empirical"],
+                          "loss": "logit", "value": [0.4, 1.3], "boot_low": [0.1, 0.9], "boot_high": [2.0, 2.5]})
+    frame["dataset"], frame["run"] = DATASET, run
+    return frame
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    frames = [model_rows("dpsgd", 4.0, 0, one_run=0.7), model_rows("baseline", "NA", 0),
+              model_rows("output_perturbation", 1.0, 0), model_rows("dpsgd", 4.0, 1, verdict="above_promise",
+                                                                     one_run=5.5)]
+    aucs = {"loss": 0.52, "lira_online": 0.61, "lira_offline": 0.55, "rmia": 0.61}  # a tie: lira_online first
+    tprs = {"loss": 0.02, "lira_online": 0.05, "lira_offline": 0.03, "rmia": 0.04}
+    for run in (DPSGD, BASELINE, LINEAR, BROKEN):
+        frames += [attack_rows(run, aucs, tprs), star_rows(run)]
+    # the loss attack's rows of model_rows carry no attack column: the loss attack here is attack_rows'
+    frames = [f[~((f["family"] == "mia") & f["metric"].isin(["attack_auc", "tpr_at_fpr", "epsilon_lower_bound"])
+                  & ("attack" not in f.columns))] for f in frames]
+    table = table_of(*frames)
+    # every row carries its run's columns (aggregate_metrics joins them): fill the attack rows'
+    runs = table.dropna(subset=["mechanism"]).drop_duplicates("run").set_index("run")
+    for column in ("mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta"):
+        table[column] = table["run"].map(runs[column])
+    table["loss_diverged"] = table["run"] == BROKEN
+    table["loss_divergence_reason"] = np.where(table["run"] == BROKEN, "training loss diverged: final 3e4", None)
+    return table
+
+
+def test_one_row_per_rung_and_each_value_is_its_metrics_row(table):
+    rows = L.ladder_rows(table)
+    assert not rows.duplicated(["dataset", "run", "rung"]).any()
+    assert set(rows["run"]) == {DPSGD, BASELINE, LINEAR, BROKEN}
+    for _, rung in rows[~rows["derived"]].iterrows():
+        select = json.loads(rung["select"])
+        match = table[(table["run"] == rung["run"]) & (table["family"] == rung["family"])
+                      & (table["metric"] == rung["metric"])]
+        for column, wanted in select.items():
+            match = match[match[column] == wanted]
+        assert len(match) == 1, (rung["rung"], rung["run"])
+        source = match.iloc[0]
+        np.testing.assert_equal(rung["value"], source["value"])
+        if not pd.isna(rung["interval_source"]):
+            low, high = rung["interval_source"].split(",")
+            assert (rung["low"], rung["high"]) == (source[low], source[high])
+        if not pd.isna(rung["ceiling_source"]):
+            assert rung["ceiling"] == source[rung["ceiling_source"]]
+            # ceiling_max is the audit's best case and wins over the chosen guess count's ceiling
+            if not pd.isna(source.get("ceiling_max")):
+                assert rung["ceiling_source"] == "ceiling_max"
+    assert rows.loc[(rows["run"] == BASELINE) & (rows["rung"] == "promise"), "value"].item() == math.inf
+    linear = set(rows.loc[rows["run"] == LINEAR, "rung"])
+    assert "canary_many_runs" in linear and "canary_one_run_white_box" not in linear
+
+
+def test_the_derived_rung_is_ln_tpr_minus_delta_over_fpr_of_the_strongest_attack(table):
+    rows = L.ladder_rows(table)
+    derived = rows[rows["derived"]]
+    assert len(derived) == 4 and set(derived["rung"]) == {"strongest_attack"}
+    for _, rung in derived.iterrows():
+        # lira_online and rmia tie at AUC 0.61: the first in ATTACK_NAMES order wins
+        assert rung["attack"] == "lira_online" and json.loads(rung["select"])["attack"] == "lira_online"
+        delta = table.loc[table["run"] == rung["run"], "accountant_delta"].iloc[0]
+        delta = 0.0 if pd.isna(delta) else float(delta)
+        assert rung["source_value"] == 0.05 and rung["delta"] == delta and rung["fpr_realized"] == 0.01
+        # oracle: (ε, δ)-DP bounds TPR ≤ e^ε FPR + δ, so ε ≥ ln((TPR − δ)/FPR) (closed form; tolerance 1e-12)
+        assert rung["value"] == pytest.approx(max(0.0, math.log((0.05 - delta) / 0.01)), abs=1e-12)
+        assert rung["low"] == pytest.approx(max(0.0, math.log((0.025 - delta) / 0.01)), abs=1e-12)
+        assert rung["high"] == pytest.approx(max(0.0, math.log((0.075 - delta) / 0.01)), abs=1e-12)
+
+
+def test_no_fpr_realized_leaves_the_derived_rung_undefined(table):
+    other = table.copy()
+    other.loc[other["metric"] == "tpr_at_fpr", "fpr_realized"] = 0.0
+    derived = L.ladder_rows(other).query("derived")
+    assert derived["value"].isna().all()
+
+
+@pytest.mark.parametrize("run", [BASELINE, DPSGD, LINEAR, BROKEN])
+def test_each_kind_of_model_renders(table, run, tmp_path):
+    rows = L.ladder_rows(table)
+    verdicts = L.run_verdicts(table).set_index("run")
+    mine = rows[rows["run"] == run]
+    png, pdf = tmp_path / "ladder.png", tmp_path / "ladder.pdf"
+    L.plot_ladder(mine, verdicts.loc[run], png, pdf)
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.read_bytes().endswith(b"IEND\xaeB`\x82")
+    body = pdf.read_bytes()
+    assert body.rstrip().endswith(b"%%EOF") and b"/FontFile2" in body and b"/Type3" not in body  # TrueType
+    fig, ax = plt.subplots()
+    keys = list(dict.fromkeys(mine["rung"]))
+    L._draw(ax, mine, keys, L._x_top(mine), labels=True, small=False)
+    texts = [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    title, colour = L._title(mine.iloc[0], verdicts.loc[run])
+    if run == BASELINE:
+        # ε = ∞ said in words at the axis' end, never placed at a finite ε; no verdict to give
+        assert "ε = ∞: no DP, nothing promised" in texts and "no promise to audit" in title
+    else:
+        assert any(re.fullmatch(r"ε = [0-9.]+", t) for t in texts)
+    if run == BROKEN:
+        assert title.startswith("DID NOT TRAIN") and colour == "#b00020" and "measured above the promise" in title
+    if run == DPSGD:
+        assert "consistent with the promise" in title and colour == "#1a7f37"
+
+
+def test_small_multiples_render_every_model(table, tmp_path):
+    rows = L.ladder_rows(table)
+    L.plot_ladder_grid(rows, L.run_verdicts(table), tmp_path / "grid.png", tmp_path / "grid.pdf")
+    assert (tmp_path / "grid.png").stat().st_size > 10_000 and b"/Type3" not in (tmp_path / "grid.pdf").read_bytes()
+
+
+def test_largest_certified_bound_and_its_ceiling(table):
+    bounds = O.certified_bounds(table).set_index("run")
+    # the above-promise model's one-run bound 5.5 (ceiling_max 5.0 of model_rows) beats every attack bound
+    assert bounds.loc[BROKEN, "value"] == 5.5 and bounds.loc[BROKEN, "metric"] == "epsilon_lb_one_run"
+    assert bounds.loc[BROKEN, "ceiling"] == 5.0 and bounds.loc[BROKEN, "ceiling_source"] == "ceiling_max"
+    # the baseline has no canary bound: its largest is an attack's, with no ceiling recorded
+    assert bounds.loc[BASELINE, "family"] == "mia" and math.isnan(bounds.loc[BASELINE, "ceiling"])
+    brute = table[table["metric"].isin(["epsilon_lb_one_run", "epsilon_lb_many_runs", "epsilon_lb_many_trials",
+                                        "epsilon_lower_bound", "dp_region_epsilon_lower_bound"])]
+    np.testing.assert_array_equal(bounds["value"].sort_index(), brute.groupby("run")["value"].max().sort_index())
+
+
+def test_overview_has_one_row_per_model_verdict_order_and_dossier_links(table):
+    html = O.build_overview(table)
+    rows = re.findall(r'<tr( class="dnt")? data-dataset="toy" data-run="([^"]+)">(.*?)</tr>', html)
+    assert sorted(r[1] for r in rows) == sorted({DPSGD, BASELINE, LINEAR, BROKEN})
+    assert [r[1] for r in rows if r[0]] == [BROKEN]
+    for _, run, cells in rows:
+        assert f'href="dossiers/toy/{run}.html"' in cells
+    verdict_sort = {run: re.findall(r'<td data-sort="([^"]*)">', cells)[4] for _, run, cells in rows}
+    # did not train first, then above the promise, too weak, consistent, no promise
+    assert verdict_sort[BROKEN] == "-1" and verdict_sort[DPSGD] == "2" and verdict_sort[BASELINE] == "3"
+    assert O.HEADING in html and "<script>" in html and "http" not in html.split("<body>")[1].split("<script>")[0]
+    assert "no DP: nothing promised" in html and "—" in html
