@@ -74,6 +74,7 @@ DP_IMPLEMENTATIONS = (
     "masked_ghost_clipping",
     "vectorized_optimizer",
     "microbatch_group_gradients",
+    "layerwise_clipping",
 )
 
 
@@ -210,7 +211,8 @@ def build_train_step(
     if (m_canary or check_norms or not policy.correct) and implementation == "vectorized_optimizer":
         raise ValueError("canaries, norm checks and planted bugs need a gradient path of dpaudit, "
                          "not vectorized_optimizer")
-    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
+    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping",
+                                                   "layerwise_clipping")
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
     if not canary_norm > 0 or not math.isfinite(canary_norm):
         raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")
