@@ -308,7 +308,3 @@ BUILDERS: dict[str, Callable[..., GradientPath]] = {
     "vectorized_optimizer": vectorized_optimizer,
     "microbatch_group_gradients": microbatch_group_gradients,
 }
-
-from dpaudit.training.layer_path import layerwise_clipping  # noqa: E402 -- it imports StepContext from here
-
-BUILDERS["layerwise_clipping"] = layerwise_clipping

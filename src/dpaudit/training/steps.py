@@ -66,7 +66,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dpaudit.training.gradient_paths import BUILDERS, StepContext
+from dpaudit.training.gradient_paths import BUILDERS as DENSE_BUILDERS
+from dpaudit.training.gradient_paths import StepContext
+from dpaudit.training.layer_path import layerwise_clipping
+
+# layer_path builds on gradient_paths' StepContext, so it is registered here (no import cycle).
+BUILDERS = {**DENSE_BUILDERS, "layerwise_clipping": layerwise_clipping}
 
 DP_IMPLEMENTATIONS = (
     "auto",
