@@ -28,8 +28,8 @@ import pyarrow as pa
 
 from dpaudit.data.examples import _finish_tabular, _raw_file_info
 
-__all__ = ["ARRAYS_KEYS", "IMAGES_DEFAULTS", "ArraysSketch", "inspect_arrays", "prepare_arrays",
-           "synthetic_images"]
+__all__ = ["ARRAYS_KEYS", "IMAGES_DEFAULTS", "ArraysSketch", "arrays_config_problems", "classes_before_prepare",
+           "inspect_arrays", "prepare_arrays", "synthetic_images"]
 
 ARRAYS_KEYS = ("path",)
 MIN_PER_CLASS = 4  # one image per split and one more, as synthetic's n >= 4·classes
@@ -129,6 +129,35 @@ def inspect_arrays(name: str, params: Mapping[str, Any]) -> ArraysSketch:
     path, where, arrays = _load(name, params)
     shape, values, _ = _check(where, arrays)
     return ArraysSketch(str(path), int(arrays["x"].shape[0]), shape, int(values.size), [str(v) for v in values])
+
+
+def arrays_config_problems(name: str, params: Mapping[str, Any], builtin: bool) -> list[str]:
+    """The parse-time problems of a ``source: arrays`` entry of config.datasets: its name, keys and file."""
+    from dpaudit.data.table import TABLE_KEYS
+
+    where = f"config.datasets.{name}"
+    if builtin:
+        return [f"{where}: {name!r} is a built-in dataset; give your arrays another name"]
+    if "path" not in params:
+        return [f"{where}: source: arrays needs path (the .npz file with x, y and optional ids)"]
+    keys = sorted(set(params) & set(TABLE_KEYS) - set(ARRAYS_KEYS) - {"source"})
+    if keys:
+        return [f"{where}: key(s) {', '.join(keys)} apply to source: table only"]
+    try:
+        inspect_arrays(name, params)
+    except ValueError as error:
+        return [f"{where}: {error}"]
+    return []
+
+
+def classes_before_prepare(name: str, params: Mapping[str, Any]) -> int | None:
+    """Classes of synthetic_images or an arrays dataset before it is prepared (None if its file is refused)."""
+    if params.get("source") != "arrays":
+        return int(params.get("classes", IMAGES_DEFAULTS["classes"]))
+    try:
+        return inspect_arrays(name, params).classes
+    except ValueError:
+        return None  # arrays_config_problems names the problem
 
 
 def prepare_arrays(name: str, path: Path, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
