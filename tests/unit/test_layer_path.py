@@ -95,3 +95,29 @@ def test_norm_check_agrees_on_a_correct_cnn_and_catches_a_planted_half_norm(drop
     np.testing.assert_allclose(ratios[1.0], 1.0, rtol=NORM_CHECK_RTOL)
     np.testing.assert_allclose(ratios[0.5], 0.5, rtol=NORM_CHECK_RTOL)
     assert np.all(np.abs(ratios[0.5] - 1.0) > NORM_CHECK_RTOL)  # the twin's comparison would stop
+
+
+@pytest.mark.parametrize("model", ["cnn", "keras:tests.unit.user_builders:small_cnn", "mlp"])
+def test_the_logits_view_of_every_model_kind_trains_exactly_with_layerwise_clipping(model):
+    from dpaudit.training.architectures import build_model
+    from dpaudit.training.models import logits_model
+
+    _tf.configure(2, 0)
+    params = {"model": model, "n_classes": 3, "image_shape": [6, 6, 1], "hidden_units": [5],
+              "conv_filters": [4, 4], "group_norm_groups": 2, "dropout": 0.2 if model == "cnn" else 0.0}
+    net = logits_model(build_model(36, params, seed=2))
+    x, y = _data(5, seed=3)
+    masks = None
+    if model == "cnn":  # Dropout after the Dense layer: the masks are fixed and replayed
+        masks = lc.dropout_mask_sampler(lc.chain_dropouts(lc.model_chain(net)), 1)(5)
+    _, norms = _tape_clipped_sum(net, x, y, 1.0, masks)
+    clip = float(np.median(norms))
+    w0 = [w.copy() for w in net.get_weights()]
+    clipped, _ = _tape_clipped_sum(net, x, y, clip, masks)
+    step, _, _ = build_train_step(
+        net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.3, momentum=0.0, clip_norm=clip,
+        noise_multiplier=0.0, expected_batch_size=5.0, implementation="layerwise_clipping",
+        dropout_masks=(lambda m: masks) if masks is not None else None)
+    step(x, y)
+    for before, after, g in zip(w0, net.get_weights(), clipped, strict=True):
+        np.testing.assert_allclose(after, before - 0.3 * g / 5.0, rtol=1e-4, atol=1e-6)
