@@ -8,6 +8,9 @@ RAW_FILES = {dataset: known_files(dataset) for dataset in DATASETS}
 # resources/raw/adult/adult.data) is made by download_dataset.
 TABLES = {dataset: config["datasets"][dataset]["path"] for dataset in DATASETS
           if config["datasets"][dataset].get("source") == "table"}
+# An arrays dataset's one input is its .npz file (dpaudit.data.arrays), like a table's.
+ARRAYS = {dataset: config["datasets"][dataset]["path"] for dataset in DATASETS
+          if config["datasets"][dataset].get("source") == "arrays"}
 DOWNLOADED = sorted({*DATASETS, *(found[0] for path in TABLES.values() if (found := dpconfig.table_download(path)))})
 
 
@@ -18,6 +21,8 @@ def download_sources(wildcards):
 def raw_inputs(wildcards):
     if wildcards.dataset in TABLES:
         return {"table": TABLES[wildcards.dataset]}
+    if wildcards.dataset in ARRAYS:
+        return {"arrays": ARRAYS[wildcards.dataset]}
     return {
         name: ancient(P.RAW_FILE.format(dataset=wildcards.dataset, filename=name))
         for name in RAW_FILES[wildcards.dataset]

@@ -53,13 +53,15 @@ MECHANISM_COLUMNS: dict[str, tuple[str, ...]] = {
 NEEDS_TARGET_EPSILON = ("dpsgd", *LINEAR_MECHANISMS)
 # Classes of the datasets whose class count the config does not set (synthetic's
 # is its ``classes`` key); checked against prepare_dataset in tests/unit/test_config.py.
-DATASET_NAMES = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist")
+DATASET_NAMES = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist", "synthetic_images")
 DATASET_CLASSES = {"breast_cancer": 2, "digits": 10, "adult": 2, "purchase100": 100, "mnist": 10}
 # Training keys that apply only to the linear mechanisms, and the only shared
 # training keys those use (the MLP architecture, optimizer, accountant and
 # sampling do not apply to them): see ``training_for_mechanism``.
 LINEAR_TRAINING_KEYS = ("linear_regularization",)
 SYNTHETIC_ONLY_KEYS = ("n", "d", "classes", "separation", "seed")
+# synthetic_images (dpaudit.data.arrays) shares n, classes and seed and has its own image keys.
+IMAGES_KEYS = ("n", "classes", "seed", "image_size", "channels", "noise")
 SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed": 0}
 # Features d of the datasets whose d the config does not set (the audit's ssim
 # image_shape must multiply to it); checked against prepare_dataset in the tests.
@@ -116,10 +118,15 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
     problems.extend(_binary_problems(config))
     for name, params in config["datasets"].items():
         if name != "synthetic":
-            misplaced = sorted(set(params) & set(SYNTHETIC_ONLY_KEYS))
+            allowed = IMAGES_KEYS if name == "synthetic_images" else ()
+            misplaced = sorted(set(params) & set(SYNTHETIC_ONLY_KEYS) - set(allowed))
+            image_keys = sorted(set(params) & set(IMAGES_KEYS[3:]))
+            if image_keys and name != "synthetic_images":
+                problems.append(f"config.datasets.{name}: key(s) {', '.join(image_keys)} apply to synthetic_images only")
             if misplaced:
                 problems.append(
                     f"config.datasets.{name}: key(s) {', '.join(misplaced)} apply to synthetic only"
+                    + (" (synthetic_images reads n, classes and seed)" if name == "synthetic_images" else "")
                 )
         else:
             for key, value in SYNTHETIC_DEFAULTS.items():
@@ -131,6 +138,11 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
                     f"write classes <= {params['n'] // 4} or a larger n"
                 )
     problems.extend(_size_problems(config, schema))
+    if not problems:  # the model is built on the dataset's shape: only once the datasets are valid
+        from dpaudit.training.model_checks import model_problems
+
+        grids = {name: _grid_blocks(config, name) for name in config["datasets"]}
+        problems.extend(model_problems(config, grids, dataset_features, dataset_classes))
     problems.extend(_audit_problems(config))
     pmp, models = config["metrics"]["pmp"], config["metrics"]["attacks"]["reference_models"]
     if pmp["enabled"] and pmp["recipe_c"] and models < RECIPE_C_MIN_MODELS:
@@ -185,6 +197,11 @@ def _table_problems(config: Mapping) -> list[str]:
     for name, params in config["datasets"].items():
         where = f"config.datasets.{name}"
         builtin = name in DATASET_NAMES
+        if params.get("source") == "arrays":
+            from dpaudit.data.arrays import arrays_config_problems
+
+            problems.extend(arrays_config_problems(name, params, builtin))
+            continue
         if params.get("source") != "table":
             keys = sorted(set(params) & set(TABLE_KEYS))
             if not builtin:
@@ -349,7 +366,10 @@ def dataset_features(name: str, params: Mapping) -> int | None:
     """Number of features d of a configured dataset when known before it is prepared."""
     if name == "synthetic":
         return int(params.get("d", SYNTHETIC_DEFAULTS["d"]))
-    return DATASET_FEATURES.get(name)
+    from dpaudit.training.model_checks import image_shape_before_prepare
+
+    shape = None if params.get("source") == "table" else image_shape_before_prepare(name, params)
+    return math.prod(shape) if shape is not None else DATASET_FEATURES.get(name)
 
 
 def _ssim_problems(name: str, options: Mapping, params: Mapping, where: str) -> list[str]:
@@ -380,6 +400,10 @@ def dataset_classes(name: str, params: Mapping) -> int | None:
     if params.get("source") == "table":
         sketch = table_sketch(name, params)
         return None if sketch is None else sketch.classes
+    if params.get("source") == "arrays" or name == "synthetic_images":
+        from dpaudit.data.arrays import classes_before_prepare
+
+        return classes_before_prepare(name, params)
     return DATASET_CLASSES.get(name)
 
 

@@ -325,7 +325,7 @@ def test_dataset_classes_match_prepared_datasets():
     assert info["classes"] == dataset_classes("synthetic", {"classes": 4}) == 4
     assert DATASET_CLASSES["adult"] == len(set(adult.ADULT_LABELS.values()))
     assert DATASET_CLASSES["purchase100"] == purchase.PURCHASE_CLASSES
-    assert set(DATASET_CLASSES) | {"synthetic"} == set(datasets.DATASETS)
+    assert set(DATASET_CLASSES) | {"synthetic", "synthetic_images"} == set(datasets.DATASETS)
 
 
 def test_training_settings_per_mechanism():

@@ -52,7 +52,10 @@ __all__ = [
     "prepare_dataset",
 ]
 
-DATASETS = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist")
+DATASETS = ("synthetic", "breast_cancer", "digits", "adult", "purchase100", "mnist", "synthetic_images")
+# The image shape [H, W, C] of the built-in image datasets (rows are flattened row-major); a
+# CNN reshapes the features back (dpaudit.training.architectures).
+IMAGE_SHAPES = {"digits": [8, 8, 1], "mnist": [28, 28, 1]}
 
 SYNTHETIC_DEFAULTS: dict[str, Any] = {
     "n": 2000,
@@ -77,6 +80,12 @@ def members_before_download(name: str, params: Mapping[str, Any]) -> int | None:
         n = int(params.get("n", SYNTHETIC_DEFAULTS["n"]))
         classes = int(params.get("classes", SYNTHETIC_DEFAULTS["classes"]))
         # _synthetic's labels are arange(n) % classes, permuted.
+        sizes = [n // classes + (1 if c < n % classes else 0) for c in range(classes)]
+    elif name == "synthetic_images":
+        from dpaudit.data.arrays import IMAGES_DEFAULTS
+
+        n = int(params.get("n", IMAGES_DEFAULTS["n"]))
+        classes = int(params.get("classes", IMAGES_DEFAULTS["classes"]))
         sizes = [n // classes + (1 if c < n % classes else 0) for c in range(classes)]
     elif name in BUNDLED_CLASS_SIZES:
         sizes = list(BUNDLED_CLASS_SIZES[name])
@@ -124,6 +133,7 @@ def _sklearn(name: str, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, 
         }
     }
     names = [str(f) for f in getattr(bunch, "feature_names", [])] or None
+    image = {"image_shape": IMAGE_SHAPES[name]} if name in IMAGE_SHAPES else {}
     return _finish_tabular(
         name,
         bunch.data,
@@ -132,6 +142,7 @@ def _sklearn(name: str, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, 
         source,
         feature_names=names,
         label_names=[str(t) for t in bunch.target_names],
+        **image,
     )
 
 
@@ -144,7 +155,7 @@ def _mnist(raw_files: Mapping[str, Path], params: Mapping[str, Any]) -> tuple[pa
     table = _to_table(np.arange(y.size), split, y, x)
     info = _info("mnist", y, split, x.shape[1], 10, "holdout", preprocessing,
                  {"source": {"kind": "raw_files", "files": sorted(raw_info)}, "raw_files": raw_info},
-                 label_names=[str(k) for k in range(10)])
+                 label_names=[str(k) for k in range(10)], image_shape=IMAGE_SHAPES["mnist"])
     return table, info
 
 
@@ -166,7 +177,12 @@ def prepare_dataset(
         rows fit the standardization and the categories (nothing is fitted for
         purchase100 and mnist, whose features are fixed transforms);
       - ``source: table`` (any name): the table keys of :mod:`dpaudit.data.table`, with the
-        file as raw file ``table``.
+        file as raw file ``table``;
+      - synthetic_images: ``n``, ``image_size``, ``channels``, ``classes``, ``noise``, ``seed``
+        (``dpaudit.data.arrays.IMAGES_DEFAULTS``), ``split_seed``, ``split_fractions``;
+      - ``source: arrays`` (any name): the user's .npz images (``dpaudit.data.arrays``), with the
+        file as raw file ``arrays``.
+    Image datasets (digits, mnist, synthetic_images, arrays) record ``image_shape`` [H, W, C].
     """
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
@@ -176,6 +192,16 @@ def prepare_dataset(
         if "table" not in raw_files:
             raise ValueError(f"dataset {name}: a table dataset needs its file as raw file 'table'")
         table, info = prepare_table(name, raw_files["table"], params)
+    elif params.get("source") == "arrays":
+        from dpaudit.data.arrays import prepare_arrays
+
+        if "arrays" not in raw_files:
+            raise ValueError(f"dataset {name}: an arrays dataset needs its .npz file as raw file 'arrays'")
+        table, info = prepare_arrays(name, raw_files["arrays"], params)
+    elif name == "synthetic_images":
+        from dpaudit.data.arrays import synthetic_images
+
+        table, info = synthetic_images(params)
     elif name == "synthetic":
         table, info = _synthetic(params)
     elif name in ("breast_cancer", "digits"):

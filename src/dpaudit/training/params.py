@@ -4,7 +4,8 @@
 refuses a bad one naming it (NaN means "not applicable" only for a key without a default);
 a linear mechanism keeps only ``LINEAR_PARAMS``. ``resolve_implementation`` picks the
 gradient path of ``dpaudit.training.steps`` ("auto": masked ghost clipping with Dropout,
-fast gradient clipping without, the group-gradient path with microbatches).
+fast gradient clipping without, the group-gradient path with microbatches; layerwise
+clipping for any model but the MLP).
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ DEFAULTS: dict[str, Any] = {
     "n_classes": None,
     "microbatches": None,
     "linear_regularization": None,  # linear mechanisms only; None = DEFAULT_REGULARIZATION
+    # The model (dpaudit.training.architectures): mlp, cnn or keras:package.module:function;
+    # the conv keys shape a cnn only, image_shape is the dataset's (dataset.json).
+    "model": "mlp",
+    "conv_filters": [16, 32],
+    "conv_kernel_size": 3,
+    "conv_strides": 1,
+    "conv_padding": "same",
+    "pooling": "max",
+    "group_norm_groups": None,
+    "image_shape": None,
 }
 
 
@@ -133,6 +144,7 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
     _finite(p, "dropout", 0.0, 1.0, high_open=True)
     p["hidden_units"] = [int(h) for h in (p["hidden_units"] or [])]
     p["activation"] = str(p["activation"])
+    _model_params(p)
     if p["sampling"] not in accounting.SAMPLINGS:
         raise ValueError(f"sampling must be one of {accounting.SAMPLINGS}, got {p['sampling']!r}")
     if p["dp_implementation"] not in DP_IMPLEMENTATIONS:
@@ -163,6 +175,22 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+def _model_params(p: dict[str, Any]) -> None:
+    from dpaudit.training.architectures import model_kind
+
+    p["model"] = str(p["model"])
+    model_kind(p["model"])  # refuses an unknown model, naming training.model
+    p["conv_filters"] = [int(f) for f in p["conv_filters"]]
+    for key in ("conv_kernel_size", "conv_strides"):
+        p[key] = int(p[key])
+    if p["group_norm_groups"] is not None:
+        p["group_norm_groups"] = int(p["group_norm_groups"])
+    if min([*p["conv_filters"], p["conv_kernel_size"], p["conv_strides"], p["group_norm_groups"] or 1]) < 1:
+        raise ValueError("conv_filters, conv_kernel_size, conv_strides and group_norm_groups must be >= 1")
+    if p["image_shape"] is not None:
+        p["image_shape"] = [int(s) for s in p["image_shape"]]
+
+
 def _normalize_linear(p: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     mechanism = p["mechanism"]
     extra = sorted(k for k, v in given.items() if k not in LINEAR_PARAMS and v is not None)
@@ -187,6 +215,14 @@ def _normalize_linear(p: dict[str, Any], given: dict[str, Any]) -> dict[str, Any
 
 def resolve_implementation(p: dict[str, Any]) -> str:
     impl = p["dp_implementation"]
+    if p.get("model", "mlp") != "mlp":
+        # The Dense paths read a Dense chain only; any other model has the per-layer path.
+        if p["microbatches"] is not None:
+            raise ValueError(f"microbatches need model mlp, got model {p['model']!r}")
+        if impl not in ("auto", "layerwise_clipping"):
+            raise ValueError(f"dp_implementation {impl} supports model mlp only; use auto (layerwise_clipping) "
+                             f"for model {p['model']!r}")
+        return "layerwise_clipping"
     if p["microbatches"] is not None:
         # Neither tensorflow-privacy path can split a Poisson batch whose size k
         # does not divide, so microbatches always use the group-gradient path.

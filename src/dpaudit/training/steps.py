@@ -69,7 +69,12 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.training.gradient_paths import BUILDERS, StepContext
+from dpaudit.training.gradient_paths import BUILDERS as DENSE_BUILDERS
+from dpaudit.training.gradient_paths import StepContext
+from dpaudit.training.layer_path import layerwise_clipping
+
+# layer_path builds on gradient_paths' StepContext, so it is registered here (no import cycle).
+BUILDERS = {**DENSE_BUILDERS, "layerwise_clipping": layerwise_clipping}
 
 DP_IMPLEMENTATIONS = (
     "auto",
@@ -77,6 +82,7 @@ DP_IMPLEMENTATIONS = (
     "masked_ghost_clipping",
     "vectorized_optimizer",
     "microbatch_group_gradients",
+    "layerwise_clipping",
 )
 
 
@@ -250,7 +256,8 @@ def build_train_step(
             implementation == "vectorized_optimizer"):
         raise ValueError("canaries, norm checks, noise monitors and planted bugs need a gradient path of dpaudit, "
                          "not vectorized_optimizer")
-    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
+    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping",
+                                                   "layerwise_clipping")
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
     if not canary_norm > 0 or not math.isfinite(canary_norm):
         raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")

@@ -1,0 +1,75 @@
+"""The ``layerwise_clipping`` gradient path: DP-SGD on any model ``layer_clipping`` covers.
+
+One training-mode forward pass with taps (Dropout masks drawn explicitly, one per example,
+when the model has Dropout, so the norm check's slow tapes can replay them), one backward
+pass to the taps, exact per-example norms per layer (Conv2D: ghost or explicit, whichever
+is cheaper), the clipped sum from the same pass (``LayerGradients.clipped``), then the
+noise, canaries and divisor of ``StepContext`` exactly as the Dense paths of
+``dpaudit.training.gradient_paths``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dpaudit.training.gradient_paths import GradientPath, StepContext
+from dpaudit.training.layer_clipping import (
+    chain_dropouts,
+    dropout_mask_sampler,
+    layer_gradients,
+    model_chain,
+    reference_forward,
+    tapped_forward,
+)
+
+__all__ = ["layerwise_clipping"]
+
+
+def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = None, dropout_seed: int = 0,
+                       **_) -> GradientPath:
+    """Exact per-example clipping of a chain of Dense/Conv2D/Embedding/normalization layers."""
+    tf = ctx.tf
+    variables, m_canary, check = ctx.variables, ctx.m_canary, ctx.check
+    opt = ctx.plain_optimizer()
+    chain = model_chain(ctx.net)
+    drops = chain_dropouts(chain)
+    sample_masks = dropout_masks or (dropout_mask_sampler(drops, dropout_seed) if drops else None)
+    clip_weights = ctx.ratio_weights
+
+    def slow_norms(x, y, positions, masks):
+        if masks is None:
+            return ctx.slow_norms(x, y, positions)
+        out = []
+        for j in range(ctx.check_examples):
+            at = positions[j:j + 1]
+            xi, yi = tf.gather(x, at), tf.gather(y, at)
+            with tf.GradientTape() as tape:
+                # Keras' own layer calls (not the tapped forward), under the example's masks
+                logits = reference_forward(chain, xi, [tf.gather(mk, at) for mk in masks])
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yi, logits))
+            grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.convert_to_tensor(g))) for g in grads])))
+        return tf.stack(out)
+
+    @tf.function(input_signature=ctx.signature, autograph=False)
+    def step(x, y, *extra):
+        canary_mask = extra[0] if m_canary else None
+        masks = sample_masks(tf.shape(x)[0]) if sample_masks is not None else None
+        with tf.GradientTape() as tape:
+            logits, taps = tapped_forward(chain, x, masks)
+            losses, correct = ctx.batch_stats(y, logits)
+            summed = tf.reduce_sum(losses)
+        grads = layer_gradients(taps, tape.gradient(summed, [t.z for t in taps]))
+        norms = tf.sqrt(tf.add_n([g.squared_norms for g in grads])) * ctx.norm_factor
+        # before the update: the slow tapes must read the weights the norms were computed at
+        checked = (tf.gather(norms, extra[-1]), slow_norms(x, y, extra[-1], masks)) if check else None
+        factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
+        clipped = {}
+        for g in grads:
+            clipped.update(g.clipped(factors))
+        update, observed = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+                                             canary_weights)
+        opt.apply_gradients(zip(update, variables, strict=True))
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), observed, checked)
+
+    return GradientPath(step, opt, opt.apply_gradients, clip_weights)
