@@ -67,9 +67,9 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
         clipped = {}
         for g in grads:
             clipped.update(g.clipped(factors))
-        update, observed = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
-                                             canary_weights)
-        opt.apply_gradients(zip(update, variables, strict=True))
-        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), observed, checked)
+        noised = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+                                   canary_weights)
+        ctx.apply(opt.apply_gradients, noised)
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
