@@ -332,3 +332,18 @@ def test_a_run_that_did_not_train_has_a_red_banner_at_the_top():
     table["loss_divergence_reason"] = pd.array([reason if r == run else None for r in table["run"]], dtype="string")
     assert DID_NOT_TRAIN in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]
     assert DID_NOT_TRAIN not in D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 1))
+
+
+def test_a_training_note_shows_without_the_red_banner():
+    from dpaudit.report.banner import DID_NOT_TRAIN
+
+    table = full_table()
+    run = run_name("dpsgd", 1.0, 0)
+    note = "mean training loss 2.5 is above the constant predictor's 0.69 because of confident errors (max loss 96.5)"
+    head = D.build_dossier(table, DATASET, run, train={"loss_diverged": False, "training_note": note}).split(
+        "<h2>1 Promise</h2>")[0]
+    assert "Training note" in head and "max loss 96.5" in head
+    assert DID_NOT_TRAIN not in head and "#b00020" not in head
+    # from the metrics table's copy alone
+    table["training_note"] = pd.array([note if r == run else None for r in table["run"]], dtype="string")
+    assert "max loss 96.5" in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]

@@ -36,7 +36,7 @@ from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
-from dpaudit.report.banner import did_not_train_banner
+from dpaudit.report.banner import model_banner
 from dpaudit.report.dataset_card import dataset_card
 
 # Section 4 has its own module; most_exposed and TOP_ROWS are importable from here as before.
@@ -421,9 +421,9 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
                         view.column("seed"), dataset)
     promise, eps = _promise(view, train)
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
-    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason")
+    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason", "training_note")
                            if view.column(key) is not None and not train.get("loss_diverged")}}
-    body = [f"<h1>Privacy dossier: {esc(title)}</h1>", did_not_train_banner(flagged),
+    body = [f"<h1>Privacy dossier: {esc(title)}</h1>", model_banner(flagged),
             f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs or attack scores and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",

@@ -36,6 +36,7 @@ from dpaudit.training.divergence import (
     constant_predictor_loss,
     divergence_reason,
     loss_divergence,
+    training_verdict,
 )
 from dpaudit.training.linear import train_linear
 from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
@@ -303,14 +304,14 @@ def train_model(
 
     if model_path is not None:
         save_model(model, model_path)
-    # The released model's training loss against the constant predictor's.
-    final_loss = _final_train_loss(net, x, y)
-    constant_loss = constant_predictor_loss(y, n_classes)
-    reason = divergence_reason(history, constant_loss=constant_loss, final_loss=final_loss)
-    diverged, warning = loss_divergence(history, p["learning_rate"], run, constant_loss=constant_loss,
-                                        final_loss=final_loss)
-    if warning is not None:
+    # Did the released model learn (dpaudit.training.divergence)?
+    verdict = training_verdict(history, y, predict_logits(net, x), y_util,
+                               predict_logits(net, x_util) if len(x_util) else None,
+                               learning_rate=p["learning_rate"], run=run, n_classes=n_classes)
+    for warning in verdict["warnings"]:
         log.warning(warning)
+    if verdict["training_note"] is not None:
+        log.info("note: %s", verdict["training_note"])
 
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
@@ -358,12 +359,7 @@ def train_model(
                   "dropout_masks": dropout_seed, "tf_global": p["seed"]},
         "threads": int(threads),
         "history": history,
-        "loss_diverged": diverged,
-        "loss_divergence_reason": reason,
-        "loss_divergence_ratio": LOSS_DIVERGENCE_RATIO,
-        "final_train_loss": final_loss,
-        "constant_predictor_loss": constant_loss,
-        "warnings": [] if warning is None else [warning],
+        **verdict,
         "train_seconds": train_seconds,
         "wall_time_seconds": time.perf_counter() - wall0,
         "model_file": None if model_path is None else model_path.name,
