@@ -153,3 +153,21 @@ def test_the_table_dataset_was_prepared_trained_and_carded(tiny_run):
     assert len(dossiers) == 1 and (results / "guidance" / "tiny_table.html").is_file()
     text = dossiers[0].read_text()
     assert "fitted on the members" in text and "outside the DP guarantee" in text
+
+
+def test_every_parquet_of_the_run_opens_with_plain_pandas(tiny_run):
+    """pandas.read_parquet alone, as a user opens a result (issue 35): list columns come back
+    as arrays, nothing needs dpaudit's reader."""
+    import pandas as pd
+
+    files = sorted((tiny_run["workdir"] / "results").rglob("*.parquet"))
+    assert any(path.name == "outputs.parquet" for path in files), [str(p) for p in files][:20]
+    unreadable = {}
+    for path in files:
+        try:
+            pd.read_parquet(path)
+        except Exception as error:  # noqa: BLE001 (every failure is reported, by file)
+            unreadable[str(path.relative_to(tiny_run["workdir"]))] = f"{type(error).__name__}: {error}"
+    assert not unreadable, unreadable
+    outputs = pd.read_parquet(next(p for p in files if p.name == "outputs.parquet"))
+    assert np.stack(outputs["logits"].to_numpy()).shape == (len(outputs), 2)
