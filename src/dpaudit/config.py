@@ -86,9 +86,11 @@ class ConfigError(ValueError):
 def path_safe_problem(value: Any, where: str) -> str | None:
     """The message for a config value that cannot be part of a file path (None if it can)."""
     non_finite = isinstance(value, float) and not math.isfinite(value)
-    if non_finite or isinstance(value, bool) or not PATH_SAFE.match(str(value)):
-        return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); "
-                f"write a finite value or name of {PATH_SAFE_TEXT}")
+    if non_finite:
+        return f"{where}: {value!r} is not path-safe (it becomes part of a file path); write a finite value"
+    if isinstance(value, bool) or not PATH_SAFE.match(str(value)):
+        return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); a name may contain only "
+                f"{PATH_SAFE_TEXT}")
     return None
 
 

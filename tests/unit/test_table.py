@@ -223,6 +223,9 @@ def test_names_and_keys_of_table_entries(tmp_path):
                               ({"adult": _params(path)}, "'adult' is a built-in dataset"),
                               ({"digits": {"label": "y"}}, "apply to source: table only"),
                               ({"../x": _params(path)}, "not path-safe"),
+                              ({"my/data": _params(path)}, r"'my/data' is not path-safe \(it becomes part of a file "
+                               r"path\); a name may contain only letters, digits, '\.', '_', '\+', '-', not "
+                               r"starting with '\.'"),
                               ({"credit": {"source": "table", "path": path}}, "needs label")]:
         with pytest.raises(ConfigError, match=pattern):
             validate_config({"datasets": datasets, "grid": GRID})
