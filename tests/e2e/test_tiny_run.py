@@ -171,3 +171,20 @@ def test_every_parquet_of_the_run_opens_with_plain_pandas(tiny_run):
     assert not unreadable, unreadable
     outputs = pd.read_parquet(next(p for p in files if p.name == "outputs.parquet"))
     assert np.stack(outputs["logits"].to_numpy()).shape == (len(outputs), 2)
+
+
+def test_text_ids_of_the_table_join_every_output_and_show_in_its_dossier(tiny_run):
+    import pandas as pd
+
+    results = tiny_run["workdir"] / "results"
+    ids = pd.read_parquet(results / "data" / "tiny_table" / "ids.parquet")
+    assert ids["example_id"].tolist() == list(range(400))
+    assert ids["id"].tolist() == [f"r{i:05d}" for i in range(1000, 1400)]
+    (outputs_path,) = (results / "per_example" / "tiny_table").glob("*/outputs.parquet")
+    joined = pd.read_parquet(outputs_path).merge(ids, on="example_id", how="left", validate="one_to_one")
+    assert joined["id"].notna().all() and joined["id"].str.fullmatch(r"r\d{5}").all()
+    (dossier,) = (results / "dossiers" / "tiny_table").glob("*.html")
+    section = dossier.read_text().split("<h2>4 Exposure of individual rows</h2>")[1]
+    assert "<th>your id</th>" in section and re.search(r'data-h="your id">r\d{5}<', section)
+    synthetic = pd.read_parquet(results / "data" / "synthetic" / "ids.parquet")
+    assert synthetic["id"].tolist() == [str(i) for i in synthetic["example_id"]]

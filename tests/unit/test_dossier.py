@@ -347,3 +347,23 @@ def test_a_training_note_shows_without_the_red_banner():
     # from the metrics table's copy alone
     table["training_note"] = pd.array([note if r == run else None for r in table["run"]], dtype="string")
     assert "max loss 96.5" in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]
+
+
+def test_text_ids_show_beside_the_example_ids_of_the_exposed_rows():
+    from dpaudit.data.datasets import TEXT_IDS
+    from dpaudit.report.exposure import user_ids_of
+
+    outputs = pd.DataFrame({
+        "example_id": [0, 1, 2, 3, 4, 5], "split": ["train", "train", "train", "holdout", "holdout", "holdout"],
+        "label": [0, 1, 0, 0, 1, 1], "loss_ce": [0.5, 0.01, 0.2, 0.1, 0.3, 0.6]})
+    ids = pd.DataFrame({"example_id": np.arange(6, dtype=np.int64), "id": [f"r{i:05d}" for i in range(6)]})
+    assert user_ids_of(ids, {"ids": {"kind": "the example_id itself"}}) is None
+    user_ids = user_ids_of(ids, {"ids": {"kind": TEXT_IDS}})
+    table = table_of(model_rows("dpsgd", 1.0, 0))
+    page = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0), outputs=outputs, user_ids=user_ids,
+                           splits={"members": "train", "nonmembers": "holdout"})
+    section = page.split("<h2>4 Exposure of individual rows</h2>")[1].split("<h2>")[0]
+    assert "<th>your id</th>" in section and '<td data-h="your id">r00001</td>' in section
+    plain = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0), outputs=outputs,
+                            splits={"members": "train", "nonmembers": "holdout"})
+    assert "your id" not in plain

@@ -158,6 +158,10 @@ def prepare_dataset(
     return table, info
 
 
+# dataset.json's ids.kind of a table whose ids are the user's text (ids.parquet is then needed to join)
+TEXT_IDS = "the user's text ids"
+
+
 def id_table(table: pa.Table, text_ids: np.ndarray | None) -> pa.Table:
     """``ids.parquet``: each example_id with the user's own id as text (the example_id itself
     when the dataset's ids are integers or it has none), to join any output back to them."""
@@ -213,7 +217,7 @@ def prepare_dataset_ids(
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     _check_finite(name, table)
     info["ids"] = {"file": "ids.parquet", "columns": ["example_id", "id"],
-                   "kind": "the user's text ids" if text_ids is not None else "the example_id itself"}
+                   "kind": TEXT_IDS if text_ids is not None else "the example_id itself"}
     return table, info, id_table(table, text_ids)
 
 

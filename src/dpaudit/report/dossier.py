@@ -410,11 +410,13 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
                   outputs: pd.DataFrame | None = None, splits: Mapping | None = None,
                   canary_record: Mapping | None = None, ledger: pd.DataFrame | None = None,
                   loss_column: str = "loss_ce", dataset_info: Mapping | None = None,
-                  attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None) -> str:
+                  attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None,
+                  user_ids: Mapping[int, str] | None = None) -> str:
     """Standalone HTML dossier of one trained model (no external file, no script); with
     ``dataset_info`` (dataset.json) it opens with the dataset card. With ``attack_scores`` (the
     run's ``scores.parquet``) section 4 ranks members by the strongest attack, else by loss;
-    ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out."""
+    ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out;
+    ``user_ids`` (example_id → the user's own id, from ids.parquet) shows them beside the example ids."""
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
@@ -434,7 +436,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
             "<h2>4 Exposure of individual rows</h2>",
             exposure(view, eps, outputs=outputs, splits=splits, loss_column=loss_column,
                      canary_record=canary_record, profile_rows=table, attack_scores=attack_scores,
-                     flags=row_flags),
+                     flags=row_flags, user_ids=user_ids),
             "<h2>5 Utility and budget</h2>", _utility(table, view, ledger)]
     return page(f"Dossier: {title}", "".join(body), style=DOSSIER_STYLE,
                 meta={"dpaudit-dataset": dataset, "dpaudit-run": run}, lang="en", viewport=True)
