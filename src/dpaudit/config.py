@@ -24,6 +24,7 @@ from dpaudit.config_schema import (
     load_schema,
 )
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
+from dpaudit.logs import Refusal
 from dpaudit.training.sampling import batch_size_problem
 
 # Order fixes the run name; every row carries every column, so adding a row (or a
@@ -79,7 +80,7 @@ PATH_SAFE_TEXT = "letters, digits, '.', '_', '+', '-', not starting with '.'"
 RECIPE_C_MIN_MODELS = 4
 
 
-class ConfigError(ValueError):
+class ConfigError(Refusal, ValueError):
     """An invalid experiment configuration; the message names every bad key path."""
 
 

@@ -21,11 +21,13 @@ from typing import Any
 
 import yaml
 
+from dpaudit.logs import Refusal
+
 HINT = ("copy config/config.yaml and edit it (every file under config/ is a complete experiment; "
         "config/README.md lists every key)")
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(Refusal, ValueError):
     """A config file that cannot be read or describes no experiment; the message names the file."""
 
 

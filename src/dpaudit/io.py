@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpaudit.logs import Refusal
+
 
 @contextmanager
 def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -45,7 +47,7 @@ def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Pa
             tmp_path.unlink()
 
 
-class UnreadableFileError(OSError):
+class UnreadableFileError(Refusal, OSError):
     """A result file exists but cannot be read: damaged or truncated after it was written."""
 
     def __init__(self, path: str | os.PathLike, error: BaseException):

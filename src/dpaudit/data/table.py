@@ -46,6 +46,7 @@ from dpaudit.data.table_columns import (
     numeric_mask,
     numeric_typo,
 )
+from dpaudit.logs import Refusal
 
 __all__ = [
     "TABLE_DEFAULTS",
@@ -70,7 +71,7 @@ MEMBERS, HOLDOUT = "members", "holdout"
 FIT_SPLITS = {MEMBERS: "train", HOLDOUT: "holdout"}
 
 
-class TableError(ValueError):
+class TableError(Refusal, ValueError):
     """A table that cannot become a dataset; the message names the file, column and row."""
 
 

@@ -19,6 +19,7 @@ from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
 from dpaudit.dp.roc import roc_curve
+from dpaudit.logs import Refusal
 from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
 from dpaudit.report.banner import model_banner
 from dpaudit.report.pages import page
@@ -33,7 +34,7 @@ CARD_STYLE = ("body{font:14px sans-serif;max-width:60em;margin:0.8em}"
               "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}")
 
 
-class DPRegionViolation(RuntimeError):
+class DPRegionViolation(Refusal, RuntimeError):
     """A measured attack beats what the model's (ε, δ) allows: a bug or a wrong assumption."""
 
 
