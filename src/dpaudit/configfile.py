@@ -103,6 +103,16 @@ def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = Non
         check_config_file(path, schema)
 
 
+def config_source_line(paths: Iterable[str | Path], default: str = "config/config.yaml") -> str:
+    """The one line the workflow prints at start saying which file(s) the experiment is: Snakemake's
+    own banner names the Snakefile's default even when ``--configfile`` replaced it (issue 35)."""
+    given = [str(p) for p in paths]
+    if not given:
+        return f"dpaudit: experiment config {default} (the default; --configfile FILE runs another)"
+    return (f"dpaudit: experiment config {', '.join(given)}; {default} is not used (Snakemake's line "
+            f"'Config file {default} is replaced ...' says the same)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dpaudit.configfile FILE...``: one line per bad file on stderr, exit 1; silent when fine."""
     paths = sys.argv[1:] if argv is None else argv

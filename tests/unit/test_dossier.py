@@ -367,3 +367,12 @@ def test_text_ids_show_beside_the_example_ids_of_the_exposed_rows():
     plain = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0), outputs=outputs,
                             splits={"members": "train", "nonmembers": "holdout"})
     assert "your id" not in plain
+
+
+def test_the_parametric_count_behind_the_ratio_is_called_expected():
+    section = D.build_dossier(full_table(), DATASET, run_name("dpsgd", 1.0, 0)).split("<h3>Epsilon*</h3>")[1]
+    section = section.split("<h3>")[0]
+    parametric = next(row for row in section.split("<tr") if "parametric" in row)
+    empirical = next(row for row in section.split("<tr") if "empirical" in row)
+    assert "expected examples behind the ratio" in parametric and "argmax count" not in section
+    assert "examples behind the ratio" in empirical and "expected examples" not in empirical

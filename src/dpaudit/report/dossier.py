@@ -266,7 +266,9 @@ def _estar_flags(found: Found) -> str:
     if found.get("on_boundary") in (True, np.True_):
         flags.append('<span class="flag">argmax on the threshold grid\'s boundary</span>')
     if found.get("argmax_count") is not None:
-        flags.append(f"argmax count {found.num('argmax_count')}")
+        # the parametric fit's count is an expectation (rate x set size), not whole examples
+        expected = "expected " if found.get("estimator") == "parametric" else ""
+        flags.append(f"{expected}examples behind the ratio {found.num('argmax_count')}")
     return "; ".join(flags)
 
 
