@@ -2,12 +2,18 @@
 
 Two entry points, one set of rules:
 
-- :func:`inspect_table` (parse time, no job): the file exists and opens, the header has
-  no empty or duplicate names, the label, id, drop and categorical columns exist, the
-  types of the first block say each column's role, the first block has no categorical
-  column above ``max_levels``, and the label column (read whole, one column) has two or
-  more classes each large enough for the stratified split. It also gives the members
-  count for the parse-time batch-size check and the file sizes for the job's memory.
+- :func:`inspect_table` (parse time, no job): the file exists and opens, a one-column
+  header holding ``;``, a tab or ``|`` names the ``delimiter`` key, the header has no empty
+  or duplicate names, the label, id, drop and categorical columns exist, the types of the
+  first block say each column's role, and the columns read whole (the label, the id, every
+  text column ``categorical: auto`` would one-hot encode and every column empty in the first
+  block; ``dpaudit.data.table_columns``) settle the rest from all their cells: a text column
+  of ≥ 95 % numbers is a numeric column with typos (refused, naming the first), a column
+  empty in every row is refused, no categorical column exceeds ``max_levels``, the label
+  has two or more classes each large enough for the stratified split and no two values
+  differing only in case (unless ``label_case: distinct``), and the ids are integers in
+  the int64 range or else mapped (``id_kind``). It also gives the members count for the
+  parse-time batch-size check and the file sizes for the job's memory.
 - :func:`dpaudit.data.table_prepare.prepare_table` (the ``prepare_dataset`` job): streams the file batch by batch
   through pyarrow's CSV or Parquet reader (no hand-written parser), checks every cell
   (non-numeric or non-finite values in a numeric column, missing cells, levels above the
@@ -17,7 +23,8 @@ Two entry points, one set of rules:
   and records every column's role and encoding in ``dataset.json``.
 
 Roles: ``label`` (mapped to 0..k-1 in sorted order of its values, recorded), ``id``
-(integers; the ``example_id``; without one, the 0-based data row), ``dropped``,
+(int64 integers: the ``example_id``; text or larger integers: kept in ``ids.parquet`` and
+the ``example_id`` is the 0-based data row, as without an id), ``dropped``,
 ``numeric`` (standardized: (x - mean) / std of the fit split, std 0 -> 1), ``categorical``
 (one indicator per level seen in the fit split, sorted; a level not seen there gives an
 all-zero block, counted per split) and ``boolean`` (one 0/1 feature). Text cells are
