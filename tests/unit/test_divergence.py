@@ -138,3 +138,23 @@ def test_a_sane_dpsgd_run_is_neither_flagged_nor_noted(tmp_path):
     sane = train_model(_frame(), SPLITS, params, tmp_path / "s.keras", threads=2, log=LOG)
     assert sane["loss_diverged"] is False and sane["loss_divergence_reason"] is None
     assert sane["training_note"] is None and sane["final_train_loss"] < sane["constant_predictor_loss"]
+
+
+def test_the_note_says_whether_a_tail_or_most_rows_lift_the_mean():
+    y = np.array([0, 1] * 50)
+    history = [{"epoch": 1, "loss": 0.5, "examples_seen": 100}]
+    tail = np.where(np.arange(100)[:, None] < 95, 4.0, -40.0) * np.where(y[:, None] == np.array([[0, 1]]), 1, -1)
+    verdict = training_verdict(history, y, tail, y, tail, learning_rate=0.1)
+    # 95 rows right with margin 8 (loss ~3e-4), 5 rows wrong with margin 80: mean ~4 > ln 2, median tiny
+    assert verdict["loss_diverged"] is False and "because of confident errors (max loss 80" in verdict["training_note"]
+    # three classes: 40 % right and sure, 60 % wrong with p(true) = 0.1 (loss ln 10 > ln 3, the constant's)
+    y3 = np.tile([0, 1, 2], 1000)
+    logits = np.log(np.full((3000, 3), 0.4))
+    logits[np.arange(3000), y3] = np.log(0.1)
+    logits[np.arange(3000), (y3 + 1) % 3] = np.log(0.5)
+    right = np.arange(3000) < 1200
+    logits[right] = 0.0
+    logits[right, y3[right]] = 30.0
+    verdict = training_verdict(history, y3, logits, y3, logits, learning_rate=0.1)
+    assert verdict["loss_diverged"] is False and verdict["majority_test"]["accuracy"] == 0.4
+    assert "with most rows above it too (max loss 2.3, median 2.3)" in verdict["training_note"]

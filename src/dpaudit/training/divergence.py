@@ -154,9 +154,12 @@ def training_verdict(history: list[dict[str, Any]], train_labels: np.ndarray, tr
     max_loss = float(finite.max()) if finite.size else math.nan
     note = None
     if not diverged and math.isfinite(constant) and final_loss > constant:
-        note = (f"mean training loss {final_loss:.3g} is above the constant predictor's {constant:.3g} because of "
-                f"confident errors (max loss {max_loss:.3g}, median {float(np.median(finite)):.3g}); {where} "
-                f"accuracy {accuracy:.3g} vs {majority:.3g} majority: the model learned but is overconfident")
+        median = float(np.median(finite))
+        # a median below the constant predictor's loss: most rows fit, a tail of confident errors lifts the mean
+        why = "because of confident errors" if median <= constant else "with most rows above it too"
+        note = (f"mean training loss {final_loss:.3g} is above the constant predictor's {constant:.3g} {why} "
+                f"(max loss {max_loss:.3g}, median {median:.3g}); {where} accuracy {accuracy:.3g} vs "
+                f"{majority:.3g} majority: the model learned but is overconfident")
     return {
         "loss_diverged": diverged,
         "loss_divergence_reason": reason,
