@@ -84,7 +84,10 @@ def test_a_semicolon_csv_is_refused_naming_the_key_and_read_with_it(tmp_path):
     _refused(str(path), r"the header is one column 'customer_id;age;.*': the file looks separated by ';', not by "
                         r"','; write config.datasets.credit.delimiter: \";\"")
     table, info = _prepare(str(path), delimiter=";")
-    assert info["n"] == 120 and info["label_names"] == ["no", "yes"]
+    assert info["n"] == 120 and info["label_names"] == ["no", "yes"] and info["table"]["delimiter"] == ";"
+    frame.to_csv(path, index=False, sep="\t")
+    _refused(str(path), r"the file looks separated by '\\t', not by ','; write config.datasets.credit.delimiter: "
+                        r'"\\t"')
 
 
 def test_text_ids_are_kept_beside_the_examples(tmp_path):

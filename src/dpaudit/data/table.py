@@ -320,7 +320,7 @@ def _delimiter_problem(names: list[str], kind: str, spec: Mapping[str, Any], whe
     if not found:
         return None
     shown = {"\t": "\\t"}.get(found[0], found[0])
-    return (f"{where}: the header is one column {names[0][:80]!r}: the file looks separated by {shown!r}, not by "
+    return (f"{where}: the header is one column {names[0][:80]!r}: the file looks separated by '{shown}', not by "
             f"{spec.get('delimiter') or ','!r}; write config.datasets.{name}.delimiter: \"{shown}\"")
 
 

@@ -280,6 +280,7 @@ def prepare_table(name: str, path: str | Path,
     digest = _sha256(path)
     table_record = {
         "path": str(spec.get("path", path)), "format": sketch.format, "sha256": digest,
+        **({"delimiter": spec["delimiter"]} if sketch.format == "csv" else {}),
         "bytes": path.stat().st_size, "rows": offset, "columns": len(sketch.columns),
         "rows_dropped": rows_dropped, "rows_used": int(y.size),
         "columns_dropped": [c for c in sketch.columns if roles[c] == "dropped"],
