@@ -107,6 +107,8 @@ def config_source_line(paths: Iterable[str | Path], default: str = "config/confi
     """The one line the workflow prints at start saying which file(s) the experiment is: Snakemake's
     own banner names the Snakefile's default even when ``--configfile`` replaced it (issue 35)."""
     given = [str(p) for p in paths]
+    if [Path(p).resolve() for p in given] == [Path(default).resolve()]:
+        return f"dpaudit: experiment config {default}"
     if not given:
         return f"dpaudit: experiment config {default} (the default; --configfile FILE runs another)"
     return (f"dpaudit: experiment config {', '.join(given)}; {default} is not used (Snakemake's line "

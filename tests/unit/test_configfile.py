@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,5 +81,7 @@ def test_the_start_line_names_the_experiment_config_once():
 
     assert config_source_line([]) == ("dpaudit: experiment config config/config.yaml (the default; --configfile "
                                       "FILE runs another)")
+    assert config_source_line([str(Path("config/config.yaml").resolve())]) == (
+        "dpaudit: experiment config config/config.yaml")
     line = config_source_line(["config/mine.yaml"])
     assert line.startswith("dpaudit: experiment config config/mine.yaml; config/config.yaml is not used")
