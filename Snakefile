@@ -21,6 +21,14 @@ onstart:
     drop_unbinding_rate_limit(workflow)
 
 
+onsuccess:
+    # The did-not-train flags and training notes reach the terminal, not only the job logs.
+    from dpaudit.aggregate import flagged_model_lines
+
+    for line in flagged_model_lines(RUN_KEYS, P.TRAIN_INFO):
+        print(line)
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"

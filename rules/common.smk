@@ -11,7 +11,7 @@ from snakemake.logging import logger
 from dpaudit import config as dpconfig
 from dpaudit import resources as dpresources
 from dpaudit.codehash import ScriptCodeHashes
-from dpaudit.configfile import ConfigFileError, check_config_files
+from dpaudit.configfile import ConfigFileError, check_config_files, config_source_line
 from dpaudit.contract import paths as P
 from dpaudit.io import read_json as _read_json
 
@@ -22,6 +22,7 @@ try:
     check_config_files(workflow.config_settings.configfiles)
 except ConfigFileError as error:
     raise WorkflowError(str(error)) from None
+logger.info(config_source_line(workflow.config_settings.configfiles))
 
 try:
     _validated = dpconfig.validate_config(config)

@@ -65,6 +65,7 @@ rule prepare_dataset:
     output:
         examples=P.EXAMPLES,
         info=P.DATASET_INFO,
+        ids=P.IDS,
     params:
         dataset=dataset_params,
         delta=config["training"]["delta"],

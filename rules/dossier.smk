@@ -81,6 +81,7 @@ for _dataset in DATASETS:
             table=rules.aggregate_metrics.output.table,
             ledger=rules.budget_ledger.output.runs,
             info=P.DATASET_INFO,
+            ids=P.IDS,
             train=dataset_runs(P.TRAIN_INFO),
             outputs=dataset_runs(P.OUTPUTS),
             records=dossier_records,

@@ -28,10 +28,12 @@ TRAIN_COLUMNS = {
     "sampling": "sampling",
     # True when the run did not train (dpaudit.training.divergence.divergence_reason: a
     # non-finite loss, a last epoch above 2x the first and the constant predictor's loss,
-    # or a final training loss above the constant predictor's), with the reason: every
-    # metric row of the run carries both, runs.html shows them.
+    # or held-out accuracy not better than the majority-class rate), with the reason, and
+    # the milder note of a model that learned but is overconfident: every metric row of the
+    # run carries the three, runs.html shows them.
     "loss_diverged": "loss_diverged",
     "loss_divergence_reason": "loss_divergence_reason",
+    "training_note": "training_note",
 }
 FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
 RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
@@ -75,7 +77,8 @@ def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[t
     frame = frame.astype({**GRID_COLUMNS, "dataset": "string", "run": "string",
                           "accountant_epsilon": "float64", "accountant_delta": "float64",
                           "noise_multiplier": "float64", "accountant": "string", "sampling": "string",
-                          "loss_diverged": "boolean", "loss_divergence_reason": "string"})
+                          "loss_diverged": "boolean", "loss_divergence_reason": "string",
+                          "training_note": "string"})
     baseline = frame["mechanism"] == "baseline"
     if frame.loc[baseline, "accountant_epsilon"].lt(math.inf).any():
         raise ValueError("a baseline run has a finite accountant ε; non-private models must carry +inf")
@@ -169,12 +172,15 @@ RUNS_GLOSSARY = {
     "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for; the exact ε of output / "
                        "objective perturbation (— for baselines)"),
     "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
-    "loss_diverged": ("did not train", "yes / no", "yes: the model did not train (its loss became non-finite, its "
+    "loss_diverged": ("did not train", "yes / no", "yes: the model did not learn (its loss became non-finite, its "
                       "last epoch's loss exceeded twice its first and the loss of predicting the class frequencies, "
-                      "or its final training loss exceeded that constant predictor's); its privacy numbers describe "
-                      "a broken model. Type yes in the box under the column to show only these runs"),
-    "loss_divergence_reason": ("why it did not train", "—", "the rule that flagged the run, with its losses "
-                               "(— for a run that trained)"),
+                      "or its held-out accuracy is not better than the majority-class rate by a one-sided exact "
+                      "binomial test at level 0.05); its privacy numbers describe a broken model. Type yes in the "
+                      "box under the column to show only these runs"),
+    "loss_divergence_reason": ("why it did not train", "—", "the rule that flagged the run, with its losses or "
+                               "accuracy (— for a run that trained)"),
+    "training_note": ("training note", "—", "a model that learned but whose mean training loss is above the "
+                      "constant predictor's, because of a few confident errors (— when none); not a flag"),
     "accountant_epsilon": vocabulary.glossary_entry("mia", "accountant_epsilon"),
     "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
     "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions, "
@@ -225,6 +231,11 @@ def summary_html(summary: pd.DataFrame) -> str:
         names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(diverged["dataset"], diverged["run"], strict=True))
         intro += (f"<p style='color:#b00020;font-weight:bold'>{len(diverged)} run(s) did not train (column "
                   f"“did not train” = yes); their privacy numbers describe a broken model: {names}</p>")
+    noted = summary[summary["training_note"].notna()] if "training_note" in summary else []
+    if len(noted):
+        names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(noted["dataset"], noted["run"], strict=True))
+        intro += (f"<p>{len(noted)} run(s) learned but carry a training note (column “training note”: mean "
+                  f"training loss above the constant predictor's because of confident errors): {names}</p>")
     body = intro + tables.interactive_table(summary, glossary, table_id="dpaudit-runs") + tables.glossary_html(glossary)
     return page("dpaudit runs", body, style=tables.PAGE_STYLE, head=tables.offline_bundle())
 
@@ -248,3 +259,21 @@ def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
     runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
                                                                                      ignore_index=True)
     return summary_frame(table, runs)
+
+
+def flagged_model_lines(run_keys: Sequence[tuple[str, str]], train_info: str) -> list[str]:
+    """One terminal line per model of ``run_keys`` whose train.json (``train_info``, a path with
+    {dataset} and {run}) flags it as not trained, then one per model with a training note; runs
+    not trained in this invocation (no train.json yet) are skipped."""
+    flagged, noted = [], []
+    for dataset, run in run_keys:
+        path = Path(train_info.format(dataset=dataset, run=run))
+        if not path.is_file():
+            continue
+        info = read_json(path)
+        if info.get("loss_diverged"):
+            flagged.append(f"dpaudit: DID NOT TRAIN {dataset}/{run}: {info.get('loss_divergence_reason')} "
+                           f"(its privacy numbers describe a broken model; see {path})")
+        elif info.get("training_note"):
+            noted.append(f"dpaudit: note {dataset}/{run}: {info['training_note']}")
+    return flagged + noted

@@ -17,11 +17,13 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from dpaudit.logs import Refusal
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIX = "the file is damaged or truncated: delete it and run again (the workflow rebuilds it)"
 
 
-class DamagedResultsError(RuntimeError):
+class DamagedResultsError(Refusal, RuntimeError):
     """Final outputs that fail their integrity check; the message names each file and the fix."""
 
 

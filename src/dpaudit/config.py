@@ -24,6 +24,7 @@ from dpaudit.config_schema import (
     load_schema,
 )
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
+from dpaudit.logs import Refusal
 from dpaudit.training.sampling import batch_size_problem
 
 # Order fixes the run name; every row carries every column, so adding a row (or a
@@ -81,16 +82,18 @@ PATH_SAFE_TEXT = "letters, digits, '.', '_', '+', '-', not starting with '.'"
 RECIPE_C_MIN_MODELS = 4
 
 
-class ConfigError(ValueError):
+class ConfigError(Refusal, ValueError):
     """An invalid experiment configuration; the message names every bad key path."""
 
 
 def path_safe_problem(value: Any, where: str) -> str | None:
     """The message for a config value that cannot be part of a file path (None if it can)."""
     non_finite = isinstance(value, float) and not math.isfinite(value)
-    if non_finite or isinstance(value, bool) or not PATH_SAFE.match(str(value)):
-        return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); "
-                f"write a finite value or name of {PATH_SAFE_TEXT}")
+    if non_finite:
+        return f"{where}: {value!r} is not path-safe (it becomes part of a file path); write a finite value"
+    if isinstance(value, bool) or not PATH_SAFE.match(str(value)):
+        return (f"{where}: {value!r} is not path-safe (it becomes part of a file path); a name may contain only "
+                f"{PATH_SAFE_TEXT}")
     return None
 
 

@@ -21,11 +21,13 @@ from typing import Any
 
 import yaml
 
+from dpaudit.logs import Refusal
+
 HINT = ("copy config/config.yaml and edit it (every file under config/ is a complete experiment; "
         "config/README.md lists every key)")
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(Refusal, ValueError):
     """A config file that cannot be read or describes no experiment; the message names the file."""
 
 
@@ -99,6 +101,18 @@ def check_config_file(path: str | Path, schema: Mapping | None = None) -> dict:
 def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = None) -> None:
     for path in paths:
         check_config_file(path, schema)
+
+
+def config_source_line(paths: Iterable[str | Path], default: str = "config/config.yaml") -> str:
+    """The one line the workflow prints at start saying which file(s) the experiment is: Snakemake's
+    own banner names the Snakefile's default even when ``--configfile`` replaced it (issue 35)."""
+    given = [str(p) for p in paths]
+    if [Path(p).resolve() for p in given] == [Path(default).resolve()]:
+        return f"dpaudit: experiment config {default}"
+    if not given:
+        return f"dpaudit: experiment config {default} (the default; --configfile FILE runs another)"
+    return (f"dpaudit: experiment config {', '.join(given)}; {default} is not used (Snakemake's line "
+            f"'Config file {default} is replaced ...' says the same)")
 
 
 def main(argv: list[str] | None = None) -> int:

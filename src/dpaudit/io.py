@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpaudit.logs import Refusal
+
 
 @contextmanager
 def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -45,7 +47,7 @@ def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Pa
             tmp_path.unlink()
 
 
-class UnreadableFileError(OSError):
+class UnreadableFileError(Refusal, OSError):
     """A result file exists but cannot be read: damaged or truncated after it was written."""
 
     def __init__(self, path: str | os.PathLike, error: BaseException):
@@ -112,10 +114,29 @@ def write_parquet(path: str | os.PathLike, frame: pd.DataFrame | pa.Table,
                   metadata: Mapping[bytes, bytes] | None = None) -> None:
     """Atomic zstd Parquet; ``metadata`` is added to the file's key-value metadata."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+    table = _pandas_readable(table)
     if metadata:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     with atomic_path(path, suffix=".parquet") as tmp:
         pq.write_table(table, tmp, compression="zstd")
+
+
+def _pandas_readable(table: pa.Table) -> pa.Table:
+    """``table`` whose pandas metadata names no dtype pandas cannot rebuild (issue 35).
+
+    A fixed-size list column of a DataFrame (an ArrowExtensionArray: logits, x, gradient)
+    is recorded as ``fixed_size_list<item: float>[C][pyarrow]``, which
+    ``pandas.read_parquet`` fails on; recorded as ``object`` it reads as a column of numpy
+    arrays, what pyarrow's own ``to_pandas`` gives."""
+    raw = (table.schema.metadata or {}).get(b"pandas")
+    fixed = {field.name for field in table.schema if pa.types.is_fixed_size_list(field.type)}
+    if raw is None or not fixed:
+        return table
+    meta = json.loads(raw)
+    for column in meta.get("columns", []):
+        if column.get("field_name") in fixed:
+            column["numpy_type"] = "object"
+    return table.replace_schema_metadata({**table.schema.metadata, b"pandas": json.dumps(meta).encode()})
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:

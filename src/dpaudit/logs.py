@@ -11,6 +11,10 @@ closed temporary files it renames), and the interpreter's teardown of TensorFlow
 cost about 1 s of CPU per job (pandas, pyarrow and scipy about 0.2 s), for nothing
 (issue 23). A failing job exits the normal way, with its traceback; tests, which pass
 their own ``snakemake`` object, keep the normal exit.
+
+A ``Refusal`` (one of dpaudit's own checks: a bad cell of a table, a damaged file, ...) is
+not a crash: its message goes to the log and, as one line, to the terminal, and the job
+exits with status 1 and no traceback (issue 35). Any other exception keeps its traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +26,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+REFUSAL_EXIT = 1
+
+
+class Refusal(Exception):
+    """An input or file dpaudit refuses on purpose; the message names what is wrong and the fix.
+
+    Mixed into the project's error classes (``TableError(Refusal, ValueError)``, ...) so
+    callers catching ValueError or OSError still do."""
 
 
 @contextmanager
@@ -50,8 +63,14 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
     wildcards = dict(getattr(snakemake, "wildcards", {}) or {})
     logger.info("start %s %s", getattr(snakemake, "rule", ""), wildcards)
     finished = False
+    refused: Refusal | None = None
     try:
         yield logger
+    except Refusal as error:
+        logger.error("refused: %s", error)
+        if not _run_by_snakemake(snakemake):
+            raise  # a test's stand-in sees the refusal itself
+        refused = error
     except BaseException:
         logger.exception("job failed")
         raise
@@ -67,6 +86,11 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         os.close(saved[0])
         os.close(saved[1])
         handle.close()
+    if refused is not None:
+        job = " ".join([str(getattr(snakemake, "rule", "job")), *(f"{k}={v}" for k, v in wildcards.items())])
+        print(f"dpaudit refused ({job}): {refused}\n"
+              f"  (log: {path})", file=sys.stderr, flush=True)
+        raise SystemExit(REFUSAL_EXIT)
     if finished and _run_by_snakemake(snakemake):
         logging.shutdown()
         sys.stdout.flush()

@@ -32,7 +32,8 @@ def write_tiny_table(path):
     rng = np.random.default_rng(5)
     n = 400
     label = rng.integers(0, 2, n)
-    frame = pd.DataFrame({"row_id": np.arange(n) + 1000, "income": (label + rng.normal(size=n)).round(3),
+    # text ids (issue 35): example_id is the data row, ids.parquet keeps them
+    frame = pd.DataFrame({"row_id": [f"r{i:05d}" for i in range(1000, 1000 + n)], "income": (label + rng.normal(size=n)).round(3),
                           "region": rng.choice(["north", "south", "east"], n), "owner": rng.random(n) < 0.5,
                           "churned": np.where(label == 1, "yes", "no")})
     frame.to_csv(path, index=False)

@@ -1,6 +1,9 @@
-"""Issue 26 on a real tiny run: a one-epoch DP-SGD run at learning rate 10^3 is flagged
-where users look (train.json, metrics.parquet, runs.html, its privacy card, its dossier),
-and the files of a run removed from the grid are listed by make clean-orphans."""
+"""Issues 26 and 35 on a real tiny run: a baseline at learning rate 30 for one epoch does not
+beat the majority class on held-out data and is flagged where users look (train.json,
+metrics.parquet, runs.html, its privacy card, its dossier, the terminal); a one-epoch DP-SGD
+run at learning rate 10^3 learned (held-out accuracy 0.78 against 0.5) but is overconfident,
+and gets the milder note, not the banner. The files of a run removed from the grid are listed
+by make clean-orphans."""
 
 import json
 import sys
@@ -14,13 +17,14 @@ from tests.workflow.helpers import SNAKEMAKE, finished_run
 # make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
 pytestmark = pytest.mark.xdist_group("surprises")
 
-BROKEN = {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [1], "batch_size": [32],
-          "learning_rate": [1000.0], "seed": [0]}
+BROKEN = {"mechanism": ["baseline"], "epochs": [1], "batch_size": [32], "learning_rate": [30.0], "seed": [0]}
+OVERCONFIDENT = {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [1],
+                 "batch_size": [32], "learning_rate": [1000.0], "seed": [0]}
 CONFIG = {
     "datasets": {"synthetic": {"n": 400, "d": 5, "classes": 2, "separation": 1.5, "seed": 3}},
     "training": {"hidden_units": [8]},
     "grid": [{"mechanism": ["baseline"], "epochs": [4], "batch_size": [32], "learning_rate": [0.2], "seed": [0]},
-             BROKEN],
+             BROKEN, OVERCONFIDENT],
     "metrics": {"epsilon_star": {"enabled": False}},
 }
 BANNER = "this model did not train; its privacy numbers describe a broken model"
@@ -36,34 +40,47 @@ def _train_infos(workdir):
             for path in (workdir / "results" / "models" / "synthetic").glob("*/train.json")}
 
 
-def _broken(workdir):
-    (name,) = [run for run, info in _train_infos(workdir).items() if info["mechanism"] == "dpsgd"]
+def _by_learning_rate(workdir, learning_rate):
+    (name,) = [run for run, info in _train_infos(workdir).items() if info["learning_rate"] == learning_rate]
     return name
 
 
-def test_the_diverged_run_is_flagged_in_train_json_and_every_metric_row(run):
+def _broken(workdir):
+    return _by_learning_rate(workdir, 30.0)
+
+
+def test_the_run_that_did_not_learn_is_flagged_in_train_json_and_every_metric_row(run):
     infos = _train_infos(run["workdir"])
-    broken = _broken(run["workdir"])
-    assert infos[broken]["loss_diverged"] is True and len(infos[broken]["history"]) == 1
-    assert infos[broken]["loss_divergence_reason"].startswith("final training loss")
-    (baseline,) = set(infos) - {broken}
-    assert infos[baseline]["loss_diverged"] is False
+    broken, noted = _broken(run["workdir"]), _by_learning_rate(run["workdir"], 1000.0)
+    assert infos[broken]["loss_diverged"] is True
+    assert infos[broken]["loss_divergence_reason"].startswith("held-out (utility split) accuracy")
+    assert infos[noted]["loss_diverged"] is False and infos[noted]["training_note"].startswith("mean training loss")
+    assert infos[noted]["majority_test"]["accuracy"] > 0.7
+    (baseline,) = set(infos) - {broken, noted}
+    assert infos[baseline]["loss_diverged"] is False and infos[baseline]["training_note"] is None
     table = pd.read_parquet(run["workdir"] / "results" / "tables" / "metrics.parquet")
     flags = table[table["run"].notna()].groupby("run")["loss_diverged"].agg(["min", "max"])
     assert flags.loc[broken].tolist() == [True, True] and flags.loc[baseline].tolist() == [False, False]
+    assert flags.loc[noted].tolist() == [False, False]
 
 
-def test_runs_page_card_and_dossier_show_it(run):
+def test_runs_page_card_dossier_and_terminal_show_it(run):
     workdir = run["workdir"]
-    broken = _broken(workdir)
+    broken, noted = _broken(workdir), _by_learning_rate(workdir, 1000.0)
     runs = (workdir / "results" / "tables" / "runs.html").read_text()
     assert "did not train" in runs and "1 run(s) did not train" in runs and f"synthetic/{broken}" in runs
+    assert "1 run(s) learned but carry a training note" in runs
     dossier = (workdir / "results" / "dossiers" / "synthetic" / f"{broken}.html").read_text()
     assert BANNER in dossier.split("<h2>")[0]
     card = (workdir / "results" / "cards" / "synthetic" / f"{broken}.html").read_text()
     assert BANNER in card.split("<body>", 1)[1][:2000]
     others = [p for p in (workdir / "results" / "dossiers" / "synthetic").glob("*.html") if p.stem != broken]
     assert others and all(BANNER not in p.read_text() for p in others)
+    noted_head = (workdir / "results" / "dossiers" / "synthetic" / f"{noted}.html").read_text().split("<h2>")[0]
+    assert "Training note" in noted_head and "overconfident" in noted_head
+    terminal = run["log"].stdout + run["log"].stderr
+    assert f"dpaudit: DID NOT TRAIN synthetic/{broken}: held-out" in terminal
+    assert f"dpaudit: note synthetic/{noted}: mean training loss" in terminal
 
 
 def test_the_orphan_listing_names_a_removed_runs_files(run, tmp_path):

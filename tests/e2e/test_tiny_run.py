@@ -153,3 +153,38 @@ def test_the_table_dataset_was_prepared_trained_and_carded(tiny_run):
     assert len(dossiers) == 1 and (results / "guidance" / "tiny_table.html").is_file()
     text = dossiers[0].read_text()
     assert "fitted on the members" in text and "outside the DP guarantee" in text
+
+
+def test_every_parquet_of_the_run_opens_with_plain_pandas(tiny_run):
+    """pandas.read_parquet alone, as a user opens a result (issue 35): list columns come back
+    as arrays, nothing needs dpaudit's reader."""
+    import pandas as pd
+
+    files = sorted((tiny_run["workdir"] / "results").rglob("*.parquet"))
+    assert any(path.name == "outputs.parquet" for path in files), [str(p) for p in files][:20]
+    unreadable = {}
+    for path in files:
+        try:
+            pd.read_parquet(path)
+        except Exception as error:  # noqa: BLE001 (every failure is reported, by file)
+            unreadable[str(path.relative_to(tiny_run["workdir"]))] = f"{type(error).__name__}: {error}"
+    assert not unreadable, unreadable
+    outputs = pd.read_parquet(next(p for p in files if p.name == "outputs.parquet"))
+    assert np.stack(outputs["logits"].to_numpy()).shape == (len(outputs), 2)
+
+
+def test_text_ids_of_the_table_join_every_output_and_show_in_its_dossier(tiny_run):
+    import pandas as pd
+
+    results = tiny_run["workdir"] / "results"
+    ids = pd.read_parquet(results / "data" / "tiny_table" / "ids.parquet")
+    assert ids["example_id"].tolist() == list(range(400))
+    assert ids["id"].tolist() == [f"r{i:05d}" for i in range(1000, 1400)]
+    (outputs_path,) = (results / "per_example" / "tiny_table").glob("*/outputs.parquet")
+    joined = pd.read_parquet(outputs_path).merge(ids, on="example_id", how="left", validate="one_to_one")
+    assert joined["id"].notna().all() and joined["id"].str.fullmatch(r"r\d{5}").all()
+    (dossier,) = (results / "dossiers" / "tiny_table").glob("*.html")
+    section = dossier.read_text().split("<h2>4 Exposure of individual rows</h2>")[1]
+    assert "<th>your id</th>" in section and re.search(r'data-h="your id">r\d{5}<', section)
+    synthetic = pd.read_parquet(results / "data" / "synthetic" / "ids.parquet")
+    assert synthetic["id"].tolist() == [str(i) for i in synthetic["example_id"]]

@@ -50,3 +50,34 @@ def test_runs_page_shows_the_flag_and_its_reason_as_a_filterable_column():
 
     shown = display_frame(frame, runs_glossary(frame.columns))
     assert shown.set_index("run")["did not train"].to_dict() == {"a": "yes", "b": "no"}
+
+
+def test_a_training_note_is_its_own_column_and_a_mild_line_not_a_flag():
+    from dpaudit.aggregate import summary_html
+
+    runs = {"toy": {"a": {"mechanism": "dpsgd", "seed": 0}, "b": {"mechanism": "baseline", "seed": 1}}}
+    note = "mean training loss 2.5 is above the constant predictor's 0.69 because of confident errors (max loss 96.5)"
+    frame = runs_frame(runs, {("toy", "a"): {**_info(False), "training_note": note}, ("toy", "b"): _info(False)})
+    assert frame.set_index("run")["training_note"].to_dict()["a"] == note
+    assert pd.isna(frame.set_index("run")["training_note"]["b"])
+    page = summary_html(frame)
+    assert "1 run(s) learned but carry a training note" in page and "max loss 96.5" in page
+    assert "did not train (column" not in page  # no red line: nothing is flagged
+
+
+def test_terminal_lines_name_each_flagged_then_each_noted_model(tmp_path):
+    from dpaudit.aggregate import flagged_model_lines
+    from dpaudit.io import write_json
+
+    template = str(tmp_path / "{dataset}" / "{run}" / "train.json")
+    infos = {"a": {"loss_diverged": True, "loss_divergence_reason": "held-out accuracy 0.4 is not better"},
+             "b": {"loss_diverged": False, "training_note": "mean training loss 2.5 is above"},
+             "c": {"loss_diverged": False, "training_note": None}}
+    for run, info in infos.items():
+        path = tmp_path / "toy" / run / "train.json"
+        path.parent.mkdir(parents=True)
+        write_json(path, info)
+    lines = flagged_model_lines([("toy", "b"), ("toy", "a"), ("toy", "c"), ("toy", "not_trained_yet")], template)
+    assert len(lines) == 2
+    assert lines[0].startswith("dpaudit: DID NOT TRAIN toy/a: held-out accuracy 0.4 is not better")
+    assert lines[1] == "dpaudit: note toy/b: mean training loss 2.5 is above"

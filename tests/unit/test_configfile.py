@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,14 @@ def test_the_makefile_checks_the_config_before_snakemake():
         recipe = makefile.split(f"\n{target}: $(STAMP)\n", 1)[1].split("\n\n", 1)[0].splitlines()
         assert recipe[0].strip() == "$(CHECK_CONFIG)" and "snakemake" in recipe[1], (target, recipe)
     assert "CHECK_CONFIG = @$(BIN)/python -m dpaudit.configfile $(CONFIG)" in makefile
+
+
+def test_the_start_line_names_the_experiment_config_once():
+    from dpaudit.configfile import config_source_line
+
+    assert config_source_line([]) == ("dpaudit: experiment config config/config.yaml (the default; --configfile "
+                                      "FILE runs another)")
+    assert config_source_line([str(Path("config/config.yaml").resolve())]) == (
+        "dpaudit: experiment config config/config.yaml")
+    line = config_source_line(["config/mine.yaml"])
+    assert line.startswith("dpaudit: experiment config config/mine.yaml; config/config.yaml is not used")

@@ -332,3 +332,47 @@ def test_a_run_that_did_not_train_has_a_red_banner_at_the_top():
     table["loss_divergence_reason"] = pd.array([reason if r == run else None for r in table["run"]], dtype="string")
     assert DID_NOT_TRAIN in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]
     assert DID_NOT_TRAIN not in D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 1))
+
+
+def test_a_training_note_shows_without_the_red_banner():
+    from dpaudit.report.banner import DID_NOT_TRAIN
+
+    table = full_table()
+    run = run_name("dpsgd", 1.0, 0)
+    note = "mean training loss 2.5 is above the constant predictor's 0.69 because of confident errors (max loss 96.5)"
+    head = D.build_dossier(table, DATASET, run, train={"loss_diverged": False, "training_note": note}).split(
+        "<h2>1 Promise</h2>")[0]
+    assert "Training note" in head and "max loss 96.5" in head
+    assert DID_NOT_TRAIN not in head and "#b00020" not in head
+    # from the metrics table's copy alone
+    table["training_note"] = pd.array([note if r == run else None for r in table["run"]], dtype="string")
+    assert "max loss 96.5" in D.build_dossier(table, DATASET, run).split("<h2>1 Promise</h2>")[0]
+
+
+def test_text_ids_show_beside_the_example_ids_of_the_exposed_rows():
+    from dpaudit.data.datasets import TEXT_IDS
+    from dpaudit.report.exposure import user_ids_of
+
+    outputs = pd.DataFrame({
+        "example_id": [0, 1, 2, 3, 4, 5], "split": ["train", "train", "train", "holdout", "holdout", "holdout"],
+        "label": [0, 1, 0, 0, 1, 1], "loss_ce": [0.5, 0.01, 0.2, 0.1, 0.3, 0.6]})
+    ids = pd.DataFrame({"example_id": np.arange(6, dtype=np.int64), "id": [f"r{i:05d}" for i in range(6)]})
+    assert user_ids_of(ids, {"ids": {"kind": "the example_id itself"}}) is None
+    user_ids = user_ids_of(ids, {"ids": {"kind": TEXT_IDS}})
+    table = table_of(model_rows("dpsgd", 1.0, 0))
+    page = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0), outputs=outputs, user_ids=user_ids,
+                           splits={"members": "train", "nonmembers": "holdout"})
+    section = page.split("<h2>4 Exposure of individual rows</h2>")[1].split("<h2>")[0]
+    assert "<th>your id</th>" in section and '<td data-h="your id">r00001</td>' in section
+    plain = D.build_dossier(table, DATASET, run_name("dpsgd", 1.0, 0), outputs=outputs,
+                            splits={"members": "train", "nonmembers": "holdout"})
+    assert "your id" not in plain
+
+
+def test_the_parametric_count_behind_the_ratio_is_called_expected():
+    section = D.build_dossier(full_table(), DATASET, run_name("dpsgd", 1.0, 0)).split("<h3>Epsilon*</h3>")[1]
+    section = section.split("<h3>")[0]
+    parametric = next(row for row in section.split("<tr") if "parametric" in row)
+    empirical = next(row for row in section.split("<tr") if "empirical" in row)
+    assert "expected examples behind the ratio" in parametric and "argmax count" not in section
+    assert "examples behind the ratio" in empirical and "expected examples" not in empirical

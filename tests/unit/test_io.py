@@ -28,6 +28,21 @@ def test_fixed_size_list_frame_round_trips(tmp_path):
     np.testing.assert_array_equal(np.stack(back["gradient"].to_numpy()), vectors)
 
 
+def test_a_fixed_size_list_frame_reads_with_plain_pandas(tmp_path):
+    """pandas.read_parquet alone (no dpaudit reader) opens it: the list column as arrays, the
+    other columns' nullable dtypes kept (issue 35)."""
+    vectors = np.arange(12, dtype=np.float32).reshape(4, 3)
+    frame = pd.DataFrame({"example_id": np.arange(4, dtype=np.int64),
+                          "name": pd.array(["a", None, "c", "d"], dtype="string")})
+    frame["logits"] = pd.Series(pd.arrays.ArrowExtensionArray(
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 3)))
+    write_parquet(tmp_path / "o.parquet", frame)
+    back = pd.read_parquet(tmp_path / "o.parquet")
+    np.testing.assert_array_equal(np.stack(back["logits"].to_numpy()), vectors)
+    assert str(back["name"].dtype) == str(frame["name"].dtype) and back["name"].isna().tolist() == [
+        False, True, False, False]
+
+
 def test_nullable_dtypes_round_trip(tmp_path):
     frame = pd.DataFrame({"tp": pd.array([1, None], dtype="Int64"), "name": pd.array(["a", None], dtype="string")})
     write_parquet(tmp_path / "m.parquet", frame)

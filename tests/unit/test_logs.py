@@ -54,3 +54,60 @@ def test_a_test_stand_in_keeps_the_normal_exit(tmp_path):
     with job_logging(Fake()) as log:
         log.info("inside")
     assert "done in" in (tmp_path / "demo.log").read_text()  # and this test process is still alive
+
+
+REFUSING = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import numpy as np, pandas as pd
+    from snakemake.iocontainers import Namedlist, Snakemake
+    from dpaudit.data.datasets import prepare_dataset
+    from dpaudit.io import read_parquet
+    from dpaudit.logs import job_logging
+
+    case, tmp = sys.argv[1], Path(sys.argv[2])
+    sm = Snakemake.__new__(Snakemake)
+    sm.rule, sm.wildcards, sm.log = "prepare_dataset", Namedlist(), Namedlist([str(tmp / "job.log")])
+    n = 200
+    frame = pd.DataFrame({"id": np.arange(n), "x": np.linspace(0.0, 1.0, n), "y": ["a", "b"] * (n // 2)})
+    if case == "missing":
+        frame.loc[5, "x"] = np.nan
+    elif case == "duplicate":
+        frame.loc[7, "id"] = 3
+    elif case == "inf":
+        frame["x"] = frame["x"].astype(object)
+        frame.loc[9, "x"] = "inf"
+    elif case == "late_typo":
+        frame = pd.concat([frame] * 300, ignore_index=True)
+        frame["id"] = np.arange(len(frame))
+        frame["x"] = frame["x"].astype(object)
+        frame.loc[55_000, "x"] = "thirty"
+    path = tmp / "t.csv"
+    frame.to_csv(path, index=False)
+    if case == "damaged":
+        (tmp / "t.parquet").write_bytes(b"PAR1 not really a parquet file")
+    with job_logging(sm) as log:
+        if case == "damaged":
+            read_parquet(tmp / "t.parquet")
+        prepare_dataset("mine", {"table": path}, {"source": "table", "path": str(path), "label": "y", "id": "id"})
+""")
+
+
+@pytest.mark.parametrize(("case", "words"), [
+    ("missing", "column 'x' has missing cells (first at data row(s) [6])"),
+    ("duplicate", "id column 'id' holds 3 twice (data rows 4 and 8)"),
+    ("inf", "column 'x' data row 10 holds inf, not a finite number"),
+    ("late_typo", "column 'x' is numeric in 59,999 rows but data row 55001 holds 'thirty'"),
+    ("damaged", "t.parquet: cannot be read"),
+])
+def test_an_own_refusal_is_one_message_and_status_1_without_a_traceback(tmp_path, case, words):
+    script = tmp_path / "job.py"
+    script.write_text(REFUSING)
+    done = subprocess.run([sys.executable, str(script), case, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("dpaudit refused (prepare_dataset): ") and words in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith(f"(log: {tmp_path / 'job.log'})")
+    log = (tmp_path / "job.log").read_text()
+    assert "refused: " in log and words in log and "Traceback" not in log

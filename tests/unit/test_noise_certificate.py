@@ -168,9 +168,9 @@ POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [1
          "noise_multiplier": None, "target_epsilon": 4.0, "delta": 1e-4, "seed": 5}
 
 
-def _train(policy=MechanismPolicy(), **overrides):
+def _train(policy=None, **overrides):
     return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, "unused.keras", threads=2, log=LOG,
-                       policy=policy)
+                       policy=policy or MechanismPolicy())
 
 
 def _decided_by(info):
@@ -179,7 +179,7 @@ def _decided_by(info):
     return verdict([], mechanism_failed=failed)
 
 
-@pytest.mark.parametrize("policy, decided", [
+@pytest.mark.parametrize(("policy", "decided"), [
     (MechanismPolicy(noiseless_variable=1), "noise_check"),
     (MechanismPolicy(noise_reuse=True), "noise_check"),
     (MechanismPolicy(noise_law="laplace"), "noise_check"),
@@ -248,7 +248,7 @@ def test_recomputed_epsilon_shuffle_matches_the_analytic_gaussian():
 # ------------------------------------------------------------------ validity over 120 trainings
 
 
-@pytest.mark.parametrize("implementation, microbatches, dropout", [
+@pytest.mark.parametrize(("implementation", "microbatches", "dropout"), [
     ("fast_gradient_clipping", None, 0.0), ("masked_ghost_clipping", None, 0.2),
     ("microbatch_group_gradients", 4, 0.0)])
 def test_correct_mechanism_flags_at_most_rarely(implementation, microbatches, dropout):

@@ -485,57 +485,6 @@ def test_nan_delta_for_dpsgd_is_refused():
         normalize_params({"mechanism": "dpsgd", "clip_norm": 1.0, "noise_multiplier": 1.0, "delta": math.nan})
 
 
-def test_loss_divergence_flag():
-    from dpaudit.training.train import LOSS_DIVERGENCE_RATIO, loss_divergence
-
-    assert LOSS_DIVERGENCE_RATIO == 2.0
-    assert loss_divergence([{"loss": 1.0}, {"loss": 2.0}], 0.1) == (False, None)  # exactly 2x: not flagged
-    diverged, warning = loss_divergence([{"loss": 0.7}, {"loss": 0.3}, {"loss": 1.5}], 0.5, "run~a")
-    assert diverged and "run 'run~a'" in warning and "learning_rate=0.5" in warning and "1.5" in warning
-    assert "did not train" in warning
-    assert loss_divergence([{"loss": 0.7}], 0.5) == (False, None)  # one epoch, nothing else known
-
-
-def test_divergence_rules_constant_predictor_and_non_finite():
-    from dpaudit.training.train import constant_predictor_loss, divergence_reason, loss_divergence
-
-    assert constant_predictor_loss(np.array([0, 1, 0, 1])) == pytest.approx(math.log(2))
-    assert constant_predictor_loss(np.array([2, 2, 2]), 3) == 0.0
-    assert constant_predictor_loss(np.array([0, 0, 0, 1])) == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
-    # 2x the first epoch but below the constant predictor's loss: still learning something
-    assert divergence_reason([{"loss": 0.1}, {"loss": 0.3}], constant_loss=0.69) is None
-    # 2x the first epoch and above the constant predictor's loss
-    assert "final epoch 1.5" in divergence_reason([{"loss": 0.7}, {"loss": 1.5}], constant_loss=0.69)
-    # a one-epoch run whose final training loss is worse than the class frequencies
-    one = [{"epoch": 1, "loss": 19459.0, "examples_seen": 100}]
-    assert divergence_reason(one, constant_loss=0.69) is None
-    reason = divergence_reason(one, constant_loss=0.69, final_loss=19459.0)
-    assert reason.startswith("final training loss 1.946e+04 > 0.69")
-    assert divergence_reason(one, constant_loss=0.69, final_loss=0.5) is None
-    diverged, warning = loss_divergence(one, 1e3, "r", constant_loss=0.69, final_loss=19459.0)
-    assert diverged and "learning_rate=1000" in warning
-    # a non-finite epoch loss (an epoch with examples) or final loss
-    assert "non-finite" in divergence_reason([{"epoch": 1, "loss": math.inf, "examples_seen": 3}])
-    assert divergence_reason([{"epoch": 1, "loss": math.nan, "examples_seen": 0}]) is None  # an empty epoch
-    assert "non-finite" in divergence_reason([{"loss": 0.5}], constant_loss=0.69, final_loss=math.nan)
-
-
-def test_one_epoch_dpsgd_run_at_a_huge_learning_rate_is_flagged(tmp_path):
-    df = _frame()
-    params = {"mechanism": "dpsgd", "epochs": 1, "batch_size": 20, "learning_rate": 1e3, "hidden_units": [8],
-              "clip_norm": 1.0, "target_epsilon": 4.0, "delta": 1e-3, "seed": 0}
-    info = train_model(df, SPLITS, params, tmp_path / "m.keras", threads=2, log=LOG)
-    assert len(info["history"]) == 1
-    assert info["loss_diverged"] is True
-    assert info["final_train_loss"] > info["constant_predictor_loss"] > 0.6
-    assert info["loss_divergence_reason"].startswith("final training loss")
-    assert info["warnings"] and "did not train" in info["warnings"][0]
-    sane = train_model(df, SPLITS, {**params, "learning_rate": 1.0, "target_epsilon": 50.0},
-                       tmp_path / "s.keras", threads=2, log=LOG)
-    assert sane["loss_diverged"] is False and sane["loss_divergence_reason"] is None
-    assert sane["final_train_loss"] < sane["constant_predictor_loss"]
-
-
 def test_non_finite_training_loss_fails_naming_run_and_learning_rate(tmp_path):
     df = _frame(n_train=20, n_hold=4, n_test=4, d=2)
     df["x"] = [row * np.float32(1e30) for row in df["x"]]

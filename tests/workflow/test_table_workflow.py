@@ -56,7 +56,12 @@ def test_a_bad_cell_stops_prepare_dataset_and_nothing_after_it(tmp_path):
     assert result.returncode != 0, result.stdout[-3000:]
     assert "prepare_dataset" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
     log = (tmp_path / "logs" / "prepare_dataset" / "churn.log").read_text()
-    assert "table churn.csv: column 'amount' is numeric but data row 149001 holds 'twelve'" in log
+    words = "table churn.csv: column 'amount' is numeric in 149,999 rows but data row 149001 holds 'twelve'"
+    assert words in log and "Traceback" not in log
+    # one clear line on the terminal, no traceback (issue 35)
+    terminal = result.stdout + result.stderr
+    assert f"dpaudit refused (prepare_dataset dataset=churn): config.datasets.churn: {words}" in terminal, terminal
+    assert "Traceback" not in terminal, terminal[-4000:]
     assert not (tmp_path / "results" / "data" / "churn" / "examples.parquet").exists()
     assert not (tmp_path / "logs" / "train_model").exists()
 

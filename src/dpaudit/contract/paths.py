@@ -71,6 +71,8 @@ PROFILE_RAW_FILE = f"{RESOURCES}/raw/profile/{{source}}/{{filename}}"
 
 EXAMPLES = f"{RESULTS}/data/{{dataset}}/examples.parquet"
 DATASET_INFO = f"{RESULTS}/data/{{dataset}}/dataset.json"
+# each example_id with the user's own id as text (a table's text ids; issue 35)
+IDS = f"{RESULTS}/data/{{dataset}}/ids.parquet"
 
 # ------------------------------------------------------------------ per run
 

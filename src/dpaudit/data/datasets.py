@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpaudit.data.examples import (
     DEFAULT_FRACTIONS,
@@ -162,7 +163,28 @@ def _mnist(raw_files: Mapping[str, Path], params: Mapping[str, Any]) -> tuple[pa
 def prepare_dataset(
     name: str, raw_files: Mapping[str, Path], params: Mapping[str, Any]
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """Build the examples table and ``dataset.json`` info for dataset ``name``.
+    """The examples table and ``dataset.json`` info of dataset ``name`` (``prepare_dataset_ids``
+    without the ids table)."""
+    table, info, _ = prepare_dataset_ids(name, raw_files, params)
+    return table, info
+
+
+# dataset.json's ids.kind of a table whose ids are the user's text (ids.parquet is then needed to join)
+TEXT_IDS = "the user's text ids"
+
+
+def id_table(table: pa.Table, text_ids: np.ndarray | None) -> pa.Table:
+    """``ids.parquet``: each example_id with the user's own id as text (the example_id itself
+    when the dataset's ids are integers or it has none), to join any output back to them."""
+    example_id = table.column("example_id").combine_chunks()
+    ids = pa.array(text_ids, pa.string()) if text_ids is not None else pc.cast(example_id, pa.string())
+    return pa.table({"example_id": example_id, "id": ids})
+
+
+def prepare_dataset_ids(
+    name: str, raw_files: Mapping[str, Path], params: Mapping[str, Any]
+) -> tuple[pa.Table, dict[str, Any], pa.Table]:
+    """Build the examples table, the ``dataset.json`` info and the ids table (``id_table``) of dataset ``name``.
 
     params keys (all optional):
       - synthetic: ``n``, ``d``, ``classes``, ``separation``, ``seed`` (see
@@ -186,12 +208,13 @@ def prepare_dataset(
     """
     params = dict(params or {})
     raw_files = {k: Path(v) for k, v in (raw_files or {}).items()}
+    text_ids = None
     if params.get("source") == "table":
         from dpaudit.data.table_prepare import prepare_table
 
         if "table" not in raw_files:
             raise ValueError(f"dataset {name}: a table dataset needs its file as raw file 'table'")
-        table, info = prepare_table(name, raw_files["table"], params)
+        table, info, text_ids = prepare_table(name, raw_files["table"], params)
     elif params.get("source") == "arrays":
         from dpaudit.data.arrays import prepare_arrays
 
@@ -219,7 +242,9 @@ def prepare_dataset(
     else:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     _check_finite(name, table)
-    return table, info
+    info["ids"] = {"file": "ids.parquet", "columns": ["example_id", "id"],
+                   "kind": TEXT_IDS if text_ids is not None else "the example_id itself"}
+    return table, info, id_table(table, text_ids)
 
 
 def _check_finite(name: str, table: pa.Table) -> None:

@@ -43,6 +43,7 @@ from typing import Any
 import requests
 
 from dpaudit.io import atomic_path, read_json, write_bytes
+from dpaudit.logs import Refusal
 
 __all__ = [
     "DEFAULT_PIP_ARGS",
@@ -110,7 +111,7 @@ class DownloadError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-class ChecksumError(ValueError):
+class ChecksumError(Refusal, ValueError):
     """A source delivered bytes whose sha256 differs from the expected one."""
 
     def __init__(self, expected: str, actual: str, size: int) -> None:

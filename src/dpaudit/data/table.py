@@ -2,12 +2,18 @@
 
 Two entry points, one set of rules:
 
-- :func:`inspect_table` (parse time, no job): the file exists and opens, the header has
-  no empty or duplicate names, the label, id, drop and categorical columns exist, the
-  types of the first block say each column's role, the first block has no categorical
-  column above ``max_levels``, and the label column (read whole, one column) has two or
-  more classes each large enough for the stratified split. It also gives the members
-  count for the parse-time batch-size check and the file sizes for the job's memory.
+- :func:`inspect_table` (parse time, no job): the file exists and opens, a one-column
+  header holding ``;``, a tab or ``|`` names the ``delimiter`` key, the header has no empty
+  or duplicate names, the label, id, drop and categorical columns exist, the types of the
+  first block say each column's role, and the columns read whole (the label, the id, every
+  text column ``categorical: auto`` would one-hot encode and every column empty in the first
+  block; ``dpaudit.data.table_columns``) settle the rest from all their cells: a text column
+  of ≥ 95 % numbers is a numeric column with typos (refused, naming the first), a column
+  empty in every row is refused, no categorical column exceeds ``max_levels``, the label
+  has two or more classes each large enough for the stratified split and no two values
+  differing only in case (unless ``label_case: distinct``), and the ids are integers in
+  the int64 range or else mapped (``id_kind``). It also gives the members count for the
+  parse-time batch-size check and the file sizes for the job's memory.
 - :func:`dpaudit.data.table_prepare.prepare_table` (the ``prepare_dataset`` job): streams the file batch by batch
   through pyarrow's CSV or Parquet reader (no hand-written parser), checks every cell
   (non-numeric or non-finite values in a numeric column, missing cells, levels above the
@@ -17,7 +23,8 @@ Two entry points, one set of rules:
   and records every column's role and encoding in ``dataset.json``.
 
 Roles: ``label`` (mapped to 0..k-1 in sorted order of its values, recorded), ``id``
-(integers; the ``example_id``; without one, the 0-based data row), ``dropped``,
+(int64 integers: the ``example_id``; text or larger integers: kept in ``ids.parquet`` and
+the ``example_id`` is the 0-based data row, as without an id), ``dropped``,
 ``numeric`` (standardized: (x - mean) / std of the fit split, std 0 -> 1), ``categorical``
 (one indicator per level seen in the fit split, sorted; a level not seen there gives an
 all-zero block, counted per split) and ``boolean`` (one 0/1 feature). Text cells are
@@ -39,6 +46,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpaudit.data.table_columns import (
+    case_collisions,
+    empty_column,
+    id_kind,
+    numeric_mask,
+    numeric_typo,
+)
+from dpaudit.logs import Refusal
+
 __all__ = [
     "TABLE_DEFAULTS",
     "TABLE_KEYS",
@@ -48,8 +64,12 @@ __all__ = [
     "table_format",
 ]
 
-TABLE_KEYS = ("source", "path", "format", "column_names", "label", "id", "categorical", "drop", "missing", "max_levels")
-TABLE_DEFAULTS: dict[str, Any] = {"categorical": "auto", "drop": [], "missing": "refuse", "max_levels": 100}
+TABLE_KEYS = ("source", "path", "format", "column_names", "label", "id", "categorical", "drop", "missing", "max_levels",
+              "delimiter", "label_case")
+TABLE_DEFAULTS: dict[str, Any] = {"categorical": "auto", "drop": [], "missing": "refuse", "max_levels": 100,
+                                  "delimiter": ",", "label_case": "refuse"}
+# A one-column CSV header holding one of these is a file separated by it, read with ','.
+OTHER_DELIMITERS = (";", "\t", "|")
 SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet"}
 SAMPLE_BYTES = 1 << 20
 BATCH_ROWS = 1 << 16
@@ -58,7 +78,7 @@ MEMBERS, HOLDOUT = "members", "holdout"
 FIT_SPLITS = {MEMBERS: "train", HOLDOUT: "holdout"}
 
 
-class TableError(ValueError):
+class TableError(Refusal, ValueError):
     """A table that cannot become a dataset; the message names the file, column and row."""
 
 
@@ -76,6 +96,9 @@ class TableSketch:
     text_bytes: int = 0
     rows: int = 0
     features: int = 0
+    # "integer": the id column's integers are the example_id; "text": ids mapped to int64 (issue 35)
+    id_kind: str = "integer"
+    ids_out_of_int64: int = 0
 
     @property
     def classes(self) -> int:
@@ -110,7 +133,7 @@ def _csv_options(spec: Mapping[str, Any], *, types: Mapping[str, pa.DataType] | 
                               block_size=block_size or (1 << 22))
     convert = pa_csv.ConvertOptions(column_types=dict(types or {}), strings_can_be_null=True,
                                     include_columns=include or [])
-    return read, pa_csv.ParseOptions(), convert
+    return read, pa_csv.ParseOptions(delimiter=spec.get("delimiter") or ","), convert
 
 
 def _open_csv(path: Path, spec: Mapping[str, Any], **options):
@@ -212,9 +235,6 @@ def _roles(block: pa.Table, spec: Mapping[str, Any], where: str) -> tuple[dict[s
             problems.append(f"{where}: column {name!r} holds {kind} values, neither numbers, text nor booleans; "
                             "list it under drop or under categorical")
             continue
-        if role == "id" and not (pa.types.is_integer(kind) or pa.types.is_null(kind)):
-            problems.append(f"{where}: id column {name!r} holds {kind} values; example ids are integers "
-                            "(int64): write integer ids or remove the id key (ids are then the row numbers)")
         if role == "numeric" and isinstance(spec["categorical"], list) and not (
                 pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
             value = _first_non_numeric(block.column(name))
@@ -277,20 +297,31 @@ def _text_bytes(path: Path, kind: str) -> int:
     return size
 
 
-def _read_label(path: Path, kind: str, spec: Mapping[str, Any], label: str, where: str) -> pa.Array:
+def _read_whole(path: Path, kind: str, spec: Mapping[str, Any], columns: list[str], where: str) -> pa.Table:
+    """``columns`` read whole (CSV cells as text), in one pass over the file."""
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
 
-            return pq.read_table(str(path), columns=[label]).column(label).combine_chunks()
+            return pq.read_table(str(path), columns=columns)
         import pyarrow.csv as pa_csv
 
-        read, parse, convert = _csv_options(spec, include=[label])
-        convert.column_types = {label: pa.string()}
-        return pa_csv.read_csv(str(path), read_options=read, parse_options=parse,
-                               convert_options=convert).column(label).combine_chunks()
+        read, parse, convert = _csv_options(spec, include=columns)
+        convert.column_types = dict.fromkeys(columns, pa.string())
+        return pa_csv.read_csv(str(path), read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, OSError, EOFError) as exc:
         raise _unreadable(where, exc, kind) from exc
+
+
+def _delimiter_problem(names: list[str], kind: str, spec: Mapping[str, Any], where: str, name: str) -> str | None:
+    if kind != "csv" or len(names) != 1:
+        return None
+    found = [d for d in OTHER_DELIMITERS if d in names[0] and d != spec.get("delimiter")]
+    if not found:
+        return None
+    shown = {"\t": "\\t"}.get(found[0], found[0])
+    return (f"{where}: the header is one column {names[0][:80]!r}: the file looks separated by '{shown}', not by "
+            f"{spec.get('delimiter') or ','!r}; write config.datasets.{name}.delimiter: \"{shown}\"")
 
 
 def _label_text(column: pa.Array) -> pa.Array:
@@ -363,17 +394,37 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
     if size == 0:
         raise TableError(f"{where}: the file is empty; write a table with a header row and data rows")
     names, block = _first_block(path, kind, spec, where)
+    wrong_delimiter = _delimiter_problem(names, kind, spec, where, name)
+    if wrong_delimiter:
+        raise TableError(wrong_delimiter)
     problems = _header_problems(names, spec, where)
     if problems:
         raise TableError("\n  ".join(problems))
     roles, problems = _roles(block, spec, where)
+    if problems:
+        raise TableError("\n  ".join(problems))
+    if block.num_rows == 0:
+        raise TableError(f"{where}: the file has a header but no data rows; write a table with data rows")
+    whole, id_kind = _whole_columns(path, kind, spec, block, roles, where)
+    problems = [p for c in whole if c != spec["label"] and roles[c] != "id"
+                for p in [empty_column(c, whole[c], where)] if p]
+    if problems:
+        raise TableError("\n  ".join(problems))
     limit = int(spec["max_levels"])
     features = 0
     for column, role in roles.items():
+        if role == "categorical" and spec["categorical"] == "auto" and column in whole:
+            typo = numeric_typo(column, whole[column], where)
+            if typo:
+                problems.append(typo)
+                continue
+            if numeric_mask(whole[column]).sum() == len(whole[column]) - whole[column].null_count:
+                roles[column] = role = "numeric"  # numbers pyarrow's inference read as text
         if role == "categorical":
-            levels = pc.count_distinct(_trimmed(block.column(column))).as_py()
+            levels = pc.count_distinct(whole[column] if column in whole else _trimmed(block.column(column))).as_py()
+            rows = "in the file" if column in whole else "in its first rows"
             if levels > limit:
-                problems.append(_levels_problem(column, levels, limit, where, name, "in its first rows"))
+                problems.append(_levels_problem(column, levels, limit, where, name, rows))
             features += min(limit, 2 * max(levels, 1))
         elif role in ("numeric", "boolean"):
             features += 1
@@ -382,17 +433,33 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
                         "keep at least one column out of drop")
     if problems:
         raise TableError("\n  ".join(problems))
-    if block.num_rows == 0:
-        raise TableError(f"{where}: the file has a header but no data rows; write a table with data rows")
-    label = _label_text(_read_label(path, kind, spec, spec["label"], where))
+    label = whole[spec["label"]]
     counts = {str(k): int(v) for k, v in _value_counts(label).items()}
     problems = _class_problems(counts, _fractions(spec), spec["label"], where)
+    collision = case_collisions(counts, spec["label"], where, name) if spec["label_case"] != "distinct" else None
+    problems += [collision] if collision else []
     if problems:
         raise TableError("\n  ".join(problems))
     return TableSketch(path=str(path), format=kind, columns=tuple(names), roles=roles,
                        types={c: str(t) for c, t in zip(block.column_names, block.schema.types, strict=True)},
                        label_counts=counts, file_bytes=size, text_bytes=_text_bytes(path, kind),
-                       rows=len(label), features=max(features, 1))
+                       rows=len(label), features=max(features, 1), id_kind=id_kind[0], ids_out_of_int64=id_kind[1])
+
+
+def _whole_columns(path: Path, kind: str, spec: Mapping[str, Any], block: pa.Table, roles: Mapping[str, str],
+                   where: str) -> tuple[dict[str, pa.Array], tuple[str, int]]:
+    """The columns parse time reads whole, as trimmed text: the label, the id, every text column
+    ``categorical: auto`` would make categorical, and every column empty in the first block."""
+    wanted = [c for c, role in roles.items() if role in ("label", "id")
+              or (role == "categorical" and spec["categorical"] == "auto")
+              or (role != "dropped" and block.column(c).null_count == block.num_rows)]
+    table = _read_whole(path, kind, spec, wanted, where)
+    whole = {}
+    for column in wanted:
+        data = table.column(column).combine_chunks()
+        whole[column] = _label_text(data) if roles[column] == "label" else _trimmed(data)
+    id_column = spec.get("id")
+    return whole, id_kind(whole[id_column]) if id_column in whole else ("integer", 0)
 
 
 def _value_counts(column: pa.Array) -> dict[Any, int]:

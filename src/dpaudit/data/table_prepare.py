@@ -38,6 +38,7 @@ from dpaudit.data.table import (
     _where,
     inspect_table,
 )
+from dpaudit.data.table_columns import NUMERIC_SHARE, numeric_mask
 
 __all__ = ["prepare_table"]
 
@@ -82,16 +83,23 @@ def _batches(path: Path, kind: str, spec: Mapping[str, Any], types: Mapping[str,
 
 
 def _cell_error(path: Path, spec: Mapping[str, Any], column: str, where: str) -> TableError:
-    """The first non-numeric cell of a numeric CSV column (read again as text to find its row)."""
+    """The first non-numeric cell of a numeric CSV column (read again as text to find its row),
+    with how many of its rows are numbers: a few typos, or a column that turns to text."""
     import pyarrow.csv as pa_csv
 
     read, parse, convert = _csv_options(spec, include=[column])
     convert.column_types = {column: pa.string()}
-    text = pa_csv.read_csv(str(path), read_options=read, parse_options=parse, convert_options=convert).column(column)
+    text = _trimmed(pa_csv.read_csv(str(path), read_options=read, parse_options=parse,
+                                    convert_options=convert).column(column))
     found = _first_non_numeric(text)
     cell = f"data row {found[0] + 1} holds {found[1]!r}" if found else "a cell is not a number"
-    return TableError(f"{where}: column {column!r} is numeric but {cell}; fix the cell, or list the column under "
-                      "categorical (or drop) if it is not a number")
+    numbers = int(numeric_mask(text).sum())
+    filled = len(text) - text.null_count
+    if numbers >= NUMERIC_SHARE * filled:
+        return TableError(f"{where}: column {column!r} is numeric in {numbers:,} rows but {cell}; fix the cell, or "
+                          "list the column under categorical (or drop) if it is not a number")
+    return TableError(f"{where}: column {column!r} holds numbers in its first rows but text in {filled - numbers:,} "
+                      f"of its {filled:,} filled rows (first: {cell}); list it under categorical, or under drop")
 
 
 def _missing_rows(column: pa.Array, offset: int) -> list[int]:
@@ -114,8 +122,10 @@ def _numbers(column: pa.Array, name: str, offset: int, where: str) -> np.ndarray
     return values
 
 
-def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
-    """The examples table and dataset.json info of a ``source: table`` dataset."""
+def prepare_table(name: str, path: str | Path,
+                  params: Mapping[str, Any]) -> tuple[pa.Table, dict[str, Any], np.ndarray | None]:
+    """The examples table, the dataset.json info and the user's text ids of a ``source: table``
+    dataset (one per example, in row order; None when its ids are integers or it has none)."""
     from dpaudit.data.examples import _info, _sha256, _to_table, stratified_split
 
     spec = _spec(params)
@@ -125,7 +135,8 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
     roles = sketch.roles
     used = [c for c in sketch.columns if roles[c] != "dropped"]
     label = spec["label"]
-    types = {c: {"numeric": pa.float64(), "boolean": pa.bool_(), "id": pa.int64(),
+    text_ids = sketch.id_kind == "text"
+    types = {c: {"numeric": pa.float64(), "boolean": pa.bool_(), "id": pa.string() if text_ids else pa.int64(),
                  "categorical": pa.string(), "label": pa.string()}[roles[c]] for c in used}
     limit = int(spec["max_levels"])
     numeric: dict[str, list[np.ndarray]] = {c: [] for c in used if roles[c] in ("numeric", "boolean")}
@@ -156,6 +167,8 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
                 numeric[column_name].append(_numbers(column, column_name, offset, where))
             elif role == "boolean":
                 numeric[column_name].append(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False))
+            elif role == "id" and text_ids:
+                ids.append(_trimmed(column).to_numpy(zero_copy_only=False))
             elif role == "id":
                 ids.append(pc.cast(column, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False))
             else:
@@ -170,9 +183,16 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
     kept = np.concatenate(keep)
     rows_dropped = int((~kept).sum())
     row_number = np.flatnonzero(kept)
-    example_id = np.concatenate(ids)[kept] if ids else row_number.astype(np.int64)
-    if ids:
-        _check_ids(example_id, row_number, spec["id"], where)
+    user_ids = np.concatenate(ids)[kept] if ids else None
+    if text_ids:
+        # text ids (or integers out of the int64 range): example_id is the 0-based data row,
+        # the user's id is kept beside the examples (ids.parquet)
+        _check_ids(user_ids.astype(str), row_number, spec["id"], where)
+        example_id = row_number.astype(np.int64)
+    else:
+        example_id = user_ids if ids else row_number.astype(np.int64)
+        if ids:
+            _check_ids(example_id, row_number, spec["id"], where)
 
     label_codes = levels[label].all_codes()[kept]
     values = list(levels[label].index)
@@ -213,9 +233,15 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
         if column_name in blocks:
             kind, data, fitted = blocks.pop(column_name)
             if kind == "numeric":
-                mean, std = float(data[fit].mean()), float(data[fit].std())
-                scale = std if std > 0 else 1.0
-                x[:, start] = (data - mean) / scale
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    mean, std = float(data[fit].mean()), float(data[fit].std())
+                    scale = std if std > 0 else 1.0
+                    x[:, start] = (data - mean) / scale
+                if not (math.isfinite(mean) and math.isfinite(std) and np.isfinite(x[:, start]).all()):
+                    raise TableError(f"{where}: column {column_name!r} cannot be standardized in float64 (mean "
+                                     f"{mean:.4g}, std {std:.4g} over the {fit_on} split, values up to "
+                                     f"{float(np.abs(data).max()):.4g}); rescale the column (e.g. divide it by a "
+                                     "power of ten) or list it under drop")
                 entry.update(encoding="standardized", mean=mean, std=std, scale=scale, features=[start])
                 feature_names.append(column_name)
                 start += 1
@@ -239,6 +265,11 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
                 start += len(fitted)
         elif role == "label":
             entry.update(encoding="label 0..k-1 in sorted order of its values", classes=label_names)
+        elif role == "id" and text_ids:
+            out = (f"; {sketch.ids_out_of_int64} of them integers out of the int64 range"
+                   if sketch.ids_out_of_int64 else "")
+            entry.update(encoding="user ids (text" + out + ") kept in ids.parquet beside the examples; example_id "
+                         "is the 0-based data row", ids="text")
         elif role == "id":
             entry.update(encoding="example_id (integers as written)")
         else:
@@ -249,6 +280,7 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
     digest = _sha256(path)
     table_record = {
         "path": str(spec.get("path", path)), "format": sketch.format, "sha256": digest,
+        **({"delimiter": spec["delimiter"]} if sketch.format == "csv" else {}),
         "bytes": path.stat().st_size, "rows": offset, "columns": len(sketch.columns),
         "rows_dropped": rows_dropped, "rows_used": int(y.size),
         "columns_dropped": [c for c in sketch.columns if roles[c] == "dropped"],
@@ -262,7 +294,8 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
         "rows_dropped_for_missing_cells": rows_dropped,
         "label": {"column": label, "order": label_names},
         "text": "cells trimmed of surrounding whitespace; empty text is missing",
-        "example_id": f"column {spec['id']!r}" if spec.get("id") else "0-based data row of the file",
+        "example_id": (f"0-based data row of the file; the user's ids of column {spec['id']!r} in ids.parquet"
+                       if text_ids else f"column {spec['id']!r}" if spec.get("id") else "0-based data row of the file"),
     }
     table = _to_table(example_id, split, y, x)
     info = _info(name, y, split, d, len(label_names), "test", preprocessing,
@@ -270,7 +303,7 @@ def prepare_table(name: str, path: str | Path, params: Mapping[str, Any]) -> tup
                  table=table_record, feature_names=feature_names, label_names=label_names,
                  raw_files={Path(path).name: {"sha256": digest, "bytes": table_record["bytes"],
                                               "sources": [table_record["path"]]}})
-    return table, info
+    return table, info, (user_ids.astype(str) if text_ids else None)
 
 
 def _sort_key(value: Any) -> tuple:
@@ -288,5 +321,6 @@ def _check_ids(ids: np.ndarray, rows: np.ndarray, column: str, where: str) -> No
     if same.size:
         first = order[same[0]]
         second = order[same[0] + 1]
-        raise TableError(f"{where}: id column {column!r} holds {int(ids[first])} twice (data rows "
+        shown = int(ids[first]) if np.issubdtype(ids.dtype, np.integer) else repr(str(ids[first]))
+        raise TableError(f"{where}: id column {column!r} holds {shown} twice (data rows "
                          f"{int(rows[first]) + 1} and {int(rows[second]) + 1}); ids must be unique")

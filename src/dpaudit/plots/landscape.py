@@ -237,7 +237,8 @@ def diagnostics_html(diagnostics: pd.DataFrame, runs: pd.DataFrame, dataset: str
         columns |= {f"{estimator}_value": f"{estimator} ε* (nats)", f"{estimator}_interval": "bootstrap interval",
                     f"{estimator}_ceiling": "ceiling", f"{estimator}_at_ceiling": "at ceiling",
                     f"{estimator}_on_boundary": "on filter boundary", f"{estimator}_n_kept": "thresholds kept",
-                    f"{estimator}_argmax_count": "examples behind the ratio"}
+                    f"{estimator}_argmax_count": ("expected examples behind the ratio" if estimator == "parametric"
+                                                  else "examples behind the ratio")}
         frame[f"{estimator}_interval"] = [f"[{_cell(lo)}, {_cell(hi)}]" for lo, hi in
                                           zip(frame.get(f"{estimator}_boot_low", np.nan),
                                               frame.get(f"{estimator}_boot_high", np.nan), strict=False)]

@@ -19,8 +19,9 @@ from dpaudit.contract import metrics as vocabulary
 from dpaudit.dp.card import CardFigureRenderer, privacy_card_from_info
 from dpaudit.dp.ledger import build_ledger
 from dpaudit.dp.roc import roc_curve
+from dpaudit.logs import Refusal
 from dpaudit.metrics.canary.rows import LADDER, verdict_sentence
-from dpaudit.report.banner import did_not_train_banner
+from dpaudit.report.banner import model_banner
 from dpaudit.report.pages import page
 
 # The privacy_card family's metrics (dpaudit.contract.metrics): the theory of the run's (ε, δ)
@@ -33,7 +34,7 @@ CARD_STYLE = ("body{font:14px sans-serif;max-width:60em;margin:0.8em}"
               "padding:1px 10px 1px 0}td{padding:1px 6px}.warning{color:#a00}")
 
 
-class DPRegionViolation(RuntimeError):
+class DPRegionViolation(Refusal, RuntimeError):
     """A measured attack beats what the model's (ε, δ) allows: a bug or a wrong assumption."""
 
 
@@ -107,7 +108,7 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
         )
     figure = Path(figure_path).read_bytes()
     data_uri = "data:image/png;base64," + base64.b64encode(figure).decode()
-    body = did_not_train_banner(train) + card.html.replace(f'src="{html.escape(Path(figure_path).name)}"',
+    body = model_banner(train) + card.html.replace(f'src="{html.escape(Path(figure_path).name)}"',
                                                            f'src="{data_uri}"')
     body += canary_ladder_html(canary, mia)
     test = {"alpha": alpha, "loss": loss_column, "n_members": roc.n_members, "n_nonmembers": roc.n_nonmembers}

@@ -39,7 +39,7 @@ from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.attack_rows import attack_table
-from dpaudit.report.banner import did_not_train_banner
+from dpaudit.report.banner import model_banner
 from dpaudit.report.dataset_card import dataset_card
 
 # Section 4 has its own module; most_exposed and TOP_ROWS are importable from here as before.
@@ -271,7 +271,9 @@ def _estar_flags(found: Found) -> str:
     if found.get("on_boundary") in (True, np.True_):
         flags.append('<span class="flag">argmax on the threshold grid\'s boundary</span>')
     if found.get("argmax_count") is not None:
-        flags.append(f"argmax count {found.num('argmax_count')}")
+        # the parametric fit's count is an expectation (rate x set size), not whole examples
+        expected = "expected " if found.get("estimator") == "parametric" else ""
+        flags.append(f"{expected}examples behind the ratio {found.num('argmax_count')}")
     return "; ".join(flags)
 
 
@@ -442,21 +444,22 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
                   canary_record: Mapping | None = None, ledger: pd.DataFrame | None = None,
                   loss_column: str = "loss_ce", dataset_info: Mapping | None = None,
                   attack_scores: pd.DataFrame | None = None, row_flags: Mapping[int, Sequence[str]] | None = None,
-                  ladder_png: str | Path | None = None) -> str:
+                  ladder_png: str | Path | None = None, user_ids: Mapping[int, str] | None = None) -> str:
     """Standalone HTML dossier of one trained model (no external file, no script); with
     ``dataset_info`` (dataset.json) it opens with the dataset card. With ``attack_scores`` (the
     run's ``scores.parquet``) section 4 ranks members by the strongest attack, else by loss;
     ``row_flags`` (``dpaudit.report.exposure.flagged_rows``) names rows other audits single out;
-    ``ladder_png`` (``dpaudit.plots.ladder``) is embedded at the top of the page."""
+    ``ladder_png`` (``dpaudit.plots.ladder``) is embedded at the top of the page; ``user_ids``
+    (example_id → the user's own id, from ids.parquet) shows them beside the example ids."""
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
                         view.column("seed"), dataset)
     promise, eps = _promise(view, train)
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
-    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason")
+    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason", "training_note")
                            if view.column(key) is not None and not train.get("loss_diverged")}}
-    body = [f"<h1>Privacy dossier: {esc(title)}</h1>", did_not_train_banner(flagged),
+    body = [f"<h1>Privacy dossier: {esc(title)}</h1>", model_banner(flagged),
             _ladder_img(ladder_png, title),
             f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs or attack scores and audit record); kinds: guarantee, bound "
@@ -468,7 +471,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
             "<h2>4 Exposure of individual rows</h2>",
             exposure(view, eps, outputs=outputs, splits=splits, loss_column=loss_column,
                      canary_record=canary_record, profile_rows=table, attack_scores=attack_scores,
-                     flags=row_flags),
+                     flags=row_flags, user_ids=user_ids),
             "<h2>5 Utility and budget</h2>", _utility(table, view, ledger)]
     return page(f"Dossier: {title}", "".join(body), style=DOSSIER_STYLE,
                 meta={"dpaudit-dataset": dataset, "dpaudit-run": run}, lang="en", viewport=True)

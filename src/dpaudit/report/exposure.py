@@ -156,6 +156,27 @@ def flagged_rows(table: pd.DataFrame, dataset: str, *, canary_records: Mapping[s
     return flags
 
 
+def user_ids_of(ids: pd.DataFrame | None, dataset_info: Mapping) -> dict[int, str] | None:
+    """example_id → the user's own id, from ids.parquet, when the dataset's ids are the user's
+    text ids (``dataset_info["ids"]``); None when example_id is the user's id already."""
+    from dpaudit.data.datasets import TEXT_IDS
+
+    if ids is None or (dataset_info.get("ids") or {}).get("kind") != TEXT_IDS:
+        return None
+    return dict(zip(ids["example_id"].to_numpy(np.int64).tolist(), ids["id"].astype(str).tolist(), strict=True))
+
+
+def _user_head(user_ids: Mapping[int, str] | None) -> str:
+    return "<th>your id</th>" if user_ids else ""
+
+
+def _user_cell(user_ids: Mapping[int, str] | None, example_id) -> str:
+    """The user's own id of a row (a table's text ids, ids.parquet), when the dataset has them."""
+    if not user_ids:
+        return ""
+    return f'<td data-h="your id">{esc(user_ids.get(int(example_id), "—"))}</td>'
+
+
 def _flag_cell(flags: Mapping[int, Sequence[str]] | None, example_id: int) -> str:
     texts = (flags or {}).get(int(example_id), [])
     return "; ".join(esc(t) for t in texts) if texts else "—"
@@ -164,7 +185,7 @@ def _flag_cell(flags: Mapping[int, Sequence[str]] | None, example_id: int) -> st
 # ------------------------------------------------------------------ the section
 
 
-def _attack_ranking(view: RunView, scores: pd.DataFrame, flags) -> str | None:
+def _attack_ranking(view: RunView, scores: pd.DataFrame, flags, user_ids=None) -> str | None:
     aucs = attack_aucs(view.table, view.dataset, view.run)
     available = [a for a in aucs if a in scores.columns]
     attack = strongest_attack({a: aucs[a]["value"] for a in available})
@@ -198,12 +219,14 @@ def _attack_ranking(view: RunView, scores: pd.DataFrame, flags) -> str | None:
     rows = "".join(
         f'<tr><td data-h="rank">{int(r.rank)}{f" ({int(r.tied)} tied)" if r.tied > 1 else ""}</td>'
         f'<td data-h="example id">{number(r.example_id, ".0f", data_source="attack_scores", data_key=int(r.example_id), data_field="example_id")}</td>'
+        f'{_user_cell(user_ids, r.example_id)}'
         f'<td data-h="label">{esc(r.label)}</td>'
         f'<td class="v" data-h="score">{number(r.score, SIG, data_source="attack_scores", data_key=int(r.example_id), data_field=attack)}</td>'
         f'<td class="v" data-h="non-members scoring ≥ it">{int(r.nonmembers_at_or_above)} of {int(r.n_nonmembers)}</td>'
         f'<td data-h="also singled out by">{_flag_cell(flags, r.example_id)}</td></tr>'
         for r in top.itertuples())
-    out = [text, '<table class="exposed"><thead><tr><th>rank</th><th>example id</th><th>label</th>'
+    out = [text, '<table class="exposed"><thead><tr><th>rank</th><th>example id</th>' + _user_head(user_ids)
+                 + "<th>label</th>"
                  f"<th>{esc(ATTACK_TITLES.get(attack, attack))} score</th><th>non-members scoring ≥ it</th>"
                  "<th>also singled out by</th></tr></thead><tbody>" + rows + "</tbody></table>"]
     if len(top):
@@ -227,11 +250,12 @@ def _attack_ranking(view: RunView, scores: pd.DataFrame, flags) -> str | None:
     return "".join(out)
 
 
-def _loss_ranking(outputs, splits, loss_column, flags, why: str) -> str:
+def _loss_ranking(outputs, splits, loss_column, flags, why: str, user_ids=None) -> str:
     top = most_exposed(outputs, splits, loss_column=loss_column)
     n_non = int((outputs["split"] == splits["nonmembers"]).sum())
     rows = "".join(
         f'<tr><td data-h="example id">{number(r.example_id, ".0f", data_source="outputs", data_key=int(r.example_id), data_field="example_id")}</td>'
+        f'{_user_cell(user_ids, r.example_id)}'
         f'<td data-h="label">{esc(r.label) if "label" in top.columns else "—"}</td>'
         f'<td class="v" data-h="loss">{number(r.loss, SIG, data_source="outputs", data_key=int(r.example_id), data_field=loss_column)}</td>'
         f'<td class="v" data-h="non-members with loss ≤ it">{fmt(r.nonmember_fraction_below, ".3g")}</td>'
@@ -241,7 +265,7 @@ def _loss_ranking(outputs, splits, loss_column, flags, why: str) -> str:
            f"non-members whose {esc(loss_column)} is at most the member's own: a loss threshold at that member "
            "flags only that fraction of non-members, so the members at the top are those the loss-threshold "
            "attack singles out first.</p>"
-           '<table class="exposed"><thead><tr><th>example id</th><th>label</th><th>loss</th>'
+           '<table class="exposed"><thead><tr><th>example id</th>' + _user_head(user_ids) + "<th>label</th><th>loss</th>"
            "<th>non-members with loss ≤ it</th><th>also singled out by</th></tr></thead><tbody>" + rows
            + "</tbody></table>"]
     first = top.iloc[0] if len(top) else None
@@ -255,10 +279,11 @@ def _loss_ranking(outputs, splits, loss_column, flags, why: str) -> str:
 
 def exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary_record,
              profile_rows: pd.DataFrame, attack_scores: pd.DataFrame | None = None,
-             flags: Mapping[int, Sequence[str]] | None = None) -> str:
-    """Section 4: the members an attack singles out first, and the linear mechanisms' worst case."""
+             flags: Mapping[int, Sequence[str]] | None = None, user_ids: Mapping[int, str] | None = None) -> str:
+    """Section 4: the members an attack singles out first, and the linear mechanisms' worst case;
+    ``user_ids`` (example_id → the user's own id) adds a column of them."""
     out = []
-    ranked = _attack_ranking(view, attack_scores, flags) if attack_scores is not None else None
+    ranked = _attack_ranking(view, attack_scores, flags, user_ids) if attack_scores is not None else None
     if ranked is not None:
         out.append(ranked)
     elif outputs is None or splits is None:
@@ -266,7 +291,7 @@ def exposure(view: RunView, eps: float, *, outputs, splits, loss_column, canary_
     else:
         why = ("no reference-model attack scores for this model: metrics.attacks disabled or the model not attacked"
                if attack_scores is None else "the attack scores have no attack with an AUC row for this model")
-        out.append(_loss_ranking(outputs, splits, loss_column, flags, why))
+        out.append(_loss_ranking(outputs, splits, loss_column, flags, why, user_ids))
     mechanism = view.column("mechanism")
     if mechanism in LINEAR_MECHANISMS:
         if canary_record and "shift_norm" in canary_record:

@@ -230,6 +230,7 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
         # one exact fit, no training loss to diverge (the key every train.json carries)
         "loss_diverged": False,
         "loss_divergence_reason": None,
+        "training_note": None,
         "warnings": [],
         **record,
         "feature_scale": scale,

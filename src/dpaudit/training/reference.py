@@ -347,7 +347,11 @@ def _pool_noise_check(monitors, p: dict[str, Any], own: dict[str, Any], log: log
     """The noise certificate of the pool's DP-SGD updates (every model's, pooled per variable;
     ``dpaudit.dp.noise_certificate``), or why it has none."""
     from dpaudit.dp.noise_certificate import certify, summary_sentence
-    from dpaudit.training.mechanism_checks import VECTORIZED_REASON, ZERO_NOISE_REASON, not_certified
+    from dpaudit.training.mechanism_checks import (
+        VECTORIZED_REASON,
+        ZERO_NOISE_REASON,
+        not_certified,
+    )
 
     if monitors is None or (isinstance(monitors, list) and not monitors):
         return not_certified(VECTORIZED_REASON)

@@ -37,6 +37,7 @@ from dpaudit.training.divergence import (
     constant_predictor_loss,
     divergence_reason,
     loss_divergence,
+    training_verdict,
 )
 from dpaudit.training.linear import train_linear
 from dpaudit.training.mechanism_checks import SamplerLedger, mechanism_checks, monitor_for
@@ -416,6 +417,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
                  train_seconds=time.perf_counter() - train0)
 
 
+
 def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: str | None,
             model_path: Path | None) -> dict[str, Any]:
     """train.json of a Keras run: hyperparameters, accountant, the mechanism's checks, history."""
@@ -423,14 +425,14 @@ def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: s
 
     p, history = s.p, loop.history
     k = p["microbatches"]
-    # The released model's training loss against the constant predictor's.
-    final_loss = _final_train_loss(s.net, s.x, s.y)
-    constant_loss = constant_predictor_loss(s.y, s.n_classes)
-    reason = divergence_reason(history, constant_loss=constant_loss, final_loss=final_loss)
-    diverged, warning = loss_divergence(history, p["learning_rate"], run, constant_loss=constant_loss,
-                                        final_loss=final_loss)
-    if warning is not None:
+    # Did the released model learn (dpaudit.training.divergence)?
+    verdict = training_verdict(history, s.y, predict_logits(s.net, s.x), s.y_util,
+                               predict_logits(s.net, s.x_util) if len(s.x_util) else None,
+                               learning_rate=p["learning_rate"], run=run, n_classes=s.n_classes)
+    for warning in verdict["warnings"]:
         log.warning(warning)
+    if verdict["training_note"] is not None:
+        log.info("note: %s", verdict["training_note"])
     batch_size = p["batch_size"]
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
@@ -478,12 +480,7 @@ def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: s
                   "dropout_masks": s.dropout_seed, "tf_global": p["seed"], "noise_sample": [p["seed"], 6]},
         "threads": int(threads),
         "history": history,
-        "loss_diverged": diverged,
-        "loss_divergence_reason": reason,
-        "loss_divergence_ratio": LOSS_DIVERGENCE_RATIO,
-        "final_train_loss": final_loss,
-        "constant_predictor_loss": constant_loss,
-        "warnings": [] if warning is None else [warning],
+        **verdict,
         "train_seconds": loop.train_seconds,
         "model_file": None if model_path is None else model_path.name,
         "versions": _tf.versions(),
@@ -561,14 +558,6 @@ def _utility(net, x_util: np.ndarray, y_util: np.ndarray) -> dict[str, float]:
     lse = np.logaddexp.reduce(logits_u, axis=1)
     return {"utility_loss": float(np.mean(lse - logits_u[np.arange(len(y_util)), y_util])),
             "utility_accuracy": float(np.mean(np.argmax(logits_u, axis=1) == y_util))}
-
-
-def _final_train_loss(net, x: np.ndarray, y: np.ndarray) -> float:
-    """The released model's mean cross-entropy on its training data (members, and the
-    twin's included input canaries; the canary inputs are 0)."""
-    logits_t = predict_logits(net, x).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return float(np.mean(np.logaddexp.reduce(logits_t, axis=1) - logits_t[np.arange(len(y)), y]))
 
 
 def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_ids: np.ndarray, n: int,
