@@ -230,6 +230,17 @@ def test_a_fast_path_norm_that_is_not_the_gradients_stops_the_twin():
         _twin(MechanismPolicy(norm_factor=0.5), input_canaries=0, canaries=10)
 
 
+def test_microbatch_group_norms_are_checked_and_a_wrong_one_stops_the_twin():
+    """issue 32: the microbatch path's group norms get the per-example paths' norm check (one tape
+    of the group's mean loss)."""
+    params = {**PARAMS, "microbatches": 4}
+    scores, record = _twin(input_canaries=0, canaries=10, params=params)
+    assert record["dp_implementation"] == "microbatch_group_gradients" and record["norm_checks"] > 0
+    assert record["noise_check"]["passed"] and record["accounting_check"]["reproduced"]
+    with pytest.raises(RuntimeError, match=r"norm of microbatch group \d+ at step 1 .* one tape"):
+        _twin(MechanismPolicy(norm_factor=0.5), input_canaries=0, canaries=10, params=params)
+
+
 def test_norm_check_passes_on_the_masked_ghost_path_with_dropout():
     scores, record = _twin(input_canaries=0, canaries=10, params={**PARAMS, "dropout": 0.3})
     assert record["dp_implementation"] == "masked_ghost_clipping" and record["norm_checks"] > 0

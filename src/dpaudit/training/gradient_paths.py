@@ -140,6 +140,21 @@ class StepContext:
             out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
         return tf.stack(out)
 
+    def slow_group_norms(self, x, y, group, sizes, groups):
+        """Norms of the clipped units of the microbatch path at ``groups``: one tape each of its
+        group's mean loss (the Dropout masks of a fresh forward pass; the path has no Dropout taps)."""
+        tf = self.tf
+        out = []
+        for j in range(self.check_examples):
+            member = tf.cast(tf.equal(group, groups[j]), tf.float32)
+            size = tf.maximum(tf.cast(tf.gather(sizes, groups[j]), tf.float32), 1.0)
+            with tf.GradientTape() as tape:
+                logits = self.net(x, training=True)
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits) * member) / size
+            grads = tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
+        return tf.stack(out)
+
     def fraction_above_clip(self, norms):
         return self.tf.reduce_mean(self.tf.cast(norms > self.clip, self.tf.float32))
 
@@ -276,7 +291,7 @@ def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
 def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = None, **_) -> GradientPath:
     """Group-mean gradients of k contiguous groups, one batched matmul per layer, clipped per group."""
     tf, keras = ctx.tf, ctx.keras
-    variables, m_canary = ctx.variables, ctx.m_canary
+    variables, m_canary, check = ctx.variables, ctx.m_canary, ctx.check
     k = int(microbatches)
     if k < 1:
         raise ValueError(f"microbatches must be >= 1, got {k}")
@@ -318,7 +333,8 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
                 gb = tf.reduce_sum(dg, axis=1)
                 sq += tf.reduce_sum(tf.square(gb), axis=1)
                 group_grads[layer.bias.ref()] = gb
-        norms = tf.sqrt(sq)
+        norms = tf.sqrt(sq) * ctx.norm_factor
+        checked = (tf.gather(norms, extra[-1]), ctx.slow_group_norms(x, y, group, sizes, extra[-1])) if check else None
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), k)
         clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
         noised = ctx.noised_update(clipped, k, canary_mask, canary_weights)
@@ -326,7 +342,7 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         nonempty = sizes > 0
         n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > ctx.clip, nonempty), tf.float32))
         fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
-        return ctx.finish((tf.reduce_sum(losses), correct, fraction), noised.observed)
+        return ctx.finish((tf.reduce_sum(losses), correct, fraction), noised.observed, checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 

@@ -102,8 +102,8 @@ class MechanismPolicy:
       (``math.inf``: no clipping);
     * ``sample_rate_factor``: Poisson batches are drawn at rate f·q while the accountant
       assumes q (``dpaudit.training.train``);
-    * ``norm_factor``: the fast and ghost paths' per-example norms are scaled by f (the
-      audit twin's norm check must stop the job);
+    * ``norm_factor``: the per-example (or per-group) norms of dpaudit's paths are scaled by
+      f (the audit twin's norm check must stop the job);
     * ``noise_law``: the noise is drawn from another law of the same variance σ²C²
       (``laplace``, ``uniform``);
     * ``noiseless_variable``: the trainable variable at this position gets no noise;
@@ -160,6 +160,14 @@ NORM_CHECK_EXAMPLES = 1
 NORM_CHECK_RTOL = 1e-3
 
 
+def checks_norms(implementation: str | None, *, has_dropout: bool) -> bool:
+    """Whether the audit twin's step recomputes norms the slow way on this path: every path of
+    dpaudit's, but the microbatch path with Dropout (its slow tape would draw other masks)."""
+    if implementation == "microbatch_group_gradients":
+        return not has_dropout
+    return implementation in ("fast_gradient_clipping", "masked_ghost_clipping", "layerwise_clipping")
+
+
 def optimizer_class_name(opt) -> str:
     """The optimizer's class as recorded in train.json (DP classes by their tensorflow-privacy name)."""
     from dpaudit import _tf
@@ -207,7 +215,9 @@ def build_train_step(
     returns a fourth value: the noised sum at the canary coordinates divided by C
     (s_i + σ·z for a clipped canary). ``noise_step`` then takes the mask too.
 
-    ``check_norms`` (fast and ghost paths; the audit twin): the step takes one more
+    ``check_norms`` (fast, ghost, layerwise and microbatch paths; the audit twin; with
+    microbatches the positions are groups and the slow norm is one tape of the group's mean
+    loss): the step takes one more
     argument, ``NORM_CHECK_EXAMPLES`` positions in the batch, recomputes those examples'
     gradients the slow way (one tape per example, same Dropout masks) and returns two
     more values: the fast path's norms at those positions and the slow ones (the caller
@@ -256,8 +266,8 @@ def build_train_step(
             implementation == "vectorized_optimizer"):
         raise ValueError("canaries, norm checks, noise monitors and planted bugs need a gradient path of dpaudit, "
                          "not vectorized_optimizer")
-    check = bool(check_norms) and implementation in ("fast_gradient_clipping", "masked_ghost_clipping",
-                                                   "layerwise_clipping")
+    check = bool(check_norms) and checks_norms(implementation, has_dropout=any(
+        isinstance(layer, _tf.keras.layers.Dropout) for layer in net.layers))
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
     if not canary_norm > 0 or not math.isfinite(canary_norm):
         raise ValueError(f"canary_gradient_norm must be finite and > 0, got {canary_gradient_norm!r}")

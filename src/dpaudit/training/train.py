@@ -49,6 +49,7 @@ from dpaudit.training.steps import (
     NORM_CHECK_RTOL,
     MechanismPolicy,
     build_train_step,
+    checks_norms,
     optimizer_class_name,
 )
 
@@ -279,7 +280,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
         noise_monitor=monitor,
         noise_seed=int(np.random.SeedSequence([p["seed"], 9]).generate_state(1)[0]),
     )
-    check_norms = canaries is not None and implementation in ("fast_gradient_clipping", "masked_ghost_clipping")
+    check_norms = canaries is not None and checks_norms(implementation, has_dropout=bool(p["dropout"]))
 
     sampler_seed = [p["seed"], 1]
     rng = np.random.default_rng(sampler_seed)
@@ -367,8 +368,9 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
                         observations.append(out[3].numpy())
                 continue
             positions = None
-            if s.check_norms:
-                positions = check_rng.integers(0, len(idx), NORM_CHECK_EXAMPLES).astype(np.int32)
+            if s.check_norms:  # examples, or the microbatch path's groups
+                units = len(idx) if k is None else min(k, len(idx))
+                positions = check_rng.integers(0, units, NORM_CHECK_EXAMPLES).astype(np.int32)
                 extra = (*extra, tf.constant(positions))
             ls, cs, fraction, *observed = s.step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
             if ledger is not None:
@@ -378,8 +380,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
             if positions is not None:
                 norm_checks += NORM_CHECK_EXAMPLES
                 fast, slow = observed[-2:]
-                _check_norms(fast.numpy(), slow.numpy(), idx[positions], s.member_ids, s.n,
-                             len(observations), run, s.implementation)
+                _check_norms(fast.numpy(), slow.numpy(), idx[positions] if k is None else None, s.member_ids, s.n,
+                             len(observations), run, s.implementation, groups=positions if k is not None else None)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
                 raise ValueError(
@@ -560,15 +562,18 @@ def _utility(net, x_util: np.ndarray, y_util: np.ndarray) -> dict[str, float]:
             "utility_accuracy": float(np.mean(np.argmax(logits_u, axis=1) == y_util))}
 
 
-def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray, member_ids: np.ndarray, n: int,
-                 step: int, run: str | None, implementation: str | None) -> None:
+def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray | None, member_ids: np.ndarray, n: int,
+                 step: int, run: str | None, implementation: str | None, groups: np.ndarray | None = None) -> None:
     """Stop the twin when the fast path's norm of a checked example differs from one tape's."""
     scale = np.maximum(np.abs(slow), 1e-6)
     bad = np.flatnonzero(np.abs(fast - slow) > NORM_CHECK_RTOL * scale)
     if bad.size:
         j = int(bad[0])
-        row = int(rows[j])
-        example = f"example_id {int(member_ids[row])}" if row < n else f"input canary {row - n}"
+        if groups is not None:
+            example = f"microbatch group {int(groups[j])}"
+        else:
+            row = int(rows[j])
+            example = f"example_id {int(member_ids[row])}" if row < n else f"input canary {row - n}"
         label = f"run {run!r}" if run is not None else "this run"
         raise RuntimeError(
             f"audit twin of {label}: the per-example gradient norm of {example} at step {step} is "
