@@ -139,6 +139,31 @@ def test_canary_rows_ladder_and_figures_for_the_dp_run(tiny_run):
     assert any("ε ladder" in c and "Verdict:" in c for c in cards)
 
 
+def test_the_dp_run_was_measured_whole_and_says_so(tiny_run):
+    # Issue 32: the released DP-SGD model and its twin carry the noise certificate and the
+    # accounting check in train.json / audit.json; their rows reach metrics.parquet and the dossier.
+    from dpaudit.io import read_json
+
+    results = tiny_run["workdir"] / "results"
+    train = read_json(next(p for p in (results / "models" / "synthetic").rglob("train.json")
+                           if read_json(p)["mechanism"] == "dpsgd"))
+    assert train["noise_check"]["passed"] and train["accounting_check"]["reproduced"]
+    assert train["noise_check"]["coordinates"] == 5 * 8 + 8 + 8 * 2 + 2
+    assert train["sampler"]["steps_executed"] == train["accountant_inputs"]["steps"] == train["steps"]
+    record = read_json(next((results / "canary").rglob("audit.json")))
+    assert record["noise_check"]["passed"] and record["noise_check"]["coordinates"] == 5 * 8 + 8 + 8 * 2 + 2 + 300
+    table = read_parquet(results / "tables" / "metrics.parquet")
+    dp = table[(table["family"] == "canary") & (table["mechanism"] == "dpsgd")]
+    for metric in ("noise_check_passed", "accounting_reproduced"):
+        rows = dp[dp["metric"] == metric]
+        assert set(rows["checked_model"]) == {"released", "twin"} and rows["value_bool"].all(), metric
+    ratio = dp[(dp["metric"] == "noise_variance_ratio_min") & (dp["checked_model"] == "released")]["value"]
+    assert 0.5 < float(ratio.iloc[0]) < 1.5  # the smallest of 4 variables' ratios, ≥ 20 values each
+    page = next(p for p in (results / "dossiers" / "synthetic").glob("*.html") if "dpsgd" in p.name).read_text()
+    assert "the noise actually added was measured on all 66 coordinates" in page
+    assert "the accountant&#x27;s inputs match the loop" in page or "the accountant's inputs match the loop" in page
+
+
 def test_the_table_dataset_was_prepared_trained_and_carded(tiny_run):
     # Issue 25: the CSV read through the table source, its roles recorded, its model's dossier with the card.
     results = tiny_run["workdir"] / "results"

@@ -285,3 +285,33 @@ def test_correct_mechanism_flags_at_most_rarely(implementation, microbatches, dr
                                               noise_multiplier=sigma, clip_norm=1.0)
             flags += not check["passed"]
     assert flags <= 1
+
+
+# ------------------------------------------------------------------ linear mechanisms
+
+
+def test_l2_laplace_norm_test_against_scipy_and_its_power(monkeypatch, tmp_path):
+    d, scale = 30, 0.7
+    for norm in (10.0, 21.0, 35.0):
+        p = noise_certificate.certify_l2_laplace(norm, d, scale, claimed_from="test")["p_values"]["norm"]
+        gamma = stats.gamma(d, scale=scale)
+        assert p == pytest.approx(2 * min(gamma.cdf(norm), gamma.sf(norm)), rel=1e-9)
+    # validity: 4,000 correct draws, flags at the family-wise level 1e-3 (expected 4, at most 14)
+    rng = np.random.default_rng(8)
+    flags = sum(not noise_certificate.certify_l2_laplace(r, d, scale, claimed_from="t")["passed"]
+                for r in rng.gamma(d, scale, 4000))
+    assert flags <= 14
+    # power through train_linear: the code's β four times the promise's (a quarter of the noise)
+    from dpaudit.profile import mechanisms as profile_mechanisms
+
+    frame = _frame(n_train=300, d=30)
+    params = {"mechanism": "output_perturbation", "target_epsilon": 1.0, "linear_regularization": 0.01,
+              "delta": 1e-4, "seed": 3}
+    info = train_model(frame, SPLITS, params, tmp_path / "linear.keras", threads=1, log=LOG)
+    assert info["noise_check"]["passed"] and mechanism_failure(mechanism_rows(info, None)) == (None, None)
+    real = profile_mechanisms.output_perturbation_beta
+    monkeypatch.setattr(profile_mechanisms, "output_perturbation_beta", lambda *a: 4.0 * real(*a))
+    info = train_model(frame, SPLITS, params, tmp_path / "linear.keras", threads=1, log=LOG)
+    assert not info["noise_check"]["passed"]
+    assert verdict([], mechanism_failed=mechanism_failure(mechanism_rows(info, None))[0]) == (
+        "above_promise", "noise_check")

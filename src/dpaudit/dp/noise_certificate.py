@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FAMILY_ALPHA", "SHAPE_MIN_VALUES", "certify", "moments_p_values", "summary_sentence"]
+__all__ = ["FAMILY_ALPHA", "SHAPE_MIN_VALUES", "certify", "certify_l2_laplace", "moments_p_values", "summary_sentence"]
 
 # A run's certificate fails by chance with probability ≤ FAMILY_ALPHA: the validity test
 # runs 120 correct trainings (20 seeds, ε ∈ {1, 4}, three gradient paths) and allows one
@@ -226,6 +226,26 @@ def certify(variables: Sequence[Mapping[str, Any]], samples: np.ndarray, sample_
     }
 
 
+def certify_l2_laplace(noise_norm: float, dimension: int, scale: float, *, claimed_from: str,
+                       alpha: float = FAMILY_ALPHA) -> dict[str, Any]:
+    """The certificate of one L2-Laplace draw of a linear mechanism (density ∝ exp(−‖b‖/scale)
+    in ``dimension`` coordinates): its norm is Gamma(dimension, scale) under the claim, a
+    two-sided exact test of the scale the promise implies (``claimed_from`` says how it was
+    derived). One draw cannot test the direction's uniformity: the record says so."""
+    from scipy.special import gammainc, gammaincc
+
+    x = float(noise_norm) / float(scale)
+    p = float(min(1.0, 2.0 * min(gammainc(dimension, x), gammaincc(dimension, x))))
+    ratio = float(noise_norm) / (dimension * float(scale))
+    return {"certified": True, "passed": p > alpha, "family_alpha": float(alpha), "tests": 1, "level": float(alpha),
+            "law": "l2_laplace", "coordinates": int(dimension), "steps": 1, "noise_norm": float(noise_norm),
+            "claimed_scale": float(scale), "claimed_from": claimed_from, "norm_ratio": ratio,
+            "variance_ratio_min": ratio ** 2, "variance_ratio_max": ratio ** 2,
+            "p_values": {"norm": p},
+            "failures": [] if p > alpha else [{"variable": "weights", "test": "norm", "p_value": p}],
+            "untested": "the direction's uniformity (one draw)"}
+
+
 def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> str:
     test, name = failure["test"], failure["variable"]
     result = variables.get(name, {})
@@ -233,6 +253,9 @@ def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> st
         ratio = result.get("std_ratio", math.nan)
         kind = "too little noise (a privacy bug)" if ratio < 1 else "too much noise (a utility bug, not a privacy one)"
         return f"{name}: noise std {ratio:.3g}× the claimed σC, {kind}"
+    if test == "norm":
+        ratio = result.get("norm_ratio", math.nan)
+        return f"noise norm {ratio:.3g}× its expected value under the claimed scale"
     if test == "lag_one":
         return f"{name}: noise correlated with the previous step's (r = {result.get('lag_one_correlation', math.nan):.3g})"
     if test in ("kurtosis", "skewness", "goodness_of_fit"):
@@ -252,6 +275,12 @@ def summary_sentence(check: Mapping[str, Any] | None) -> str:
     if not check.get("certified", False):
         return f"the noise actually added was not measured: {check.get('reason', 'no certificate')}"
     coordinates, steps = int(check["coordinates"]), int(check["steps"])
+    if check.get("law") == "l2_laplace":
+        verdict = "consistent with" if check["passed"] else "NOT consistent with"
+        return (f"the one noise vector drawn ({coordinates} coordinates) has norm {check['noise_norm']:.4g}, "
+                f"{check['norm_ratio']:.3g}× its expectation: {verdict} the scale {check['claimed_scale']:.4g} "
+                f"({check['claimed_from']}; two-sided Gamma test p = {check['p_values']['norm']:.2g}); "
+                f"{check['untested']} is not tested")
     low, high = math.sqrt(check["variance_ratio_min"]), math.sqrt(check["variance_ratio_max"])
     within = max(abs(1 - low), abs(high - 1)) * 100
     where = f"on all {coordinates:,} coordinates over {steps:,} steps"

@@ -66,9 +66,10 @@ def _accounting_row(check: Mapping[str, Any] | None, checked_model: str) -> dict
 
 
 def mechanism_rows(train: Mapping[str, Any], record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The rows of a DP-SGD run from its train.json and its twin's audit.json (None: no twin)."""
-    rows = [*_noise_rows(train.get("noise_check"), "released"),
-            _accounting_row(train.get("accounting_check"), "released")]
+    """The rows of a DP-SGD or linear run from its train.json and its twin's audit.json (None: no twin)."""
+    rows = _noise_rows(train.get("noise_check"), "released")
+    if train.get("mechanism") == "dpsgd":  # a linear mechanism's ε is its formula's, no accountant's loop
+        rows.append(_accounting_row(train.get("accounting_check"), "released"))
     if record is not None and "noise_check" in record:
         rows.extend(_noise_rows(record.get("noise_check"), "twin"))
         rows.append(_accounting_row(record.get("accounting_check"), "twin"))

@@ -353,7 +353,7 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
                       "repetitions": details.get("repetitions"),
                       "seed": int(seed[0] if isinstance(seed, list | tuple) else seed),
                       "note": f"noise scale f × the claimed one; {details.get('route', 'simulated')} releases"}
-    mechanism = mechanism_rows(train, record) if train.get("mechanism") == "dpsgd" else None
+    mechanism = mechanism_rows(train, record) if train.get("mechanism") != "baseline" else None
     return canary_rows(scores, accountant_epsilon=float(train["epsilon"]), delta=delta, alpha=alpha,
                        guess_counts=None if guess_counts == "auto" else list(guess_counts),
                        gdp_thresholds_per_tail=per_tail, seed=int(options["seed"]),
