@@ -410,6 +410,15 @@ def _utility(table: pd.DataFrame, view: RunView, ledger: pd.DataFrame | None) ->
     return "".join(out)
 
 
+# Why the twin's canaries keep their own Poisson draw under shuffling: the released run's batches
+# (B rows, ⌊n/B⌋ steps an epoch) cannot also hold m ≫ n canaries once each per epoch.
+SHUFFLE_CANARY_SCOPE = (
+    "With shuffled batches the audit twin's gradient canaries are drawn by their own Poisson sampler at the run's "
+    "rate, not through the permutation (a permutation of the members and the canaries would change the batch "
+    "size or the step count of the run it mirrors). The canary audit therefore covers the noise and the clipping; "
+    "the permutation sampler is covered by the accounting check (every batch exactly B rows, the steps executed).")
+
+
 def _mechanism_lines(view: RunView) -> list[Line]:
     """The released model's mechanism measured whole (issue 32): its noise certificate and
     accounting check, in the words their rows carry."""
@@ -424,6 +433,8 @@ def _mechanism_lines(view: RunView) -> list[Line]:
                                           if found.get("family_alpha") is not None else "")
         lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(found.get("note") or ""),
                           kind_of("canary", metric)))
+    if lines and view.column("sampling") == "shuffle":
+        lines.append(Line("what the canaries cover", "noise and clipping", "", esc(SHUFFLE_CANARY_SCOPE), ""))
     return lines
 
 
