@@ -1,0 +1,105 @@
+"""Issue 32: the noise certificate's cost on the released training loop, and the accounting
+check's cost per run. No assertions (noisy machines); figures for the closing note.
+
+The default run's synthetic DP-SGD model (d = 20, hidden 64, 2 classes, B = 64 of n = 1,000
+members, 150 steps of 10 epochs): the same loop with and without the noise monitor, each
+step traced once, alternated over rounds in one process; the ratio is of the medians. The
+accounting check (``dpaudit.dp.accounting_check.reproduce_accounting``: binomial test, the
+PLD and RDP recomputations) at ε = 1, 4, 16 with the run's settings.
+
+    python bench/bench_noise_check.py [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from dpaudit import _tf
+from dpaudit.dp import accounting, accounting_check
+from dpaudit.training.mechanism_checks import monitor_for
+from dpaudit.training.models import build_mlp, logits_model
+from dpaudit.training.steps import build_train_step
+
+N, D, HIDDEN, BATCH, STEPS = 1000, 20, 64, 64, 150
+DELTA = 1e-4
+
+
+def _loop(step, noise_step, x, y, batches) -> float:
+    tf = _tf.tf
+    start = time.perf_counter()
+    for idx in batches:
+        if idx.size == 0:
+            noise_step()
+        else:
+            step(tf.constant(x[idx]), tf.constant(y[idx]))
+    return time.perf_counter() - start
+
+
+def certificate_overhead(rounds: int) -> None:
+    tf = _tf.tf
+    _tf.configure(2, 0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+    sigma = accounting.calibrate_noise(4.0, BATCH / N, STEPS, DELTA, "rdp", "poisson")
+    steps = {}
+    for monitored in (False, True):
+        net = logits_model(build_mlp(D, {"hidden_units": [HIDDEN], "n_classes": 2, "activation": "relu",
+                                         "dropout": 0.0}, seed=1))
+        monitor = monitor_for(net, steps=STEPS, seed=1) if monitored else None
+        step, noise_step, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1,
+                                               clip_norm=1.0, noise_multiplier=sigma, expected_batch_size=BATCH,
+                                               noise_monitor=monitor)
+        step(tf.constant(x[:BATCH]), tf.constant(y[:BATCH]))  # trace outside the timing
+        noise_step()
+        steps[monitored] = (step, noise_step, monitor)
+    times = {False: [], True: []}
+    for _ in range(rounds):
+        batches = [np.flatnonzero(rng.random(N) < BATCH / N) for _ in range(STEPS)]
+        for monitored in (False, True):
+            step, noise_step, monitor = steps[monitored]
+            if monitor is not None:
+                monitor.reset()
+            times[monitored].append(_loop(step, noise_step, x, y, batches))
+    plain, checked = np.median(times[False]), np.median(times[True])
+    print(f"released loop, {STEPS} steps, MLP {D}-{HIDDEN}-2, B={BATCH} of {N} ({rounds} alternated rounds):")
+    print(f"  without monitor {plain:.3f} s, with monitor {checked:.3f} s (medians): ratio {checked / plain:.3f}")
+    # the statistics themselves, once after the loop
+    start = time.perf_counter()
+    stats = steps[True][2].statistics()
+    from dpaudit.dp.noise_certificate import certify
+
+    certify(stats["variables"], stats["samples"], stats["sample_columns"], noise_multiplier=sigma, clip_norm=1.0)
+    print(f"  certificate after training: {time.perf_counter() - start:.3f} s")
+
+
+def accounting_cost() -> None:
+    q = BATCH / N
+    for eps in (1.0, 4.0, 16.0):
+        sigma = accounting.calibrate_noise(eps, q, STEPS, DELTA, "rdp", "poisson")
+        published = accounting.dpsgd_epsilon(sigma, q, STEPS, DELTA, "rdp", "poisson")
+        loop = {"sampling": "poisson", "population": N, "rate": q, "rows_drawn": int(q * N * STEPS),
+                "steps_executed": STEPS, "steps_per_epoch": N // BATCH, "batch_size": BATCH}
+        start = time.perf_counter()
+        check = accounting_check.reproduce_accounting(
+            published_epsilon=published["epsilon"], delta=DELTA, accountant_inputs=published, loop=loop,
+            noise_multiplier_drawn=sigma, noise_check=None, accountant="rdp")
+        seconds = time.perf_counter() - start
+        print(f"accounting check at ε = {eps:g} (σ = {sigma:.3f}): {seconds:.3f} s; PLD ε "
+              f"{check['recomputed_epsilon']:.4f}, RDP ε {check['recomputed_epsilon_same_accountant']:.4f}, "
+              f"published {published['epsilon']:.4f}, reproduced {check['reproduced']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    certificate_overhead(args.rounds)
+    accounting_cost()
+
+
+if __name__ == "__main__":
+    main()
