@@ -110,12 +110,9 @@ class StepContext:
         actually carries from the same tensors: r = update · divisor − clipped sum."""
         update = noised.update
         if self.monitor is not None:
-            tf = self.tf
-            residuals = [tf.cast(u, tf.float64) * self.divisor - tf.cast(c, tf.float64)
-                         for u, c in zip(update, noised.clipped, strict=True)]
+            residuals = [u * self.divisor - c for u, c in zip(update, noised.clipped, strict=True)]
             if self.m_canary:
-                residuals.append(tf.cast(noised.observed, tf.float64) * self.clip
-                                 - tf.cast(noised.canary_clipped, tf.float64))
+                residuals.append(noised.observed * self.clip - noised.canary_clipped)
             self.monitor.observe(residuals)
         apply_gradients(zip(update, self.variables, strict=True))
 

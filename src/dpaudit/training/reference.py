@@ -237,8 +237,7 @@ def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras, monitor=None)
                 clipped_sums.append(g)
                 offset += size
         if monitor is not None:  # the noise each model's update carries (dpaudit.training.noise_monitor)
-            monitor.observe([tf.cast(u, tf.float64) * divisor - tf.cast(g, tf.float64)
-                             for u, g in zip(grads, clipped_sums, strict=True)], active)
+            monitor.observe([u * divisor - g for u, g in zip(grads, clipped_sums, strict=True)], active)
         apply(grads, active)
         clipped = tf.reduce_sum(tf.cast(norms > clip, tf.float32) * mask, axis=1)
         return tf.reduce_sum(losses, axis=1), correct, clipped
@@ -396,6 +395,8 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
         monitor = NoiseMonitor(names, [tuple(v.shape[1:]) for v in variables], steps=total, seed=int(seeds[0]),
                                models=k_models)
     step = _stacked_step(variables, p, clip, float(p["batch_size"]), n_params if dp else 0, tf, keras, monitor)
+    if monitor is not None:
+        step = monitor.monitored(step)
     noise_rngs = [np.random.default_rng([int(s), 4]) for s in seeds]
     epochs = p["epochs"]
     # the epoch of step t of model k is t // per_epoch[k] (``_epoch_of``)

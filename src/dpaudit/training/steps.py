@@ -306,6 +306,8 @@ def build_train_step(
         ctx.apply(path.apply_noise, noised)
         return ctx.finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), noised.observed)
 
+    if noise_monitor is not None:  # the loop reports each update to the monitor (its block folds)
+        return noise_monitor.monitored(path.step), noise_monitor.monitored(noise_step), path.optimizer
     return path.step, noise_step, path.optimizer
 
 
