@@ -158,7 +158,8 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
     check = noise_certificate.certify(got["variables"], samples, got["sample_columns"], noise_multiplier=sigma,
                                       clip_norm=clip)
     assert check["passed"] and check["steps"] == steps and check["coordinates"] == 3 * 4 + 4 + 4 * 2 + 2
-    ks = stats.kstest(samples[:, :12].ravel() / (sigma * clip), "norm").pvalue
+    measured = math.sqrt(float((samples[:, :12] ** 2).mean()))  # the first variable's measured scale
+    ks = stats.kstest(samples[:, :12].ravel() / measured, "norm").pvalue
     assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
 
 
@@ -315,3 +316,41 @@ def test_l2_laplace_norm_test_against_scipy_and_its_power(monkeypatch, tmp_path)
     assert not info["noise_check"]["passed"]
     assert verdict([], mechanism_failed=mechanism_failure(mechanism_rows(info, None))[0]) == (
         "above_promise", "noise_check")
+
+
+def test_accounting_check_validity_and_a_fixed_size_sampler_under_a_poisson_claim(monkeypatch):
+    # numpy mirror of the loop's record: 2,000 correct Poisson samplers, the rate and dispersion
+    # tests at 5e-4 each (expected ≤ 2 flags, at most 8 allowed); ε's recomputation is skipped
+    # (σ below PLD's reach, RDP only) so the mirror stays fast
+    rng = np.random.default_rng(9)
+    n, q, steps = 1000, 0.064, 150
+    flags = 0
+    for _ in range(2000):
+        sizes = rng.binomial(n, q, steps)
+        loop = {"sampling": "poisson", "population": n, "rate": q, "rows_drawn": int(sizes.sum()),
+                "steps_executed": steps, "steps_per_epoch": 15, "batch_size": 64, "batch_sizes": sizes.tolist()}
+        problems = [p for p in accounting_check.reproduce_accounting(
+            published_epsilon=math.inf, delta=1e-4, accountant_inputs={"noise_multiplier": 0.0, "sampling_probability": q,
+                                                                       "steps": steps, "delta": 1e-4},
+            loop=loop, noise_multiplier_drawn=0.0, noise_check=None, accountant="rdp")["problems"]]
+        flags += bool(problems)
+    assert flags <= 8
+    # power through train_model: batches of exactly B rows while the accountant assumes Poisson
+    from dpaudit.training import sampling
+
+    def fixed(n, q, steps, rng):
+        for _ in range(int(steps)):
+            yield rng.choice(n, round(q * n), replace=False)
+
+    monkeypatch.setattr(sampling, "poisson_batches", fixed)
+    info = _train()
+    check = info["accounting_check"]
+    assert not check["reproduced"] and check["dispersion_p_value"] < 1e-6
+    assert _decided_by(info) == ("above_promise", "accounting_check")
+
+
+def test_more_noise_than_claimed_is_a_utility_bug_not_a_privacy_failure():
+    info = _train(MechanismPolicy(noise_factor=1.3))
+    assert not info["noise_check"]["passed"] and not info["noise_check"]["privacy_failure"]
+    assert "utility bug" in noise_certificate.summary_sentence(info["noise_check"])
+    assert mechanism_failure(mechanism_rows(info, None)) == (None, None)

@@ -7,7 +7,9 @@ executed, empty-batch noise steps included. ``reproduce_accounting`` then checks
 
 * ``rate``: the accountant's q equals the sampler's rate, and the rows actually drawn
   agree with it. Under Poisson sampling Σ_t |b_t| ~ Binomial(T·N, q): an exact two-sided
-  binomial test at level ``ALPHA``. Under shuffling every batch holds exactly B rows and
+  binomial test at level ``ALPHA``; and the batch sizes spread as Binomial(N, q) does
+  (Σ_t (|b_t| − Nq)² / (Nq(1 − q)) against χ²_T, two-sided, where Nq(1 − q) ≥ 5): fixed-size
+  or repeated batches under a Poisson claim have no spread. Under shuffling every batch holds exactly B rows and
   the realized rate Σ|b_t| / (T·N) must equal B/N;
 * ``steps``: the accountant's T equals the updates executed;
 * ``noise``: the noise multiplier given to the accountant equals the one the step drew
@@ -90,6 +92,22 @@ def _binomial_two_sided(k: int, n: int, p: float) -> float:
     return float(min(1.0, 2.0 * min(lower, upper)))
 
 
+def _dispersion_p(sizes, population: int, q: float) -> float | None:
+    """Two-sided p of Σ_t (|b_t| − Nq)² / (Nq(1 − q)) against χ²_T: Poisson batches have Binomial
+    sizes; fixed-size or repeated batches have too little spread, a wrong rate too much. None
+    where Nq(1 − q) < 5 (the χ² law would be a poor approximation) or without sizes."""
+    from scipy.special import chdtr, chdtrc
+
+    variance = population * q * (1.0 - q)
+    if not sizes or variance < 5.0:
+        return None
+    import numpy as np
+
+    sizes = np.asarray(sizes, dtype=np.float64)
+    statistic = float(np.sum((sizes - population * q) ** 2) / variance)
+    return float(min(1.0, 2.0 * min(chdtr(sizes.size, statistic), chdtrc(sizes.size, statistic))))
+
+
 def _same(a: float, b: float) -> bool:
     return math.isclose(float(a), float(b), rel_tol=_EXACT_RTOL, abs_tol=0.0)
 
@@ -119,8 +137,12 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
         if rate_p <= ALPHA:
             problems.append(f"{rows:,} rows drawn in {executed:,} steps from {population:,}: realized rate "
                             f"{realized:.6g} against the accountant's q = {q_acc:.6g} (binomial p = {rate_p:.2g})")
+        dispersion_p = _dispersion_p(loop.get("batch_sizes"), population, q_acc)
+        if dispersion_p is not None and dispersion_p <= ALPHA:
+            problems.append(f"the batch sizes do not vary as Poisson sampling's Binomial({population:,}, {q_acc:.4g}) "
+                            f"would (dispersion test p = {dispersion_p:.2g}): the sampler is not the accountant's")
     else:
-        rate_p = None
+        rate_p = dispersion_p = None
         if not _same(realized, float(loop["batch_size"]) / population):
             problems.append(f"realized rate {realized:.6g} differs from B/N = {loop['batch_size']}/{population}")
     if t_acc != executed:
@@ -129,7 +151,8 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
         problems.append(f"the accountant was given σ = {sigma_acc:.6g}, the steps drew σ = {noise_multiplier_drawn:.6g}")
     if not _same(float(accountant_inputs["delta"]), delta):
         problems.append(f"the accountant was given δ = {accountant_inputs['delta']:.3g}, the run's δ is {delta:.3g}")
-    if noise_check is not None and noise_check.get("certified") and not noise_check.get("passed"):
+    if noise_check is not None and noise_check.get("certified") and noise_check.get(
+            "privacy_failure", not noise_check.get("passed")):
         problems.append("the noise certificate failed: the noise drawn is not N(0, σ²C²)")
     limit = float(published_epsilon) * (1.0 + EPSILON_RTOL)
     recomputed = None
@@ -166,6 +189,7 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
         "sampler_rate": rate,
         "realized_rate": realized,
         "rate_p_value": rate_p,
+        "dispersion_p_value": dispersion_p,
         "rate_alpha": ALPHA,
         "population": population,
         "rows_drawn": rows,

@@ -58,7 +58,8 @@ class SamplerLedger:
                 "realized_rate": (self.rows_drawn / (self.steps_executed * self.population)
                                   if self.steps_executed and self.population else math.nan),
                 "batch_size_min": int(sizes.min()) if sizes.size else None,
-                "batch_size_max": int(sizes.max()) if sizes.size else None}
+                "batch_size_max": int(sizes.max()) if sizes.size else None,
+                "batch_sizes": sizes.tolist()}
 
 
 def monitor_for(net, *, steps: int, seed: int, canaries: int = 0) -> NoiseMonitor:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MECHANISM_ROW_DTYPES", "failure_sentence", "mechanism_failure", "mechanism_rows"]
+__all__ = ["MECHANISM_ROW_DTYPES", "failure_sentence", "frame_rows", "mechanism_failure", "mechanism_rows"]
 
+PRIVACY_KEY = "_privacy_failure"
 MECHANISM_ROW_DTYPES = {
     "checked_model": "string",
     "coordinates": "Int64",
@@ -44,7 +45,10 @@ def _noise_rows(check: Mapping[str, Any] | None, checked_model: str) -> list[dic
     keys = {**base, "coordinates": int(check["coordinates"]), "steps": int(check["steps"]),
             "tests": int(check["tests"]), "family_alpha": float(check["family_alpha"]),
             "confidence": 1.0 - float(check["family_alpha"]), "failed": failed}
-    return [{**keys, "metric": "noise_check_passed", "value_bool": bool(check["passed"])},
+    # whether a failure voids the privacy claim (too much noise alone does not): read by
+    # mechanism_failure, dropped before the rows become a frame
+    privacy = bool(check.get("privacy_failure", not check["passed"]))
+    return [{**keys, "metric": "noise_check_passed", "value_bool": bool(check["passed"]), PRIVACY_KEY: privacy},
             {**keys, "metric": "noise_variance_ratio_min", "value": float(check["variance_ratio_min"])}]
 
 
@@ -77,12 +81,19 @@ def mechanism_rows(train: Mapping[str, Any], record: Mapping[str, Any] | None) -
 
 
 def mechanism_failure(rows: list[Mapping[str, Any]]) -> tuple[str | None, str | None]:
-    """(decided_by, which model) of the first failed check: noise first, then accounting."""
+    """(decided_by, which model) of the first failed check that voids the claim: noise first
+    (a certificate failed only by more noise than claimed does not), then accounting."""
     for metric, decided_by in (("noise_check_passed", "noise_check"), ("accounting_reproduced", "accounting_check")):
         for row in rows:
-            if row["metric"] == metric and row.get("applicable") and row.get("value_bool") is False:
+            if row["metric"] == metric and row.get("applicable") and row.get("value_bool") is False and row.get(
+                    PRIVACY_KEY, True):
                 return decided_by, str(row["checked_model"])
     return None, None
+
+
+def frame_rows(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows without the keys only ``mechanism_failure`` reads."""
+    return [{k: v for k, v in row.items() if k != PRIVACY_KEY} for row in rows]
 
 
 def failure_sentence(rows: list[Mapping[str, Any]]) -> str | None:

@@ -40,6 +40,7 @@ from dpaudit.contract.metrics import typed_frame
 from dpaudit.metrics.canary.mechanism import (
     MECHANISM_ROW_DTYPES,
     failure_sentence,
+    frame_rows,
     mechanism_failure,
     mechanism_rows,
 )
@@ -297,7 +298,7 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     factor = None if detectable is None else float(detectable["factor"])
     mechanism = list(mechanism or [])
     failed, failed_model = mechanism_failure(mechanism)
-    rows.extend({**base, **row} for row in mechanism)
+    rows.extend({**base, **row} for row in frame_rows(mechanism))
     outcome, decided_by = verdict(distribution_free, curve_rejected=curve_rejected, detectable_factor=factor,
                                   mechanism_failed=failed)
     note = ("the mechanism's own checks (noise certificate, accounting check), then the claim-curve test on "
