@@ -60,7 +60,9 @@ def test_a_user_built_model_goes_through_every_family(user_run):
     table = read_parquet(user_run["workdir"] / "results" / "tables" / "metrics.parquet")
     runs = set(table["run"])
     assert len(runs) == 2 and all(run.endswith("_model~keras+my_builders+small_cnn") for run in runs)
-    assert {"mia", "pmp", "canary", "attacks", "epsilon_star"} <= set(table["family"])
+    assert {"mia", "pmp", "canary", "epsilon_star", "privacy_card"} <= set(table["family"])
+    # the reference-model attacks' rows (family mia) of both runs
+    assert set(table.loc[table["family"] == "mia", "attack"].dropna()) >= {"lira_online", "lira_offline", "rmia"}
     for run in runs:
         train = read_json(user_run["workdir"] / P.TRAIN_INFO.format(dataset="synthetic_images", run=run))
         assert train["model"] == MODEL and train["image_shape"] == [8, 8, 1]
