@@ -60,6 +60,20 @@ def test_a_cnn_and_a_user_model_are_read_in_tensorflow_an_mlp_in_numpy(runs):
     assert isinstance(read_model(runs["user"][0]), KerasModel)
 
 
+def test_train_json_of_a_cnn_and_a_user_model_records_the_model_and_its_checks(runs):
+    mlp, cnn, user = runs["mlp"][1], runs["cnn"][1], runs["user"][1]
+    assert set(mlp) <= set(cnn) and set(cnn) == set(user)  # the MLP's keys, accounting included
+    for key in ("model", "hidden_units", "activation", "dropout"):
+        assert mlp[key] == {"model": "mlp", "hidden_units": [8], "activation": "relu", "dropout": 0.0}[key]
+    assert "conv_filters" not in mlp and "image_shape" not in mlp
+    assert {key: cnn[key] for key in ("model", "conv_filters", "group_norm_groups", "image_shape", "dropout")} == \
+        {"model": "cnn", "conv_filters": [4, 6], "group_norm_groups": 2, "image_shape": [6, 6, 1], "dropout": 0.25}
+    assert user["model"] == "keras:tests.unit.user_builders:small_cnn"
+    for info in (cnn, user):
+        assert info["dp_implementation"] == "layerwise_clipping"
+        assert info["noise_check"]["passed"] is True and info["accounting_check"]["reproduced"] is True
+
+
 @pytest.mark.parametrize("kind", ["cnn", "user"])
 def test_per_example_files_of_other_models_have_the_mlp_columns_and_tensorflow_gradients(runs, kind):
     df = _frame()
