@@ -10,6 +10,10 @@
    calibration, each model's own accountant ε (its rate B/n_k on its ~|P|/2 rows,
    ``dpaudit.training.reference_accounting``) and logits on P. Target: ratio ≤ 3 (the
    single run takes ⌊n/B⌋ steps per epoch, each reference model ⌊n_k/B⌋).
+   The same for the CNN of config/cnn.yaml (digits as 8×8 images, conv [8, 16], hidden 32;
+   issue 33): conv layers are not stacked, so the K models train one after another in
+   the pool's process (``_train_loop``, ``layerwise_clipping`` for DP-SGD); the ratio
+   against one ``train_model`` run is then about K plus one tracing per model.
 2. Scoring every attack of ``dpaudit.metrics.attacks`` on one target with K = 64
    reference models and |P| = 10⁴ (statistics excluded and then included). Target ≤ 2 s.
 """
@@ -74,6 +78,32 @@ def bench_training() -> None:
                   flush=True)
 
 
+def bench_cnn_pool() -> None:
+    """K = 16 reference CNNs (the loop path) against one ``train_model`` run of the same recipe."""
+    size, d, classes, n = SIZES["digits"]
+    x, y = _data(size, d, classes)
+    frame = pd.DataFrame({"example_id": np.arange(size), "split": np.where(np.arange(size) < n, "members", "nonmembers"),
+                          "label": y, "x": list(x)})
+    frame = pd.concat([frame, frame.iloc[:32].assign(split="utility")], ignore_index=True)
+    splits = {"members": "members", "nonmembers": "nonmembers", "utility": "utility"}
+    for mechanism in ("baseline", "dpsgd"):
+        params = dict(mechanism=mechanism, model="cnn", image_shape=[8, 8, 1], conv_filters=[8, 16], epochs=10,
+                      batch_size=64, learning_rate=0.05, hidden_units=[32], n_classes=classes)
+        if mechanism == "dpsgd":
+            params.update(clip_norm=1.0, target_epsilon=3.0, delta=1e-5)
+        with tempfile.TemporaryDirectory() as tmp:
+            info = train_model(frame[frame.split != "nonmembers"], splits, params, Path(tmp) / "m.keras",
+                               threads=1, log=LOG)
+        one = info["train_seconds"]
+        t0 = time.perf_counter()
+        pool = R.train_reference_models(x, y, params, n_members=n, count=16, seed=0, threads=1, log=LOG)
+        wall = time.perf_counter() - t0
+        print(f"reference_models dataset=digits-like-8x8 model=cnn mechanism={mechanism} K=16 "
+              f"loop_train_seconds={pool.train_seconds:.2f} loop_wall_seconds={wall:.2f} "
+              f"one_train_model_train_seconds={one:.2f} ratio={pool.train_seconds / one:.2f} "
+              f"vectorized={pool.vectorized} reason={pool.fallback_reason!r}", flush=True)
+
+
 def bench_scoring(k: int = 64, size: int = 10_000) -> None:
     rng = np.random.default_rng(1)
     inc = rng.random((k + 1, size)) < 0.5
@@ -96,8 +126,13 @@ def bench_scoring(k: int = 64, size: int = 10_000) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    bench_scoring()
-    bench_training()
+    only = sys.argv[1:]
+    if not only or "scoring" in only:
+        bench_scoring()
+    if not only or "training" in only:
+        bench_training()
+    if not only or "cnn" in only:
+        bench_cnn_pool()
 
 
 if __name__ == "__main__":

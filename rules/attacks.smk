@@ -26,7 +26,7 @@ def recipe_params(wildcards):
 
 
 def recipe_training(wildcards):
-    return dpconfig.training_for_mechanism(TRAINING[wildcards.dataset], recipe_params(wildcards)["mechanism"])
+    return model_training(wildcards.dataset, recipe_params(wildcards))
 
 
 def recipe_runs(wildcards):

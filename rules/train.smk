@@ -1,10 +1,25 @@
 # One training job per run of the grids.
+from dpaudit.training.model_checks import image_shape_before_prepare
+
+
+# The image shape [H, W, C] of each dataset (what its dataset.json records; known from the
+# config before it is prepared), handed to the runs whose model reshapes the features
+# into images (any model but the mlp; dpaudit.training.architectures).
+IMAGE_SHAPES = {dataset: image_shape_before_prepare(dataset, config["datasets"][dataset]) for dataset in DATASETS}
+
+
+def model_training(dataset, params):
+    """The training settings of a run (or recipe) with grid values ``params``: only those its
+    mechanism uses, so a linear-only key (Λ) never reruns the Keras runs and an MLP setting
+    never reruns the linear ones; the image shape only where the model reads it."""
+    training = dpconfig.training_for_mechanism(TRAINING[dataset], params["mechanism"])
+    if (params.get("model") or training.get("model", "mlp")) != "mlp":
+        training["image_shape"] = IMAGE_SHAPES[dataset]
+    return training
 
 
 def training_params(wildcards):
-    # Only the settings this run's mechanism uses, so a linear-only key (Λ) never
-    # reruns the Keras runs and an MLP setting never reruns the linear ones.
-    return dpconfig.training_for_mechanism(TRAINING[wildcards.dataset], run_params(wildcards)["mechanism"])
+    return model_training(wildcards.dataset, run_params(wildcards))
 
 
 def pmp_train_outputs():

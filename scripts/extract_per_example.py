@@ -1,4 +1,4 @@
-"""Snakemake adapter: per-example losses and gradient norms of one model (numpy, no TensorFlow)."""
+"""Snakemake adapter: per-example losses and gradient norms of one model (numpy for an MLP; TensorFlow for other models)."""
 
 from threadpoolctl import threadpool_limits
 
@@ -22,5 +22,6 @@ with job_logging(sm) as log, threadpool_limits(limits=sm.threads):
         clip_norm=sm.params.run["clip_norm"],
         full_gradients=sm.params.extract["full_gradients"],
         pmp_pairs=pmp_pairs,
+        threads=sm.threads,
     )
     log.info("wrote %d examples", count)

@@ -25,6 +25,11 @@ from dpaudit.config_schema import (
 )
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
 from dpaudit.logs import Refusal
+from dpaudit.profile.config_checks import (  # noqa: F401  (the profile block's checks, re-exported)
+    PROFILE_ADULT_NUMERIC_COLUMNS,
+    PROFILE_SOURCE_COLUMNS,
+    profile_problems,
+)
 from dpaudit.training.sampling import batch_size_problem
 
 # Order fixes the run name; every row carries every column, so adding a row (or a
@@ -38,7 +43,10 @@ GRID_COLUMNS: dict[str, str] = {
     "batch_size": "Int64",
     "learning_rate": "Float64",
     "seed": "Int64",
+    # a baseline or dpsgd run's model (grid, else training.model); named only if not mlp (_grid_names)
+    "model": "string",
 }
+DEFAULT_MODEL = "mlp"
 # The mechanisms and their display names are declared in dpaudit.contract.metrics.
 # Output and objective perturbation of L2-regularized logistic regression (source
 # 000, Chaudhuri et al. 2011): one exact fit, no epochs, batches or clipping, and
@@ -46,7 +54,7 @@ GRID_COLUMNS: dict[str, str] = {
 # The grid columns each mechanism uses; the others are NA in its rows (mechanism
 # itself is always set).
 MECHANISM_COLUMNS: dict[str, tuple[str, ...]] = {
-    "baseline": ("epochs", "batch_size", "learning_rate", "seed"),
+    "baseline": ("epochs", "batch_size", "learning_rate", "seed", "model"),
     "dpsgd": tuple(c for c in GRID_COLUMNS if c != "mechanism"),
     "output_perturbation": ("target_epsilon", "seed"),
     "objective_perturbation": ("target_epsilon", "seed"),
@@ -67,10 +75,6 @@ SYNTHETIC_DEFAULTS = {"n": 2000, "d": 20, "classes": 2, "separation": 1.0, "seed
 # Features d of the datasets whose d the config does not set (the audit's ssim
 # image_shape must multiply to it); checked against prepare_dataset in the tests.
 DATASET_FEATURES = {"breast_cancer": 30, "digits": 64, "mnist": 784, "purchase100": 600}
-# Raw columns of the privacy-profile sources (profile.views.<name>.columns index them)
-# and, for adult, the numeric ones a view can use (the others are categorical text).
-PROFILE_SOURCE_COLUMNS = {"adult": 15, "breast_cancer": 30}
-PROFILE_ADULT_NUMERIC_COLUMNS = (0, 2, 4, 10, 11, 12)
 # The one rule for every config value that becomes part of a file path (dataset and
 # view names, grid values in run names, ...): letters, digits, '.', '_', '+', '-', not
 # starting with '.' (so no '/', no '..', no hidden files). Grid values are numbers,
@@ -116,7 +120,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         problems.extend(_grid_problems(grid, f"config.{where}"))
     config = _fill_defaults(config, schema, schema)
     problems.extend(_path_problems(config))
-    problems.extend(_profile_problems(config["profile"]))
+    problems.extend(profile_problems(config["profile"]))
     problems.extend(_table_problems(config))
     problems.extend(_binary_problems(config))
     for name, params in config["datasets"].items():
@@ -446,52 +450,22 @@ def _grid_problems(grid: list[dict], where: str) -> list[str]:
                 # unambiguous in a run name because the column names around it are fixed.
                 continue
             for position, value in enumerate(values):
+                value = value.replace(":", "+") if key == "model" else value  # its run-name form
                 problem = path_safe_problem(value, f"{where}[{index}].{key}[{position}]")
                 if problem is not None:
                     problems.append(problem)
     return problems
 
 
-def _profile_problems(profile: Mapping) -> list[str]:
-    """What the schema cannot say about the profile block: an increasing ε grid, two-feature figure views."""
-    problems = []
-    grid = profile["log10_epsilons"]
-    unordered = [index for index in range(1, len(grid)) if not grid[index] > grid[index - 1]]
-    if unordered:
-        problems.append(f"config.profile.log10_epsilons: must be strictly increasing; position(s) {unordered} "
-                        f"({[grid[i] for i in unordered]}) are not above the value before")
-    views = profile["views"]
-    for name, view in views.items():
-        width = PROFILE_SOURCE_COLUMNS[view["source"]]
-        for position, column in enumerate(view["columns"]):
-            if column >= width:
-                problems.append(f"config.profile.views.{name}.columns[{position}]: column {column} does not exist "
-                                f"in source {view['source']} ({width} columns); write a column in 0..{width - 1}")
-            elif view["source"] == "adult" and column not in PROFILE_ADULT_NUMERIC_COLUMNS:
-                problems.append(f"config.profile.views.{name}.columns[{position}]: adult column {column} is not "
-                                f"numeric; write one of {list(PROFILE_ADULT_NUMERIC_COLUMNS)}")
-        if view["figures"] and len(view["columns"]) != 2:
-            problems.append(f"config.profile.views.{name}.figures: Figs 2-7 plot two parameter coordinates and this "
-                            f"view has {len(view['columns'])} columns; set figures: false (its thresholds and exact "
-                            "retraining still run)")
-    for position, name in enumerate(profile["samples"]["views"]):
-        if name not in views:
-            problems.append(f"config.profile.samples.views[{position}]: {name!r} is not among profile.views "
-                            f"{sorted(views)}")
-        elif len(views[name]["columns"]) != 2:
-            problems.append(f"config.profile.samples.views[{position}]: Figs 1 and 8 plot two parameter coordinates "
-                            f"and view {name!r} has {len(views[name]['columns'])} columns")
-    return problems
-
-
-def grid_table(grid: list[dict], schema: Mapping | None = None) -> pd.DataFrame:
-    """Expand grid blocks into one typed row per run (NA = not applicable)."""
+def grid_table(grid: list[dict], schema: Mapping | None = None, model: str = DEFAULT_MODEL) -> pd.DataFrame:
+    """Expand grid blocks into one typed row per run (NA = not applicable); ``model``: a block's default."""
     schema = load_schema() if schema is None else schema
     defaults = {
         key: spec["default"]
         for key, spec in schema["$defs"]["grid"]["items"]["properties"].items()
         if "default" in spec
     }
+    defaults["model"] = [str(model)]
     rows = []
     for block in grid:
         block = {**defaults, **block}
@@ -519,10 +493,7 @@ def _plain(value: Any) -> Any:
 
 def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
     """Map each run name (from Snakemake's Paramspace) to its plain-Python parameters."""
-    from snakemake.utils import Paramspace
-
-    space = Paramspace(table, filename_params="*")
-    names = list(space.instance_patterns)
+    names = _grid_names(table)
     records = table.to_dict("records")
     lookup = {name: {k: _plain(v) for k, v in rec.items()} for name, rec in zip(names, records, strict=True)}
     if len(lookup) != len(records):
@@ -537,8 +508,6 @@ def recipe_lookup(runs: Mapping[str, Mapping]) -> dict[str, dict]:
     ``{"params": ..., "runs": [run names in grid order]}``. One reference pool serves every
     run of a recipe.
     """
-    from snakemake.utils import Paramspace
-
     columns = [c for c in GRID_COLUMNS if c != "seed"]
     keys: dict[tuple, list[str]] = {}
     params: dict[tuple, dict] = {}
@@ -548,8 +517,19 @@ def recipe_lookup(runs: Mapping[str, Mapping]) -> dict[str, dict]:
         params.setdefault(key, {c: row.get(c) for c in columns})
     table = pd.DataFrame([params[key] for key in keys], columns=columns).astype(
         {c: GRID_COLUMNS[c] for c in columns})
-    names = list(Paramspace(table, filename_params="*").instance_patterns)
+    names = _grid_names(table)
     return {name: {"params": params[key], "runs": keys[key]} for name, key in zip(names, keys, strict=True)}
+
+
+def _grid_names(table: pd.DataFrame) -> list[str]:
+    """Paramspace names over every column but ``model``, plus ``_model~<model>`` where it is not
+    the MLP (``model_checks.model_run_suffix``): adding the column renamed no MLP run."""
+    from snakemake.utils import Paramspace
+
+    from dpaudit.training.model_checks import model_run_suffix
+
+    names = Paramspace(table.drop(columns=["model"]), filename_params="*").instance_patterns
+    return [name + model_run_suffix(model) for name, model in zip(names, table["model"].tolist(), strict=True)]
 
 
 def training_for_mechanism(training: Mapping, mechanism: str) -> dict:
@@ -568,7 +548,8 @@ def dataset_grids(config: Mapping) -> dict[str, pd.DataFrame]:
     """One typed grid table per dataset (a dataset's own grid replaces the top-level one)."""
     schema = load_schema()
     return {
-        name: grid_table(params.get("grid", config["grid"]), schema)
+        name: grid_table(params.get("grid", config["grid"]), schema,
+                         model=params.get("training", {}).get("model", config["training"].get("model", DEFAULT_MODEL)))
         for name, params in config["datasets"].items()
     }
 

@@ -91,3 +91,67 @@ def test_source_arrays_is_checked_at_parse_time(tmp_path):
     _refused(_config(datasets={"mine": {"source": "arrays"}}), "source: arrays needs path")
     _refused(_config(datasets={"mine": {"source": "arrays", "path": str(good), "label": "y"}}),
              "label apply to source: table only")
+
+
+# ---- training.model as a grid key (issue 33): the MLP runs keep their names
+
+# The run and recipe names of the default config's digits grid before the model column existed
+# (commit d961d33), written out: adding the column must not rename one of them.
+MLP_NAMES = [f"mechanism~{m}_target_epsilon~{e}_clip_norm~{c}_microbatches~NA_epochs~10_batch_size~64_"
+             f"learning_rate~0.05_seed~{s}"
+             for m, e, c in (("baseline", "NA", "NA"), ("dpsgd", "1.0", "1.0"), ("dpsgd", "4.0", "1.0"),
+                             ("dpsgd", "16.0", "1.0")) for s in (0, 1)]
+
+
+def _names(config, dataset="digits"):
+    from dpaudit.config import dataset_grids, recipe_lookup, run_lookup
+
+    runs = run_lookup(dataset_grids(validate_config(config))[dataset])
+    return runs, recipe_lookup(runs)
+
+
+def test_the_default_config_keeps_its_mlp_run_and_recipe_names():
+    from pathlib import Path
+
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "config.yaml").read_text())
+    runs, recipes = _names(config)
+    assert sorted(runs) == sorted(MLP_NAMES)
+    assert sorted(recipes) == sorted({name.rsplit("_seed~", 1)[0] for name in MLP_NAMES})
+    assert {params["model"] for params in runs.values()} == {"mlp"}
+
+
+def test_a_grid_of_models_names_only_the_runs_that_are_not_the_mlp():
+    config = _config()
+    config["grid"] = [{"mechanism": ["baseline", "dpsgd"], "target_epsilon": [4.0],
+                       "model": ["mlp", "cnn", USER + "small_cnn"]}]
+    runs, recipes = _names(config)
+    assert len(runs) == 6 and len(recipes) == 6
+    plain = {name for name, params in runs.items() if params["model"] == "mlp"}
+    assert not any("model~" in name for name in plain)
+    others = {params["model"]: name for name, params in runs.items() if params["mechanism"] == "dpsgd"}
+    assert others["cnn"].endswith("_seed~0_model~cnn")
+    assert others[USER + "small_cnn"].endswith("_model~keras+tests.unit.user_builders+small_cnn")
+    assert others["cnn"].removesuffix("_model~cnn") == others["mlp"]
+    assert all(params["model"] in ("mlp", "cnn", USER + "small_cnn") for params in runs.values())
+
+
+def test_training_model_names_every_run_of_a_dataset_and_linear_runs_have_no_model():
+    config = _config("cnn", {"breast_cancer": {}})
+    config["datasets"]["breast_cancer"]["training"] = {"model": "mlp"}
+    config["datasets"]["digits"] = {"grid": [{"mechanism": ["baseline", "dpsgd"], "target_epsilon": [1.0]}]}
+    config["grid"] = [{"mechanism": ["baseline"]}, {"mechanism": ["output_perturbation"], "target_epsilon": [1.0]}]
+    digits, _ = _names(config, "digits")
+    cancer, _ = _names(config, "breast_cancer")
+    assert len(digits) == 2 and all(name.endswith("_model~cnn") for name in digits)
+    assert not any("model~" in name for name in cancer)
+    assert {params["model"] for params in cancer.values()} == {"mlp", None}  # NA for the linear release
+
+
+def test_a_grid_model_is_checked_at_parse_time_naming_the_grid():
+    config = _config()
+    config["grid"] = [{"mechanism": ["dpsgd"], "target_epsilon": [4.0], "model": ["mlp", USER + "with_batch_norm"]}]
+    _refused(config, "config.grid model 'keras:tests.unit.user_builders:with_batch_norm'", "GroupNormalization")
+    config["grid"] = [{"mechanism": ["output_perturbation"], "target_epsilon": [4.0], "model": ["cnn"]}]
+    _refused(config, "config.grid[0].model: not applicable to mechanism output_perturbation")

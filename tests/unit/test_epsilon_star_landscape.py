@@ -39,13 +39,16 @@ def test_labels_name_the_target_epsilon_and_the_grid_values_that_vary():
     table = pd.DataFrame({
         "mechanism": ["baseline", "dpsgd", "dpsgd"], "target_epsilon": [np.nan, 1.0, 1.0],
         "clip_norm": [np.nan, 1.0, 10.0], "microbatches": [np.nan] * 3, "epochs": [10, 10, 10],
-        "batch_size": [64, 64, 64], "learning_rate": [0.05] * 3,
+        "batch_size": [64, 64, 64], "learning_rate": [0.05] * 3, "model": ["mlp"] * 3,
     })
     assert strategy_labels(table) == ["non-DP", "ε = 1, C=1", "ε = 1, C=10"]
+    # issue 33: a grid of models labels each strategy with its model (a text value)
+    models = table.assign(clip_norm=[np.nan, 1.0, 1.0], model=["mlp", "mlp", "cnn"])
+    assert strategy_labels(models) == ["non-DP, model=mlp", "ε = 1, model=mlp", "ε = 1, model=cnn"]
     linear = pd.DataFrame({
         "mechanism": ["dpsgd", "output_perturbation", "objective_perturbation"], "target_epsilon": [1.0] * 3,
         "clip_norm": [1.0, np.nan, np.nan], "microbatches": [np.nan] * 3, "epochs": [10, np.nan, np.nan],
-        "batch_size": [64, np.nan, np.nan], "learning_rate": [0.05, np.nan, np.nan],
+        "batch_size": [64, np.nan, np.nan], "learning_rate": [0.05, np.nan, np.nan], "model": ["mlp", None, None],
     })
     assert strategy_labels(linear) == ["ε = 1", "out-pert ε = 1", "obj-pert ε = 1"]
 
@@ -76,12 +79,12 @@ def metrics_table():
         frames.append(metric_rows("epsilon_star", frame, dataset="toy", run=run))
         runs.append({"dataset": "toy", "run": run, "mechanism": mechanism, "target_epsilon": target,
                      "clip_norm": 1.0 if target else None, "microbatches": None, "epochs": 10, "batch_size": 64,
-                     "learning_rate": 0.05, "seed": seed, "accountant_epsilon": target or math.inf,
+                     "learning_rate": 0.05, "seed": seed, "model": "mlp", "accountant_epsilon": target or math.inf,
                      "accountant_delta": 1e-3, "noise_multiplier": None, "accountant": "rdp", "sampling": "poisson",
                      "loss_diverged": False, "loss_divergence_reason": None, "training_note": None})
     runs = pd.DataFrame(runs).astype({"target_epsilon": "Float64", "clip_norm": "Float64", "microbatches": "Int64",
                                       "epochs": "Int64", "batch_size": "Int64", "learning_rate": "Float64",
-                                      "seed": "Int64", "noise_multiplier": "float64"})
+                                      "seed": "Int64", "model": "string", "noise_multiplier": "float64"})
     return frames, runs[RUN_COLUMNS]
 
 

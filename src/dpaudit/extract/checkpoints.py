@@ -16,7 +16,11 @@ import numpy as np
 
 from dpaudit.io import reading
 
-__all__ = ["load_checkpoints", "not_applicable"]
+__all__ = ["FLAT_GRADIENT_LIMIT", "load_checkpoints", "not_applicable"]
+
+# Most float32 values of a parent set's flat per-example gradients (2n × P) that Recipes A and B
+# hold for a model that is not a Dense stack (``dpaudit.extract.keras_model``): 1 GiB.
+FLAT_GRADIENT_LIMIT = 2**28
 
 
 def not_applicable(train: Mapping) -> str | None:
@@ -31,6 +35,12 @@ def not_applicable(train: Mapping) -> str | None:
     if train.get("microbatches"):
         return ("not applicable: microbatches clip group means, not examples; Recipes A and B assume "
                 "per-example clipping")
+    model, params = train.get("model") or "mlp", train.get("n_trainable_parameters")
+    if model != "mlp" and params is not None and 2 * int(train["n_members"]) * int(params) > FLAT_GRADIENT_LIMIT:
+        # beyond the MLP, the recipes read the flat per-example gradients of the parent set X
+        return (f"not applicable: model {model} has {int(params)} parameters, and Recipes A and B would hold "
+                f"the flat per-example gradients of the parent set (2n × P = {2 * int(train['n_members'])} × "
+                f"{int(params)} floats > {FLAT_GRADIENT_LIMIT}); the Dense factor form applies to the mlp only")
     return None
 
 

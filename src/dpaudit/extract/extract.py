@@ -1,7 +1,8 @@
-"""Per-example outputs and gradients of a trained model (numpy; no TensorFlow start).
+"""Per-example outputs and gradients of a trained model (numpy for an MLP: no TensorFlow start).
 
 ``write_per_example`` is what the workflow runs: it reads the saved model's Dense layers
-(``dpaudit.extract.dense_model``), computes the inference-mode logits and per-example
+(``dpaudit.extract.dense_model``; any other model, a CNN or a user's builder, runs in
+TensorFlow with the same interface and the same output columns: ``dpaudit.extract.keras_model``), computes the inference-mode logits and per-example
 cross-entropy gradients in float64 chunk by chunk, and streams gradient vectors to
 Parquet one chunk (one row group) at a time, so its peak memory does not grow with
 N × P (issue 19; ``bench/bench_memory.py``). ``extract_per_example`` returns the same
@@ -19,12 +20,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpaudit.extract.dense_model import DenseModel, read_dense_model
+from dpaudit.extract.dense_model import DenseModel
+from dpaudit.extract.keras_model import KerasModel, read_model
 from dpaudit.extract.pmp_pairs import norms_sq, trajectory_chi_sums_from_factors, write_pmp_pairs
 from dpaudit.io import atomic_path, reading, write_parquet
 from dpaudit.losses import per_example_losses
 from dpaudit.training.models import features
 
+# What extraction reads: a Dense stack in numpy, any other model in TensorFlow (same interface).
+Model = DenseModel | KerasModel
 # Rows per chunk: every product is computed on chunks of this many rows, so values do not
 # depend on N; a chunk's float64 factors take (inputs + units) × 8 bytes per row.
 _CHUNK_ROWS = 4096
@@ -34,7 +38,7 @@ _KEPT_CHUNK_FLOATS = 2**24
 
 
 def per_example_gradients(
-    model: DenseModel, x: np.ndarray, y: np.ndarray, *, keep: bool
+    model: Model, x: np.ndarray, y: np.ndarray, *, keep: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """L2 norms (float64) and, if ``keep``, the N × P float32 gradient matrix."""
     norms = np.empty(len(x), dtype=np.float64)
@@ -46,7 +50,7 @@ def per_example_gradients(
     return norms, flat
 
 
-def gradient_chunks(model: DenseModel, x: np.ndarray, y: np.ndarray, *, keep: bool = False):
+def gradient_chunks(model: Model, x: np.ndarray, y: np.ndarray, *, keep: bool = False):
     """Yield ``(start, stop, norms, flat)`` per chunk of rows: ``norms`` float64 from the
     factors, ``flat`` the chunk's float32 gradient vectors when ``keep`` (else None)."""
     chunk = _kept_chunk_rows(model) if keep else _CHUNK_ROWS
@@ -59,11 +63,11 @@ def gradient_chunks(model: DenseModel, x: np.ndarray, y: np.ndarray, *, keep: bo
         yield start, stop, nrm, g
 
 
-def _kept_chunk_rows(model: DenseModel) -> int:
+def _kept_chunk_rows(model: Model) -> int:
     return max(1, min(_CHUNK_ROWS, _KEPT_CHUNK_FLOATS // max(model.n_params, 1)))
 
 
-def model_logits(model: DenseModel, x: np.ndarray) -> np.ndarray:
+def model_logits(model: Model, x: np.ndarray) -> np.ndarray:
     """float32 inference-mode logits, chunk by chunk."""
     if len(x) == 0:
         return np.zeros((0, model.n_classes), dtype=np.float32)
@@ -77,6 +81,7 @@ def extract_per_example(
     *,
     clip_norm: float | None,
     full_gradients: bool,
+    threads: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return (outputs, gradients) frames for every example of every split.
 
@@ -85,7 +90,7 @@ def extract_per_example(
     fixed-size list column).
     gradients: example_id, is_member, grad_norm, clipped_norm [, gradient].
     """
-    model = read_dense_model(model_path)
+    model = read_model(model_path, threads=threads)
     x = features(examples)
     outputs = _outputs(model, examples, x, splits)
     ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
@@ -112,6 +117,7 @@ def write_per_example(
     clip_norm: float | None,
     full_gradients: bool,
     pmp_pairs: Mapping[str, Any] | None = None,
+    threads: int = 1,
 ) -> int:
     """Write ``extract_per_example``'s two tables; returns the number of examples.
 
@@ -124,7 +130,7 @@ def write_per_example(
     """
     from dpaudit.data.examples import features as arrow_features
 
-    model = read_dense_model(model_path)
+    model = read_model(model_path, threads=threads)
     with reading(examples_path):
         table = pq.read_table(examples_path, columns=["example_id", "split", "label", "x"])
     # The key columns convert exactly as dpaudit.io.read_parquet converts them.
@@ -162,7 +168,7 @@ def write_per_example(
 
 
 def write_pmp_pairs_of_model(
-    model: DenseModel,
+    model: Model,
     examples: pd.DataFrame,
     x: np.ndarray,
     splits: Mapping[str, str],
@@ -180,7 +186,9 @@ def write_pmp_pairs_of_model(
     ``x`` (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
     ``nonmember_pool``, ``partners`` and ``seed`` (None: no rows). A run the recipes do not
     apply to gets the schema with no rows. Of each weight set only the Dense-layer factors
-    are computed (2n × Σ(inputs + units) floats, never 2n × P).
+    are computed (2n × Σ(inputs + units) floats, never 2n × P); a model that is not a Dense
+    stack gives its exact flat per-example gradients as one factor (``KerasModel.factors``:
+    2n × P floats, bounded by ``checkpoints.FLAT_GRADIENT_LIMIT``).
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
     from dpaudit.training.parent_set import build_parent_set
@@ -199,7 +207,7 @@ def write_pmp_pairs_of_model(
     clip, z = float(train["clip_norm"]), float(train["noise_multiplier"])
     layers = [(int(layer.kernel.shape[0]), int(layer.kernel.shape[1])) for layer in model.layers]
 
-    def factors(weights: DenseModel) -> dict:
+    def factors(weights: Model) -> dict:
         """The parent set's Dense-layer factors at ``weights``: each layer's input and bias
         gradient (float32, as stored) and the exact float64 norms of the whole vectors."""
         inputs, deltas, norms = [], [], np.empty(len(xs))
@@ -237,7 +245,7 @@ def write_pmp_pairs_of_model(
                            metadata=metadata)
 
 
-def _outputs(model: DenseModel, examples: pd.DataFrame, x: np.ndarray, splits: dict[str, str]) -> pd.DataFrame:
+def _outputs(model: Model, examples: pd.DataFrame, x: np.ndarray, splits: dict[str, str]) -> pd.DataFrame:
     ids = examples["example_id"].to_numpy(dtype=np.int64)
     split = examples["split"].astype(str).to_numpy()
     labels = examples["label"].to_numpy(dtype=np.int64)

@@ -78,6 +78,11 @@ def strategy_table(summary: pd.DataFrame, diagnostics: pd.DataFrame | None = Non
     return pd.concat(frames, ignore_index=True)
 
 
+def _text(value) -> str:
+    """A grid value in a label: numbers as %g, text (a run's model) as it is."""
+    return value if isinstance(value, str) else f"{value:g}"
+
+
 def strategy_labels(table: pd.DataFrame) -> list[str]:
     """"ε = 1" / "non-DP", plus the grid values that differ between the strategies shown."""
     varying = [c for c in STRATEGY_COLUMNS if c not in ("mechanism", "target_epsilon")
@@ -88,7 +93,7 @@ def strategy_labels(table: pd.DataFrame) -> list[str]:
         head = "non-DP" if row.mechanism == "baseline" or pd.isna(target) else f"ε = {float(target):g}"
         if row.mechanism in _MECHANISM_SHORT:
             head = f"{_MECHANISM_SHORT[row.mechanism]} {head}"
-        extra = [f"{_SHORT.get(c, c)}={getattr(row, c):g}" for c in varying if not pd.isna(getattr(row, c))]
+        extra = [f"{_SHORT.get(c, c)}={_text(getattr(row, c))}" for c in varying if not pd.isna(getattr(row, c))]
         labels.append(", ".join([head, *extra]))
     return labels
 

@@ -37,7 +37,7 @@ from dpaudit.training.layer_clipping import model_chain
 from dpaudit.training.models import LOGITS_LAYER, build_mlp
 
 __all__ = ["CNN_DEFAULTS", "KEY", "MODELS", "build_model", "check_model", "image_shape_of", "load_builder",
-           "needs_layerwise_path"]
+           "needs_layerwise_path", "shaping_keys"]
 
 KEY = "training.model"
 MODELS = ("mlp", "cnn")
@@ -50,6 +50,18 @@ CNN_DEFAULTS: dict[str, Any] = {
     "pooling": "max",
     "group_norm_groups": None,
 }
+
+
+def shaping_keys(model: str) -> tuple[str, ...]:
+    """The training parameters that shape a model of this kind (train.json records each).
+
+    A user's builder is handed every parameter, so every model key is recorded for it.
+    """
+    kind = model_kind(model)
+    mlp = ("model", "hidden_units", "activation", "dropout")
+    if kind == "mlp":
+        return mlp
+    return (*mlp, *CNN_DEFAULTS, "image_shape")
 
 
 def model_kind(model: str) -> str:

@@ -352,33 +352,39 @@ def layer_gradients(taps, deltas, force_explicit: bool = False) -> list[LayerGra
     return [LayerGradients(tap, delta, force_explicit) for tap, delta in zip(taps, deltas, strict=True)]
 
 
-def _per_example_pass(net, chain, x, y, force_explicit: bool):
+def _per_example_pass(net, chain, x, y, force_explicit: bool, inference: bool = False):
     from dpaudit import _tf
 
     tf = _tf.tf
+    masks = None
+    if inference:  # Dropout is the identity at inference: masks of ones
+        b = tf.shape(x)[0]
+        masks = [tf.ones(tf.concat([[b], shape], axis=0)) for _, shape in chain_dropouts(chain)]
     with tf.GradientTape() as tape:
-        logits, taps = tapped_forward(chain, x)
+        logits, taps = tapped_forward(chain, x, masks)
         summed = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
     deltas = tape.gradient(summed, [t.z for t in taps])
     return layer_gradients(taps, deltas, force_explicit)
 
 
-def per_example_squared_norms(net, x, y, chain=None):
-    """‖g_i‖² over all trainable weights of the logits model ``net`` (training-mode forward)."""
+def per_example_squared_norms(net, x, y, chain=None, inference: bool = False):
+    """‖g_i‖² over all trainable weights of the logits model ``net`` (training-mode forward;
+    ``inference``: Dropout off, as extraction reads a released model)."""
     from dpaudit import _tf
 
     chain = model_chain(net) if chain is None else chain
-    return _tf.tf.add_n([lg.squared_norms for lg in _per_example_pass(net, chain, x, y, False)])
+    return _tf.tf.add_n([lg.squared_norms for lg in _per_example_pass(net, chain, x, y, False, inference)])
 
 
-def per_example_gradients(net, x, y, chain=None):
-    """[b, P] per-example gradients, flattened in ``net.trainable_variables`` order."""
+def per_example_gradients(net, x, y, chain=None, inference: bool = False):
+    """[b, P] per-example gradients, flattened in ``net.trainable_variables`` order (``inference``:
+    Dropout off)."""
     from dpaudit import _tf
 
     tf = _tf.tf
     chain = model_chain(net) if chain is None else chain
     found = {}
-    for lg in _per_example_pass(net, chain, x, y, True):
+    for lg in _per_example_pass(net, chain, x, y, True, inference):
         found.update(lg.explicit)
     b = tf.shape(y)[0]
     return tf.concat([tf.reshape(found[v.ref()], [b, -1]) for v in net.trainable_variables], axis=1)

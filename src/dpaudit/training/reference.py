@@ -34,7 +34,9 @@ seeded initializers), its batches come from ``np.random.default_rng([seeds[k], 1
 steps at a time: the same numbers as one draw per step): a model's training does not
 depend on which other models share the stack.
 
-Fallback (``vectorized=False``, logged): Dropout, microbatches or an explicitly chosen
+Fallback (``vectorized=False``, logged): any model but the MLP (a CNN, a user's builder:
+``dpaudit.training.architectures.build_model``, trained with ``layerwise_clipping`` as
+``train_model`` trains it), Dropout, microbatches or an explicitly chosen
 ``vectorized_optimizer``: the same recipe and batches, one Keras model at a time through
 ``dpaudit.training.steps.build_train_step`` (``train_model``'s step), in this process.
 
@@ -87,6 +89,8 @@ def inclusion_matrix(seed: int, count: int, population: int) -> np.ndarray:
 
 def vectorization_problem(p: dict[str, Any]) -> str | None:
     """Why the model axis cannot train this (normalized) recipe, or None."""
+    if p.get("model", "mlp") != "mlp":
+        return f"model {p['model']} (only the MLP's Dense layers are stacked on a model axis)"
     if p["dropout"] > 0:
         return "dropout > 0 (per-example Dropout masks are not stacked)"
     if p["mechanism"] == "dpsgd":
@@ -459,8 +463,9 @@ def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
 
 def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     """One Keras model at a time through ``build_train_step`` (``train_model``'s step)."""
+    from dpaudit.training.architectures import build_model
     from dpaudit.training.mechanism_checks import monitor_for
-    from dpaudit.training.models import build_mlp, logits_model, predict_logits
+    from dpaudit.training.models import logits_model, predict_logits
     from dpaudit.training.steps import build_train_step
 
     tf = _tf.tf
@@ -475,7 +480,7 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
         # train_model's global seed for model k: without it every model's step, a graph of
         # the same ops, draws the same noise sequence (the noise certificate's finding)
         _tf.keras.utils.set_random_seed(int(s))
-        model = build_mlp(x.shape[1], {**p, "n_classes": n_classes}, seed=int(s))
+        model = build_model(x.shape[1], {**p, "n_classes": n_classes}, seed=int(s))  # train_model's model
         net = logits_model(model)
         monitor = None
         if p["mechanism"] == "dpsgd" and implementation != "vectorized_optimizer":
@@ -501,7 +506,7 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
             correct_sum[k, e] += float(cs)
             seen[k, e] += len(idx)
         logits.append(predict_logits(net, x))
-        weights.append([w for layer in model.layers if layer.weights for w in layer.get_weights()])
+        weights.append(model.get_weights())
     with np.errstate(invalid="ignore", divide="ignore"):
         history = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
     stacked = [np.stack([w[j] for w in weights]) for j in range(len(weights[0]))]

@@ -30,6 +30,7 @@ import pandas as pd
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting, accounting_check, noise_certificate
 from dpaudit.training import sampling
+from dpaudit.training.architectures import build_model, shaping_keys
 from dpaudit.training.canary_plan import CanaryPlan
 from dpaudit.training.checkpoint_recorder import CheckpointRecorder
 from dpaudit.training.divergence import (
@@ -41,7 +42,7 @@ from dpaudit.training.divergence import (
 )
 from dpaudit.training.linear import train_linear
 from dpaudit.training.mechanism_checks import SamplerLedger, mechanism_checks, monitor_for
-from dpaudit.training.models import build_mlp, features, logits_model, predict_logits, save_model
+from dpaudit.training.models import features, logits_model, predict_logits, save_model
 from dpaudit.training.params import normalize_params, resolve_implementation
 from dpaudit.training.steps import (
     CORRECT,
@@ -254,7 +255,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
 
     implementation, noise_multiplier, privacy = _privacy(p, q, steps, log, policy)
 
-    model = build_mlp(d, {**p, "n_classes": n_classes}, seed=p["seed"])
+    model = build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"])
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
     net = logits_model(model)
     dpsgd = p["mechanism"] == "dpsgd"
@@ -446,9 +447,8 @@ def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: s
         "batch_size": batch_size,
         "learning_rate": p["learning_rate"],
         "momentum": p["momentum"],
-        "hidden_units": p["hidden_units"],
-        "activation": p["activation"],
-        "dropout": p["dropout"],
+        **{key: p[key] for key in shaping_keys(p["model"])},  # every parameter that shapes the model
+        "n_trainable_parameters": int(sum(int(np.prod(v.shape)) for v in s.net.trainable_variables)),
         "clip_norm": p["clip_norm"],
         "target_epsilon": p["target_epsilon"],
         "sampling": p["sampling"],
