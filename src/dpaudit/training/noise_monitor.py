@@ -15,8 +15,9 @@ handed to the optimizer, and keeps only what the certificate
 
 Cost: a step only writes its flat residual (float32: the recomputation's rounding is
 ~1e-7 of the clipped sum's size, ≤ 1e-5 of σC at B·C / σC ≤ 100) into a block of
-``BLOCK`` rows, two stateful ops whatever the number of variables; every ``BLOCK``
-updates one compiled call folds the block into the sums, vectorized over its steps. The
+``block_steps`` rows (8 to 256, at most ``BLOCK_FLOATS`` floats), two stateful ops whatever
+the number of variables; every ``block_steps`` updates one compiled call folds the block
+into the sums, vectorized over its steps. The
 loop reports each update (``after_step``; ``monitored(step)`` wraps a step with it); a
 fold whose count disagrees with the step's own, or rows never folded, stop the training
 (``statistics()`` folds what is left). Folding inside the step (``tf.cond``) cost 25 %
@@ -35,11 +36,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "MAX_SAMPLE_ROWS", "SAMPLED_PER_VARIABLE", "NoiseMonitor"]
+__all__ = ["BLOCK_FLOATS", "MAX_SAMPLE_ROWS", "SAMPLED_PER_VARIABLE", "NoiseMonitor"]
 
 SAMPLED_PER_VARIABLE = 48
 MAX_SAMPLE_ROWS = 2048
-BLOCK = 32
+# A block holds BLOCK_FLOATS floats (16 MB) at most, and between MIN_BLOCK and MAX_BLOCK
+# steps: the fold's compiled call costs ~0.3 ms, so a small model folds every 256 steps.
+BLOCK_FLOATS = 1 << 22
+MIN_BLOCK, MAX_BLOCK = 8, 256
 # the power sums kept per variable, in this order
 _SUMS = ("s1", "s2", "s3", "s4", "lag", "lag_sq")
 
@@ -74,7 +78,9 @@ class NoiseMonitor:
             return tf.Variable(tf.zeros(shape, dtype), trainable=False)
 
         # a block row: the flat residual of every model, then its active flag
-        self.block = variable([BLOCK, self.models, total + 1], f32)
+        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, 2 ** int(math.log2(max(1, BLOCK_FLOATS // (
+            self.models * (total + 1))))))))
+        self.block = variable([self.block_steps, self.models, total + 1], f32)
         self.position = variable([], tf.int64)  # updates observed (graph side)
         self.sums = variable([len(self.sizes), len(_SUMS)])
         self.pairs = variable([])
@@ -95,13 +101,13 @@ class NoiseMonitor:
         act = tf.ones([self.models, 1], tf.float32) if active is None else tf.cast(active, tf.float32)[:, None]
         flat = tf.concat([tf.reshape(tf.cast(r, tf.float32), [self.models, -1]) for r in residuals] + [act], axis=1)
         at = self.position.assign_add(1) - 1
-        self.block.scatter_nd_update([[at % BLOCK]], [flat])
+        self.block.scatter_nd_update([[at % self.block_steps]], [flat])
 
     def after_step(self) -> None:
         """The loop's call after each update it ran (``monitored`` wraps a step with it): every
-        ``BLOCK`` updates the block is folded into the sums by one compiled call."""
+        ``block_steps`` updates the block is folded into the sums by one compiled call."""
         self.pending += 1
-        if self.pending == BLOCK:
+        if self.pending == self.block_steps:
             self.fold()
 
     def monitored(self, step):
