@@ -16,7 +16,8 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
   row copied unchanged (``ladder_rows``; the figure's Parquet holds them, one row per rung).
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
-is in the title; a run flagged as not trained says so in red. ``plot_ladder_grid`` draws a
+is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
+``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red. ``plot_ladder_grid`` draws a
 dataset's models as small multiples with shared axes (columns: mechanism and ε, rows: seeds).
 """
 
@@ -38,8 +39,9 @@ from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["LADDER_RUNGS", "RUN_COLUMNS", "STRONGEST_FPR", "VERDICT_WORDS", "Rung", "ladder_rows",
-           "plot_ladder", "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
+__all__ = ["CHECKED_MODELS", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "RUN_COLUMNS", "STRONGEST_FPR",
+           "VERDICT_WORDS", "Rung", "checks_line", "decided_words", "ladder_rows", "mechanism_checks", "plot_ladder",
+           "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
 
 # The FPR at which the strongest attack's TPR is read (the overview's column, the derived rung).
 STRONGEST_FPR = 0.01
@@ -137,20 +139,94 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
                          "auc_low": _column(best, "ci_lower"), "auc_high": _column(best, "ci_upper")})
 
 
+# The mechanism's own checks (issue 32): canary rows whose checked_model names the model checked
+# (the released one, or its audit twin). A failed one decides the verdict (decided_by = its key).
+MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certificate"),
+                    "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
+CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin"}
+# How a verdict's decided_by (dpaudit.metrics.canary.rows.verdict) is said.
+DECIDED_BY_WORDS = {
+    **{decided: f"the {name}" for _, decided, name in MECHANISM_CHECKS.values()},
+    "claim_curve_test": "the claim-curve test",
+    "distribution_free_bound": "a distribution-free bound",
+    "detectable_noise_factor": "the detectable noise factor",
+    "ceilings": "the bounds' ceilings",
+}
+
+
+def _missing_value(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def decided_words(decided_by, checked_model=None) -> str | None:
+    """'decided by …' in words (None without decided_by); a mechanism check names the model it checked."""
+    if _missing_value(decided_by):
+        return None
+    words = DECIDED_BY_WORDS.get(str(decided_by), str(decided_by).replace("_", " "))
+    if str(decided_by) in {d for _, d, _ in MECHANISM_CHECKS.values()} and not _missing_value(checked_model):
+        words += f" of {CHECKED_MODELS.get(str(checked_model), str(checked_model))}"
+    return f"decided by {words}"
+
+
+def mechanism_checks(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run: for each check (``noise``, ``accounting``) and checked model (``released``, ``twin``)
+    ``{check}_{model}`` (the row's value_bool: True passed, False failed, NA not run or no row),
+    ``{check}_{model}_note``, ``{check}_{model}_failed`` (what failed) and ``{check}_{model}_row``
+    (a row exists); ``noise_ratio`` (the released model's noise_variance_ratio_min) and
+    ``has_canary`` (the run has any canary row)."""
+    runs = _runs(table)[["dataset", "run"]]
+    canary = table[(table["family"] == "canary").fillna(False).to_numpy(bool) & table["run"].notna().to_numpy(bool)]
+    runs = runs.merge(canary[["dataset", "run"]].drop_duplicates().assign(has_canary=True), on=["dataset", "run"],
+                      how="left", validate="one_to_one")
+    runs["has_canary"] = runs["has_canary"].astype("boolean").fillna(False).astype(bool)
+    for check, (metric, _, _) in MECHANISM_CHECKS.items():
+        for model in CHECKED_MODELS:
+            rows = selected_rows(table, "canary", metric, {"checked_model": model})
+            name = f"{check}_{model}"
+            picked = pd.DataFrame({"dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(),
+                                   **{f"{name}{suffix}": (rows[column].to_numpy() if column in rows else pd.NA)
+                                      for suffix, column in (("", "value_bool"), ("_note", "note"),
+                                                             ("_failed", "failed"))},
+                                   f"{name}_row": True})
+            runs = runs.merge(picked, on=["dataset", "run"], how="left", validate="one_to_one")
+            runs[name] = runs[name].astype("boolean")
+            runs[f"{name}_note"] = runs[f"{name}_note"].astype("string")
+            runs[f"{name}_failed"] = runs[f"{name}_failed"].astype("string")
+            runs[f"{name}_row"] = runs[f"{name}_row"].astype("boolean").fillna(False).astype(bool)
+    ratio = selected_rows(table, "canary", "noise_variance_ratio_min", {"checked_model": "released"})
+    runs = runs.merge(pd.DataFrame({"dataset": ratio["dataset"].to_numpy(), "run": ratio["run"].to_numpy(),
+                                    "noise_ratio": ratio["value"].to_numpy(float)}),
+                      on=["dataset", "run"], how="left", validate="one_to_one")
+    return runs
+
+
+def checks_line(row) -> str | None:
+    """The released model's mechanism checks in one line (the ladder's), or None when neither
+    check has a row (no DP-SGD, or the canary family off: the overview says why)."""
+    parts = []
+    for check, (_, _, name) in MECHANISM_CHECKS.items():
+        if not bool(row.get(f"{check}_released_row", False)):
+            continue
+        passed = row.get(f"{check}_released")
+        parts.append(f"{name} not run" if _missing_value(passed) else f"{name} {'passed' if passed else 'FAILED'}")
+    return "mechanism checks of the released model: " + ", ".join(parts) if parts else None
+
+
 def run_verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the canary verdict, decided_by, note (NA without one) and the detectable noise factor."""
+    """Per run: the canary verdict, decided_by, checked_model (the model whose check decided), note
+    (NA without one), the detectable noise factor and the mechanism checks (``mechanism_checks``)."""
     runs = _runs(table)[["dataset", "run"]]
     flag = selected_rows(table, "canary", "measured_above_promise", {})
-    keep = [c for c in ("verdict", "decided_by", "note") if c in flag.columns]
+    keep = [c for c in ("verdict", "decided_by", "checked_model", "note") if c in flag.columns]
     runs = runs.merge(flag[["dataset", "run", *keep]], on=["dataset", "run"], how="left", validate="one_to_one")
     factor = selected_rows(table, "canary", "detectable_noise_factor", {})[["dataset", "run", "value"]]
     runs = runs.merge(factor.rename(columns={"value": "detectable_noise_factor"}), on=["dataset", "run"],
                       how="left", validate="one_to_one")
-    for column in ("verdict", "decided_by", "note"):
+    for column in ("verdict", "decided_by", "checked_model", "note"):
         runs[column] = runs[column].astype("string") if column in runs else pd.Series(pd.NA, index=runs.index,
                                                                                       dtype="string")
     runs["detectable_noise_factor"] = runs["detectable_noise_factor"].astype("float64")
-    return runs
+    return runs.merge(mechanism_checks(table), on=["dataset", "run"], how="left", validate="one_to_one")
 
 
 def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
@@ -325,9 +401,8 @@ def model_name(row) -> str:
 
 def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
     words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
-    decided = verdict.get("decided_by") if verdict is not None else None
-    title = f"Verdict: {words}" + (f" (decided by {str(decided).replace('_', ' ')})"
-                                   if decided is not None and not pd.isna(decided) else "")
+    decided = decided_words(verdict.get("decided_by"), verdict.get("checked_model")) if verdict is not None else None
+    title = f"Verdict: {words}" + (f" ({decided})" if decided else "")
     if bool(first["loss_diverged"]):
         title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
         colour = "#b00020"
@@ -342,14 +417,17 @@ def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, 
     first = rows.iloc[0]
     keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
     title, colour = _title(first, verdict)
-    top = 0.75 + 0.2 * title.count("\n")  # inches above the axes: title lines and the model's name
+    checks = checks_line(verdict) if verdict is not None else None
+    subtitle = f"{model_name(first)} · {first['dataset']}" + (f"\n{checks}" if checks else "")
+    # inches above the axes: the title's lines, the model's name and its checks
+    top = 0.75 + 0.2 * (title.count("\n") + subtitle.count("\n"))
     height = 0.3 * len(keys) + top + 1.0
     fig, ax = plt.subplots(figsize=(8.6, height))
     # fixed margins (no tight_layout: it draws the figure once more, per model)
     fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.95 / height)
     _draw(ax, rows, keys, _x_top(rows), labels=True, small=False)
     fig.text(0.01, 1 - 0.1 / height, title, fontsize=10.5, color=colour, va="top")
-    ax.set_title(f"{model_name(first)} · {first['dataset']}", fontsize=9, loc="left")
+    ax.set_title(subtitle, fontsize=9, loc="left")
     scale = "symlog: linear below 1" if _x_top(rows) > LOG_FROM else "linear"
     ax.set_xlabel(f"ε ({scale}); dashed line: the promise; red: where a certified bound contradicts it", fontsize=8)
     handles = [plt.Line2D([], [], marker="o", ls="none", color="tab:blue", label="certified lower bound"),
@@ -387,6 +465,10 @@ def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path
         verdict = by_run.loc[run["run"]] if by_run is not None and run["run"] in by_run.index else None
         _draw(ax, rows[rows["run"] == run["run"]], keys, x_top, labels=run["_col"] == 0, small=True)
         words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
+        failed = {d: name for _, d, name in MECHANISM_CHECKS.values()}.get(
+            None if verdict is None or _missing_value(verdict["decided_by"]) else str(verdict["decided_by"]))
+        if failed:  # the verdict's reason is the mechanism itself: say which check, not only "above"
+            words = f"{failed} FAILED"
         if bool(run["loss_diverged"]):
             words, colour = "did not train", "#b00020"
         ax.set_title(f"{model_name(run)}\n{words}", fontsize=6.5, color=colour)

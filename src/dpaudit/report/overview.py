@@ -32,7 +32,9 @@ from dpaudit.contract.metrics import declared
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.ladder import (
+    MECHANISM_CHECKS,
     STRONGEST_FPR,
+    decided_words,
     ladder_rows,
     model_name,
     run_verdicts,
@@ -156,8 +158,9 @@ def _verdict(row) -> tuple[str, str]:
         note = row.get("note")
         parts.append(_missing(str(note) if not is_missing(note) else "no canary audit for this model"))
     else:
-        if not is_missing(row.get("decided_by")):
-            parts.append(f'<div class="small">decided by {esc(str(row["decided_by"]).replace("_", " "))}</div>')
+        decided = decided_words(row.get("decided_by"), row.get("checked_model"))
+        if decided:
+            parts.append(f'<div class="small">{esc(decided)}</div>')
         factor = row.get("detectable_noise_factor")
         if not is_missing(factor):
             parts.append('<div class="small">detectable noise factor '
@@ -166,6 +169,61 @@ def _verdict(row) -> tuple[str, str]:
         parts.insert(0, '<span class="badge dnt">did not train</span>')
         rank = -1
     return "".join(parts), str(rank)
+
+
+def _no_checks_reason(row) -> str:
+    mechanism = str(row["mechanism"])
+    if mechanism == "baseline":
+        return "no DP: nothing to check"
+    if mechanism != "dpsgd":
+        return "not DP-SGD: the checks read the DP-SGD training loop"
+    if not bool(row.get("has_canary")):
+        return "not recorded: the canary family is off (metrics.canary.enabled)"
+    return "not recorded in the metrics table"
+
+
+def _failed_detail(what, name: str) -> str:
+    """What a failed check names (``failed``: '; '-joined), the first two and how many more."""
+    items = [] if is_missing(what) else [w for w in str(what).split("; ") if w]
+    shown = "; ".join(items[:2]) + (f"; … (+{len(items) - 2} more, in the dossier)" if len(items) > 2 else "")
+    return f'<div class="small">{esc(name)}: {esc(shown or "failed")}</div>'
+
+
+def _checks(row) -> tuple[str, str]:
+    """The released model's mechanism checks (issue 32): passed, FAILED (which), or — with the
+    reason; a failed check of the audit twin is said below it (it decides the verdict too)."""
+    failed, passed, notes = [], [], []
+    for check, (_, _, name) in MECHANISM_CHECKS.items():
+        if not bool(row.get(f"{check}_released_row")):
+            continue
+        value = row.get(f"{check}_released")
+        if is_missing(value):
+            note = row.get(f"{check}_released_note")
+            notes.append(f'<div class="small">{esc(name)} {_missing(str(note) if not is_missing(note) else "not run")}'
+                         "</div>")
+        elif bool(value):
+            passed.append(name)
+        else:
+            failed.append(name)
+            notes.insert(0, _failed_detail(row.get(f"{check}_released_failed"), name))
+    twin = [name for check, (_, _, name) in MECHANISM_CHECKS.items()
+            if not is_missing(row.get(f"{check}_twin")) and not bool(row[f"{check}_twin"])]
+    if not (failed or passed or notes or twin):
+        return _missing(_no_checks_reason(row)), ""
+    head = []
+    if failed:
+        head.append(f'<strong class="fail">FAILED</strong> ({esc(", ".join(failed))})')
+    if passed:
+        head.append(f'<span class="pass">passed</span> ({esc(", ".join(passed))})')
+    if MECHANISM_CHECKS["noise"][2] in passed and not is_missing(row.get("noise_ratio")):
+        ratio = _num(row["noise_ratio"], "canary", "noise_variance_ratio_min", {"checked_model": "released"})
+        notes.append(f'<div class="small">{esc(declared("canary", "noise_variance_ratio_min").label)} {ratio}</div>')
+    if twin:
+        notes.append(f'<div class="small">audit twin: <strong class="fail">FAILED</strong> ({esc(", ".join(twin))})'
+                     "</div>")
+    # sort: a failure first, then a check not run, then all passed
+    rank = 0 if failed or twin else (2 if len(passed) == len(MECHANISM_CHECKS) else 1)
+    return ("; ".join(head) or "—") + "".join(notes), str(rank)
 
 
 def _interval(row, low, high, family, metric, select, fields) -> str:
@@ -233,6 +291,7 @@ def _href(dataset: str, run: str) -> str:
 
 
 COLUMNS = ("dataset", "model", "promise (ε, δ)", declared("mia", "test_accuracy").label, "verdict (canary audit)",
+           "mechanism checks",
            f"strongest {declared('mia', 'attack_auc').label}",
            f"{declared('mia', 'tpr_at_fpr').label} 1 %", f"largest certified {declared('mia', 'epsilon_lower_bound').label}",
            f'{declared("epsilon_star", "epsilon_star").label} (estimate)')
@@ -241,6 +300,7 @@ COLUMNS = ("dataset", "model", "promise (ε, δ)", declared("mia", "test_accurac
 def _row(row) -> str:
     promise, promise_sort = _promise(row)
     verdict, verdict_sort = _verdict(row)
+    checks, checks_sort = _checks(row)
     auc, auc_sort, tpr, tpr_sort = _attack(row)
     bound, bound_sort = _bound(row)
     star, star_sort = _star(row)
@@ -250,7 +310,8 @@ def _row(row) -> str:
     name = model_name(row)
     model = f'<a class="dossier" href="{esc(href)}">{esc(name)}</a>'
     cells = [(esc(row["dataset"]), str(row["dataset"])), (model, name), (promise, promise_sort),
-             (accuracy, _sort_value(row.get("test_accuracy"))), (verdict, verdict_sort), (auc, auc_sort),
+             (accuracy, _sort_value(row.get("test_accuracy"))), (verdict, verdict_sort), (checks, checks_sort),
+             (auc, auc_sort),
              (tpr, tpr_sort), (bound, bound_sort), (star, star_sort)]
     tds = "".join(f'<td data-sort="{esc(sort)}">{cell}</td>' for cell, sort in cells)
     cls = ' class="dnt"' if bool(row["loss_diverged"]) else ""
@@ -301,7 +362,7 @@ thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=de
 tr.dnt td{background:#fdeeee}
 .num{font-variant-numeric:tabular-nums}
 .ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
-.what{font-weight:600}.embedded-note{display:none;color:#555}
+.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}.embedded-note{display:none;color:#555}
 body.embedded .embedded-note{display:block}
 """
 
