@@ -3,14 +3,14 @@
 import pandas as pd
 
 from dpaudit.data.datasets import TEXT_IDS
-from dpaudit.io import write_json, write_parquet
+from dpaudit.io import read_parquet, write_json, write_parquet
 from tests.scripts.fake import FakeSnakemake, named, run_script
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
 
 
 def add_ladder_outputs(output, tmp_path, runs):
-    """The rule's ladder outputs (issue 34): per run a PNG, PDF and Parquet, and the dataset's grid."""
-    for name, ext in (("ladders", "png"), ("ladder_pdfs", "pdf"), ("ladder_data", "parquet")):
+    """The rule's ladder outputs (issue 34): per run a PNG and Parquet, and the dataset's grid (PNG, PDF, Parquet)."""
+    for name, ext in (("ladders", "png"), ("ladder_data", "parquet")):
         start = len(output)
         output.extend(str(tmp_path / f"ladder{i}.{ext}") for i in range(len(runs)))
         output._set_name(name, start, len(output))
@@ -67,8 +67,9 @@ def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     for i, page in enumerate(pages):
         assert page.read_text().count('<img class="ladder"') == 1
         assert (tmp_path / f"ladder{i}.png").read_bytes().startswith(b"\x89PNG")
-        assert (tmp_path / f"ladder{i}.pdf").read_bytes().rstrip().endswith(b"%%EOF")
+        assert len(read_parquet(tmp_path / f"ladder{i}.parquet").query("run == @runs[@i]")) > 0
     assert (tmp_path / "grid.png").stat().st_size > 0 and (tmp_path / "grid.parquet").stat().st_size > 0
+    assert (tmp_path / "grid.pdf").read_bytes().rstrip().endswith(b"%%EOF")
 
 
 def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_the_audit_row(tmp_path):

@@ -241,7 +241,7 @@ def _attack(row) -> tuple[str, str, str, str]:
     auc = (f'<span class="what">{esc(ATTACK_LABELS.get(attack, attack))}</span> AUC '
            f"{_num(row['auc'], 'mia', 'attack_auc', select)}")
     auc += (_interval(row, "auc_low", "auc_high", "mia", "attack_auc", select, ("ci_lower", "ci_upper"))
-            or ' <span class="why">(no interval recorded for this attack)</span>')
+            or ' <span class="why">(no interval recorded)</span>')
     tpr_select = {"attack": attack, "fpr_target": STRONGEST_FPR}
     if is_missing(row.get("tpr")):
         tpr = _missing("not resolved: a non-member scores above every threshold at FPR ≤ 1 %")
@@ -349,8 +349,8 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .badge.above_promise{background:#b00020}.badge.consistent{background:#1a7f37}.badge.too_weak{background:#9a6700}
 .badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
 .figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
-.figures figure{margin:0;flex:1 1 0;min-width:300px}
-.figures img{width:100%;height:auto;display:block;border:1px solid #ddd;max-height:360px;object-fit:contain}
+.figures figure{margin:0;flex:0 1 auto;min-width:280px}
+.figures img{width:auto;max-width:100%;height:auto;display:block;border:1px solid #ddd}
 .figures figcaption{font-size:0.85em;color:#444}
 .tools{margin:0.5em 0}
 .tools input{font:inherit;padding:3px 6px;width:22em;max-width:100%}
@@ -362,7 +362,9 @@ thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=de
 tr.dnt td{background:#fdeeee}
 .num{font-variant-numeric:tabular-nums}
 .ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
-.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}.embedded-note{display:none;color:#555}
+.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}
+.scroll{overflow-x:auto}
+@media (max-width:1100px){body{font-size:13px;padding:0.4em 0.5em}th,td{padding:3px 4px}.tools input{width:16em}}.embedded-note{display:none;color:#555}
 body.embedded .embedded-note{display:block}
 """
 
@@ -414,18 +416,20 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
     runs = posixpath.relpath(P.RUNS_PAGE, posixpath.dirname(P.OVERVIEW))
     html = (
         f"<h1>{esc(HEADING)}</h1>" + _summary(frame)
-        + ('<p class="small">Verdict: the canary audit against the accountant\'s promise (red: a certified bound '
-           "or the claimed trade-off curve is contradicted; amber: the audit could not have caught a 2× noise "
-           "shortfall; grey: no DP, so no promise). The ladder puts every number on one ε axis: the dashed line "
-           "is the promise, dots certified lower bounds with their ceilings as faint bars, diamonds estimates "
-           "with intervals.</p>")
+        + ('<p class="small">Verdict: the canary audit against the accountant\'s promise (red: the mechanism\'s '
+           "noise certificate or accounting check failed, or a certified bound or the claimed trade-off curve is "
+           "contradicted; amber: the audit could not have caught a 2× noise shortfall; grey: no DP, so no "
+           "promise). Each ladder puts a model's numbers on one line of a shared ε axis: the tick is the promise "
+           "(red beyond it), dots certified lower bounds, diamonds estimates, the faint bar the audit's reach "
+           "(the largest ceiling: what perfect guessing could certify). Each dossier opens with the model's "
+           "full ladder, every number named, with its interval.</p>")
         + (f'<div class="figures">{figs}</div>' if figs else "")
         + '<div class="tools"><input id="filter" type="search" placeholder="filter: type a dataset, mechanism, verdict…" '
         'aria-label="filter the models"> <span class="small">click a header to sort; each model links to its '
         f'dossier; every hyperparameter: <a href="{esc(runs)}">the runs table</a></span>'
         '<p class="embedded-note">Inside report.html the dossier links do not resolve: open a model from the '
         "category Dossiers, or open results/index.html.</p></div>"
-        + f'<table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        + f'<div class="scroll"><table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
           "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
           "Each value is a row of results/tables/metrics.parquet; names and meanings: docs/metrics.md.</p>"
