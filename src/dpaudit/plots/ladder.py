@@ -424,10 +424,10 @@ def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, 
     subtitle = f"{model_name(first)} · {first['dataset']}" + (f"\n{checks}" if checks else "")
     # inches above the axes: the title's lines, the model's name and its checks
     top = 0.75 + 0.2 * (title.count("\n") + subtitle.count("\n"))
-    height = 0.3 * len(keys) + top + 1.0
+    height = 0.3 * len(keys) + top + 0.85
     fig, ax = plt.subplots(figsize=(8.6, height))
     # fixed margins (no tight_layout: it draws the figure once more, per model)
-    fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.95 / height)
+    fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.8 / height)
     _draw(ax, rows, keys, _x_top(rows), labels=True, small=False)
     fig.text(0.01, 1 - 0.1 / height, title, fontsize=10.5, color=colour, va="top")
     ax.set_title(subtitle, fontsize=9, loc="left")

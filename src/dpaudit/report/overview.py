@@ -356,15 +356,16 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .tools input{font:inherit;padding:3px 6px;width:22em;max-width:100%}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:4px 6px;border-bottom:1px solid #e4e4e4}
-thead th{background:#f4f4f4;position:sticky;top:0}
+thead th{background:#f4f4f4;position:sticky;top:0;z-index:1}
 thead th button{all:unset;cursor:pointer;font-weight:600}
 thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=descending] button::after{content:" ▼"}
 tr.dnt td{background:#fdeeee}
 .num{font-variant-numeric:tabular-nums}
 .ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
 .what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}
-.scroll{overflow-x:auto}
-@media (max-width:1100px){body{font-size:13px;padding:0.4em 0.5em}th,td{padding:3px 4px}.tools input{width:16em}}.embedded-note{display:none;color:#555}
+.scroll{overflow:auto;max-height:calc(100vh - 1em)}
+@media (max-width:1100px){body{font-size:13px;padding:0.4em 0.5em}th,td{padding:3px 4px}.tools input{width:16em}
+td .badge{white-space:normal}.figures figure{min-width:360px}}.embedded-note{display:none;color:#555}
 body.embedded .embedded-note{display:block}
 """
 
