@@ -289,3 +289,27 @@ def test_overview_check_not_run_and_a_failed_twin(checked):
     no_canary = checked[~((checked["family"] == "canary") & (checked["run"] == DPSGD))]
     cell = _cells(O.build_overview(no_canary))[DPSGD][O.COLUMNS.index("mechanism checks")]
     assert "not recorded: the canary family is off" in cell[1]
+
+
+def test_overview_rows_follow_the_figures_dataset_order(checked, tmp_path):
+    other = checked.assign(dataset="aaa_first_alphabetically")
+    both = pd.concat([checked, other], ignore_index=True)
+    png = tmp_path / "g.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    datasets = re.findall(r'<tr(?: class="dnt")? data-dataset="([^"]+)"', O.build_overview(both, {"toy": png,
+                                                                                                "aaa_first_alphabetically": png}))
+    assert datasets == ["toy"] * 4 + ["aaa_first_alphabetically"] * 4
+    assert re.findall(r'<tr(?: class="dnt")? data-dataset="([^"]+)"', O.build_overview(both))[0] == "aaa_first_alphabetically"
+
+
+def test_the_audits_reach_is_the_largest_ceiling_of_a_certified_bound(table):
+    rows = L.ladder_rows(table)
+    reach = L.audit_reach(rows)
+    # oracle: per run, the max over the metrics rows of the bound rungs of ceiling_max, else ceiling
+    for run in (DPSGD, LINEAR, BROKEN):
+        sources = table[(table["run"] == run) & table["metric"].isin(
+            [r.metric for r in L.LADDER_RUNGS if r.family == "canary" and r.kind == "bound"])]
+        ceilings = sources["ceiling_max"].astype(float).fillna(sources["ceiling"].astype(float))
+        assert reach[run] == ceilings.max()
+    # the GDP estimate's ceiling (4.321 in model_rows) is an estimate's, never the reach
+    assert reach[DPSGD] == 5.0 and BASELINE not in reach.index

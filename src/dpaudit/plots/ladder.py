@@ -40,7 +40,7 @@ from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["CHECKED_MODELS", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "RUN_COLUMNS", "STRONGEST_FPR",
+__all__ = ["CHECKED_MODELS", "audit_reach", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "RUN_COLUMNS", "STRONGEST_FPR",
            "VERDICT_WORDS", "Rung", "checks_line", "decided_words", "ladder_rows", "mechanism_checks", "plot_ladder",
            "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
 
@@ -476,10 +476,18 @@ def _grid_verdict(run, verdict) -> tuple[str, str]:
     return GRID_VERDICT.get(value, "no promise") if value else "no promise", colour
 
 
+def audit_reach(rows: pd.DataFrame) -> pd.Series:
+    """Per run (index), the largest ceiling of its certified bounds: the most the audit could have
+    certified (an estimate's ceiling, e.g. the GDP estimate's, certifies nothing); runs without one left out."""
+    bounds = rows[(rows["kind"] == "bound").to_numpy(bool)]
+    return bounds.assign(_c=bounds["ceiling"].astype(float)).groupby("run")["_c"].max().dropna()
+
+
 def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
     """One dataset's models as small multiples of the ladder, one line per model (its ladder folded
     onto one row, shared ε axis), legible at the ~400 px the overview shows it: the promise (tick,
-    red beyond it; ε = ∞ said at the right end), the audit's reach (the largest ceiling, faint bar),
+    red beyond it; ε = ∞ said at the right end), the audit's reach (the largest ceiling of a certified
+    bound, faint bar),
     every certified lower bound (dots) and every estimate (diamonds), and the verdict at the right."""
     if rows.empty:
         raise ValueError("no ladder rows to draw")
@@ -506,7 +514,7 @@ def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path
     ax.scatter(value[finite], y[finite], marker="|", s=160, c="black", linewidths=1.8, zorder=4)
     for row_y in y[promise & ~np.isfinite(value)]:  # no finite place on the axis: said in words
         ax.text(x_top, row_y, "ε = ∞ ", ha="right", va="center", fontsize=9, color="0.3")
-    reach = rows.assign(_c=rows["ceiling"].astype(float)).groupby("run")["_c"].max().dropna()
+    reach = audit_reach(rows)
     ax.barh(reach.index.map(y_of).to_numpy(float), np.minimum(reach.to_numpy(float), x_top), height=0.5,
             color="tab:blue", alpha=0.14, zorder=1)
     shown = ~promise & np.isfinite(value)

@@ -350,7 +350,7 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
 .figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
 .figures figure{margin:0;flex:0 1 auto;min-width:280px}
-.figures img{width:auto;max-width:100%;height:auto;display:block;border:1px solid #ddd}
+.figures img{width:auto;max-width:100%;height:auto;max-height:60vh;display:block;border:1px solid #ddd}
 .figures figcaption{font-size:0.85em;color:#444}
 .tools{margin:0.5em 0}
 .tools input{font:inherit;padding:3px 6px;width:22em;max-width:100%}
@@ -407,6 +407,10 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
     frame = overview_frame(table)
     if frame.empty:
         raise ValueError("the metrics table has no trained model to show")
+    if figures:  # the rows' datasets in the figures' order (the config's), the rest after them
+        rank = {dataset: i for i, dataset in enumerate(figures)}
+        frame = frame.sort_values("dataset", key=lambda d: d.map(rank).fillna(len(rank)), kind="stable",
+                                  ignore_index=True)
     figs = "".join(
         f'<figure><a href="{esc(posixpath.relpath(P.fill(P.DATASET_FIGURE, name="ladder", dataset=dataset), "results"))}">'
         f'<img alt="ladder small multiples of {esc(dataset)}" src="{_data_uri(png)}"></a>'
@@ -422,7 +426,7 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
            "contradicted; amber: the audit could not have caught a 2× noise shortfall; grey: no DP, so no "
            "promise). Each ladder puts a model's numbers on one line of a shared ε axis: the tick is the promise "
            "(red beyond it), dots certified lower bounds, diamonds estimates, the faint bar the audit's reach "
-           "(the largest ceiling: what perfect guessing could certify). Each dossier opens with the model's "
+           "(the largest ceiling of a certified bound: what perfect guessing could certify). Each dossier opens with the model's "
            "full ladder, every number named, with its interval.</p>")
         + (f'<div class="figures">{figs}</div>' if figs else "")
         + '<div class="tools"><input id="filter" type="search" placeholder="filter: type a dataset, mechanism, verdict…" '
