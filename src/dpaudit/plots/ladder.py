@@ -146,6 +146,8 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
 # (the released one, or its audit twin). A failed one decides the verdict (decided_by = its key).
 MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certificate"),
                     "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
+for _metric, _, _ in MECHANISM_CHECKS.values():
+    declared("canary", _metric)  # the contract's names: a renamed metric fails here, at import
 CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin"}
 # How a verdict's decided_by (dpaudit.metrics.canary.rows.verdict) is said.
 DECIDED_BY_WORDS = {
