@@ -16,7 +16,7 @@ with job_logging(sm) as log:
     flags = flagged_rows(table, dataset, canary_records=records, audit_runs=audit)
     user_ids = user_ids_of(read_parquet(sm.input.ids), info)
     scores = dict(zip(sm.params.attacked, sm.input.scores, strict=True))
-    ladders = write_ladders(table, dataset, runs, out.ladders, out.ladder_pdfs, out.ladder_data, grid_png=out.ladder_grid,
+    ladders = write_ladders(table, dataset, runs, out.ladders, out.ladder_data, grid_png=out.ladder_grid,
                             grid_pdf=out.ladder_grid_pdf, grid_data=out.ladder_grid_data)
     for run, train, outputs, html in zip(runs, sm.input.train, sm.input.outputs, out.pages, strict=True):
         page = build_dossier(

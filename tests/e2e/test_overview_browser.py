@@ -44,6 +44,22 @@ def test_overview_page_sorts_filters_and_links_every_dossier(tiny_run, tmp_path)
             assert order == sorted(order, reverse=direction == "descending"), (direction, order)
             assert browser.evaluate(f"document.querySelectorAll('#overview thead th')[{column}]"
                                     ".getAttribute('aria-sort')") == direction
+        # the mechanism checks (issue 32) of each row say what the metrics table holds for its released model
+        checks = browser.evaluate(
+            "const i = [...document.querySelectorAll('#overview thead th')].findIndex("
+            "th => th.innerText.startsWith('mechanism checks'));"
+            f"Object.fromEntries({ROWS}.map(r => [r.dataset.run, r.cells[i].innerText]))")
+        released = table[(table["metric"] == "noise_check_passed") & (table["checked_model"] == "released")]
+        for _, row in models.iterrows():
+            text = checks[row["run"]]
+            noise = released[released["run"] == row["run"]]
+            if noise.empty:
+                assert text.startswith("—") and len(text) > 2, text  # "—" with its reason
+            elif pd.isna(noise["value_bool"].iloc[0]):
+                assert "noise certificate —" in text, text
+            else:
+                assert ("passed" if noise["value_bool"].iloc[0] else "FAILED") in text, text
+        assert not released.empty  # the tiny run's DP-SGD model carries its checks
         # filtering by a dataset's name leaves that dataset's rows
         browser.evaluate("const f = document.getElementById('filter'); f.value = 'tiny_table';"
                          "f.dispatchEvent(new Event('input')); true")
@@ -74,6 +90,18 @@ def test_the_report_opens_on_the_overview(tiny_run, tmp_path):
             except RuntimeError:
                 continue
         assert HEADING in headings, headings
+        # in the report's ~930 px iframe the table's last column is inside its box, not cut off
+        fits = []
+        for context in contexts:
+            try:
+                fits.append(browser.evaluate(
+                    "(() => { const t = document.getElementById('overview'); if (!t) return null;"
+                    " const last = t.tHead.rows[0].cells[t.tHead.rows[0].cells.length - 1].getBoundingClientRect();"
+                    " return last.right <= t.parentElement.getBoundingClientRect().right + 1"
+                    " && last.right <= window.innerWidth; })()", context))
+            except RuntimeError:
+                continue
+        assert True in fits and False not in fits, fits
         assert browser.errors == [], browser.errors
     finally:
         browser.close()

@@ -2,14 +2,15 @@
 
 import pandas as pd
 
-from dpaudit.io import write_json, write_parquet
+from dpaudit.data.datasets import TEXT_IDS
+from dpaudit.io import read_parquet, write_json, write_parquet
 from tests.scripts.fake import FakeSnakemake, named, run_script
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
 
 
 def add_ladder_outputs(output, tmp_path, runs):
-    """The rule's ladder outputs (issue 34): per run a PNG, PDF and Parquet, and the dataset's grid."""
-    for name, ext in (("ladders", "png"), ("ladder_pdfs", "pdf"), ("ladder_data", "parquet")):
+    """The rule's ladder outputs (issue 34): per run a PNG and Parquet, and the dataset's grid (PNG, PDF, Parquet)."""
+    for name, ext in (("ladders", "png"), ("ladder_data", "parquet")):
         start = len(output)
         output.extend(str(tmp_path / f"ladder{i}.{ext}") for i in range(len(runs)))
         output._set_name(name, start, len(output))
@@ -34,8 +35,9 @@ def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     pages = [tmp_path / f"page{i}.html" for i in range(len(runs))]
     guidance = {"guidance": tmp_path / "guidance.html", "guidance_png": tmp_path / "guidance.png",
                 "guidance_pdf": tmp_path / "guidance.pdf"}
+    write_parquet(tmp_path / "ids.parquet", pd.DataFrame({"example_id": range(8), "id": [str(i) for i in range(8)]}))
     inputs = named(table=tmp_path / "metrics.parquet", ledger=tmp_path / "ledger.parquet",
-                   info=tmp_path / "dataset.json")
+                   info=tmp_path / "dataset.json", ids=tmp_path / "ids.parquet")
     # the named lists of the rule: a train.json and an outputs table per run, no canary record
     for name, path in (("train", tmp_path / "train.json"), ("outputs", tmp_path / "outputs.parquet")):
         start = len(inputs)
@@ -65,8 +67,9 @@ def test_one_job_writes_every_models_dossier_and_the_guidance_page(tmp_path):
     for i, page in enumerate(pages):
         assert page.read_text().count('<img class="ladder"') == 1
         assert (tmp_path / f"ladder{i}.png").read_bytes().startswith(b"\x89PNG")
-        assert (tmp_path / f"ladder{i}.pdf").read_bytes().rstrip().endswith(b"%%EOF")
+        assert len(read_parquet(tmp_path / f"ladder{i}.parquet").query("run == @runs[@i]")) > 0
     assert (tmp_path / "grid.png").stat().st_size > 0 and (tmp_path / "grid.parquet").stat().st_size > 0
+    assert (tmp_path / "grid.pdf").read_bytes().rstrip().endswith(b"%%EOF")
 
 
 def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_the_audit_row(tmp_path):
@@ -81,7 +84,10 @@ def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_
     write_parquet(tmp_path / "ledger.parquet", pd.DataFrame({"dataset": [DATASET] * 2, "run": runs,
                                                              "private": [True, False], "epsilon": [1.0, float("inf")],
                                                              "delta": [1e-5, 0.0]}))
-    write_json(tmp_path / "dataset.json", {"n": 8, "splits": {"members": "train", "nonmembers": "holdout"}})
+    # issue 35: a table with text ids; the ranking shows the user's own id beside example_id
+    write_json(tmp_path / "dataset.json", {"n": 8, "splits": {"members": "train", "nonmembers": "holdout"},
+                                           "ids": {"kind": TEXT_IDS}})
+    write_parquet(tmp_path / "ids.parquet", pd.DataFrame({"example_id": range(8), "id": [f"u{i:02d}" for i in range(8)]}))
     outputs = pd.DataFrame({"example_id": range(8), "split": ["train"] * 4 + ["holdout"] * 4,
                             "label": [0, 1] * 4, "loss_ce": [0.01, 0.2, 0.5, 0.9, 0.1, 0.3, 0.6, 1.2]})
     write_parquet(tmp_path / "outputs.parquet", outputs)
@@ -93,7 +99,7 @@ def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_
                                                                  "example_id_xstar": [3, 1], "rho": 0.5}))
     pages = [tmp_path / f"page{i}.html" for i in range(len(runs))]
     inputs = named(table=tmp_path / "metrics.parquet", ledger=tmp_path / "ledger.parquet",
-                   info=tmp_path / "dataset.json")
+                   info=tmp_path / "dataset.json", ids=tmp_path / "ids.parquet")
     for name, paths in (("train", [tmp_path / "train.json"] * 2), ("outputs", [tmp_path / "outputs.parquet"] * 2),
                         ("records", []), ("scores", [tmp_path / "scores.parquet"]),
                         ("audit_runs", [tmp_path / "audit_runs.parquet"])):
@@ -113,6 +119,7 @@ def test_with_attack_scores_the_dossier_ranks_by_the_strongest_attack_and_flags_
     assert "Ranked by <strong>LiRA online</strong>, the strongest attack" in attacked
     # example 1 (score 3.0) first, above every non-member; example 3 (2.0) below one non-member (2.5)
     assert "example 1, scores above every non-member" in attacked
+    assert '<td data-h="your id">u01</td>' in attacked
     assert "<td data-h=\"also singled out by\">x* of the identifiability audit (pair max1)</td>" in attacked
     assert "loss ranking" in baseline and "x* of the identifiability audit" in baseline
     assert "1 flagged rows" in (tmp_path / "dossier.log").read_text()

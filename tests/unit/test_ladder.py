@@ -172,3 +172,144 @@ def test_overview_has_one_row_per_model_verdict_order_and_dossier_links(table):
     assert verdict_sort[BROKEN] == "-1" and verdict_sort[DPSGD] == "2" and verdict_sort[BASELINE] == "3"
     assert O.HEADING in html and "<script>" in html and "http" not in html.split("<body>")[1].split("<script>")[0]
     assert "no DP: nothing promised" in html and "—" in html
+
+
+# ------------------------------------------------------------------ the mechanism checks (issue 32)
+
+NOISE_FAILED = "dense/kernel: variance; dense/bias: variance; dense_1/kernel: kurtosis"
+
+
+def mechanism_rows(run: str, *, noise, accounting, twin_noise=True, ratio=0.98, noise_note=None) -> pd.DataFrame:
+    """The canary rows dpaudit.metrics.canary.mechanism writes: per checked model a noise_check_passed
+    (value_bool NA when not certified) with its noise_variance_ratio_min, and an accounting_reproduced."""
+    rows = []
+    for model, passed in (("released", noise), ("twin", twin_noise)):
+        rows.append({"metric": "noise_check_passed", "checked_model": model, "value": np.nan, "value_bool": passed,
+                     "applicable": passed is not pd.NA, "note": noise_note if model == "released" else None,
+                     "failed": None if passed is pd.NA or passed else NOISE_FAILED})
+        if passed is not pd.NA:
+            rows.append({"metric": "noise_variance_ratio_min", "checked_model": model, "value": ratio})
+    rows.append({"metric": "accounting_reproduced", "checked_model": "released", "value": np.nan,
+                 "value_bool": accounting, "applicable": True, "failed": None if accounting else "steps: 10 ≠ 12"})
+    frame = pd.DataFrame(rows)
+    frame["family"], frame["dataset"], frame["run"] = "canary", DATASET, run
+    return frame
+
+
+@pytest.fixture(scope="module")
+def checked(table) -> pd.DataFrame:
+    """The table with the checks of the two DP-SGD runs: DPSGD passes both; BROKEN's released model
+    fails its noise certificate, which decides its verdict."""
+    out = with_checks(table, mechanism_rows(DPSGD, noise=True, accounting=True),
+                      mechanism_rows(BROKEN, noise=False, accounting=True, ratio=0.41))
+    flag = (out["run"] == BROKEN) & (out["metric"] == "measured_above_promise")
+    out.loc[flag, "decided_by"], out.loc[flag, "checked_model"] = "noise_check", "released"
+    return out
+
+
+def with_checks(table: pd.DataFrame, *checks: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with mechanism rows, each carrying its run's columns (as aggregate_metrics joins them)."""
+    out = table_of(table, *checks)
+    runs = table.dropna(subset=["mechanism"]).drop_duplicates("run").set_index("run")
+    for column in ("mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta", "loss_diverged"):
+        out[column] = out["run"].map(runs[column])
+    return out
+
+
+def test_mechanism_checks_are_the_rows_of_each_checked_model(checked):
+    checks = L.mechanism_checks(checked).set_index("run")
+    # oracle: the rows themselves, looked up one by one
+    for run in (DPSGD, BROKEN):
+        for check, (metric, _, _) in L.MECHANISM_CHECKS.items():
+            for model in L.CHECKED_MODELS:
+                row = checked[(checked["run"] == run) & (checked["metric"] == metric)
+                              & (checked["checked_model"] == model)]
+                if len(row):
+                    assert checks.loc[run, f"{check}_{model}"] == row["value_bool"].item()
+                    assert checks.loc[run, f"{check}_{model}_row"]
+                else:
+                    assert pd.isna(checks.loc[run, f"{check}_{model}"]) and not checks.loc[run, f"{check}_{model}_row"]
+    assert checks.loc[BROKEN, "noise_released_failed"] == NOISE_FAILED and checks.loc[BROKEN, "noise_ratio"] == 0.41
+    assert not checks.loc[[BASELINE, LINEAR], [f"{c}_{m}_row" for c in L.MECHANISM_CHECKS
+                                                for m in L.CHECKED_MODELS]].to_numpy().any()
+    assert checks.loc[[BASELINE, LINEAR, DPSGD], "has_canary"].all()
+
+
+def test_a_failed_check_is_said_in_the_ladder_the_grid_and_the_verdict(checked, tmp_path):
+    verdicts = L.run_verdicts(checked).set_index("run")
+    title, colour = L._title(L.ladder_rows(checked).query("run == @BROKEN").iloc[0], verdicts.loc[BROKEN])
+    assert "measured above the promise (decided by the noise certificate of the released model)" in title
+    assert L.checks_line(verdicts.loc[BROKEN]) == ("mechanism checks of the released model: noise certificate FAILED, "
+                                                   "accounting check passed")
+    assert L.checks_line(verdicts.loc[DPSGD]).endswith("noise certificate passed, accounting check passed")
+    assert L.checks_line(verdicts.loc[BASELINE]) is None and L.checks_line(verdicts.loc[LINEAR]) is None
+    assert L.decided_words("accounting_check", "twin") == "decided by the accounting check of its audit twin"
+    assert L.decided_words("claim_curve_test") == "decided by the claim-curve test"
+    rows = L.ladder_rows(checked)
+    L.plot_ladder(rows[rows["run"] == BROKEN], verdicts.loc[BROKEN], tmp_path / "l.png", tmp_path / "l.pdf")
+    L.plot_ladder_grid(rows, L.run_verdicts(checked), tmp_path / "g.png")
+    assert (tmp_path / "l.png").read_bytes().startswith(b"\x89PNG") and (tmp_path / "g.png").stat().st_size > 10_000
+
+
+def _cells(html: str) -> dict[str, list[str]]:
+    rows = re.findall(r'<tr(?: class="dnt")? data-dataset="toy" data-run="([^"]+)">(.*?)</tr>', html)
+    return {run: re.findall(r'<td data-sort="([^"]*)">(.*?)</td>', cells) for run, cells in rows}
+
+
+def test_overview_mechanism_checks_column(checked):
+    html = O.build_overview(checked)
+    column = O.COLUMNS.index("mechanism checks")
+    assert column == O.COLUMNS.index("verdict (canary audit)") + 1
+    cells = _cells(html)
+    sort = {run: c[column][0] for run, c in cells.items()}
+    text = {run: c[column][1] for run, c in cells.items()}
+    assert text[DPSGD].startswith('<span class="pass">passed</span> (noise certificate, accounting check)')
+    assert 'data-metric="noise_variance_ratio_min"' in text[DPSGD] and 'data-value="0.98"' in text[DPSGD]
+    assert text[BROKEN].startswith('<strong class="fail">FAILED</strong> (noise certificate); '
+                                   '<span class="pass">passed</span> (accounting check)')
+    # the first two of three failures, and how many more
+    assert "noise certificate: dense/kernel: variance; dense/bias: variance; … (+1 more, in the dossier)" in text[BROKEN]
+    assert "—" in text[BASELINE] and "no DP: nothing to check" in text[BASELINE]
+    assert "not DP-SGD: the checks read the DP-SGD training loop" in text[LINEAR]
+    assert (sort[BROKEN], sort[DPSGD], sort[BASELINE], sort[LINEAR]) == ("0", "2", "", "")
+    verdict = cells[BROKEN][O.COLUMNS.index("verdict (canary audit)")][1]
+    assert "decided by the noise certificate of the released model" in verdict
+
+
+def test_overview_check_not_run_and_a_failed_twin(checked):
+    # DPSGD's released noise certificate not run (its note says why), its twin's failed
+    extra = with_checks(checked[~((checked["run"] == DPSGD) & checked["checked_model"].notna())],
+                        mechanism_rows(DPSGD, noise=pd.NA, accounting=True, twin_noise=False,
+                                       noise_note="not certified: σ = 0"))
+    cell = _cells(O.build_overview(extra))[DPSGD][O.COLUMNS.index("mechanism checks")]
+    assert cell[0] == "0"  # the twin's failure sorts first
+    assert "noise certificate — <span class=\"why\">not certified: σ = 0</span>" in cell[1]
+    assert 'audit twin: <strong class="fail">FAILED</strong> (noise certificate)' in cell[1]
+    # without any canary row the reason is the family switched off
+    no_canary = checked[~((checked["family"] == "canary") & (checked["run"] == DPSGD))]
+    cell = _cells(O.build_overview(no_canary))[DPSGD][O.COLUMNS.index("mechanism checks")]
+    assert "not recorded: the canary family is off" in cell[1]
+
+
+def test_overview_rows_follow_the_figures_dataset_order(checked, tmp_path):
+    other = checked.assign(dataset="aaa_first_alphabetically")
+    both = pd.concat([checked, other], ignore_index=True)
+    png = tmp_path / "g.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    datasets = re.findall(r'<tr(?: class="dnt")? data-dataset="([^"]+)"', O.build_overview(both, {"toy": png,
+                                                                                                "aaa_first_alphabetically": png}))
+    assert datasets == ["toy"] * 4 + ["aaa_first_alphabetically"] * 4
+    assert re.findall(r'<tr(?: class="dnt")? data-dataset="([^"]+)"', O.build_overview(both))[0] == "aaa_first_alphabetically"
+
+
+def test_the_audits_reach_is_the_largest_ceiling_of_a_certified_bound(table):
+    rows = L.ladder_rows(table)
+    reach = L.audit_reach(rows)
+    # oracle: per run, the max over the metrics rows of the bound rungs of ceiling_max, else ceiling
+    for run in (DPSGD, LINEAR, BROKEN):
+        sources = table[(table["run"] == run) & table["metric"].isin(
+            [r.metric for r in L.LADDER_RUNGS if r.family == "canary" and r.kind == "bound"])]
+        ceilings = sources["ceiling_max"].astype(float).fillna(sources["ceiling"].astype(float))
+        assert reach[run] == ceilings.max()
+    # the GDP estimate's ceiling (4.321 in model_rows) is an estimate's, never the reach
+    assert reach[DPSGD] == 5.0 and BASELINE not in reach.index

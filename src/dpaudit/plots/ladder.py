@@ -16,8 +16,10 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
   row copied unchanged (``ladder_rows``; the figure's Parquet holds them, one row per rung).
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
-is in the title; a run flagged as not trained says so in red. ``plot_ladder_grid`` draws a
-dataset's models as small multiples with shared axes (columns: mechanism and ε, rows: seeds).
+is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
+``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red.
+``plot_ladder_grid`` draws a dataset's models as small multiples, each model's ladder on one line
+of a shared ε axis, with its verdict.
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
-from dpaudit.contract.mechanisms import MECHANISM_LABELS
+from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISM_SHORT_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES, declared
 from dpaudit.metrics.canary.rows import LADDER
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["LADDER_RUNGS", "RUN_COLUMNS", "STRONGEST_FPR", "VERDICT_WORDS", "Rung", "ladder_rows",
-           "plot_ladder", "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
+__all__ = ["CHECKED_MODELS", "audit_reach", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "RUN_COLUMNS", "STRONGEST_FPR",
+           "VERDICT_WORDS", "Rung", "checks_line", "decided_words", "ladder_rows", "mechanism_checks", "plot_ladder",
+           "plot_ladder_grid", "run_verdicts", "selected_rows", "strongest_attacks"]
 
 # The FPR at which the strongest attack's TPR is read (the overview's column, the derived rung).
 STRONGEST_FPR = 0.01
@@ -113,6 +116,8 @@ def _runs(table: pd.DataFrame) -> pd.DataFrame:
     if "loss_diverged" not in runs:
         runs["loss_diverged"] = False
     runs["loss_diverged"] = runs["loss_diverged"].astype("boolean").fillna(False).astype(bool)
+    if "loss_divergence_reason" not in runs:  # a table aggregated before issue 35's flag had no reason
+        runs["loss_divergence_reason"] = pd.Series(pd.NA, index=runs.index, dtype="string")
     return runs
 
 
@@ -137,20 +142,96 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
                          "auc_low": _column(best, "ci_lower"), "auc_high": _column(best, "ci_upper")})
 
 
+# The mechanism's own checks (issue 32): canary rows whose checked_model names the model checked
+# (the released one, or its audit twin). A failed one decides the verdict (decided_by = its key).
+MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certificate"),
+                    "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
+for _metric, _, _ in MECHANISM_CHECKS.values():
+    declared("canary", _metric)  # the contract's names: a renamed metric fails here, at import
+CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin"}
+# How a verdict's decided_by (dpaudit.metrics.canary.rows.verdict) is said.
+DECIDED_BY_WORDS = {
+    **{decided: f"the {name}" for _, decided, name in MECHANISM_CHECKS.values()},
+    "claim_curve_test": "the claim-curve test",
+    "distribution_free_bound": "a distribution-free bound",
+    "detectable_noise_factor": "the detectable noise factor",
+    "ceilings": "the bounds' ceilings",
+}
+
+
+def _missing_value(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def decided_words(decided_by, checked_model=None) -> str | None:
+    """'decided by …' in words (None without decided_by); a mechanism check names the model it checked."""
+    if _missing_value(decided_by):
+        return None
+    words = DECIDED_BY_WORDS.get(str(decided_by), str(decided_by).replace("_", " "))
+    if str(decided_by) in {d for _, d, _ in MECHANISM_CHECKS.values()} and not _missing_value(checked_model):
+        words += f" of {CHECKED_MODELS.get(str(checked_model), str(checked_model))}"
+    return f"decided by {words}"
+
+
+def mechanism_checks(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run: for each check (``noise``, ``accounting``) and checked model (``released``, ``twin``)
+    ``{check}_{model}`` (the row's value_bool: True passed, False failed, NA not run or no row),
+    ``{check}_{model}_note``, ``{check}_{model}_failed`` (what failed) and ``{check}_{model}_row``
+    (a row exists); ``noise_ratio`` (the released model's noise_variance_ratio_min) and
+    ``has_canary`` (the run has any canary row)."""
+    runs = _runs(table)[["dataset", "run"]]
+    canary = table[(table["family"] == "canary").fillna(False).to_numpy(bool) & table["run"].notna().to_numpy(bool)]
+    runs = runs.merge(canary[["dataset", "run"]].drop_duplicates().assign(has_canary=True), on=["dataset", "run"],
+                      how="left", validate="one_to_one")
+    runs["has_canary"] = runs["has_canary"].astype("boolean").fillna(False).astype(bool)
+    for check, (metric, _, _) in MECHANISM_CHECKS.items():
+        for model in CHECKED_MODELS:
+            rows = selected_rows(table, "canary", metric, {"checked_model": model})
+            name = f"{check}_{model}"
+            picked = pd.DataFrame({"dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(),
+                                   **{f"{name}{suffix}": (rows[column].to_numpy() if column in rows else pd.NA)
+                                      for suffix, column in (("", "value_bool"), ("_note", "note"),
+                                                             ("_failed", "failed"))},
+                                   f"{name}_row": True})
+            runs = runs.merge(picked, on=["dataset", "run"], how="left", validate="one_to_one")
+            runs[name] = runs[name].astype("boolean")
+            runs[f"{name}_note"] = runs[f"{name}_note"].astype("string")
+            runs[f"{name}_failed"] = runs[f"{name}_failed"].astype("string")
+            runs[f"{name}_row"] = runs[f"{name}_row"].astype("boolean").fillna(False).astype(bool)
+    ratio = selected_rows(table, "canary", "noise_variance_ratio_min", {"checked_model": "released"})
+    runs = runs.merge(pd.DataFrame({"dataset": ratio["dataset"].to_numpy(), "run": ratio["run"].to_numpy(),
+                                    "noise_ratio": ratio["value"].to_numpy(float)}),
+                      on=["dataset", "run"], how="left", validate="one_to_one")
+    return runs
+
+
+def checks_line(row) -> str | None:
+    """The released model's mechanism checks in one line (the ladder's), or None when neither
+    check has a row (no DP-SGD, or the canary family off: the overview says why)."""
+    parts = []
+    for check, (_, _, name) in MECHANISM_CHECKS.items():
+        if not bool(row.get(f"{check}_released_row", False)):
+            continue
+        passed = row.get(f"{check}_released")
+        parts.append(f"{name} not run" if _missing_value(passed) else f"{name} {'passed' if passed else 'FAILED'}")
+    return "mechanism checks of the released model: " + ", ".join(parts) if parts else None
+
+
 def run_verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the canary verdict, decided_by, note (NA without one) and the detectable noise factor."""
+    """Per run: the canary verdict, decided_by, checked_model (the model whose check decided), note
+    (NA without one), the detectable noise factor and the mechanism checks (``mechanism_checks``)."""
     runs = _runs(table)[["dataset", "run"]]
     flag = selected_rows(table, "canary", "measured_above_promise", {})
-    keep = [c for c in ("verdict", "decided_by", "note") if c in flag.columns]
+    keep = [c for c in ("verdict", "decided_by", "checked_model", "note") if c in flag.columns]
     runs = runs.merge(flag[["dataset", "run", *keep]], on=["dataset", "run"], how="left", validate="one_to_one")
     factor = selected_rows(table, "canary", "detectable_noise_factor", {})[["dataset", "run", "value"]]
     runs = runs.merge(factor.rename(columns={"value": "detectable_noise_factor"}), on=["dataset", "run"],
                       how="left", validate="one_to_one")
-    for column in ("verdict", "decided_by", "note"):
+    for column in ("verdict", "decided_by", "checked_model", "note"):
         runs[column] = runs[column].astype("string") if column in runs else pd.Series(pd.NA, index=runs.index,
                                                                                       dtype="string")
     runs["detectable_noise_factor"] = runs["detectable_noise_factor"].astype("float64")
-    return runs
+    return runs.merge(mechanism_checks(table), on=["dataset", "run"], how="left", validate="one_to_one")
 
 
 def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
@@ -325,9 +406,8 @@ def model_name(row) -> str:
 
 def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
     words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
-    decided = verdict.get("decided_by") if verdict is not None else None
-    title = f"Verdict: {words}" + (f" (decided by {str(decided).replace('_', ' ')})"
-                                   if decided is not None and not pd.isna(decided) else "")
+    decided = decided_words(verdict.get("decided_by"), verdict.get("checked_model")) if verdict is not None else None
+    title = f"Verdict: {words}" + (f" ({decided})" if decided else "")
     if bool(first["loss_diverged"]):
         title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
         colour = "#b00020"
@@ -342,14 +422,17 @@ def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, 
     first = rows.iloc[0]
     keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
     title, colour = _title(first, verdict)
-    top = 0.75 + 0.2 * title.count("\n")  # inches above the axes: title lines and the model's name
-    height = 0.3 * len(keys) + top + 1.0
+    checks = checks_line(verdict) if verdict is not None else None
+    subtitle = f"{model_name(first)} · {first['dataset']}" + (f"\n{checks}" if checks else "")
+    # inches above the axes: the title's lines, the model's name and its checks
+    top = 0.75 + 0.2 * (title.count("\n") + subtitle.count("\n"))
+    height = 0.3 * len(keys) + top + 0.85
     fig, ax = plt.subplots(figsize=(8.6, height))
     # fixed margins (no tight_layout: it draws the figure once more, per model)
-    fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.95 / height)
+    fig.subplots_adjust(left=0.31, right=0.97, top=1 - top / height, bottom=0.8 / height)
     _draw(ax, rows, keys, _x_top(rows), labels=True, small=False)
     fig.text(0.01, 1 - 0.1 / height, title, fontsize=10.5, color=colour, va="top")
-    ax.set_title(f"{model_name(first)} · {first['dataset']}", fontsize=9, loc="left")
+    ax.set_title(subtitle, fontsize=9, loc="left")
     scale = "symlog: linear below 1" if _x_top(rows) > LOG_FROM else "linear"
     ax.set_xlabel(f"ε ({scale}); dashed line: the promise; red: where a certified bound contradicts it", fontsize=8)
     handles = [plt.Line2D([], [], marker="o", ls="none", color="tab:blue", label="certified lower bound"),
@@ -359,62 +442,125 @@ def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, 
     save_figure(fig, png, pdf)
 
 
-def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
-    """One dataset's models as small multiples of the ladder: one panel per model, columns by
-    mechanism and ε (baselines last), rows by seed; shared rungs and ε axis."""
-    if rows.empty:
-        raise ValueError("no ladder rows to draw")
+# The verdict in the small multiples' right margin (few words: the figure is shown ~400 px wide).
+GRID_VERDICT = {"above_promise": "above the promise", "consistent": "consistent", "too_weak": "too weak to say"}
+
+
+def _grid_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """The dataset's models top to bottom: mechanism (declared order), target ε, seed; baselines last."""
     runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "dataset"]]
     mechanisms = {m: i for i, m in enumerate(MECHANISM_LABELS)}
     runs = runs.assign(_base=(runs["mechanism"] == "baseline").astype(int),
                        _mech=runs["mechanism"].map(mechanisms).fillna(len(mechanisms)),
                        _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
-    columns = runs[["_base", "_mech", "mechanism", "_eps"]].drop_duplicates().sort_values(["_base", "_mech", "_eps"])
-    column_of = {(m, e): i for i, (m, e) in enumerate(zip(columns["mechanism"], columns["_eps"], strict=True))}
-    runs = runs.sort_values(["seed", "run"])
-    runs["_col"] = [column_of[(m, e)] for m, e in zip(runs["mechanism"], runs["_eps"], strict=True)]
-    runs["_row"] = runs.groupby("_col").cumcount()
-    n_cols, n_rows = len(column_of), int(runs["_row"].max()) + 1
-    keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
-    x_top = _x_top(rows)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.0 + 2.3 * n_cols, (0.17 * len(keys) + 0.75) * n_rows + 0.9),
-                             squeeze=False)
+    return runs.sort_values(["_base", "_mech", "_eps", "seed", "run"], ignore_index=True)
+
+
+def _grid_label(run) -> str:
+    mechanism = str(run["mechanism"])
+    parts = [MECHANISM_SHORT_LABELS.get(mechanism, mechanism)]
+    if not pd.isna(run["target_epsilon"]) and math.isfinite(float(run["target_epsilon"])):
+        parts[0] += f" ε={float(run['target_epsilon']):g}"
+    if not pd.isna(run["seed"]):
+        parts.append(f"seed {int(run['seed'])}")
+    return ", ".join(parts)
+
+
+def _grid_verdict(run, verdict) -> tuple[str, str]:
+    if bool(run["loss_diverged"]):
+        return "did not train", VERDICT_WORDS["above_promise"][1]
+    value = None if verdict is None or _missing_value(verdict["verdict"]) else str(verdict["verdict"])
+    words, colour = verdict_of(value)
+    failed = {d: name for _, d, name in MECHANISM_CHECKS.values()}.get(
+        None if verdict is None or _missing_value(verdict["decided_by"]) else str(verdict["decided_by"]))
+    if failed:  # the verdict's reason is the mechanism itself: say which check
+        return f"{failed} FAILED", colour
+    return GRID_VERDICT.get(value, "no promise") if value else "no promise", colour
+
+
+def audit_reach(rows: pd.DataFrame) -> pd.Series:
+    """Per run (index), the largest ceiling of its certified bounds: the most the audit could have
+    certified (an estimate's ceiling, e.g. the GDP estimate's, certifies nothing); runs without one left out."""
+    bounds = rows[(rows["kind"] == "bound").to_numpy(bool)]
+    return bounds.assign(_c=bounds["ceiling"].astype(float)).groupby("run")["_c"].max().dropna()
+
+
+def plot_ladder_grid(rows: pd.DataFrame, verdicts: pd.DataFrame, png: str | Path, pdf: str | Path | None = None) -> None:
+    """One dataset's models as small multiples of the ladder, one line per model (its ladder folded
+    onto one row, shared ε axis), legible at the ~400 px the overview shows it: the promise (tick,
+    red beyond it; ε = ∞ said at the right end), the audit's reach (the largest ceiling of a certified
+    bound, faint bar),
+    every certified lower bound (dots) and every estimate (diamonds), and the verdict at the right."""
+    if rows.empty:
+        raise ValueError("no ladder rows to draw")
+    runs = _grid_runs(rows)
     by_run = verdicts.set_index("run") if len(verdicts) else None
-    drawn = set()
-    for _, run in runs.iterrows():
-        ax = axes[run["_row"], run["_col"]]
-        drawn.add(id(ax))
-        verdict = by_run.loc[run["run"]] if by_run is not None and run["run"] in by_run.index else None
-        _draw(ax, rows[rows["run"] == run["run"]], keys, x_top, labels=run["_col"] == 0, small=True)
-        words, colour = verdict_of(verdict["verdict"] if verdict is not None else None)
-        if bool(run["loss_diverged"]):
-            words, colour = "did not train", "#b00020"
-        ax.set_title(f"{model_name(run)}\n{words}", fontsize=6.5, color=colour)
-    for ax in axes.ravel():
-        if id(ax) not in drawn:
-            ax.set_visible(False)
-    dataset = rows["dataset"].iloc[0]
-    fig.suptitle(f"{dataset}: each model's ε ladder (dashed line: promise; faint bars: ceilings; diamonds: estimates)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    labels = [_grid_label(run) for _, run in runs.iterrows()]
+    words = [_grid_verdict(run, by_run.loc[run["run"]] if by_run is not None and run["run"] in by_run.index
+                           else None) for _, run in runs.iterrows()]
+    y_of = dict(zip(runs["run"], range(len(runs)), strict=True))
+    x_top = _x_top(rows)
+    # fixed margins from the text lengths (DejaVu Sans: ~0.6 em a character; no tight_layout's second
+    # draw); fonts of 9–10 pt on a 2.4 in axis stay ~10 px tall when the overview shrinks it to ~400 px
+    left, right = 0.15 + 0.083 * max(map(len, labels)), 0.2 + 0.08 * max(len(w) for w, _ in words)
+    width, top, bottom = 2.4, 0.5, 0.85
+    height = 0.3 * len(runs) + top + bottom
+    total = left + width + right
+    fig, ax = plt.subplots(figsize=(total, height))
+    fig.subplots_adjust(left=left / total, right=1 - right / total, top=1 - top / height, bottom=bottom / height)
+    y = rows["run"].map(y_of).to_numpy(float)
+    value, kind, rung = rows["value"].to_numpy(float), rows["kind"].to_numpy(str), rows["rung"].to_numpy(str)
+    promise = rung == "promise"
+    finite = promise & np.isfinite(value)
+    ax.barh(y[finite], x_top - value[finite], left=value[finite], height=0.8, color="tab:red", alpha=0.09, zorder=0)
+    ax.scatter(value[finite], y[finite], marker="|", s=160, c="black", linewidths=1.8, zorder=4)
+    for row_y in y[promise & ~np.isfinite(value)]:  # no finite place on the axis: said in words
+        ax.text(x_top, row_y, "ε = ∞ ", ha="right", va="center", fontsize=9, color="0.3")
+    reach = audit_reach(rows)
+    ax.barh(reach.index.map(y_of).to_numpy(float), np.minimum(reach.to_numpy(float), x_top), height=0.5,
+            color="tab:blue", alpha=0.14, zorder=1)
+    shown = ~promise & np.isfinite(value)
+    for which, (colour, marker, filled) in _KIND_STYLE.items():
+        keep = shown & (kind == which)
+        if which != "guarantee" and keep.any():
+            ax.scatter(np.minimum(value[keep], x_top), y[keep], marker=marker, s=30, zorder=3, linewidths=1.2,
+                       c=colour if filled else "white", edgecolors=colour, alpha=0.85)
+    ax.set_yticks(range(len(runs)), labels, fontsize=10)
+    for i, (text, colour) in enumerate(words):
+        ax.text(1.03, i, text, transform=ax.get_yaxis_transform(), va="center", fontsize=9.5, color=colour)
+    ax.set_ylim(len(runs) - 0.5, -0.5)
+    ax.tick_params(axis="x", labelsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    _scale(ax, x_top)
+    ax.set_title(f"{rows['dataset'].iloc[0]}: each model's ε ladder", fontsize=10.5, loc="left")
+    ax.set_xlabel(f"ε ({'symlog, linear below 1' if x_top > LOG_FROM else 'linear'})", fontsize=9)
+    handles = [plt.Line2D([], [], marker="|", ls="none", color="black", markersize=10, label="promise"),
+               plt.Line2D([], [], marker="o", ls="none", color="tab:blue", label="certified bound"),
+               plt.Line2D([], [], marker="D", ls="none", color="tab:orange", mfc="white", label="estimate"),
+               plt.Rectangle((0, 0), 1, 1, color="tab:blue", alpha=0.14, label="audit's reach")]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9, frameon=False, handletextpad=0.3,
+               columnspacing=0.8, handlelength=1.2)
     save_figure(fig, png, pdf)
 
 
-def write_ladders(table: pd.DataFrame, dataset: str, runs, pngs, pdfs, data, *, grid_png, grid_pdf,
+def write_ladders(table: pd.DataFrame, dataset: str, runs, pngs, data, *, grid_png, grid_pdf,
                   grid_data) -> dict[str, str]:
-    """Every ladder file of one dataset (the dossier job's): per run in ``runs`` its PNG, PDF and
-    Parquet of rungs, and the dataset's small multiples with their Parquet. Returns run → PNG path."""
+    """Every ladder file of one dataset (the dossier job's): per run in ``runs`` its PNG and the
+    Parquet of its rungs, and the dataset's small multiples (PNG, PDF) with their Parquet. A PDF
+    per model cost ~0.8 s each (TrueType subsetting), most of the ladders' time on the default
+    run: the PDF is the dataset's, every model on one page. Returns run → PNG path."""
     from dpaudit.io import write_parquet
 
     rows = ladder_rows(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
     verdicts = run_verdicts(table[(table["dataset"] == dataset).fillna(False).to_numpy(bool)])
     by_run = verdicts.set_index("run")
     written = {}
-    for run, png, pdf, path in zip(runs, pngs, pdfs, data, strict=True):
+    for run, png, path in zip(runs, pngs, data, strict=True):
         mine = rows[rows["run"] == run]
         if mine.empty:
             raise ValueError(f"the metrics table has no rung of {dataset}/{run} (no mia accountant_epsilon row?)")
         write_parquet(path, mine.reset_index(drop=True))
-        plot_ladder(mine, by_run.loc[run] if run in by_run.index else None, png, pdf)
+        plot_ladder(mine, by_run.loc[run] if run in by_run.index else None, png)
         written[run] = str(png)
     write_parquet(grid_data, rows[rows["run"].isin(list(runs))].reset_index(drop=True))
     plot_ladder_grid(rows[rows["run"].isin(list(runs))], verdicts, grid_png, grid_pdf)

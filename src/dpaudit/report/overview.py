@@ -32,7 +32,9 @@ from dpaudit.contract.metrics import declared
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.ladder import (
+    MECHANISM_CHECKS,
     STRONGEST_FPR,
+    decided_words,
     ladder_rows,
     model_name,
     run_verdicts,
@@ -156,8 +158,9 @@ def _verdict(row) -> tuple[str, str]:
         note = row.get("note")
         parts.append(_missing(str(note) if not is_missing(note) else "no canary audit for this model"))
     else:
-        if not is_missing(row.get("decided_by")):
-            parts.append(f'<div class="small">decided by {esc(str(row["decided_by"]).replace("_", " "))}</div>')
+        decided = decided_words(row.get("decided_by"), row.get("checked_model"))
+        if decided:
+            parts.append(f'<div class="small">{esc(decided)}</div>')
         factor = row.get("detectable_noise_factor")
         if not is_missing(factor):
             parts.append('<div class="small">detectable noise factor '
@@ -166,6 +169,61 @@ def _verdict(row) -> tuple[str, str]:
         parts.insert(0, '<span class="badge dnt">did not train</span>')
         rank = -1
     return "".join(parts), str(rank)
+
+
+def _no_checks_reason(row) -> str:
+    mechanism = str(row["mechanism"])
+    if mechanism == "baseline":
+        return "no DP: nothing to check"
+    if mechanism != "dpsgd":
+        return "not DP-SGD: the checks read the DP-SGD training loop"
+    if not bool(row.get("has_canary")):
+        return "not recorded: the canary family is off (metrics.canary.enabled)"
+    return "not recorded in the metrics table"
+
+
+def _failed_detail(what, name: str) -> str:
+    """What a failed check names (``failed``: '; '-joined), the first two and how many more."""
+    items = [] if is_missing(what) else [w for w in str(what).split("; ") if w]
+    shown = "; ".join(items[:2]) + (f"; … (+{len(items) - 2} more, in the dossier)" if len(items) > 2 else "")
+    return f'<div class="small">{esc(name)}: {esc(shown or "failed")}</div>'
+
+
+def _checks(row) -> tuple[str, str]:
+    """The released model's mechanism checks (issue 32): passed, FAILED (which), or — with the
+    reason; a failed check of the audit twin is said below it (it decides the verdict too)."""
+    failed, passed, notes = [], [], []
+    for check, (_, _, name) in MECHANISM_CHECKS.items():
+        if not bool(row.get(f"{check}_released_row")):
+            continue
+        value = row.get(f"{check}_released")
+        if is_missing(value):
+            note = row.get(f"{check}_released_note")
+            notes.append(f'<div class="small">{esc(name)} {_missing(str(note) if not is_missing(note) else "not run")}'
+                         "</div>")
+        elif bool(value):
+            passed.append(name)
+        else:
+            failed.append(name)
+            notes.insert(0, _failed_detail(row.get(f"{check}_released_failed"), name))
+    twin = [name for check, (_, _, name) in MECHANISM_CHECKS.items()
+            if not is_missing(row.get(f"{check}_twin")) and not bool(row[f"{check}_twin"])]
+    if not (failed or passed or notes or twin):
+        return _missing(_no_checks_reason(row)), ""
+    head = []
+    if failed:
+        head.append(f'<strong class="fail">FAILED</strong> ({esc(", ".join(failed))})')
+    if passed:
+        head.append(f'<span class="pass">passed</span> ({esc(", ".join(passed))})')
+    if MECHANISM_CHECKS["noise"][2] in passed and not is_missing(row.get("noise_ratio")):
+        ratio = _num(row["noise_ratio"], "canary", "noise_variance_ratio_min", {"checked_model": "released"})
+        notes.append(f'<div class="small">{esc(declared("canary", "noise_variance_ratio_min").label)} {ratio}</div>')
+    if twin:
+        notes.append(f'<div class="small">audit twin: <strong class="fail">FAILED</strong> ({esc(", ".join(twin))})'
+                     "</div>")
+    # sort: a failure first, then a check not run, then all passed
+    rank = 0 if failed or twin else (2 if len(passed) == len(MECHANISM_CHECKS) else 1)
+    return ("; ".join(head) or "—") + "".join(notes), str(rank)
 
 
 def _interval(row, low, high, family, metric, select, fields) -> str:
@@ -183,7 +241,7 @@ def _attack(row) -> tuple[str, str, str, str]:
     auc = (f'<span class="what">{esc(ATTACK_LABELS.get(attack, attack))}</span> AUC '
            f"{_num(row['auc'], 'mia', 'attack_auc', select)}")
     auc += (_interval(row, "auc_low", "auc_high", "mia", "attack_auc", select, ("ci_lower", "ci_upper"))
-            or ' <span class="why">(no interval recorded for this attack)</span>')
+            or ' <span class="why">(no interval recorded)</span>')
     tpr_select = {"attack": attack, "fpr_target": STRONGEST_FPR}
     if is_missing(row.get("tpr")):
         tpr = _missing("not resolved: a non-member scores above every threshold at FPR ≤ 1 %")
@@ -233,6 +291,7 @@ def _href(dataset: str, run: str) -> str:
 
 
 COLUMNS = ("dataset", "model", "promise (ε, δ)", declared("mia", "test_accuracy").label, "verdict (canary audit)",
+           "mechanism checks",
            f"strongest {declared('mia', 'attack_auc').label}",
            f"{declared('mia', 'tpr_at_fpr').label} 1 %", f"largest certified {declared('mia', 'epsilon_lower_bound').label}",
            f'{declared("epsilon_star", "epsilon_star").label} (estimate)')
@@ -241,6 +300,7 @@ COLUMNS = ("dataset", "model", "promise (ε, δ)", declared("mia", "test_accurac
 def _row(row) -> str:
     promise, promise_sort = _promise(row)
     verdict, verdict_sort = _verdict(row)
+    checks, checks_sort = _checks(row)
     auc, auc_sort, tpr, tpr_sort = _attack(row)
     bound, bound_sort = _bound(row)
     star, star_sort = _star(row)
@@ -250,7 +310,8 @@ def _row(row) -> str:
     name = model_name(row)
     model = f'<a class="dossier" href="{esc(href)}">{esc(name)}</a>'
     cells = [(esc(row["dataset"]), str(row["dataset"])), (model, name), (promise, promise_sort),
-             (accuracy, _sort_value(row.get("test_accuracy"))), (verdict, verdict_sort), (auc, auc_sort),
+             (accuracy, _sort_value(row.get("test_accuracy"))), (verdict, verdict_sort), (checks, checks_sort),
+             (auc, auc_sort),
              (tpr, tpr_sort), (bound, bound_sort), (star, star_sort)]
     tds = "".join(f'<td data-sort="{esc(sort)}">{cell}</td>' for cell, sort in cells)
     cls = ' class="dnt"' if bool(row["loss_diverged"]) else ""
@@ -288,20 +349,23 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .badge.above_promise{background:#b00020}.badge.consistent{background:#1a7f37}.badge.too_weak{background:#9a6700}
 .badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
 .figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
-.figures figure{margin:0;flex:1 1 0;min-width:300px}
-.figures img{width:100%;height:auto;display:block;border:1px solid #ddd;max-height:360px;object-fit:contain}
+.figures figure{margin:0;flex:0 1 auto;min-width:280px}
+.figures img{width:auto;max-width:100%;height:auto;max-height:60vh;display:block;border:1px solid #ddd}
 .figures figcaption{font-size:0.85em;color:#444}
 .tools{margin:0.5em 0}
 .tools input{font:inherit;padding:3px 6px;width:22em;max-width:100%}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:4px 6px;border-bottom:1px solid #e4e4e4}
-thead th{background:#f4f4f4;position:sticky;top:0}
+thead th{background:#f4f4f4;position:sticky;top:0;z-index:1}
 thead th button{all:unset;cursor:pointer;font-weight:600}
 thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=descending] button::after{content:" ▼"}
 tr.dnt td{background:#fdeeee}
 .num{font-variant-numeric:tabular-nums}
 .ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
-.what{font-weight:600}.embedded-note{display:none;color:#555}
+.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}
+.scroll{overflow:auto;max-height:calc(100vh - 1em)}
+@media (max-width:1100px){body{font-size:13px;padding:0.4em 0.5em}th,td{padding:3px 4px}.tools input{width:16em}
+td .badge{white-space:normal}.figures figure{min-width:360px}}.embedded-note{display:none;color:#555}
 body.embedded .embedded-note{display:block}
 """
 
@@ -343,6 +407,10 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
     frame = overview_frame(table)
     if frame.empty:
         raise ValueError("the metrics table has no trained model to show")
+    if figures:  # the rows' datasets in the figures' order (the config's), the rest after them
+        rank = {dataset: i for i, dataset in enumerate(figures)}
+        frame = frame.sort_values("dataset", key=lambda d: d.map(rank).fillna(len(rank)), kind="stable",
+                                  ignore_index=True)
     figs = "".join(
         f'<figure><a href="{esc(posixpath.relpath(P.fill(P.DATASET_FIGURE, name="ladder", dataset=dataset), "results"))}">'
         f'<img alt="ladder small multiples of {esc(dataset)}" src="{_data_uri(png)}"></a>'
@@ -353,18 +421,20 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
     runs = posixpath.relpath(P.RUNS_PAGE, posixpath.dirname(P.OVERVIEW))
     html = (
         f"<h1>{esc(HEADING)}</h1>" + _summary(frame)
-        + ('<p class="small">Verdict: the canary audit against the accountant\'s promise (red: a certified bound '
-           "or the claimed trade-off curve is contradicted; amber: the audit could not have caught a 2× noise "
-           "shortfall; grey: no DP, so no promise). The ladder puts every number on one ε axis: the dashed line "
-           "is the promise, dots certified lower bounds with their ceilings as faint bars, diamonds estimates "
-           "with intervals.</p>")
+        + ('<p class="small">Verdict: the canary audit against the accountant\'s promise (red: the mechanism\'s '
+           "noise certificate or accounting check failed, or a certified bound or the claimed trade-off curve is "
+           "contradicted; amber: the audit could not have caught a 2× noise shortfall; grey: no DP, so no "
+           "promise). Each ladder puts a model's numbers on one line of a shared ε axis: the tick is the promise "
+           "(red beyond it), dots certified lower bounds, diamonds estimates, the faint bar the audit's reach "
+           "(the largest ceiling of a certified bound: what perfect guessing could certify). Each dossier opens with the model's "
+           "full ladder, every number named, with its interval.</p>")
         + (f'<div class="figures">{figs}</div>' if figs else "")
         + '<div class="tools"><input id="filter" type="search" placeholder="filter: type a dataset, mechanism, verdict…" '
         'aria-label="filter the models"> <span class="small">click a header to sort; each model links to its '
         f'dossier; every hyperparameter: <a href="{esc(runs)}">the runs table</a></span>'
         '<p class="embedded-note">Inside report.html the dossier links do not resolve: open a model from the '
         "category Dossiers, or open results/index.html.</p></div>"
-        + f'<table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        + f'<div class="scroll"><table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
           "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
           "Each value is a row of results/tables/metrics.parquet; names and meanings: docs/metrics.md.</p>"
