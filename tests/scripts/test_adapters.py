@@ -26,7 +26,8 @@ def test_prepare_dataset_writes_examples_info_and_resolved_delta(tmp_path):
     fake = FakeSnakemake(
         "prepare_dataset",
         input=named(),
-        output={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json"},
+        output={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
+                "ids": tmp_path / "ids.parquet"},
         params={"dataset": {"n": 200, "d": 3, "classes": 2, "separation": 1.0, "seed": 0, "split_seed": 0},
                 "delta": "auto", "allow_large_delta": False},
         wildcards={"dataset": "synthetic"},
