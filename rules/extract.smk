@@ -19,9 +19,10 @@ def pmp_extract_outputs():
 def pmp_extract_params():
     if not PMP["enabled"]:
         return {}
-    # The parent set X of a run's PMP metric and Recipe B's partner draw and projection
-    # (the extraction computes the pairs).
-    return {"pmp": {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners", "seed")}}
+    # The parent set X of a run's PMP metric and Recipe B's partner draw, its precision target
+    # and cap (the extraction computes the pairs: dpaudit.extract.extract.PMP_PAIR_OPTIONS).
+    return {"pmp": {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners_relative_standard_error",
+                                              "partners_max", "seed")}}
 
 
 rule extract_per_example:

@@ -16,7 +16,7 @@ TINY_CONFIG = {
     ],
     # practical membership privacy, Recipe C from the DP-SGD recipe's reference pool of 4 models
     # (built for Recipe C; the attacks themselves stay off)
-    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners": 32},
+    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners_max": 64},
                 "attacks": {"reference_models": 4},
                 # the canary audit's twin of the DP-SGD run, its rows, the ladder and both figures
                 "canary": {"enabled": True, "gradient_canaries": 300, "input_canaries": 20}},

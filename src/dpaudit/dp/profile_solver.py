@@ -15,7 +15,8 @@ import numpy as np
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp import mechanisms
 
-__all__ = ["EXP_UNDERFLOWS_BELOW", "ROW_CHUNK_CELLS", "profile_epsilon_per_row"]
+__all__ = ["EXP_UNDERFLOWS_BELOW", "ROW_CHUNK_CELLS", "SE_BLOCK_CELLS", "profile_epsilon_per_row",
+           "profile_epsilon_standard_error"]
 
 ROW_CHUNK_CELLS = 1 << 15  # μ cells per pass of the row sums: their buffers stay in the L2 cache
 # exp(x) is exactly +0.0 for x below this (e^−745.14 is already half the smallest subnormal);
@@ -204,3 +205,38 @@ def _exp_in_place(values: np.ndarray, underflows: np.ndarray) -> np.ndarray:
     np.exp(values, out=values)
     np.putmask(values, below, 0.0)
     return values
+
+
+SE_BLOCK_CELLS = 1 << 20  # μ cells of the standard error's pass at once
+
+
+def profile_epsilon_standard_error(mu: np.ndarray, eps: np.ndarray, *, population: int | None = None) -> np.ndarray:
+    """Delta-method standard error of each row's ε̃ (``profile_epsilon_per_row``) when the row's
+    k cells are a random sample, without replacement, of ``population`` partners (None: with
+    replacement, or an infinite population).
+
+    ε̃ solves F̂(ε) = mean_j δ_G(ε; μ_j) = δ; at fixed ε, F̂ has variance s²/k·(N − k)/(N − 1)
+    (s² the cells' sample variance of δ_G(ε̃; μ_j)), and F̂'s slope is −mean_j e^ε Φ(−μ_j/2 − ε/μ_j)
+    (``mechanisms.gaussian_delta_and_slope``), so SE(ε̃) = sd(F̂(ε̃))/|F̂'(ε̃)|. 0 when every
+    partner is in the row (k ≥ N) or the cells agree; +inf where the slope is 0 (every μ = 0).
+    Rows go ``SE_BLOCK_CELLS`` cells at a time.
+    """
+    mu = np.atleast_2d(np.asarray(mu, dtype=np.float64))
+    eps = np.asarray(eps, dtype=np.float64).reshape(-1)
+    n_rows, k = mu.shape
+    out = np.empty(n_rows)
+    finite = 1.0
+    if population is not None:
+        if k >= int(population):
+            return np.zeros(n_rows)
+        finite = (int(population) - k) / max(int(population) - 1, 1)
+    rows = max(1, SE_BLOCK_CELLS // max(k, 1))
+    for start in range(0, n_rows, rows):
+        stop = min(start + rows, n_rows)
+        value, slope = mechanisms.gaussian_delta_and_slope(eps[start:stop, None], mu[start:stop])
+        variance = value.var(axis=1, ddof=1) if k > 1 else np.zeros(stop - start)
+        mean_slope = slope.mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[start:stop] = np.where(mean_slope > 0, np.sqrt(variance * finite / k) / mean_slope,
+                                       np.where(variance > 0, np.inf, 0.0))
+    return out

@@ -23,18 +23,23 @@ from dpaudit.dp.hypothesis import (
     clopper_pearson_upper,
     epsilon_from_rate_bounds,
 )
+from dpaudit.dp.profile_solver import profile_epsilon_per_row, profile_epsilon_standard_error
+from dpaudit.extract.max_distance import largest_clipped_distance
 from dpaudit.extract.pmp_pairs import (
     clip_rows,
     clipped_distances,
-    clipped_pair_distances,
-    draw_partners,
-    max_clipped_distance,
+    clipped_factor_views,
     project_rows,
     projection_matrix,
     replace_one_chi,
     trajectory_chi_sums,
 )
-from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
+from dpaudit.extract.pmp_partners import (
+    PARTNER_BLOCK,
+    block_inner_products,
+    partner_blocks,
+    partners_drawn,
+)
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pmp_result, solve_rows
 
 __all__ = [
@@ -72,21 +77,24 @@ EXACT_MAX_PARENT = 4096  # metrics.pmp.recipe_a_exact_max's default
 
 def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
                           layers, *, noise_multiplier: float, clip: float, delta: float, exact_max: int,
-                          partners: int, seed: int, block_rows: int = 512) -> dict:
+                          partners: int, seed: int, log=None) -> dict:
     """Recipe A from the extraction's Dense-layer factors (``pmp_pairs.parquet``), at any size.
 
     A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
     mean over all 2n − 1 partners (``clipped_distances`` and ``gaussian_pmp``, the 2n × 2n
     distances held once). A larger one would need 4n² distances and Newton steps of
     δ_G on each (≈ 0.4 µs per pair: 6.5 s at 2n = 4,096, `bench/bench_pmp_scale.py`; several minutes at 2n = 32,560), so there each target's
-    mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``draw_partners`` with
-    ``seed``, the pairs of Recipe B): an unbiased Monte Carlo estimate of δ̃_x(ε) at every ε,
-    hence an estimate of ε̃_x, neither an upper nor a lower bound (``pmp_is_upper_bound``
-    False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over the drawn partners,
-    as Recipe B's). ε(X) stays exact: the largest distance over all pairs from a blocked pass
-    (``max_clipped_distance``, ``block_rows`` × 2n at a time, no δ_G). A sampled ε̃_x never
-    exceeds ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners`` in the result: the partners
-    each ε̃_x averages.
+    mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``dpaudit.extract.pmp_partners``
+    with ``seed``, Recipe B's draw: a Gram block per block of targets): an unbiased Monte Carlo
+    estimate of δ̃_x(ε) at every ε, hence an estimate of ε̃_x, neither an upper nor a lower bound
+    (``pmp_is_upper_bound`` False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over
+    the drawn partners, as Recipe B's; ``standard_error``: the delta-method standard error of the
+    largest ε̃_x, ``profile_epsilon_standard_error``). ε(X) from the largest distance over all pairs
+    (``dpaudit.extract.max_distance.largest_clipped_distance``: exact, or an upper bound when its
+    pair budget runs out; ``distance_method`` and ``distance_exact`` say which). No n·k array is
+    held: each block of targets is solved as it is drawn (the solver's rows are independent). A
+    sampled ε̃_x never exceeds the exact ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners``
+    in the result: the partners each ε̃_x averages. ``log``: progress lines (``dpaudit.progress``).
     """
     n_parent = len(grad_norm)
     z, clip = float(noise_multiplier), float(clip)
@@ -94,19 +102,32 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     if n_parent <= int(exact_max):
         distances = clipped_distances(inputs, deltas, grad_norm, layers, clip)
         res = recipe_a_single_step(None, z, clip, delta, distances=distances)
-        return res | {"n_partners": n_parent - 1, "partners_sampled": False}
+        return res | {"n_partners": n_parent - 1, "partners_sampled": False, "standard_error": 0.0,
+                      "distance_method": "all_pairs", "distance_exact": True}
     if not sigma > 0:
         raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
-    sens_x = max_clipped_distance(inputs, deltas, grad_norm, layers, clip, block_rows=block_rows)
-    targets, drawn = draw_partners(n_parent, int(partners), int(seed))
-    mu = clipped_pair_distances(inputs, deltas, grad_norm, layers, clip, targets, drawn)
-    del targets, drawn
-    mu /= sigma
-    mu = mu.reshape(n_parent, -1)
-    eps_x = solve_rows(lambda start, stop: mu[start:stop], delta, n_parent)
-    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=sens_x,
-                     mu_mean_x=mu.mean(axis=1), mu_max_x=mu.max(axis=1), upper_bound=False)
-    return res | {"n_partners": int(mu.shape[1]), "partners_sampled": True}
+    from dpaudit.progress import Progress
+
+    largest = largest_clipped_distance(inputs, deltas, grad_norm, layers, clip, exact_max=exact_max,
+                                       seed=int(seed), log=log)
+    k = partners_drawn(n_parent, partners)
+    eps_x, mu_mean, mu_max, se_x = (np.empty(n_parent) for _ in range(4))
+    views, clipped_sq = clipped_factor_views(inputs, deltas, grad_norm, layers, clip)
+    blocks = -(-n_parent // PARTNER_BLOCK)
+    with Progress("Recipe A: drawn partners", total=blocks, unit="blocks", log=log) as progress:
+        for start, stop, shared, columns in partner_blocks(n_parent, k, int(seed)):
+            partner = shared[columns]
+            d2 = clipped_sq[start:stop, None] + clipped_sq[partner] - 2.0 * block_inner_products(
+                views, start, stop, shared, columns)
+            mu = np.sqrt(np.maximum(d2, 0.0)) / sigma
+            eps_x[start:stop] = profile_epsilon_per_row(mu, delta)
+            se_x[start:stop] = profile_epsilon_standard_error(mu, eps_x[start:stop], population=n_parent - 1)
+            mu_mean[start:stop], mu_max[start:stop] = mu.mean(axis=1), mu.max(axis=1)
+            progress.advance()
+    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
+                     mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
+    return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
+                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
 
 
 def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_multiplier: float,
@@ -137,12 +158,17 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
 def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: float, noise_multiplier: float,
                            delta: float, steps: int, checkpoints: int, projection_dim: int) -> dict:
     """Recipe B from Σ_k T_k χ_k per (target, partner) (flat, target-major, the same number of
-    partners per target): μ = q·sqrt(Σ), ε̃_x per target, and the same-method references."""
+    partners per target): μ = q·sqrt(Σ), ε̃_x per target (by row blocks, ``solve_rows``), the
+    same-method references and ``standard_error``, the delta-method standard error of the largest
+    ε̃_x from the partner draw (``profile_epsilon_standard_error``; 0 with every partner)."""
     z = float(noise_multiplier)
     q = float(sampling_rate)
     mu = q * np.sqrt(np.asarray(total, dtype=np.float64))
     mu_rows = mu.reshape(int(n_parent), -1)
-    eps_x = profile_epsilon_per_row(mu_rows, delta)
+    eps_x = solve_rows(lambda start, stop: mu_rows[start:stop], delta, int(n_parent))
+    top = int(np.argmax(eps_x))
+    standard_error = float(profile_epsilon_standard_error(mu_rows[top:top + 1], eps_x[top:top + 1],
+                                                          population=int(n_parent) - 1)[0])
     inv_z2 = 1.0 / z**2
     mu_replace = q * math.sqrt(steps * 4.0 * math.sinh(inv_z2))
     mu_add_remove = q * math.sqrt(steps * math.expm1(inv_z2))
@@ -161,6 +187,7 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
         "eps_X": eps_of_mu(mu_max),
         "mu_global": mu_replace,
         "n_partners": int(mu.size // int(n_parent)),
+        "standard_error": standard_error,
         "steps": int(steps),
         "checkpoints": int(checkpoints),
         "projection_dim": int(projection_dim),
