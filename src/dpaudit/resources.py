@@ -385,7 +385,7 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         return job
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
-        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners"],
+        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners_max"],
                                     reference_models=models, exact_max=pmp["recipe_a_exact_max"],
                                     factor_width=mlp_factor_width(d, training.get("hidden_units") or [], classes),
                                     attempt=attempt)

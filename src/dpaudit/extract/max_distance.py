@@ -149,31 +149,32 @@ def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: 
     bound *= 1.0 + 1e-9
     iu = np.triu_indices(live.size)
     pairs = np.argsort(-bound[iu], kind="stable")
-    progress = Progress("largest clipped distance (pairs of the budget)", total=budget, unit="pairs", log=log)
-    for idx in pairs:
-        c, d = live[iu[0][idx]], live[iu[1][idx]]
-        b = bound[iu[0][idx], iu[1][idx]]
-        if b <= best2:
-            return {"value": math.sqrt(best2), "method": "branch_and_bound", "exact": True,
-                    "pairs_evaluated": evaluated}
-        rows_c = _worth(p, rho, members[c], centres[d], radius[d], rho_max[d], eta, best2)
-        rows_d = _worth(p, rho, members[d], centres[c], radius[c], rho_max[c], eta, best2)
-        if rows_c.size == 0 or rows_d.size == 0:
-            continue
-        if evaluated + rows_c.size * rows_d.size > budget:
-            value = min(ceiling, math.sqrt(max(best2, float(b))))  # no pair passes r₁ + r₂ either
-            return {"value": value, "method": "branch_and_bound_upper_bound",
-                    "exact": False, "pairs_evaluated": evaluated}
-        d2 = _squared(views, sq, rows_c, rows_d)
-        evaluated += d2.size
-        if c == d:
-            np.fill_diagonal(d2, 0.0)
-        top = float(d2.max())
-        if top > best2:
-            best2 = top
-        progress.advance(d2.size)
-    return {"value": math.sqrt(max(best2, 0.0)), "method": "branch_and_bound", "exact": True,
-            "pairs_evaluated": evaluated}
+    with Progress("largest clipped distance (pairs of the budget)", total=budget, unit="pairs",
+                  log=log) as progress:
+        for idx in pairs:
+            c, d = live[iu[0][idx]], live[iu[1][idx]]
+            b = bound[iu[0][idx], iu[1][idx]]
+            if b <= best2:
+                return {"value": math.sqrt(best2), "method": "branch_and_bound", "exact": True,
+                        "pairs_evaluated": evaluated}
+            rows_c = _worth(p, rho, members[c], centres[d], radius[d], rho_max[d], eta, best2)
+            rows_d = _worth(p, rho, members[d], centres[c], radius[c], rho_max[c], eta, best2)
+            if rows_c.size == 0 or rows_d.size == 0:
+                continue
+            if evaluated + rows_c.size * rows_d.size > budget:
+                value = min(ceiling, math.sqrt(max(best2, float(b))))  # no pair passes r₁ + r₂ either
+                return {"value": value, "method": "branch_and_bound_upper_bound",
+                        "exact": False, "pairs_evaluated": evaluated}
+            d2 = _squared(views, sq, rows_c, rows_d)
+            evaluated += d2.size
+            if c == d:
+                np.fill_diagonal(d2, 0.0)
+            top = float(d2.max())
+            if top > best2:
+                best2 = top
+            progress.advance(d2.size)
+        return {"value": math.sqrt(max(best2, 0.0)), "method": "branch_and_bound", "exact": True,
+                "pairs_evaluated": evaluated}
 
 
 def _nearest(p: np.ndarray, centres: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ import numpy as np
 from dpaudit.dp.profile_solver import profile_epsilon_per_row, profile_epsilon_standard_error
 
 __all__ = ["CHI_DTYPE", "PARTNER_BLOCK", "PILOT_PARTNERS", "block_inner_products", "choose_partner_count",
-           "draw_partners", "partner_blocks", "partners_drawn"]
+           "draw_partners", "partner_blocks", "partners_drawn", "partners_for_standard_error"]
 
 PARTNER_BLOCK = 512  # targets sharing one draw: the Gram block's rows
 PILOT_PARTNERS = 32
@@ -98,14 +98,30 @@ def block_inner_products(views: Sequence[tuple[np.ndarray, np.ndarray]], start: 
     return np.take_along_axis(gram, columns, axis=1)
 
 
+def partners_for_standard_error(standard_error: float, k0: int, population: int, target: float,
+                                partners_max: int) -> int:
+    """The k with SE(k) = ``target`` when k₀ partners (of ``population``, without replacement) gave
+    ``standard_error``: SE(k)² = s²(N − k)/(k(N − 1)), so k = s²N/(target²(N − 1) + s²); within
+    [k₀, ``partners_max``] and at most N."""
+    if k0 >= population:
+        return int(population)
+    if not standard_error > 0 or not np.isfinite(standard_error):
+        k = k0
+    elif not target > 0:
+        k = int(partners_max)
+    else:
+        s2 = standard_error**2 * k0 * (population - 1) / (population - k0)
+        k = math.ceil(s2 * population / (target**2 * (population - 1) + s2))
+    return int(min(max(k, k0), int(partners_max), population))
+
+
 def choose_partner_count(pilot_chi: np.ndarray, n_parent: int, *, sampling_rate: float, delta: float,
                          relative_standard_error: float, partners_max: int) -> dict:
     """Recipe B's partner count from a pilot: ``pilot_chi`` (2n × k₀, Σ_k T_k χ_k of each target's
     k₀ pilot partners). Returns ``partners`` (k, or 2n − 1 for all of them), the pilot's
     ``pilot_epsilon`` (its largest ε̃_x) and ``pilot_standard_error`` there.
 
-    k solves SE(k) = target with SE(k)² = s²(N − k)/(k(N − 1)), s² the per-partner variance the
-    pilot's standard error implies (N = 2n − 1); target = ``relative_standard_error`` × the pilot's
+    k: ``partners_for_standard_error`` with target = ``relative_standard_error`` × the pilot's
     largest ε̃_x (its standard error is the one the row states for epsilon_pmp)."""
     pilot_chi = np.asarray(pilot_chi, dtype=np.float64)
     k0 = pilot_chi.shape[1]
@@ -116,13 +132,6 @@ def choose_partner_count(pilot_chi: np.ndarray, n_parent: int, *, sampling_rate:
     eps = profile_epsilon_per_row(mu, delta)
     top = int(np.argmax(eps))
     se = float(profile_epsilon_standard_error(mu[top:top + 1], eps[top:top + 1], population=population)[0])
-    target = float(relative_standard_error) * float(eps[top])
-    if se <= 0 or not np.isfinite(se):
-        k = k0
-    elif target <= 0:
-        k = int(partners_max)
-    else:
-        s2 = se**2 * k0 * (population - 1) / (population - k0)
-        k = math.ceil(s2 * population / (target**2 * (population - 1) + s2))
-    k = min(max(k, k0), int(partners_max), population)
+    k = partners_for_standard_error(se, k0, population, float(relative_standard_error) * float(eps[top]),
+                                    partners_max)
     return {"partners": int(k), "pilot_epsilon": float(eps[top]), "pilot_standard_error": se}

@@ -36,9 +36,11 @@ from dpaudit.extract.pmp_pairs import (
 )
 from dpaudit.extract.pmp_partners import (
     PARTNER_BLOCK,
+    PILOT_PARTNERS,
     block_inner_products,
     partner_blocks,
     partners_drawn,
+    partners_for_standard_error,
 )
 from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pmp_result, solve_rows
 
@@ -77,7 +79,8 @@ EXACT_MAX_PARENT = 4096  # metrics.pmp.recipe_a_exact_max's default
 
 def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
                           layers, *, noise_multiplier: float, clip: float, delta: float, exact_max: int,
-                          partners: int, seed: int, log=None) -> dict:
+                          partners: int, seed: int, relative_standard_error: float | None = None,
+                          partners_max: int | None = None, log=None) -> dict:
     """Recipe A from the extraction's Dense-layer factors (``pmp_pairs.parquet``), at any size.
 
     A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
@@ -89,7 +92,9 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     estimate of δ̃_x(ε) at every ε, hence an estimate of ε̃_x, neither an upper nor a lower bound
     (``pmp_is_upper_bound`` False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over
     the drawn partners, as Recipe B's; ``standard_error``: the delta-method standard error of the
-    largest ε̃_x, ``profile_epsilon_standard_error``). ε(X) from the largest distance over all pairs
+    largest ε̃_x, ``profile_epsilon_standard_error``). With ``relative_standard_error`` the count is
+    sized as Recipe B's (a pilot of ``PILOT_PARTNERS``, seed [seed, 1], then
+    ``partners_for_standard_error`` up to ``partners_max``); without, ``partners``. ε(X) from the largest distance over all pairs
     (``dpaudit.extract.max_distance.largest_clipped_distance``: exact, or an upper bound when its
     pair budget runs out; ``distance_method`` and ``distance_exact`` say which). No n·k array is
     held: each block of targets is solved as it is drawn (the solver's rows are independent). A
@@ -106,16 +111,34 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
                       "distance_method": "all_pairs", "distance_exact": True}
     if not sigma > 0:
         raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
-    from dpaudit.progress import Progress
-
     largest = largest_clipped_distance(inputs, deltas, grad_norm, layers, clip, exact_max=exact_max,
                                        seed=int(seed), log=log)
-    k = partners_drawn(n_parent, partners)
-    eps_x, mu_mean, mu_max, se_x = (np.empty(n_parent) for _ in range(4))
     views, clipped_sq = clipped_factor_views(inputs, deltas, grad_norm, layers, clip)
+    k = partners_drawn(n_parent, partners)
+    if relative_standard_error is not None:  # Recipe A's own pilot, as Recipe B's (dpaudit.extract.pmp_partners)
+        k0 = partners_drawn(n_parent, PILOT_PARTNERS)
+        eps0, se0, _, _ = _drawn_partners_pass(views, clipped_sq, k0, [int(seed), 1], sigma, delta, log, "pilot")
+        top = int(np.argmax(eps0))
+        k = partners_for_standard_error(float(se0[top]), k0, n_parent - 1,
+                                        float(relative_standard_error) * float(eps0[top]), int(partners_max))
+    eps_x, se_x, mu_mean, mu_max = _drawn_partners_pass(views, clipped_sq, k, int(seed), sigma, delta, log,
+                                                        "drawn partners")
+    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
+                     mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
+    return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
+                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
+
+
+def _drawn_partners_pass(views, clipped_sq, k, seed, sigma, delta, log, label):
+    """(ε̃_x, its standard error, mean μ, max μ) per target over k partners drawn with ``seed``
+    (``partner_blocks``), block by block: no n·k array."""
+    from dpaudit.progress import Progress
+
+    n_parent = clipped_sq.size
+    eps_x, se_x, mu_mean, mu_max = (np.empty(n_parent) for _ in range(4))
     blocks = -(-n_parent // PARTNER_BLOCK)
-    with Progress("Recipe A: drawn partners", total=blocks, unit="blocks", log=log) as progress:
-        for start, stop, shared, columns in partner_blocks(n_parent, k, int(seed)):
+    with Progress(f"Recipe A: {label}", total=blocks, unit="blocks", log=log) as progress:
+        for start, stop, shared, columns in partner_blocks(n_parent, k, seed):
             partner = shared[columns]
             d2 = clipped_sq[start:stop, None] + clipped_sq[partner] - 2.0 * block_inner_products(
                 views, start, stop, shared, columns)
@@ -124,10 +147,7 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
             se_x[start:stop] = profile_epsilon_standard_error(mu, eps_x[start:stop], population=n_parent - 1)
             mu_mean[start:stop], mu_max[start:stop] = mu.mean(axis=1), mu.max(axis=1)
             progress.advance()
-    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
-                     mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
-    return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
-                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
+    return eps_x, se_x, mu_mean, mu_max
 
 
 def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_multiplier: float,
@@ -159,16 +179,16 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
                            delta: float, steps: int, checkpoints: int, projection_dim: int) -> dict:
     """Recipe B from Σ_k T_k χ_k per (target, partner) (flat, target-major, the same number of
     partners per target): μ = q·sqrt(Σ), ε̃_x per target (by row blocks, ``solve_rows``), the
-    same-method references and ``standard_error``, the delta-method standard error of the largest
-    ε̃_x from the partner draw (``profile_epsilon_standard_error``; 0 with every partner)."""
+    same-method references, ``standard_error_x``, each ε̃_x's delta-method standard error from the
+    partner draw (``profile_epsilon_standard_error``; 0 with every partner), and ``standard_error``,
+    that of the largest ε̃_x. The largest of noisy estimates leans upward when many targets are
+    near it (by up to about that error times √(2 ln 2n)), beyond its own standard error."""
     z = float(noise_multiplier)
     q = float(sampling_rate)
     mu = q * np.sqrt(np.asarray(total, dtype=np.float64))
     mu_rows = mu.reshape(int(n_parent), -1)
     eps_x = solve_rows(lambda start, stop: mu_rows[start:stop], delta, int(n_parent))
-    top = int(np.argmax(eps_x))
-    standard_error = float(profile_epsilon_standard_error(mu_rows[top:top + 1], eps_x[top:top + 1],
-                                                          population=int(n_parent) - 1)[0])
+    standard_error_x = profile_epsilon_standard_error(mu_rows, eps_x, population=int(n_parent) - 1)
     inv_z2 = 1.0 / z**2
     mu_replace = q * math.sqrt(steps * 4.0 * math.sinh(inv_z2))
     mu_add_remove = q * math.sqrt(steps * math.expm1(inv_z2))
@@ -187,7 +207,8 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
         "eps_X": eps_of_mu(mu_max),
         "mu_global": mu_replace,
         "n_partners": int(mu.size // int(n_parent)),
-        "standard_error": standard_error,
+        "standard_error": float(standard_error_x[np.argmax(eps_x)]),
+        "standard_error_x": standard_error_x,
         "steps": int(steps),
         "checkpoints": int(checkpoints),
         "projection_dim": int(projection_dim),

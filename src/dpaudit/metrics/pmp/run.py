@@ -163,8 +163,9 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
 
     res_a = recipe_a_from_factors(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], meta["layers"],
                                   noise_multiplier=z, clip=clip, delta=delta, exact_max=int(o["recipe_a_exact_max"]),
-                                  partners=int(meta.get("partners") or o["partners_max"]), seed=int(o["seed"]),
-                                  log=log)
+                                  partners=int(o["partners_max"]), seed=int(o["seed"]),
+                                  relative_standard_error=float(o["partners_relative_standard_error"]),
+                                  partners_max=int(o["partners_max"]), log=log)
     a_common = common | {"n_partners": res_a["n_partners"], "projection_dim": 0, "checkpoints": 1,
                          "parent_set_distance_method": res_a["distance_method"],
                          "parent_set_distance_exact": res_a["distance_exact"]}
@@ -204,6 +205,7 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         per_example["eps_pmp_x_dpsgd_clt"] = res_b["eps_pmp_x"]
         per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
         per_example["mu_max_dpsgd_clt"] = res_b["mu_max_x"]
+        per_example["eps_pmp_x_se_dpsgd_clt"] = res_b["standard_error_x"]
     else:
         rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_computed", "no checkpoints")
 
@@ -240,7 +242,7 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
                 f"parent_set_distance_method = {res_a['distance_method']})")
     note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
             f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
-            f"estimated on n_partners = {k} drawn partners (Recipe B's count and draw, seed {int(o['seed'])}; "
+            f"estimated on n_partners = {k} drawn partners (sized as Recipe B's, seed {int(o['seed'])}; "
             f"epsilon_pmp's standard error {res_a['standard_error']:.3g} in column standard_error); "
             "epsilon_pmp, its quantiles, ratios and MIA bounds are estimates of the Prop. 12 upper "
             "bound's; epsilon_global (and mia_success_bound_global) are exact, epsilon_parent_set is "
