@@ -523,7 +523,7 @@ def _extract_pmp_pairs(tmp_path, examples, train, checkpoints_path, model="m.ker
 
     path = tmp_path / "pmp_pairs.parquet"
     parent = {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility", "partners_relative_standard_error": 0.01,
-              "partners_max": 1024, "seed": 0, **options}
+              "partners_max": 256, "seed": 0, **options}
     write_pmp_pairs_of_model(read_dense_model(tmp_path / model), examples, features(examples), SPLITS, path=path,
                              train=train, checkpoints_path=checkpoints_path, parent=parent)
     return path

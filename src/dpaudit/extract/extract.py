@@ -24,6 +24,7 @@ from dpaudit.extract.dense_model import DenseModel, read_dense_model
 from dpaudit.extract.pmp_pairs import norms_sq, sized_trajectory_chi_sums, write_pmp_pairs
 from dpaudit.io import atomic_path, reading, write_parquet
 from dpaudit.losses import per_example_losses
+from dpaudit.progress import Progress
 from dpaudit.training.models import features
 
 # The pmp options the pairs file is drawn with (rules/extract.smk passes them; metric_pmp checks them)
@@ -53,13 +54,15 @@ def gradient_chunks(model: DenseModel, x: np.ndarray, y: np.ndarray, *, keep: bo
     """Yield ``(start, stop, norms, flat)`` per chunk of rows: ``norms`` float64 from the
     factors, ``flat`` the chunk's float32 gradient vectors when ``keep`` (else None)."""
     chunk = _kept_chunk_rows(model) if keep else _CHUNK_ROWS
-    for start in range(0, len(x), chunk):
-        stop = min(start + chunk, len(x))
-        if keep:
-            nrm, g = model.gradients(x[start:stop], y[start:stop])
-        else:
-            nrm, g = model.gradient_norms(x[start:stop], y[start:stop]), None
-        yield start, stop, nrm, g
+    with Progress("per-example gradients", total=len(x), unit="rows") as progress:
+        for start in range(0, len(x), chunk):
+            stop = min(start + chunk, len(x))
+            if keep:
+                nrm, g = model.gradients(x[start:stop], y[start:stop])
+            else:
+                nrm, g = model.gradient_norms(x[start:stop], y[start:stop]), None
+            yield start, stop, nrm, g
+            progress.advance(stop - start)
 
 
 def _kept_chunk_rows(model: DenseModel) -> int:

@@ -165,16 +165,23 @@ def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: 
                 value = min(ceiling, math.sqrt(max(best2, float(b))))  # no pair passes r₁ + r₂ either
                 return {"value": value, "method": "branch_and_bound_upper_bound",
                         "exact": False, "pairs_evaluated": evaluated}
-            d2 = _squared(views, sq, rows_c, rows_d)
-            evaluated += d2.size
-            if c == d:
-                np.fill_diagonal(d2, 0.0)
-            top = float(d2.max())
-            if top > best2:
-                best2 = top
-            progress.advance(d2.size)
+            best2 = max(best2, _largest_squared(views, sq, rows_c, rows_d))
+            evaluated += rows_c.size * rows_d.size
+            progress.advance(rows_c.size * rows_d.size)
         return {"value": math.sqrt(max(best2, 0.0)), "method": "branch_and_bound", "exact": True,
                 "pairs_evaluated": evaluated}
+
+
+def _largest_squared(views, sq, rows_c, rows_d, block: int = 1024, wide: int = 8192) -> float:
+    """The largest squared distance between rows_c and rows_d (a point's own distance is 0),
+    ``block`` × ``wide`` at a time: a cluster of k-means may hold many points."""
+    largest = 0.0
+    for i in range(0, rows_c.size, block):
+        for j in range(0, rows_d.size, wide):
+            d2 = _squared(views, sq, rows_c[i:i + block], rows_d[j:j + wide])
+            d2[rows_c[i:i + block][:, None] == rows_d[j:j + wide][None, :]] = 0.0
+            largest = max(largest, float(d2.max()))
+    return largest
 
 
 def _nearest(p: np.ndarray, centres: np.ndarray) -> np.ndarray:

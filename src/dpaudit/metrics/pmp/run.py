@@ -48,7 +48,7 @@ OPTION_DEFAULTS = {
     "nonmember_pool": "nonmembers_and_utility",
     "checkpoints": 5,
     "partners_relative_standard_error": 0.01,
-    "partners_max": 1024,
+    "partners_max": 256,
     "recipe_a_exact_max": EXACT_MAX_PARENT,
     "recipe_c": False,
     "alpha": 0.05,
