@@ -304,7 +304,8 @@ def sized_trajectory_chi_sums(checkpoints, *, n_parent: int, n_checkpoints: int,
     blocks = -(-int(n_parent) // PARTNER_BLOCK) * int(n_checkpoints)
     with Progress("Recipe B pilot chi sums", total=blocks, unit="blocks", log=log) as progress:
         pilot = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
-                                                 n_partners=PILOT_PARTNERS, seed=[int(seed), 1], progress=progress)
+                                                 n_partners=min(PILOT_PARTNERS, int(partners_max)),
+                                                 seed=[int(seed), 1], progress=progress)
     chosen = choose_partner_count(pilot["total"], n_parent, sampling_rate=sampling_rate, delta=delta,
                                   relative_standard_error=relative_standard_error, partners_max=partners_max)
     if log is not None:

@@ -116,7 +116,7 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     views, clipped_sq = clipped_factor_views(inputs, deltas, grad_norm, layers, clip)
     k = partners_drawn(n_parent, partners)
     if relative_standard_error is not None:  # Recipe A's own pilot, as Recipe B's (dpaudit.extract.pmp_partners)
-        k0 = partners_drawn(n_parent, PILOT_PARTNERS)
+        k0 = partners_drawn(n_parent, min(PILOT_PARTNERS, int(partners_max)))
         eps0, se0, _, _ = _drawn_partners_pass(views, clipped_sq, k0, [int(seed), 1], sigma, delta, log, "pilot")
         top = int(np.argmax(eps0))
         k = partners_for_standard_error(float(se0[top]), k0, n_parent - 1,
