@@ -210,3 +210,20 @@ def test_float32_pair_products_move_recipe_b_far_less_than_its_standard_error(mo
     np.testing.assert_allclose(single, double, rtol=1e-6, atol=1e-9)
     se = results[np.float64]["standard_error_x"]
     assert np.max(np.abs(single - double)) < 0.01 * se[se > 0].min()
+
+
+def test_a_warm_start_finds_the_cold_solver_root():
+    """``profile_epsilon_per_row(start=...)`` (Recipe A's final pass starts at its pilot's ε̃_x):
+    the same roots as the cold start from ε = 0 (the oracle) to its 1e-10·max(1, ε) tolerance plus
+    the feasibility nudge (1e-9 relative), from good, bad and absent guesses; rows private at ε = 0
+    stay exactly 0."""
+    from dpaudit.dp.profile_solver import profile_epsilon_per_row
+
+    rng = np.random.default_rng(4)
+    mu = rng.gamma(2.0, 0.6, (300, 40))
+    mu[:5] *= 1e-6  # δ_G(0; μ) ≈ 0.4 μ < δ: private at ε = 0, root 0
+    cold = profile_epsilon_per_row(mu, 1e-5)
+    for guess in (cold * 1.05, cold * 0.2 + 3.0, np.full(300, np.nan), np.zeros(300), cold * 40):
+        warm = profile_epsilon_per_row(mu, 1e-5, start=guess)
+        np.testing.assert_allclose(warm, cold, rtol=2e-9, atol=2e-10)
+        assert np.all(warm[:5] == 0.0) and np.all(cold[:5] == 0.0)

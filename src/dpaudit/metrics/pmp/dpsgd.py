@@ -42,7 +42,7 @@ from dpaudit.extract.pmp_partners import (
     partners_drawn,
     partners_for_standard_error,
 )
-from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pmp_result, solve_rows
+from dpaudit.metrics.pmp.gaussian import SOLVE_CELLS, gaussian_pmp, pmp_result, solve_rows
 
 __all__ = [
     "EXACT_MAX_PARENT",
@@ -121,31 +121,35 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
         top = int(np.argmax(eps0))
         k = partners_for_standard_error(float(se0[top]), k0, n_parent - 1,
                                         float(relative_standard_error) * float(eps0[top]), int(partners_max))
+    else:
+        eps0 = None
     eps_x, se_x, mu_mean, mu_max = _drawn_partners_pass(views, clipped_sq, k, int(seed), sigma, delta, log,
-                                                        "drawn partners")
+                                                        "drawn partners", start=eps0)
     res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
                      mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
     return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
                   "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
 
 
-def _drawn_partners_pass(views, clipped_sq, k, seed, sigma, delta, log, label):
+def _drawn_partners_pass(views, clipped_sq, k, seed, sigma, delta, log, label, start=None):
     """(ε̃_x, its standard error, mean μ, max μ) per target over k partners drawn with ``seed``
-    (``partner_blocks``), block by block: no n·k array."""
+    (``partner_blocks``), block by block: no n·k array. ``start``: per-target guesses of ε̃_x (the
+    pilot's), where the solver's Newton steps begin (``profile_epsilon_per_row``)."""
     from dpaudit.progress import Progress
 
     n_parent = clipped_sq.size
     eps_x, se_x, mu_mean, mu_max = (np.empty(n_parent) for _ in range(4))
     blocks = -(-n_parent // PARTNER_BLOCK)
     with Progress(f"Recipe A: {label}", total=blocks, unit="blocks", log=log) as progress:
-        for start, stop, shared, columns in partner_blocks(n_parent, k, seed):
+        for first, stop, shared, columns in partner_blocks(n_parent, k, seed):
             partner = shared[columns]
-            d2 = clipped_sq[start:stop, None] + clipped_sq[partner] - 2.0 * block_inner_products(
-                views, start, stop, shared, columns)
+            d2 = clipped_sq[first:stop, None] + clipped_sq[partner] - 2.0 * block_inner_products(
+                views, first, stop, shared, columns)
             mu = np.sqrt(np.maximum(d2, 0.0)) / sigma
-            eps_x[start:stop] = profile_epsilon_per_row(mu, delta)
-            se_x[start:stop] = profile_epsilon_standard_error(mu, eps_x[start:stop], population=n_parent - 1)
-            mu_mean[start:stop], mu_max[start:stop] = mu.mean(axis=1), mu.max(axis=1)
+            guess = None if start is None else start[first:stop]
+            eps_x[first:stop] = profile_epsilon_per_row(mu, delta, start=guess)
+            se_x[first:stop] = profile_epsilon_standard_error(mu, eps_x[first:stop], population=n_parent - 1)
+            mu_mean[first:stop], mu_max[first:stop] = mu.mean(axis=1), mu.max(axis=1)
             progress.advance()
     return eps_x, se_x, mu_mean, mu_max
 
@@ -187,7 +191,8 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
     q = float(sampling_rate)
     mu = q * np.sqrt(np.asarray(total, dtype=np.float64))
     mu_rows = mu.reshape(int(n_parent), -1)
-    eps_x = solve_rows(lambda start, stop: mu_rows[start:stop], delta, int(n_parent))
+    eps_x = solve_rows(lambda start, stop: mu_rows[start:stop], delta, int(n_parent),
+                       block_rows=max(1, SOLVE_CELLS // mu_rows.shape[1]))
     standard_error_x = profile_epsilon_standard_error(mu_rows, eps_x, population=int(n_parent) - 1)
     inv_z2 = 1.0 / z**2
     mu_replace = q * math.sqrt(steps * 4.0 * math.sinh(inv_z2))
