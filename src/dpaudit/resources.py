@@ -131,8 +131,8 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
     blocks), about 1 µs of Newton steps per pair (bench/bench_pmp_scale.py: 15 s, 560 MB peak at
     2n = 4,096). Above (issue 37): the float64 clipped factor views and a gathered copy (3 × 8 bytes
     per factor), the search's basis coordinates and its sweeps' rows (2·dims + 1 rows of n),
-    Recipe A's partner blocks (solved as drawn, no n·k array); its pair budget is 4,096 pairs a
-    point at about 1e-8 s each, the drawn pairs ~3 µs each (pilot and final). Recipe B: its sums,
+    Recipe A's partner blocks (solved as drawn, no n·k array); its pair budget is max(2,048 pairs a
+    point, 2²⁹) at about 1e-8 s each, the drawn pairs ~3 µs each (pilot and final). Recipe B: its sums,
     μ and the standard errors' pass (4 float64 copies of n × partners). With Recipe C also its
     recipe pool's ``reference_models`` × |P| ≤ n rows (four columns, then φ and the inclusion
     bits pivoted to K × n)."""
@@ -148,7 +148,7 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
         # 1,024 × 8,192 distance blocks
         drawn = 12 * 8 * PMP_PARTNER_BLOCK * (partners + 1) + 8 * 8 * n + 3 * 8 * 1024 * 8192
         recipe_a = max(recipe_a, search + drawn)
-        seconds = max(seconds, 1e-8 * 4096 * n + 3e-6 * n * (partners + PMP_PILOT_PARTNERS))
+        seconds = max(seconds, 1e-8 * max(2048 * n, 2**29) + 3e-6 * n * (partners + PMP_PILOT_PARTNERS))
     recipe_b = 4 * 8 * n * partners
     memory = _mb(factors + recipe_a + recipe_b + pool, NUMPY_BASE_MB, attempt)
     runtime = _minutes(30 + seconds + 2e-7 * n * partners, 10, attempt)

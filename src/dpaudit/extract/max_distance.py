@@ -30,7 +30,7 @@ widened to match), so they hold for the computed p; the evaluated distances are 
 formula, so ``exact`` values equal the all-pairs pass up to its own rounding (a few ulps).
 Cost: n·m·W for the basis, n·(dims + 1)·W·2 for the sweeps, then the evaluated pairs; on
 gradients, whose far pairs lie along few directions, far fewer than n²/2
-(``bench/bench_scale.py`` measures it). ``pair_budget`` (default max(4,096·n, 2²⁹): every pair
+(``bench/bench_scale.py`` measures it). ``pair_budget`` (default max(2,048·n, 2²⁹): every pair
 up to 2n ≈ 32,768) keeps the worst case linear in n, at the price of an upper bound. That worst
 case is common: gradients whose kernel parts a ⊗ δ spread over many directions (dense inputs)
 leave ρ at 0.5–0.8 of r even with 256 basis directions (MLP of Adult's shape on random
@@ -52,7 +52,7 @@ CEILING_TOLERANCE = 1e-9
 BASIS_ROWS = 256
 BASIS_DIMS = 24
 CLUSTER_ROWS = 512  # points per cluster, about
-PAIR_BUDGET_PER_ROW = 4096
+PAIR_BUDGET_PER_ROW = 2048
 PAIR_BUDGET_FLOOR = 1 << 29  # all pairs up to 2n ≈ 32,768 (Adult's parent set: ~10 s), whatever the data
 
 
@@ -129,8 +129,8 @@ def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: 
     for _ in range(4):
         label = _nearest(p, centres)
         counts = np.bincount(label, minlength=n_clusters)
-        sums = np.zeros_like(centres)
-        np.add.at(sums, label, p)
+        sums = np.stack([np.bincount(label, weights=p[:, j], minlength=n_clusters) for j in range(p.shape[1])],
+                        axis=1) if p.shape[1] else np.zeros_like(centres)
         centres = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], centres)
     label = _nearest(p, centres)
     order = np.argsort(label, kind="stable")

@@ -295,8 +295,9 @@ def sized_trajectory_chi_sums(checkpoints, *, n_parent: int, n_checkpoints: int,
     """``trajectory_chi_sums_from_factors`` at the partner count a pilot asks for (issue 37).
 
     ``checkpoints``: a callable returning a fresh iterator over the ``n_checkpoints`` checkpoints'
-    factors of ``n_parent`` rows (two passes, one checkpoint in memory at a time: the pilot's ``PILOT_PARTNERS`` partners, drawn with seed [seed, 1], then the chosen
-    count, drawn with ``seed``). ``choose_partner_count`` sizes it so the standard error of the
+    factors of ``n_parent`` rows (one checkpoint in memory at a time; a pass for the pilot's
+    ``PILOT_PARTNERS`` partners and, when the chosen count is larger, a second for it, both drawn
+    with ``seed``: the sums are those of the draw (2n, k, seed)). ``choose_partner_count`` sizes it so the standard error of the
     largest ε̃_x is about ``relative_standard_error`` of it. The result adds ``pilot_epsilon``
     and ``pilot_standard_error``."""
     from dpaudit.progress import Progress
@@ -305,7 +306,7 @@ def sized_trajectory_chi_sums(checkpoints, *, n_parent: int, n_checkpoints: int,
     with Progress("Recipe B pilot chi sums", total=blocks, unit="blocks", log=log) as progress:
         pilot = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
                                                  n_partners=min(PILOT_PARTNERS, int(partners_max)),
-                                                 seed=[int(seed), 1], progress=progress)
+                                                 seed=int(seed), progress=progress)
     chosen = choose_partner_count(pilot["total"], n_parent, sampling_rate=sampling_rate, delta=delta,
                                   relative_standard_error=relative_standard_error, partners_max=partners_max)
     if log is not None:
@@ -313,9 +314,12 @@ def sized_trajectory_chi_sums(checkpoints, *, n_parent: int, n_checkpoints: int,
                  "per target for a relative standard error %.3g (at most %d)", pilot["partners"],
                  chosen["pilot_epsilon"], chosen["pilot_standard_error"], chosen["partners"],
                  relative_standard_error, partners_max)
-    with Progress("Recipe B chi sums", total=blocks, unit="blocks", log=log) as progress:
-        sums = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
-                                                n_partners=chosen["partners"], seed=int(seed), progress=progress)
+    if chosen["partners"] == pilot["partners"]:  # the pilot is the draw (n, k, seed) asks for: no second pass
+        sums = pilot
+    else:
+        with Progress("Recipe B chi sums", total=blocks, unit="blocks", log=log) as progress:
+            sums = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
+                                                    n_partners=chosen["partners"], seed=int(seed), progress=progress)
     return sums | {key: chosen[key] for key in ("pilot_epsilon", "pilot_standard_error")}
 
 

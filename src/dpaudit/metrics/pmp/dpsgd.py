@@ -93,8 +93,9 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     (``pmp_is_upper_bound`` False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over
     the drawn partners, as Recipe B's; ``standard_error``: the delta-method standard error of the
     largest ε̃_x, ``profile_epsilon_standard_error``). With ``relative_standard_error`` the count is
-    sized as Recipe B's (a pilot of ``PILOT_PARTNERS``, seed [seed, 1], then
-    ``partners_for_standard_error`` up to ``partners_max``); without, ``partners``. ε(X) from the largest distance over all pairs
+    sized as Recipe B's (a pilot of ``PILOT_PARTNERS`` drawn with ``seed``, then
+    ``partners_for_standard_error`` up to ``partners_max``, the pilot itself when that is its count,
+    else a second draw whose solve starts at the pilot's roots); without, ``partners``. ε(X) from the largest distance over all pairs
     (``dpaudit.extract.max_distance.largest_clipped_distance``: exact, or an upper bound when its
     pair budget runs out; ``distance_method`` and ``distance_exact`` say which). No n·k array is
     held: each block of targets is solved as it is drawn (the solver's rows are independent). A
@@ -117,14 +118,16 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     k = partners_drawn(n_parent, partners)
     if relative_standard_error is not None:  # Recipe A's own pilot, as Recipe B's (dpaudit.extract.pmp_partners)
         k0 = partners_drawn(n_parent, min(PILOT_PARTNERS, int(partners_max)))
-        eps0, se0, _, _ = _drawn_partners_pass(views, clipped_sq, k0, [int(seed), 1], sigma, delta, log, "pilot")
-        top = int(np.argmax(eps0))
-        k = partners_for_standard_error(float(se0[top]), k0, n_parent - 1,
-                                        float(relative_standard_error) * float(eps0[top]), int(partners_max))
+        pilot = _drawn_partners_pass(views, clipped_sq, k0, int(seed), sigma, delta, log, "pilot")
+        top = int(np.argmax(pilot[0]))
+        k = partners_for_standard_error(float(pilot[1][top]), k0, n_parent - 1,
+                                        float(relative_standard_error) * float(pilot[0][top]), int(partners_max))
+    if relative_standard_error is not None and k == k0:  # the pilot is the draw (n, k, seed) asks for
+        eps_x, se_x, mu_mean, mu_max = pilot
     else:
-        eps0 = None
-    eps_x, se_x, mu_mean, mu_max = _drawn_partners_pass(views, clipped_sq, k, int(seed), sigma, delta, log,
-                                                        "drawn partners", start=eps0)
+        eps_x, se_x, mu_mean, mu_max = _drawn_partners_pass(
+            views, clipped_sq, k, int(seed), sigma, delta, log, "drawn partners",
+            start=None if relative_standard_error is None else pilot[0])
     res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
                      mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
     return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
