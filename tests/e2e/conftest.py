@@ -46,4 +46,7 @@ def tiny_run(tmp_path_factory):
     table = {"source": "table", "path": str(base / "tiny_table.csv"), "label": "churned", "id": "row_id",
              "grid": TABLE_GRID}
     config = {**TINY_CONFIG, "datasets": {**TINY_CONFIG["datasets"], "tiny_table": table}}
-    return finished_run(base, config, "--report", str(report), "--report-after-run")
+    # issue 37: progress lines at every step of every long loop (dpaudit.progress), so the logs show them
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPAUDIT_PROGRESS_SECONDS", "0")
+        return finished_run(base, config, "--report", str(report), "--report-after-run")
