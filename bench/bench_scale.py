@@ -18,6 +18,21 @@ allocation (jobs in parallel, at least the longest job).
 
 ``--until RULE ...`` runs only those rules and what they need (Snakemake's ``--until``).
 ``DPAUDIT_PROGRESS_SECONDS`` is passed through: the jobs' logs show their progress lines.
+
+Measured (issue 37, ``--until metric_pmp``, one job at a time on a 2-core machine shared with
+other work, load 3-6; DP-SGD run; seconds / peak RSS MB / declared mem_mb):
+
+    n          extract_per_example       metric_pmp                train_model
+    10^5       10.7 /   882 / 2,400      40.6 /   879 / 1,800*      5.5 / 1,055 / 1,300
+    2·10^5     21.2 / 1,400 / 4,100      64.7 / 1,503 / 3,000*      9.9 / 1,307 / 1,600
+    slope      0.99                      0.68                       (1.19 over both runs)
+
+(* with the pairs file's chosen 32 partners; 4,800 before it exists.) Before issue 37 the same
+jobs took 805 s (extraction, the issue's measurement) and 193 s (metric_pmp at 2·10^5, first
+version of the search), and declared 23,600 and 18,400 MB. At 2·10^5: Recipe B's pilot
+(32 partners, the count it kept: standard error 0.0013 on ε̃ = 1.62) 11 s; the largest-distance
+search's budget (2²⁹ pairs) 19 s and ε(X) an upper bound (dense inputs, see
+``dpaudit.extract.max_distance``); Recipe A's pilot and 234 drawn partners 23 s.
 """
 
 from __future__ import annotations
