@@ -19,10 +19,11 @@ One row per example of X (X's order): ``example_id``, ``is_member`` and
   (``clipped_distances``). Equal to the distances of the vectors up to float32 rounding
   (see ``docs/architecture.md``).
 * Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the
-  checkpoints for each of its drawn partners (``draw_partners``: the seed and count are in
-  the metadata), in float64 (null without checkpoints). The extraction computes it from each
-  checkpoint's Dense-layer factors (``trajectory_chi_sums_from_factors``: n·k·Σ(inputs + units)
-  products, exact, never a 2n × P matrix); ``trajectory_chi_sums`` is the same sum from the
+  checkpoints for each of its drawn partners (``dpaudit.extract.pmp_partners``: block-shared
+  draws; the count a pilot chose, its options and seed are in the metadata), in float64 (null
+  without checkpoints). The extraction computes it from each checkpoint's Dense-layer factors
+  (``sized_trajectory_chi_sums`` over ``trajectory_chi_sums_from_factors``: a float32 Gram block
+  per block of targets, never a 2n × P matrix); ``trajectory_chi_sums`` is the same sum from the
   vectors, which ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` uses (and may project).
 
 Floats are written with Parquet's byte-stream-split encoding (zstd compresses the
