@@ -175,3 +175,25 @@ def test_metric_pmp_declares_the_measured_recipe_a_peaks_and_adult_fits_in_2_gb(
     # the old declaration (2n × 2n float64 matrices): ~50 GB at Adult's size
     assert pmp_metric_resources(32_561, 7042, checkpoints=5, factor_width=width,
                                 exact_max=40_000)["mem_mb"] > 50_000
+
+
+# Issue 37, bench/bench_scale.py --until metric_pmp (synthetic d = 100, 10 classes, 64 hidden,
+# DP-SGD at ε = 4, 2 epochs of batch 256; one job at a time on the 2-core test machine): peak RSS
+# (MB) of each job at n = 10^5 and 2·10^5. metric_pmp's pairs file held the 32 partners its pilot
+# chose.
+SCALE_PEAKS_MB = {100_000: {"extract_per_example": 882, "metric_pmp": 879, "train_model": 1055},
+                  200_000: {"extract_per_example": 1400, "metric_pmp": 1503, "train_model": 1307}}
+
+
+@pytest.mark.parametrize("n", sorted(SCALE_PEAKS_MB))
+def test_declarations_hold_the_measured_peaks_at_200000_rows(n):
+    config = _config(True)
+    training = {"hidden_units": [64]}
+    run = {"mechanism": "dpsgd", "batch_size": 256, "epochs": 2, "clip_norm": 1.0}
+    for rule, peak in SCALE_PEAKS_MB[n].items():
+        job = declared(rule, config, n=n, d=100, classes=10, training=training, run=run,
+                       **({"pmp_partners": 32} if rule == "metric_pmp" else {}))
+        assert peak <= job["mem_mb"] <= 4 * peak, (rule, n, job)
+    # before the extraction writes its pairs file, the metric is declared at partners_max
+    assert declared("metric_pmp", config, n=n, d=100, classes=10, training=training, run=run)["mem_mb"] >= \
+        declared("metric_pmp", config, n=n, d=100, classes=10, training=training, run=run, pmp_partners=32)["mem_mb"]
