@@ -251,8 +251,9 @@ PMP = [
     Metric("pmp", "epsilon_pmp", "ε̃ (PMP)",
            "Practical-membership-privacy ε̃ of the parent set: the largest per-example ε̃(x) of the method "
            "(an upper bound for one step in Recipe A, a Monte Carlo estimate of it when n_partners < n_parent − 1 "
-           "above metrics.pmp.recipe_a_exact_max as the note says; a heuristic in Recipe B; column standard_error: its "
-           "standard error from the partner draw, 0 with every partner).",
+           "above metrics.pmp.recipe_a_exact_max as the note says; a heuristic in Recipe B; column standard_error: the "
+           "partner draw's standard error of the largest ε̃(x), 0 with every partner, beyond which the largest of noisy "
+           "estimates leans upward when many targets are near the top).",
            "nats", "diagnostic", (*_PMP, "standard_error")),
     Metric("pmp", "epsilon_pmp_quantile", "ε̃(x) quantile",
            "The quantile (column quantile) of the per-example ε̃(x) over the parent set (estimates when "
