@@ -83,3 +83,16 @@ def test_progress_lines_reach_the_job_log_and_one_line_the_terminal(tmp_path, mo
 def test_outside_a_job_nothing_goes_to_the_terminal(capfd):
     assert not logs.terminal_write("x", every=0.0)
     assert capfd.readouterr().err == ""
+
+
+def test_the_epsilon_star_bootstrap_reports_its_resamples(caplog, monkeypatch):
+    from dpaudit.metrics.epsilon_star.bootstrap import bootstrap_epsilon_star
+
+    monkeypatch.setenv("DPAUDIT_PROGRESS_SECONDS", "0")
+    rng = np.random.default_rng(0)
+    with caplog.at_level(logging.INFO, logger="dpaudit.progress"):
+        bootstrap_epsilon_star(rng.exponential(1.0, 300), rng.exponential(1.3, 300), 1e-3, estimator="empirical",
+                               resamples=40)
+    lines = [LINE.fullmatch(r.getMessage()) for r in caplog.records if r.getMessage().startswith("eps* bootstrap")
+             and "done," not in r.getMessage()]
+    assert lines and all(lines) and lines[-1]["done"] == lines[-1]["total"] == "40"
