@@ -19,20 +19,29 @@ allocation (jobs in parallel, at least the longest job).
 ``--until RULE ...`` runs only those rules and what they need (Snakemake's ``--until``).
 ``DPAUDIT_PROGRESS_SECONDS`` is passed through: the jobs' logs show their progress lines.
 
-Measured (issue 37, ``--until metric_pmp``, one job at a time on a 2-core machine shared with
-other work, load 3-6; DP-SGD run; seconds / peak RSS MB / declared mem_mb):
+Measured (issue 37) on a 2-core machine shared with other work (load 3-8, so the seconds are
+noisy: several slopes come out negative), one job at a time; the largest over a rule's jobs.
+Seconds / peak RSS MB at n = 10^5 and 2·10^5 (declared mem_mb at 2·10^5 after this issue):
 
-    n          extract_per_example       metric_pmp                train_model
-    10^5       10.7 /   882 / 2,400      40.6 /   879 / 1,800*      5.5 / 1,055 / 1,300
-    2·10^5     21.2 / 1,400 / 4,100      64.7 / 1,503 / 3,000*      9.9 / 1,307 / 1,600
-    slope      0.99                      0.68                       (1.19 over both runs)
+    extract_per_example   11.5 /   877    16.4 / 1,597  (4,100)   PMP only: 10.7 → 21.2 s, slope 0.99
+    metric_pmp            50.0 /   882    35.2 / 1,688  (3,000)   PMP only: 40.6 → 64.7 s, slope 0.68
+    train_model           13.1 / 1,051    10.2 / 1,299  (1,600)
+    canary_scores         13.5 / 1,269    13.2 / 1,636  (2,900)
+    reference_pool        21.2 / 1,965    23.0 / 2,522  (3,000)
+    metric_attacks        11.6 / 1,235     9.6 / 2,322  (2,700)
+    metric_epsilon_star   11.1 /   477     8.8 /   508  (1,000)
+    every other rule      ≤ 4 s, ≤ 600 MB
 
-(* with the pairs file's chosen 32 partners; 4,800 before it exists.) Before issue 37 the same
-jobs took 805 s (extraction, the issue's measurement) and 193 s (metric_pmp at 2·10^5, first
-version of the search), and declared 23,600 and 18,400 MB. At 2·10^5: Recipe B's pilot
-(32 partners, the count it kept: standard error 0.0013 on ε̃ = 1.62) 11 s; the largest-distance
-search's budget (2²⁹ pairs) 19 s and ε(X) an upper bound (dense inputs, see
-``dpaudit.extract.max_distance``); Recipe A's pilot and 234 drawn partners 23 s.
+Every job ≤ 35 s at 2·10^5 in the full run (≤ 65 s for metric_pmp alone); slopes between 10^5 and
+2·10^5 ≤ 0.99 (PMP-only run) and ≤ 0.5 in the full run. Before issue 37: extraction 805 s
+(the issue's figure) and metric_pmp > 8 min, declared 23,600 and 18,400 MB; metric_attacks,
+reference_pool and train_model were declared below their peaks (1,600, 1,800 and 1,200 MB).
+At 2·10^5 Recipe B's pilot (32 partners, kept: standard error 0.0013 on ε̃ = 1.62) took 11 s,
+the largest-distance search its budget (2²⁹ pairs, 19 s) and gave an upper bound (dense
+inputs: ``dpaudit.extract.max_distance``), Recipe A's pilot and 234 drawn partners 23 s.
+Purchase-100 projection from these slopes (per-job time at n = 197,324, training rules ×25 for
+50 epochs; the d = 100, 64-unit model, not Purchase's 600 × [100, 100, 100]): 53.6 CPU hours,
+26.8 h on this 2-core workstation, 0.84 h on 64 cores (training, twins and pools are 97 % of it).
 """
 
 from __future__ import annotations

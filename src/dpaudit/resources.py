@@ -314,8 +314,12 @@ def reference_pool_resources(n: int, d: int, classes: int, n_params: int, run: M
     batch = int(_number(run.get("batch_size"), 64))
     epochs = int(_number(run.get("epochs"), 10))
     dp = run.get("mechanism") == "dpsgd"
-    working = (n * (2 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
-               * 4 + k * n * (int(classes) * 4 * 3 + 8 * 4))
+    # bench/bench_scale.py (K = 16, d = 100, 10 classes, 2 epochs of batch 256; issue 37): 1,965 MB
+    # at n = 10^5 and 2,522 MB at 2·10^5 where the examples twice and 3 float32 copies of the
+    # logits declared 1,400 and 1,800 MB: the examples as train_model holds them (6 copies) and
+    # 8 copies of the K × n logits with 8 columns
+    working = (n * (6 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
+               * 4 + k * n * (int(classes) * 4 * 8 + 8 * 8))
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1) * k
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
@@ -325,7 +329,10 @@ def attack_metric_resources(n: int, classes: int, *, models: int, attempt: int =
     """mem_mb and runtime of ``metric_attacks`` (numpy): the pool's K × n rows (logits as float64,
     φ at two temperatures, masks and the sorted copies of the fits) and the target's outputs."""
     k = max(int(models), 1)
-    memory = _mb(k * n * (int(classes) * 8 * 3 + 8 * 8) + n * 40 * 8, NUMPY_BASE_MB, attempt)
+    # bench/bench_scale.py (K = 16, 10 classes; issue 37): 1,235 MB at n = 10^5 and 2,322 MB at
+    # 2·10^5, ~11 KB a row, where 3 float64 copies of the logits and 8 columns (5 KB a row)
+    # declared 1,000 and 1,600 MB: 6 copies and 16 columns
+    memory = _mb(k * n * (int(classes) * 8 * 6 + 8 * 16) + n * 40 * 8, NUMPY_BASE_MB, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)),
             "runtime": _minutes(30 + 1e-4 * n + 2e-6 * k * n * 12, 10, attempt)}
 
