@@ -153,9 +153,11 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                          "delete it and run again")
     meta = pairs["metadata"]
     drawn = {key: meta.get(key) for key in ("partners_relative_standard_error", "partners_max", "seed")}
-    if meta.get("checkpoints") and drawn != {key: type(meta.get(key, 0))(o[key]) for key in drawn}:
+    wanted = {"partners_relative_standard_error": float(o["partners_relative_standard_error"]),
+              "partners_max": int(o["partners_max"]), "seed": int(o["seed"])}
+    if meta.get("checkpoints") and drawn != wanted:
         raise ValueError(f"{gradients_path}: Recipe B's pairs were drawn with {drawn}, the metric's options are "
-                         f"{ {key: o[key] for key in drawn} }; delete it and run again")
+                         f"{wanted}; delete it and run again")
     if (meta["clip_norm"], meta["noise_multiplier"]) != (clip, z):
         raise ValueError(f"{gradients_path}: extracted for clip norm {meta['clip_norm']} and noise multiplier "
                          f"{meta['noise_multiplier']}, train.json says {clip} and {z}; delete it and run again")
