@@ -1,6 +1,10 @@
 # One extraction job per trained model: per-example outputs and gradients (and, with
 # the pmp family on, the PMP parent set's gradients at every checkpoint).
 
+# Threads of the jobs whose PMP work is BLAS matrix products (extraction with the pmp family on,
+# metric_pmp; issue 37); profiles/slurm/config.yaml gives them as many cpus_per_task.
+PMP_THREADS = 2
+
 
 def pmp_extract_inputs():
     """extract_per_example computes what Recipes A and B need of the per-example gradients at
@@ -19,9 +23,10 @@ def pmp_extract_outputs():
 def pmp_extract_params():
     if not PMP["enabled"]:
         return {}
-    # The parent set X of a run's PMP metric and Recipe B's partner draw and projection
-    # (the extraction computes the pairs).
-    return {"pmp": {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners", "seed")}}
+    # The parent set X of a run's PMP metric and Recipe B's partner draw, its precision target
+    # and cap (the extraction computes the pairs: dpaudit.extract.extract.PMP_PAIR_OPTIONS).
+    return {"pmp": {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners_relative_standard_error",
+                                              "partners_max", "seed")}}
 
 
 rule extract_per_example:
@@ -40,7 +45,9 @@ rule extract_per_example:
         extract=config["extract"],
         **pmp_extract_params(),
         code=CODE["extract_per_example"],
-    threads: 1
+    # Recipe B's Gram blocks are BLAS matrix products (dpaudit.extract.pmp_partners): with the pmp
+    # family on, the job may use PMP_THREADS (Snakemake scales it down to the cores it has).
+    threads: PMP_THREADS if PMP["enabled"] else 1
     resources:
         **job_resources("extract_per_example"),
     log:

@@ -30,6 +30,21 @@ def pmp_metric_inputs(wildcards):
     }
 
 
+def pmp_chosen_partners(wildcards, size):
+    """The partners per target the run's extraction chose (issue 37: a pilot sizes them), read from
+    its pmp pairs file's metadata once it exists; metrics.pmp.partners_max before (resources only)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    path = P.PMP_PAIRS.format(dataset=wildcards.dataset, run=wildcards.run)
+    try:
+        meta = json.loads((pq.read_schema(path).metadata or {}).get(b"dpaudit.pmp_pairs", b"{}"))
+    except (OSError, ValueError):
+        return {}
+    return {"pmp_partners": int(meta["partners"])} if meta.get("partners") else {}
+
+
 def pmp_targets():
     targets = [P.PMP_RUNS_PAGE] if PMP["enabled"] else []
     if config["simulations"]["pmp"]["enabled"]:
@@ -55,9 +70,10 @@ rule metric_pmp:
     params:
         options=config["metrics"]["pmp"],
         code=CODE["metric_pmp"],
-    threads: 1
+    # Recipe A's Gram blocks and the largest-distance search are BLAS matrix products (issue 37)
+    threads: PMP_THREADS
     resources:
-        **job_resources("metric_pmp"),
+        **job_resources("metric_pmp", sizes=pmp_chosen_partners),
     log:
         P.log("metric_pmp", P.RUN_KEY),
     benchmark:

@@ -1,5 +1,7 @@
 """Snakemake adapter: practical membership privacy (Lowy et al. 2024) of one run."""
 
+from threadpoolctl import threadpool_limits
+
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
@@ -7,7 +9,7 @@ from dpaudit.metrics.pmp.pool import POOL_COLUMNS
 from dpaudit.metrics.pmp.run import pmp_run_metrics
 
 sm = snakemake  # noqa: F821
-with job_logging(sm) as log:
+with job_logging(sm) as log, threadpool_limits(limits=sm.threads):
     dataset = read_json(sm.input.info)
     with_pool = "pool" in sm.input.keys()  # Recipe C: the run's recipe reference pool
     rows, per_example = pmp_run_metrics(

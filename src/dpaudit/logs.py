@@ -15,6 +15,9 @@ their own ``snakemake`` object, keep the normal exit.
 A ``Refusal`` (one of dpaudit's own checks: a bad cell of a table, a damaged file, ...) is
 not a crash: its message goes to the log and, as one line, to the terminal, and the job
 exits with status 1 and no traceback (issue 35). Any other exception keeps its traceback.
+While a job's block runs, ``terminal_write`` reaches the stderr the job was started with (the
+one ``job_logging`` redirected to the log): ``dpaudit.progress`` sends a long job's progress
+there, at most one line per job a minute (issue 37).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ class Refusal(Exception):
 
     Mixed into the project's error classes (``TableError(Refusal, ValueError)``, ...) so
     callers catching ValueError or OSError still do."""
+# The job's original stderr (a duplicated descriptor), its label, start and last terminal line,
+# while a job_logging block runs; None outside one.
+_TERMINAL: dict | None = None
 
 
 @contextmanager
@@ -62,6 +68,9 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
     start = time.perf_counter()
     wildcards = dict(getattr(snakemake, "wildcards", {}) or {})
     logger.info("start %s %s", getattr(snakemake, "rule", ""), wildcards)
+    global _TERMINAL
+    label = " ".join([str(getattr(snakemake, "rule", "job")), *(f"{k}={v}" for k, v in wildcards.items())])
+    _TERMINAL = {"fd": saved[1], "label": label, "start": time.monotonic(), "last": None}
     finished = False
     refused: Refusal | None = None
     try:
@@ -78,6 +87,7 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         logger.info("done in %.2f s", time.perf_counter() - start)
         finished = True
     finally:
+        _TERMINAL = None
         root.removeHandler(handler)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -96,6 +106,24 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def terminal_write(line: str, *, every: float) -> bool:
+    """Write ``[<rule> <wildcards>] <line>`` to the job's original stderr when the job has run
+    for at least ``every`` seconds and wrote no such line in the last ``every`` seconds; True if
+    written. Outside a ``job_logging`` block: nothing (the logger already reaches stderr)."""
+    state = _TERMINAL
+    if state is None:
+        return False
+    now = time.monotonic()
+    if now - state["start"] < every or (state["last"] is not None and now - state["last"] < every):
+        return False
+    state["last"] = now
+    try:
+        os.write(state["fd"], f"[{state['label']}] {line}\n".encode())
+    except OSError:  # a closed terminal must not fail the job
+        return False
+    return True
 
 
 def _run_by_snakemake(snakemake) -> bool:

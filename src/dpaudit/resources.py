@@ -102,11 +102,6 @@ def extract_resources(n: int, d: int, n_params: int, *, full_gradients: bool, at
 
 # Recipe A's exact bound up to this many parent points (metrics.pmp.recipe_a_exact_max's default).
 PMP_EXACT_MAX = 4096
-# Recipe A's row blocks above it (dpaudit.extract.pmp_pairs.max_clipped_distance's block_rows) and the
-# μ cells its solver holds at once (dpaudit.metrics.pmp.gaussian.SOLVE_CELLS).
-PMP_BLOCK_ROWS = 512
-PMP_SOLVE_CELLS = 2**20
-
 
 def mlp_factor_width(d: int, hidden_units: Sequence[int], classes: int) -> int:
     """Σ (inputs + units) over the MLP's Dense layers: the floats per example of its gradient
@@ -115,44 +110,66 @@ def mlp_factor_width(d: int, hidden_units: Sequence[int], classes: int) -> int:
     return sum(sizes[:-1]) + sum(sizes[1:])
 
 
+# Recipe B's pilot partners (dpaudit.extract.pmp_partners.PILOT_PARTNERS) and its targets per
+# Gram block (PARTNER_BLOCK); the largest-distance search's basis (dpaudit.extract.max_distance).
+PMP_PILOT_PARTNERS = 32
+PMP_PARTNER_BLOCK = 512
+PMP_BASIS_DIMS = 24
+
+
 def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: int = 256,
                          reference_models: int = 0, exact_max: int = PMP_EXACT_MAX,
                          factor_width: int | None = None, attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of ``metric_pmp`` (numpy only) for a parent set of at most ``n`` points.
 
     It reads ``pmp_pairs.parquet`` (``dpaudit.extract.pmp_pairs``: the final gradients'
-    Dense-layer factors, ``factor_width`` = Σ (inputs + units) ≤ P floats per example (float32,
-    float64 copies while in use), and Recipe B's n × partners sums). Recipe A
-    (``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``) up to ``exact_max`` points: the
-    2n × 2n Gram and distances with their temporaries (6 float64 copies; μ and the solver go by
-    row blocks), about 1 µs of Newton steps per pair (bench/bench_pmp_scale.py: 15 s, 560 MB
-    peak at 2n = 4,096). Above: three 512 × 2n Gram blocks (the largest distance, 2e-8 s per
-    pair measured 9e-9), the partner draw's 512 × 2n keys and ranks, the drawn pairs' indices,
-    distances and μ and the solver's blocks, 3 µs per drawn pair (measured 2.9e-6: 2n = 32,560
-    in 34 s at 690 MB peak RSS with 256 partners; the whole job with Recipe B 48 s, 1,138 MB). With Recipe C also its recipe pool's
-    ``reference_models`` × |P| ≤ n rows (four columns, then φ and the inclusion bits pivoted
-    to K × n). X has at most ``n`` points, so above ``exact_max`` the declaration covers both paths."""
+    Dense-layer factors, ``factor_width`` = Σ (inputs + units) ≤ P floats per example, float32
+    with their Arrow copy, and Recipe B's n × ``partners`` sums: the count the extraction chose,
+    read from the file when it exists (``rules/pmp.smk``), else metrics.pmp.partners_max). Recipe A
+    (``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``) up to ``exact_max`` points: the 2n × 2n
+    Gram and distances with their temporaries (6 float64 copies; μ and the solver go by row
+    blocks), about 1 µs of Newton steps per pair (bench/bench_pmp_scale.py: 15 s, 560 MB peak at
+    2n = 4,096). Above (issue 37): the float64 clipped factor views and a gathered copy (3 × 8 bytes
+    per factor), the search's basis coordinates and its sweeps' rows (2·dims + 1 rows of n),
+    Recipe A's partner blocks (solved as drawn, no n·k array); its pair budget is max(2,048 pairs a
+    point, 2²⁹) at about 1e-8 s each, the drawn pairs ~3 µs each (pilot and final). Recipe B: its sums,
+    μ and the standard errors' pass (4 float64 copies of n × partners). With Recipe C also its
+    recipe pool's ``reference_models`` × |P| ≤ n rows (four columns, then φ and the inclusion
+    bits pivoted to K × n)."""
     n, partners = int(n), int(partners)
-    factors = n * int(factor_width or max(n_params, 1)) * 24
+    width = int(factor_width or max(n_params, 1))
+    factors = n * width * 8
     pool = 4 * 32 * n * int(reference_models)
     exact = min(n, int(exact_max))  # X has at most n points: the exact path's worst case
     recipe_a, seconds = 6 * 8 * exact * exact, 1.5e-6 * exact * exact
     if n > int(exact_max):
-        recipe_a = max(recipe_a, 3 * 8 * PMP_BLOCK_ROWS * n + 4 * 8 * n * partners + 10 * 8 * PMP_SOLVE_CELLS)
-        seconds = max(seconds, 2e-8 * n * n + 4e-6 * n * partners)
-    memory = _mb(factors + recipe_a + 3 * 8 * n * partners + pool, NUMPY_BASE_MB, attempt)
-    runtime = _minutes(30 + seconds + 1e-7 * n * partners, 10, attempt)
+        search = 3 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
+        # one block of targets at a time (Gram, μ, the solver's cells), a few n-vectors, the search's
+        # 1,024 × 8,192 distance blocks
+        drawn = 12 * 8 * PMP_PARTNER_BLOCK * (partners + 1) + 8 * 8 * n + 3 * 8 * 1024 * 8192
+        recipe_a = max(recipe_a, search + drawn)
+        seconds = max(seconds, 1e-8 * max(2048 * n, 2**29) + 3e-6 * n * (partners + PMP_PILOT_PARTNERS))
+    recipe_b = 4 * 8 * n * partners
+    memory = _mb(factors + recipe_a + recipe_b + pool, NUMPY_BASE_MB, attempt)
+    runtime = _minutes(30 + seconds + 2e-7 * n * partners, 10, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)), "runtime": runtime}
 
 
-def pmp_pairs_resources(n: int, n_params: int, *, checkpoints: int, attempt: int = 1) -> dict[str, int]:
-    """What the pmp pairs add to ``extract_per_example``: one weight set's parent-set gradients
-    at a time (float32 from TensorFlow, then float64 clipped and scaled in place), Recipe B's
-    per-pair Gram blocks (1,024 rows) and partner keys (512 rows, ``draw_partners``)."""
-    weight_sets = int(checkpoints) + 1
-    memory = n * max(n_params, 1) * (4 + 8) + (1024 + 512) * n * 8
-    runtime = 2e-8 * weight_sets * n * max(n_params, 1000)
-    return {"mem_mb": memory, "seconds": runtime}
+def pmp_pairs_resources(n: int, factor_width: int, *, checkpoints: int, partners_max: int) -> dict[str, float]:
+    """Bytes and seconds the pmp pairs add to ``extract_per_example`` (issue 37), for a parent set of
+    at most ``n`` points: the final weights' factors kept (float32) and one checkpoint's (float32,
+    with float64 norms' copy and the chunks' concatenation: 20 bytes a factor), the pilot's sums and
+    its solve (6 float64 copies of n × 32), the chosen count's sums (at most ``partners_max``) held
+    three times when written (the array, its Arrow column, the writer's pages) and one Gram block of
+    targets (512 × (k + 1), a few float64 copies). Time: per checkpoint a Gram block product per
+    target and partner (2·width flops, float32) and χ's exponentials (~40 ns a pair), pilot and
+    final pass."""
+    n, width, k = int(n), int(factor_width), int(partners_max)
+    memory = (20 * n * width + 6 * 8 * n * PMP_PILOT_PARTNERS + 3 * 8 * n * k
+              + 8 * 8 * PMP_PARTNER_BLOCK * (k + 1))
+    pairs = n * (k + PMP_PILOT_PARTNERS) * int(checkpoints)
+    seconds = pairs * (2 * width / 5e9 + 4e-8) + 2e-6 * n * PMP_PILOT_PARTNERS
+    return {"bytes": memory, "seconds": seconds}
 
 
 def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attempt: int = 1) -> dict[str, int]:
@@ -160,9 +177,12 @@ def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attem
     batch = int(_number(run.get("batch_size"), 64))
     epochs = int(_number(run.get("epochs"), 10))
     dp = run.get("mechanism") == "dpsgd"
-    # examples twice (frame, matrix), weights with optimizer slots and checkpoints, and
-    # a DP-SGD step's per-example gradients of one batch
-    working = n * (2 * 4 * d + 64) + 16 * n_params * 4 + (3 * batch * n_params * 4 if dp else 0)
+    # the examples six times over (Arrow column, frame, float32 matrix, TensorFlow's dataset and its
+    # shuffle and batch copies), weights with optimizer slots and checkpoints, and a DP-SGD step's
+    # per-example gradients of one batch. bench/bench_scale.py (d = 100, 64 hidden, batch 256):
+    # 1,055 MB at n = 10^5 and 1,307 MB at 2·10^5, 2.5 KB a row; "twice" (864 bytes a row)
+    # declared 1,200 MB there (issue 37).
+    working = n * (6 * 4 * d + 64) + 16 * n_params * 4 + (3 * batch * n_params * 4 if dp else 0)
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1)
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
@@ -294,8 +314,12 @@ def reference_pool_resources(n: int, d: int, classes: int, n_params: int, run: M
     batch = int(_number(run.get("batch_size"), 64))
     epochs = int(_number(run.get("epochs"), 10))
     dp = run.get("mechanism") == "dpsgd"
-    working = (n * (2 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
-               * 4 + k * n * (int(classes) * 4 * 3 + 8 * 4))
+    # bench/bench_scale.py (K = 16, d = 100, 10 classes, 2 epochs of batch 256; issue 37): 1,965 MB
+    # at n = 10^5 and 2,522 MB at 2·10^5 where the examples twice and 3 float32 copies of the
+    # logits declared 1,400 and 1,800 MB: the examples as train_model holds them (6 copies) and
+    # 8 copies of the K × n logits with 8 columns
+    working = (n * (6 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
+               * 4 + k * n * (int(classes) * 4 * 8 + 8 * 8))
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1) * k
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
@@ -305,7 +329,10 @@ def attack_metric_resources(n: int, classes: int, *, models: int, attempt: int =
     """mem_mb and runtime of ``metric_attacks`` (numpy): the pool's K × n rows (logits as float64,
     φ at two temperatures, masks and the sorted copies of the fits) and the target's outputs."""
     k = max(int(models), 1)
-    memory = _mb(k * n * (int(classes) * 8 * 3 + 8 * 8) + n * 40 * 8, NUMPY_BASE_MB, attempt)
+    # bench/bench_scale.py (K = 16, 10 classes; issue 37): 1,235 MB at n = 10^5 and 2,322 MB at
+    # 2·10^5, ~11 KB a row, where 3 float64 copies of the logits and 8 columns (5 KB a row)
+    # declared 1,000 and 1,600 MB: 6 copies and 16 columns
+    memory = _mb(k * n * (int(classes) * 8 * 6 + 8 * 16) + n * 40 * 8, NUMPY_BASE_MB, attempt)
     return {"mem_mb": max(memory, 1000 * max(int(attempt), 1)),
             "runtime": _minutes(30 + 1e-4 * n + 2e-6 * k * n * 12, 10, attempt)}
 
@@ -322,14 +349,15 @@ CONSTANT_MEMORY = {
 def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, classes: int = 2,
              training: Mapping[str, Any] | None = None, run: Mapping[str, Any] | None = None,
              audit_runs: int = 0, audit_n: int = 0, table_sketch: Any | None = None,
-             attempt: int = 1) -> dict[str, int]:
+             pmp_partners: int | None = None, attempt: int = 1) -> dict[str, int]:
     """mem_mb and runtime of one job of ``rule`` (``rules/common.smk``'s ``job_resources``).
 
     ``n, d, classes``: the job's dataset (or privacy-profile view); ``training`` and ``run``:
     its training settings and grid row (per-run rules); ``audit_runs``: the identifiability
     audit's runs over every block (``audit_aggregate``); ``audit_n``: the members the audit
     keeps (``audit.datasets.<name>.n``); ``table_sketch``: a table dataset's parse-time
-    inspection (``prepare_dataset`` of a table); ``config``: the validated config.
+    inspection (``prepare_dataset`` of a table); ``pmp_partners``: the partners per target of a run's
+    pmp pairs file once the extraction chose them (``metric_pmp``); ``config``: the validated config.
     """
     training = training or {}
     if rule == "prepare_dataset":
@@ -377,15 +405,16 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
     pmp = config["metrics"]["pmp"]
     if rule == "extract_per_example":
         job = extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
-        if pmp["enabled"]:  # plus the parent set's gradients at the final weights and every checkpoint
-            kept = extract_resources(n, d, n_params, full_gradients=True, attempt=attempt)
-            pairs = pmp_pairs_resources(n, n_params, checkpoints=pmp["checkpoints"], attempt=attempt)
-            job = {"mem_mb": max(job["mem_mb"], kept["mem_mb"], _mb(pairs["mem_mb"], NUMPY_BASE_MB, attempt)),
-                   "runtime": job["runtime"] + kept["runtime"] * (1 + pmp["checkpoints"])}
+        if pmp["enabled"]:  # plus the parent set's factors at the final weights and every checkpoint
+            width = mlp_factor_width(d, training.get("hidden_units") or [], classes)
+            pairs = pmp_pairs_resources(n, width, checkpoints=pmp["checkpoints"], partners_max=pmp["partners_max"])
+            job = {"mem_mb": job["mem_mb"] + _mb(pairs["bytes"], 0, attempt),
+                   "runtime": job["runtime"] + _minutes(pairs["seconds"], 0, attempt)}
         return job
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
-        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"], partners=pmp["partners"],
+        return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"],
+                                    partners=pmp_partners or pmp["partners_max"],
                                     reference_models=models, exact_max=pmp["recipe_a_exact_max"],
                                     factor_width=mlp_factor_width(d, training.get("hidden_units") or [], classes),
                                     attempt=attempt)

@@ -16,7 +16,7 @@ TINY_CONFIG = {
     ],
     # practical membership privacy, Recipe C from the DP-SGD recipe's reference pool of 4 models
     # (built for Recipe C; the attacks themselves stay off)
-    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners": 32},
+    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners_max": 64},
                 "attacks": {"reference_models": 4},
                 # the canary audit's twin of the DP-SGD run, its rows, the ladder and both figures
                 "canary": {"enabled": True, "gradient_canaries": 300, "input_canaries": 20}},
@@ -47,4 +47,7 @@ def tiny_run(tmp_path_factory):
     table = {"source": "table", "path": str(base / "tiny_table.csv"), "label": "churned", "id": "row_id",
              "grid": TABLE_GRID}
     config = {**TINY_CONFIG, "datasets": {**TINY_CONFIG["datasets"], "tiny_table": table}}
-    return finished_run(base, config, "--report", str(report), "--report-after-run")
+    # issue 37: progress lines at every step of every long loop (dpaudit.progress), so the logs show them
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPAUDIT_PROGRESS_SECONDS", "0")
+        return finished_run(base, config, "--report", str(report), "--report-after-run")

@@ -51,6 +51,11 @@ def test_every_job_wrote_its_log(tiny_run):
             "aggregate_metrics", "plot_privacy_utility"} <= rules
     train_logs = [p.read_text() for p in logs if "train_model" in p.parts]
     assert all("epoch 2/2" in text.lower() or "epoch 2 " in text.lower() for text in train_logs), train_logs[0][-2000:]
+    # issue 37: with DPAUDIT_PROGRESS_SECONDS=0 (conftest) the DP-SGD extraction logs its progress:
+    # done/total, rate and ETA of the gradients and of Recipe B's pilot chi sums
+    extraction = [p.read_text() for p in logs if "extract_per_example" in p.parts and "dpsgd" in p.name]
+    assert extraction and all(re.search(r"per-example gradients: \d+/\d+ rows \(\d+%\), .* rows/s, ETA ", text)
+                              and re.search(r"Recipe B pilot chi sums: \d+/\d+ blocks", text) for text in extraction)
 
 
 def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):

@@ -522,8 +522,8 @@ def _extract_pmp_pairs(tmp_path, examples, train, checkpoints_path, model="m.ker
     from dpaudit.training.models import features
 
     path = tmp_path / "pmp_pairs.parquet"
-    parent = {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility", "partners": 256, "seed": 0,
-              **options}
+    parent = {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility", "partners_relative_standard_error": 0.01,
+              "partners_max": 256, "seed": 0, **options}
     write_pmp_pairs_of_model(read_dense_model(tmp_path / model), examples, features(examples), SPLITS, path=path,
                              train=train, checkpoints_path=checkpoints_path, parent=parent)
     return path
@@ -686,7 +686,7 @@ def test_extracted_pmp_pairs_give_the_rows_of_the_tensorflow_metric(tmp_path):
              **{f"w{k}_{j}": w for k, ws in enumerate(checkpoints) for j, w in enumerate(ws)})
     train = {"mechanism": "dpsgd", "epsilon": 3.0, "delta": 1e-3, "accountant": "rdp", "clip_norm": 0.5,
              "noise_multiplier": 1.1, "sampling_probability": 0.1, "steps": 120}
-    options = {"partners": 32, "seed": 0}
+    options = {"partners_max": 32, "seed": 0}  # 2n = 20 points: every partner, in both computations
     path = _extract_pmp_pairs(tmp_path, examples, train, tmp_path / "c.npz", **options)
     pairs = read_pmp_pairs(path)
     assert pairs["metadata"]["checkpoint_steps"] == [40, 40, 40] and pairs["metadata"]["layers"] == [[5, 8], [8, 2]]
@@ -715,7 +715,7 @@ def test_extracted_pmp_pairs_give_the_rows_of_the_tensorflow_metric(tmp_path):
     assert res_b["eps_pmp"] > 0 and res_a["eps_pmp"] > 0
     # the metric refuses pairs drawn with other options than its own
     with pytest.raises(ValueError, match="pmp_pairs.parquet: Recipe B's pairs were drawn with"):
-        pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={**options, "partners": 8},
+        pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={**options, "partners_max": 64},
                         log=logging.getLogger("test"))
 
 
@@ -744,26 +744,13 @@ def test_pmp_pairs_of_runs_without_recipes_have_no_rows_and_the_metric_checks_x(
                         log=logging.getLogger("test"))
 
 
-@pytest.mark.parametrize("block_rows", [1, 7, 512])
-def test_partners_drawn_in_blocks_equal_the_whole_key_matrix(block_rows):
-    """Oracle: the one-call draw over the n × (n − 1) key matrix that draw_partners replaced
-    (it held n² float64 keys at once: 8.5 GB on Adult's parent set). Exact equality."""
-    from dpaudit.extract.pmp_pairs import draw_partners
-
-    n, k, seed = 53, 9, 4
-    keys = np.random.default_rng(seed).random((n, n - 1))
-    expected = np.argpartition(keys, k - 1, axis=1)[:, :k]
-    expected_targets = np.repeat(np.arange(n), k)
-    expected = expected.ravel() + (expected.ravel() >= expected_targets)
-    targets, partners = draw_partners(n, k, seed, block_rows=block_rows)
-    np.testing.assert_array_equal(targets, expected_targets)
-    np.testing.assert_array_equal(partners, expected)
-    assert not np.any(partners == targets)
-
-
-def test_chi_sums_from_factors_equal_the_sums_from_the_vectors():
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_chi_sums_from_factors_equal_the_sums_from_the_vectors(dtype, monkeypatch):
     """Oracle: trajectory_chi_sums on the explicit vectors (kernel a ⊗ δ, bias δ per Dense layer),
-    without projection. Tolerance 1e-9 relative: the two differ only in summation order."""
+    without projection, on the same drawn pairs. Tolerance 1e-9 relative with float64 Gram blocks
+    (only the summation order differs); with the float32 products the extraction uses
+    (``pmp_partners.CHI_DTYPE``), 2e-5 of the largest sum: ⟨g_t, g_p⟩ to ~1e-6 of ‖g_t‖‖g_p‖."""
+    from dpaudit.extract import pmp_pairs
     from dpaudit.extract.pmp_pairs import (
         factor_norms_sq,
         trajectory_chi_sums,
@@ -786,11 +773,17 @@ def test_chi_sums_from_factors_equal_the_sums_from_the_vectors():
         return {"steps": steps, "inputs": inputs, "deltas": deltas, "layers": layers}, \
             {"steps": steps, "clipped": dpsgd.clip_rows(vectors, 1.5)[0]}
 
+    monkeypatch.setattr(pmp_pairs, "CHI_DTYPE", np.dtype(dtype).type)
     pairs = [checkpoint(scale, steps) for scale, steps in ((0.3, 10), (1.0, 7), (2.0, 3))]  # some rows clipped
     from_factors = trajectory_chi_sums_from_factors([f for f, _ in pairs], noise_multiplier=1.1, clip=1.5,
                                                     n_partners=6, seed=2)
     from_vectors = trajectory_chi_sums([v for _, v in pairs], noise_multiplier=1.1, clip=1.5, n_partners=6, seed=2,
                                        projection_dim=0)
-    np.testing.assert_array_equal(from_factors["partners"], from_vectors["partners"])
-    np.testing.assert_allclose(from_factors["total"], from_vectors["total"], rtol=1e-9, atol=1e-12)
+    assert from_factors["partners"] == 6 and from_factors["total"].shape == (n, 6)
+    np.testing.assert_array_equal(from_vectors["targets"], np.repeat(np.arange(n), 6))
+    got, want = from_factors["total"].ravel(), from_vectors["total"]
+    if dtype == "float64":
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * want.max())
     assert from_factors["steps"] == 20 and from_factors["checkpoints"] == 3 and from_factors["projection_dim"] == 0

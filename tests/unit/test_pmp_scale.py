@@ -208,13 +208,19 @@ def test_rows_of_a_sampled_recipe_a_say_so_and_exact_rows_are_unchanged(tmp_path
                     deltas=deltas, layers=LAYERS,
                     metadata={"clip_norm": 0.5, "noise_multiplier": 1.1, "partners": 8, "seed": 0})
     log = logging.getLogger("test")
-    exact, _ = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={"partners": 8}, log=log)
+    exact, _ = pmp_run_metrics(examples, SPLITS, train, gradients_path=path, options={"partners_max": 8}, log=log)
     sampled, per_example = pmp_run_metrics(examples, SPLITS, train, gradients_path=path,
-                                           options={"partners": 8, "recipe_a_exact_max": 39}, log=log)
+                                           options={"partners_max": 8, "recipe_a_exact_max": 39}, log=log)
     a_exact, a_sampled = (rows[rows["method"] == "gauss_single_step"] for rows in (exact, sampled))
     assert (a_exact["n_partners"] == n - 1).all() and (a_exact["note"] == "").all()
     assert a_exact["label"].str.startswith("upper bound").all()
     assert (a_sampled["n_partners"] == 8).all() and (a_sampled["n_parent"] == n).all()
+    # issue 37: how ε(X)'s distance was found (the search, exact here) and the estimate's standard error
+    assert (a_sampled["parent_set_distance_method"] == "branch_and_bound").all()
+    assert a_sampled["parent_set_distance_exact"].all() and (a_exact["parent_set_distance_method"] == "all_pairs").all()
+    pmp_row = a_sampled[(a_sampled["metric"] == "epsilon_pmp")]
+    assert len(pmp_row) == 1 and float(pmp_row["standard_error"].iloc[0]) > 0
+    assert float(a_exact.loc[a_exact["metric"] == "epsilon_pmp", "standard_error"].iloc[0]) == 0.0
     assert a_sampled["note"].str.contains("Monte Carlo estimate, not a bound").all()
     exact_rows = a_sampled["metric"].isin(["epsilon_global", "epsilon_parent_set", "mia_success_bound_global"])
     assert exact_rows.sum() == 3  # computed from every pair: their label says nothing of sampling

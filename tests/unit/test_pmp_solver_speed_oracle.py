@@ -17,7 +17,7 @@ import pytest
 from scipy import special
 
 from dpaudit.contract.delta import check_delta
-from dpaudit.dp import mechanisms
+from dpaudit.dp import mechanisms, profile_solver
 from dpaudit.metrics.pmp import bounds, gaussian
 
 
@@ -179,9 +179,9 @@ def test_exp_in_place_equals_np_exp():
     values = values[rng.permutation(values.size)].reshape(-1, 1)  # any layout the solver's blocks have
     with np.errstate(over="ignore"):
         want = np.exp(values)
-        got = bounds._exp_in_place(values.copy(), np.empty(values.size, dtype=bool))
+        got = profile_solver._exp_in_place(values.copy(), np.empty(values.size, dtype=bool))
     assert _same_bits(got, want)
-    assert not np.exp(np.linspace(-1e4, bounds.EXP_UNDERFLOWS_BELOW, 1_000_001)).any()  # the constant's premise
+    assert not np.exp(np.linspace(-1e4, profile_solver.EXP_UNDERFLOWS_BELOW, 1_000_001)).any()  # the constant's premise
 
 
 # ------------------------------------------------------------- the per-row solver
@@ -212,7 +212,7 @@ def _matrices():
         "single_column": (rng.gamma(2.0, 0.5, (23, 1)), 1e-5, None),
         "one_cell": (np.array([[1.7]]), 1e-2, None),
         "one_dimensional": (rng.gamma(2.0, 0.5, 19), 1e-5, None),
-        "row_wider_than_a_block": (rng.gamma(2.0, 0.4, (3, bounds.ROW_CHUNK_CELLS + 77)), 1e-5, None),
+        "row_wider_than_a_block": (rng.gamma(2.0, 0.4, (3, profile_solver.ROW_CHUNK_CELLS + 77)), 1e-5, None),
         "many_blocks_of_rows": (rng.gamma(2.0, 0.4, (700, 97)), 1e-5, None),
         "weights_with_zeros": (spread, 1e-4, "zeros"),
         "weights_uneven": (mixed, 1e-3, "uneven"),

@@ -246,12 +246,15 @@ IDENTIFIABILITY = [
 
 _PMP = ("method", "status", "delta", "accountant_epsilon", "parent_seed", "nonmember_pool")
 _PMP_C = (*_PMP, "n_reference_models", "n_eval_models", "n_bounded", "alpha")
+_PMP_X = (*_PMP, "parent_set_distance_method", "parent_set_distance_exact")  # issue 37: how ε(X)'s distance was found
 PMP = [
     Metric("pmp", "epsilon_pmp", "ε̃ (PMP)",
            "Practical-membership-privacy ε̃ of the parent set: the largest per-example ε̃(x) of the method "
            "(an upper bound for one step in Recipe A, a Monte Carlo estimate of it when n_partners < n_parent − 1 "
-           "above metrics.pmp.recipe_a_exact_max as the note says; a heuristic in Recipe B).",
-           "nats", "diagnostic", _PMP),
+           "above metrics.pmp.recipe_a_exact_max as the note says; a heuristic in Recipe B; column standard_error: the "
+           "partner draw's standard error of the largest ε̃(x), 0 with every partner, beyond which the largest of noisy "
+           "estimates leans upward when many targets are near the top).",
+           "nats", "diagnostic", (*_PMP, "standard_error")),
     Metric("pmp", "epsilon_pmp_quantile", "ε̃(x) quantile",
            "The quantile (column quantile) of the per-example ε̃(x) over the parent set (estimates when "
            "n_partners < n_parent − 1, as for epsilon_pmp).",
@@ -260,11 +263,13 @@ PMP = [
            "The method's own DP ε for every neighbour (not only those in the parent set), under "
            "neighbouring_relation.", "nats", "diagnostic", (*_PMP, "neighbouring_relation")),
     Metric("pmp", "epsilon_parent_set", "ε(X)",
-           "The method's DP ε over neighbours inside the parent set X.", "nats", "diagnostic", _PMP),
+           "The method's DP ε over neighbours inside the parent set X (from the largest distance found by "
+           "parent_set_distance_method: over all pairs when parent_set_distance_exact, else an upper bound in Recipe A "
+           "and the drawn pairs' largest in Recipe B).", "nats", "diagnostic", _PMP_X),
     Metric("pmp", "epsilon_pmp_ratio_global", "ε̃ / ε",
            "epsilon_pmp divided by epsilon_global (replace-one).", "factor", "diagnostic", _PMP),
     Metric("pmp", "epsilon_pmp_ratio_parent_set", "ε̃ / ε(X)",
-           "epsilon_pmp divided by epsilon_parent_set.", "factor", "diagnostic", _PMP),
+           "epsilon_pmp divided by epsilon_parent_set.", "factor", "diagnostic", _PMP_X),
     Metric("pmp", "mia_success_bound_global", "MIA success bound at ε",
            "Balanced MIA success bound (e^ε + δ)/(1 + e^ε) at the method's epsilon_global.",
            "probability", "diagnostic", _PMP),

@@ -11,6 +11,7 @@ rows as in-memory frames, for tests and small data.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -22,13 +23,16 @@ import pyarrow.parquet as pq
 
 from dpaudit.extract.dense_model import DenseModel
 from dpaudit.extract.keras_model import KerasModel, read_model
-from dpaudit.extract.pmp_pairs import norms_sq, trajectory_chi_sums_from_factors, write_pmp_pairs
+from dpaudit.extract.pmp_pairs import norms_sq, sized_trajectory_chi_sums, write_pmp_pairs
 from dpaudit.io import atomic_path, reading, write_parquet
 from dpaudit.losses import per_example_losses
+from dpaudit.progress import Progress
 from dpaudit.training.models import features
 
 # What extraction reads: a Dense stack in numpy, any other model in TensorFlow (same interface).
 Model = DenseModel | KerasModel
+# The pmp options the pairs file is drawn with (rules/extract.smk passes them; metric_pmp checks them)
+PMP_PAIR_OPTIONS = ("parent_seed", "nonmember_pool", "partners_relative_standard_error", "partners_max", "seed")
 # Rows per chunk: every product is computed on chunks of this many rows, so values do not
 # depend on N; a chunk's float64 factors take (inputs + units) × 8 bytes per row.
 _CHUNK_ROWS = 4096
@@ -54,13 +58,15 @@ def gradient_chunks(model: Model, x: np.ndarray, y: np.ndarray, *, keep: bool = 
     """Yield ``(start, stop, norms, flat)`` per chunk of rows: ``norms`` float64 from the
     factors, ``flat`` the chunk's float32 gradient vectors when ``keep`` (else None)."""
     chunk = _kept_chunk_rows(model) if keep else _CHUNK_ROWS
-    for start in range(0, len(x), chunk):
-        stop = min(start + chunk, len(x))
-        if keep:
-            nrm, g = model.gradients(x[start:stop], y[start:stop])
-        else:
-            nrm, g = model.gradient_norms(x[start:stop], y[start:stop]), None
-        yield start, stop, nrm, g
+    with Progress("per-example gradients", total=len(x), unit="rows") as progress:
+        for start in range(0, len(x), chunk):
+            stop = min(start + chunk, len(x))
+            if keep:
+                nrm, g = model.gradients(x[start:stop], y[start:stop])
+            else:
+                nrm, g = model.gradient_norms(x[start:stop], y[start:stop]), None
+            yield start, stop, nrm, g
+            progress.advance(stop - start)
 
 
 def _kept_chunk_rows(model: Model) -> int:
@@ -183,8 +189,8 @@ def write_pmp_pairs_of_model(
     returns its number of rows.
 
     ``model``: the model at the final weights; ``examples`` (example_id, split, label) and
-    ``x`` (float32 rows) in the same order; ``parent``: the pmp options ``parent_seed``,
-    ``nonmember_pool``, ``partners`` and ``seed`` (None: no rows). A run the recipes do not
+    ``x`` (float32 rows) in the same order; ``parent``: the pmp options ``PMP_PAIR_OPTIONS``
+    (None: no rows); Recipe B's partner count comes from a pilot (``sized_trajectory_chi_sums``). A run the recipes do not
     apply to gets the schema with no rows. Of each weight set only the Dense-layer factors
     are computed (2n × Σ(inputs + units) floats, never 2n × P); a model that is not a Dense
     stack gives its exact flat per-example gradients as one factor (``KerasModel.factors``:
@@ -235,11 +241,17 @@ def write_pmp_pairs_of_model(
             yield {"steps": ckpt["steps"], **factors(weights)}
 
     if checkpoints:
-        trajectory = trajectory_chi_sums_from_factors(checkpoint_factors(), noise_multiplier=z, clip=clip,
-                                                      n_partners=int(parent["partners"]), seed=int(parent["seed"]))
+        trajectory = sized_trajectory_chi_sums(
+            checkpoint_factors, n_parent=len(xs), n_checkpoints=len(checkpoints), noise_multiplier=z, clip=clip,
+            seed=int(parent["seed"]), sampling_rate=float(train["sampling_probability"]), delta=float(train["delta"]),
+            relative_standard_error=float(parent["partners_relative_standard_error"]),
+            partners_max=int(parent["partners_max"]), log=logging.getLogger("dpaudit.extract"))
     metadata = {"clip_norm": clip, "noise_multiplier": z, "steps": int(train["steps"]),
                 "checkpoint_steps": [int(c["steps"]) for c in checkpoints],
-                **{key: parent[key] for key in ("parent_seed", "nonmember_pool", "partners", "seed")}}
+                **{key: parent[key] for key in PMP_PAIR_OPTIONS}}
+    if trajectory is not None:  # the count the pilot chose (Recipe A draws as many above its exact size)
+        metadata |= {"partners": trajectory["partners"], "pilot_epsilon": trajectory["pilot_epsilon"],
+                     "pilot_standard_error": trajectory["pilot_standard_error"]}
     return write_pmp_pairs(path, example_id=ids, is_member=is_member, grad_norm=final["norms"],
                            inputs=final["inputs"], deltas=final["deltas"], layers=layers, trajectory=trajectory,
                            metadata=metadata)

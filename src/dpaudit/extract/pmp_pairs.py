@@ -19,10 +19,11 @@ One row per example of X (X's order): ``example_id``, ``is_member`` and
   (``clipped_distances``). Equal to the distances of the vectors up to float32 rounding
   (see ``docs/architecture.md``).
 * Recipe B (the whole transcript): per target ``chi_sum`` = Σ_k T_k χ_k(x, x') over the
-  checkpoints for each of its drawn partners (``draw_partners``: the seed and count are in
-  the metadata), in float64 (null without checkpoints). The extraction computes it from each
-  checkpoint's Dense-layer factors (``trajectory_chi_sums_from_factors``: n·k·Σ(inputs + units)
-  products, exact, never a 2n × P matrix); ``trajectory_chi_sums`` is the same sum from the
+  checkpoints for each of its drawn partners (``dpaudit.extract.pmp_partners``: block-shared
+  draws; the count a pilot chose, its options and seed are in the metadata), in float64 (null
+  without checkpoints). The extraction computes it from each checkpoint's Dense-layer factors
+  (``sized_trajectory_chi_sums`` over ``trajectory_chi_sums_from_factors``: a float32 Gram block
+  per block of targets, never a 2n × P matrix); ``trajectory_chi_sums`` is the same sum from the
   vectors, which ``dpaudit.metrics.pmp.dpsgd.recipe_b_trajectory`` uses (and may project).
 
 Floats are written with Parquet's byte-stream-split encoding (zstd compresses the
@@ -46,9 +47,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpaudit.extract.pmp_partners import (
+    CHI_DTYPE,
+    PARTNER_BLOCK,
+    PILOT_PARTNERS,
+    block_inner_products,
+    choose_partner_count,
+    draw_partners,
+    partner_blocks,
+    partners_drawn,
+)
 from dpaudit.io import atomic_path, reading
 
-__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances",
+__all__ = ["METADATA_KEY", "clip_rows", "clipped_distances", "clipped_factor_views", "sized_trajectory_chi_sums",
            "clipped_pair_distances", "draw_partners", "factor_norms_sq", "norms_sq",
            "max_clipped_distance",
            "factor_pair_inner_products", "projection_matrix", "project_rows",
@@ -92,31 +103,6 @@ def replace_one_chi(norm_sq_a, norm_sq_b, inner_ab) -> np.ndarray:
     chi = np.exp(inner_ab) * (np.expm1(np.asarray(norm_sq_a) - inner_ab)
                               + np.expm1(np.asarray(norm_sq_b) - inner_ab))
     return np.maximum(chi, 0.0)
-
-
-def draw_partners(n_parent: int, n_partners: int, seed: int, *, block_rows: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """(targets, partners) of Recipe B, flat and target-major: ``n_partners`` partners per target
-    drawn without replacement among the other 2n − 1 points (all if fewer).
-
-    Each target ranks the others by its row of an n_parent × (n_parent − 1) uniform key
-    matrix. The keys are drawn ``block_rows`` rows at a time: the generator fills rows in
-    order, so the draw equals one call for the whole matrix, whose n² float64 keys (8.5 GB on
-    Adult's 32,560-point parent set) used to be held at once.
-    """
-    rng = np.random.default_rng(seed)
-    k_partners = min(int(n_partners), n_parent - 1)
-    if k_partners >= n_parent - 1:
-        partners = np.tile(np.arange(n_parent - 1), (n_parent, 1))
-    else:
-        partners = np.empty((n_parent, k_partners), dtype=np.int64)
-        for start in range(0, n_parent, block_rows):
-            stop = min(start + block_rows, n_parent)
-            # the ranks are shifted past the target's own index below
-            keys = rng.random((stop - start, n_parent - 1))
-            partners[start:stop] = np.argpartition(keys, k_partners - 1, axis=1)[:, :k_partners]
-    targets = np.repeat(np.arange(n_parent), partners.shape[1])
-    partners = partners.ravel()
-    return targets, partners + (partners >= targets)
 
 
 def _pair_inner_products(a: np.ndarray, rows_i: np.ndarray, rows_j: np.ndarray,
@@ -169,7 +155,7 @@ def trajectory_chi_sums(checkpoints, *, noise_multiplier: float, clip: float, n_
 
 
 def _chi_sums(checkpoints, *, rows, terms, n_partners: int, seed: int) -> dict:
-    """Σ_k T_k χ_k per drawn (target, partner), the loop both Recipe B paths share: ``rows(ckpt)``
+    """Σ_k T_k χ_k per drawn (target, partner) of the vectors' path: ``rows(ckpt)``
     is a checkpoint's row count, ``terms(ckpt, targets, partners)`` its scaled clipped squared
     norms (per row) and inner products (per pair). The partners are drawn at the first."""
     targets = partners = total = n_parent = None
@@ -249,9 +235,9 @@ def _gram_pair_inner_products(views, n_rows: int, targets: np.ndarray, partners:
     return out
 
 
-def _layer_views(inputs, deltas, layers) -> list[tuple[np.ndarray, np.ndarray]]:
-    inputs = np.asarray(inputs, dtype=np.float64)
-    deltas = np.asarray(deltas, dtype=np.float64)
+def _layer_views(inputs, deltas, layers, dtype=np.float64) -> list[tuple[np.ndarray, np.ndarray]]:
+    inputs = np.asarray(inputs, dtype=dtype)
+    deltas = np.asarray(deltas, dtype=dtype)
     views, a0, d0 = [], 0, 0
     for width_in, width_out in layers:
         views.append((inputs[:, a0:a0 + int(width_in)], deltas[:, d0:d0 + int(width_out)]))
@@ -260,29 +246,82 @@ def _layer_views(inputs, deltas, layers) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def trajectory_chi_sums_from_factors(checkpoints, *, noise_multiplier: float, clip: float, n_partners: int,
-                                     seed: int) -> dict:
+                                     seed, progress=None) -> dict:
     """``trajectory_chi_sums`` from each checkpoint's Dense-layer factors instead of its vectors.
 
     ``checkpoints``: dicts with ``steps``, ``inputs``, ``deltas`` (2n rows each) and ``layers``.
-    Norms and inner products both come from the factors, exactly (no projection): the clipped
-    inner product is s_t·s_p·⟨g_t, g_p⟩ with s = min(1, C/‖g‖). Memory: the factors and the
-    pairs, never a 2n × P matrix. Same return value, ``projection_dim`` 0.
+    Norms come from the factors in float64; the inner products from one Gram block per block of
+    targets and its shared partners (``dpaudit.extract.pmp_partners``: the draw, and the float32
+    products' tolerance): the clipped inner product is s_t·s_p·⟨g_t, g_p⟩ with s = min(1, C/‖g‖).
+    Memory: the factors, a block's Gram and the 2n × k sums, never a 2n × P matrix or n·k
+    indices. Returns ``total`` (2n × k float64, target-major), ``partners`` (k), ``steps``,
+    ``checkpoints`` and ``projection_dim`` 0. ``progress``: a ``dpaudit.progress.Progress``
+    advanced by one per block of targets per checkpoint.
     """
     scale_sq = 1.0 / (float(noise_multiplier) * float(clip)) ** 2
-
-    def rows(ckpt) -> int:
-        if len(ckpt["deltas"]) != len(ckpt["inputs"]):
-            raise ValueError(f"a checkpoint has {len(ckpt['inputs'])} rows of inputs, {len(ckpt['deltas'])} of deltas")
-        return len(ckpt["inputs"])
-
-    def terms(ckpt, targets, partners):
+    total = None
+    steps_total = count = 0
+    n_parent = k = None
+    for index, ckpt in enumerate(checkpoints):
+        n_rows = len(ckpt["inputs"])
+        if len(ckpt["deltas"]) != n_rows:
+            raise ValueError(f"a checkpoint has {n_rows} rows of inputs, {len(ckpt['deltas'])} of deltas")
+        if n_parent is None:
+            n_parent, k = n_rows, partners_drawn(n_rows, n_partners)
+            total = np.zeros((n_rows, k))
+        if n_rows != n_parent:
+            raise ValueError(f"checkpoint {index} has {n_rows} rows, expected {n_parent}")
         norm_sq = factor_norms_sq(ckpt["inputs"], ckpt["deltas"], ckpt["layers"])
         factor, _ = _clip_scales(np.sqrt(norm_sq), clip)
-        inner = factor_pair_inner_products(ckpt["inputs"], ckpt["deltas"], ckpt["layers"], targets, partners)
-        inner *= factor[targets] * factor[partners] * scale_sq
-        return norm_sq * factor**2 * scale_sq, inner
+        clipped_sq = norm_sq * factor**2 * scale_sq
+        views = _layer_views(ckpt["inputs"], ckpt["deltas"], ckpt["layers"], dtype=CHI_DTYPE)
+        steps = int(ckpt["steps"])
+        for start, stop, shared, columns in partner_blocks(n_rows, k, seed):
+            inner = block_inner_products(views, start, stop, shared, columns, dtype=CHI_DTYPE)
+            partner = shared[columns]
+            inner *= factor[start:stop, None] * factor[partner] * scale_sq
+            total[start:stop] += steps * replace_one_chi(clipped_sq[start:stop, None], clipped_sq[partner], inner)
+            if progress is not None:
+                progress.advance()
+        steps_total += steps
+        count += 1
+    if count == 0:
+        raise ValueError("Recipe B needs at least one checkpoint")
+    return {"total": total, "partners": int(k), "steps": steps_total, "checkpoints": count, "projection_dim": 0}
 
-    return _chi_sums(checkpoints, rows=rows, terms=terms, n_partners=n_partners, seed=seed) | {"projection_dim": 0}
+
+def sized_trajectory_chi_sums(checkpoints, *, n_parent: int, n_checkpoints: int, noise_multiplier: float,
+                              clip: float, seed: int, sampling_rate: float, delta: float,
+                              relative_standard_error: float, partners_max: int, log=None) -> dict:
+    """``trajectory_chi_sums_from_factors`` at the partner count a pilot asks for (issue 37).
+
+    ``checkpoints``: a callable returning a fresh iterator over the ``n_checkpoints`` checkpoints'
+    factors of ``n_parent`` rows (one checkpoint in memory at a time; a pass for the pilot's
+    ``PILOT_PARTNERS`` partners and, when the chosen count is larger, a second for it, both drawn
+    with ``seed``: the sums are those of the draw (2n, k, seed)). ``choose_partner_count`` sizes it so the standard error of the
+    largest ε̃_x is about ``relative_standard_error`` of it. The result adds ``pilot_epsilon``
+    and ``pilot_standard_error``."""
+    from dpaudit.progress import Progress
+
+    blocks = -(-int(n_parent) // PARTNER_BLOCK) * int(n_checkpoints)
+    with Progress("Recipe B pilot chi sums", total=blocks, unit="blocks", log=log) as progress:
+        pilot = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
+                                                 n_partners=min(PILOT_PARTNERS, int(partners_max)),
+                                                 seed=int(seed), progress=progress)
+    chosen = choose_partner_count(pilot["total"], n_parent, sampling_rate=sampling_rate, delta=delta,
+                                  relative_standard_error=relative_standard_error, partners_max=partners_max)
+    if log is not None:
+        log.info("Recipe B: pilot of %d partners: largest eps~ %.4g, standard error %.3g there; %d partners "
+                 "per target for a relative standard error %.3g (at most %d)", pilot["partners"],
+                 chosen["pilot_epsilon"], chosen["pilot_standard_error"], chosen["partners"],
+                 relative_standard_error, partners_max)
+    if chosen["partners"] == pilot["partners"]:  # the pilot is the draw (n, k, seed) asks for: no second pass
+        sums = pilot
+    else:
+        with Progress("Recipe B chi sums", total=blocks, unit="blocks", log=log) as progress:
+            sums = trajectory_chi_sums_from_factors(checkpoints(), noise_multiplier=noise_multiplier, clip=clip,
+                                                    n_partners=chosen["partners"], seed=int(seed), progress=progress)
+    return sums | {key: chosen[key] for key in ("pilot_epsilon", "pilot_standard_error")}
 
 
 def clipped_distances(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
@@ -308,6 +347,13 @@ def _clip_scales(grad_norm, clip: float) -> tuple[np.ndarray, np.ndarray]:
     norms = np.asarray(grad_norm, dtype=np.float64)
     factor = np.minimum(1.0, float(clip) / np.where(norms > 0, norms, 1.0))
     return factor, (norms * factor) ** 2
+
+
+def clipped_factor_views(inputs, deltas, grad_norm, layers: Sequence[Sequence[int]], clip: float):
+    """(per-layer (a, s·δ) float64 views, ‖clip_C(g)‖² per row): the clip factors s scale the
+    bias factors, so the kernel gradient a ⊗ sδ and these views' Gram are the clipped ones."""
+    factor, clipped_sq = _clip_scales(grad_norm, clip)
+    return [(a, d * factor[:, None]) for a, d in _layer_views(inputs, deltas, layers)], clipped_sq
 
 
 def max_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
@@ -387,10 +433,11 @@ def write_pmp_pairs(path: str | os.PathLike, *, example_id=None, is_member=None,
         if trajectory is None:
             chi = pa.nulls(n, pa.list_(pa.float64()))
         else:
-            if not np.array_equal(trajectory["targets"], np.repeat(np.arange(n), trajectory["targets"].size // n)):
-                raise ValueError("Recipe B's pairs must be target-major with the same partner count per target")
-            offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (trajectory["total"].size // n))
-            chi = pa.ListArray.from_arrays(offsets, pa.array(trajectory["total"].astype(np.float64)))
+            total = np.asarray(trajectory["total"], dtype=np.float64).reshape(-1)
+            if total.size % n:
+                raise ValueError("Recipe B's sums must be target-major with the same partner count per target")
+            offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (total.size // n))  # < 2^31: k ≤ 10^4
+            chi = pa.ListArray.from_arrays(offsets, pa.array(total))
         columns = [pa.array(np.asarray(example_id, np.int64)), pa.array(np.asarray(is_member, bool)),
                    pa.array(np.asarray(grad_norm, np.float64)),
                    pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(inputs, np.float32).reshape(-1)), n_inputs),

@@ -53,6 +53,7 @@ from dpaudit.metrics.epsilon_star.sparse_grid import (
     replicate_grid_best,
     standardized_thresholds,
 )
+from dpaudit.progress import Progress
 
 # elements of the (replicates x examples) blocks processed at once: bounds memory
 # (a handful of float64 arrays of this size) whatever n and B are
@@ -394,14 +395,16 @@ def bootstrap_epsilon_star(
         rank[order] = np.arange(pooled.size)
     per_block = max(1, BLOCK_ELEMENTS // (n_tr + n_pop))
     replicates = np.empty(int(resamples))
-    for start in range(0, int(resamples), per_block):
-        ks = range(start, min(start + per_block, int(resamples)))
-        idx_tr, idx_pop = _resample_block(int(seed), ks.start, ks.stop, n_tr, n_pop)
-        if estimator == "empirical":
-            block = _empirical_block(idx_tr, idx_pop, rank, ends, n_tr, n_pop, delta, empirical_filter)
-        else:
-            block = _parametric_block(tr, pop, idx_tr, idx_pop, delta, grid_size, alpha)
-        replicates[ks.start : ks.stop] = block
+    with Progress(f"eps* bootstrap ({estimator})", total=int(resamples), unit="resamples") as progress:
+        for start in range(0, int(resamples), per_block):
+            ks = range(start, min(start + per_block, int(resamples)))
+            idx_tr, idx_pop = _resample_block(int(seed), ks.start, ks.stop, n_tr, n_pop)
+            if estimator == "empirical":
+                block = _empirical_block(idx_tr, idx_pop, rank, ends, n_tr, n_pop, delta, empirical_filter)
+            else:
+                block = _parametric_block(tr, pop, idx_tr, idx_pop, delta, grid_size, alpha)
+            replicates[ks.start : ks.stop] = block
+            progress.advance(len(ks))
     defined = replicates[np.isfinite(replicates)]
     tail = (1.0 - level) / 2.0
     if defined.size:

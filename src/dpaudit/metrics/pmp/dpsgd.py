@@ -23,19 +23,26 @@ from dpaudit.dp.hypothesis import (
     clopper_pearson_upper,
     epsilon_from_rate_bounds,
 )
+from dpaudit.dp.profile_solver import profile_epsilon_per_row, profile_epsilon_standard_error
+from dpaudit.extract.max_distance import largest_clipped_distance
 from dpaudit.extract.pmp_pairs import (
     clip_rows,
     clipped_distances,
-    clipped_pair_distances,
-    draw_partners,
-    max_clipped_distance,
+    clipped_factor_views,
     project_rows,
     projection_matrix,
     replace_one_chi,
     trajectory_chi_sums,
 )
-from dpaudit.metrics.pmp.bounds import profile_epsilon_per_row
-from dpaudit.metrics.pmp.gaussian import gaussian_pmp, pmp_result, solve_rows
+from dpaudit.extract.pmp_partners import (
+    PARTNER_BLOCK,
+    PILOT_PARTNERS,
+    block_inner_products,
+    partner_blocks,
+    partners_drawn,
+    partners_for_standard_error,
+)
+from dpaudit.metrics.pmp.gaussian import SOLVE_CELLS, gaussian_pmp, pmp_result, solve_rows
 
 __all__ = [
     "EXACT_MAX_PARENT",
@@ -72,21 +79,28 @@ EXACT_MAX_PARENT = 4096  # metrics.pmp.recipe_a_exact_max's default
 
 def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
                           layers, *, noise_multiplier: float, clip: float, delta: float, exact_max: int,
-                          partners: int, seed: int, block_rows: int = 512) -> dict:
+                          partners: int, seed: int, relative_standard_error: float | None = None,
+                          partners_max: int | None = None, log=None) -> dict:
     """Recipe A from the extraction's Dense-layer factors (``pmp_pairs.parquet``), at any size.
 
     A parent set of 2n ≤ ``exact_max`` points gets the exact Prop. 12 bound: every target's
     mean over all 2n − 1 partners (``clipped_distances`` and ``gaussian_pmp``, the 2n × 2n
     distances held once). A larger one would need 4n² distances and Newton steps of
     δ_G on each (≈ 0.4 µs per pair: 6.5 s at 2n = 4,096, `bench/bench_pmp_scale.py`; several minutes at 2n = 32,560), so there each target's
-    mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``draw_partners`` with
-    ``seed``, the pairs of Recipe B): an unbiased Monte Carlo estimate of δ̃_x(ε) at every ε,
-    hence an estimate of ε̃_x, neither an upper nor a lower bound (``pmp_is_upper_bound``
-    False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over the drawn partners,
-    as Recipe B's). ε(X) stays exact: the largest distance over all pairs from a blocked pass
-    (``max_clipped_distance``, ``block_rows`` × 2n at a time, no δ_G). A sampled ε̃_x never
-    exceeds ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners`` in the result: the partners
-    each ε̃_x averages.
+    mean δ̃_x(ε) is estimated on its ``partners`` drawn partners (``dpaudit.extract.pmp_partners``
+    with ``seed``, Recipe B's draw: a Gram block per block of targets): an unbiased Monte Carlo
+    estimate of δ̃_x(ε) at every ε, hence an estimate of ε̃_x, neither an upper nor a lower bound
+    (``pmp_is_upper_bound`` False, ``partners_sampled`` True; ``mu_mean_x`` and ``mu_max_x`` over
+    the drawn partners, as Recipe B's; ``standard_error``: the delta-method standard error of the
+    largest ε̃_x, ``profile_epsilon_standard_error``). With ``relative_standard_error`` the count is
+    sized as Recipe B's (a pilot of ``PILOT_PARTNERS`` drawn with ``seed``, then
+    ``partners_for_standard_error`` up to ``partners_max``, the pilot itself when that is its count,
+    else a second draw whose solve starts at the pilot's roots); without, ``partners``. ε(X) from the largest distance over all pairs
+    (``dpaudit.extract.max_distance.largest_clipped_distance``: exact, or an upper bound when its
+    pair budget runs out; ``distance_method`` and ``distance_exact`` say which). No n·k array is
+    held: each block of targets is solved as it is drawn (the solver's rows are independent). A
+    sampled ε̃_x never exceeds the exact ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners``
+    in the result: the partners each ε̃_x averages. ``log``: progress lines (``dpaudit.progress``).
     """
     n_parent = len(grad_norm)
     z, clip = float(noise_multiplier), float(clip)
@@ -94,19 +108,53 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     if n_parent <= int(exact_max):
         distances = clipped_distances(inputs, deltas, grad_norm, layers, clip)
         res = recipe_a_single_step(None, z, clip, delta, distances=distances)
-        return res | {"n_partners": n_parent - 1, "partners_sampled": False}
+        return res | {"n_partners": n_parent - 1, "partners_sampled": False, "standard_error": 0.0,
+                      "distance_method": "all_pairs", "distance_exact": True}
     if not sigma > 0:
         raise ValueError(f"noise standard deviation must be > 0, got {sigma}")
-    sens_x = max_clipped_distance(inputs, deltas, grad_norm, layers, clip, block_rows=block_rows)
-    targets, drawn = draw_partners(n_parent, int(partners), int(seed))
-    mu = clipped_pair_distances(inputs, deltas, grad_norm, layers, clip, targets, drawn)
-    del targets, drawn
-    mu /= sigma
-    mu = mu.reshape(n_parent, -1)
-    eps_x = solve_rows(lambda start, stop: mu[start:stop], delta, n_parent)
-    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=sens_x,
-                     mu_mean_x=mu.mean(axis=1), mu_max_x=mu.max(axis=1), upper_bound=False)
-    return res | {"n_partners": int(mu.shape[1]), "partners_sampled": True}
+    largest = largest_clipped_distance(inputs, deltas, grad_norm, layers, clip, exact_max=exact_max,
+                                       seed=int(seed), log=log)
+    views, clipped_sq = clipped_factor_views(inputs, deltas, grad_norm, layers, clip)
+    k = partners_drawn(n_parent, partners)
+    if relative_standard_error is not None:  # Recipe A's own pilot, as Recipe B's (dpaudit.extract.pmp_partners)
+        k0 = partners_drawn(n_parent, min(PILOT_PARTNERS, int(partners_max)))
+        pilot = _drawn_partners_pass(views, clipped_sq, k0, int(seed), sigma, delta, log, "pilot")
+        top = int(np.argmax(pilot[0]))
+        k = partners_for_standard_error(float(pilot[1][top]), k0, n_parent - 1,
+                                        float(relative_standard_error) * float(pilot[0][top]), int(partners_max))
+    if relative_standard_error is not None and k == k0:  # the pilot is the draw (n, k, seed) asks for
+        eps_x, se_x, mu_mean, mu_max = pilot
+    else:
+        eps_x, se_x, mu_mean, mu_max = _drawn_partners_pass(
+            views, clipped_sq, k, int(seed), sigma, delta, log, "drawn partners",
+            start=None if relative_standard_error is None else pilot[0])
+    res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
+                     mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
+    return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
+                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
+
+
+def _drawn_partners_pass(views, clipped_sq, k, seed, sigma, delta, log, label, start=None):
+    """(ε̃_x, its standard error, mean μ, max μ) per target over k partners drawn with ``seed``
+    (``partner_blocks``), block by block: no n·k array. ``start``: per-target guesses of ε̃_x (the
+    pilot's), where the solver's Newton steps begin (``profile_epsilon_per_row``)."""
+    from dpaudit.progress import Progress
+
+    n_parent = clipped_sq.size
+    eps_x, se_x, mu_mean, mu_max = (np.empty(n_parent) for _ in range(4))
+    blocks = -(-n_parent // PARTNER_BLOCK)
+    with Progress(f"Recipe A: {label}", total=blocks, unit="blocks", log=log) as progress:
+        for first, stop, shared, columns in partner_blocks(n_parent, k, seed):
+            partner = shared[columns]
+            d2 = clipped_sq[first:stop, None] + clipped_sq[partner] - 2.0 * block_inner_products(
+                views, first, stop, shared, columns)
+            mu = np.sqrt(np.maximum(d2, 0.0)) / sigma
+            guess = None if start is None else start[first:stop]
+            eps_x[first:stop] = profile_epsilon_per_row(mu, delta, start=guess)
+            se_x[first:stop] = profile_epsilon_standard_error(mu, eps_x[first:stop], population=n_parent - 1)
+            mu_mean[first:stop], mu_max[first:stop] = mu.mean(axis=1), mu.max(axis=1)
+            progress.advance()
+    return eps_x, se_x, mu_mean, mu_max
 
 
 def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_multiplier: float,
@@ -137,12 +185,18 @@ def recipe_b_trajectory(checkpoints: list[dict], *, sampling_rate: float, noise_
 def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: float, noise_multiplier: float,
                            delta: float, steps: int, checkpoints: int, projection_dim: int) -> dict:
     """Recipe B from Σ_k T_k χ_k per (target, partner) (flat, target-major, the same number of
-    partners per target): μ = q·sqrt(Σ), ε̃_x per target, and the same-method references."""
+    partners per target): μ = q·sqrt(Σ), ε̃_x per target (by row blocks, ``solve_rows``), the
+    same-method references, ``standard_error_x``, each ε̃_x's delta-method standard error from the
+    partner draw (``profile_epsilon_standard_error``; 0 with every partner), and ``standard_error``,
+    that of the largest ε̃_x. The largest of noisy estimates leans upward when many targets are
+    near it (by up to about that error times √(2 ln 2n)), beyond its own standard error."""
     z = float(noise_multiplier)
     q = float(sampling_rate)
     mu = q * np.sqrt(np.asarray(total, dtype=np.float64))
     mu_rows = mu.reshape(int(n_parent), -1)
-    eps_x = profile_epsilon_per_row(mu_rows, delta)
+    eps_x = solve_rows(lambda start, stop: mu_rows[start:stop], delta, int(n_parent),
+                       block_rows=max(1, SOLVE_CELLS // mu_rows.shape[1]))
+    standard_error_x = profile_epsilon_standard_error(mu_rows, eps_x, population=int(n_parent) - 1)
     inv_z2 = 1.0 / z**2
     mu_replace = q * math.sqrt(steps * 4.0 * math.sinh(inv_z2))
     mu_add_remove = q * math.sqrt(steps * math.expm1(inv_z2))
@@ -161,6 +215,8 @@ def recipe_b_from_chi_sums(total: np.ndarray, n_parent: int, *, sampling_rate: f
         "eps_X": eps_of_mu(mu_max),
         "mu_global": mu_replace,
         "n_partners": int(mu.size // int(n_parent)),
+        "standard_error": float(standard_error_x[np.argmax(eps_x)]),
+        "standard_error_x": standard_error_x,
         "steps": int(steps),
         "checkpoints": int(checkpoints),
         "projection_dim": int(projection_dim),

@@ -47,7 +47,8 @@ OPTION_DEFAULTS = {
     "parent_seed": 0,
     "nonmember_pool": "nonmembers_and_utility",
     "checkpoints": 5,
-    "partners": 256,
+    "partners_relative_standard_error": 0.01,
+    "partners_max": 256,
     "recipe_a_exact_max": EXACT_MAX_PARENT,
     "recipe_c": False,
     "alpha": 0.05,
@@ -125,7 +126,8 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
               "accountant_epsilon": eps_accountant, "parent_seed": int(o["parent_seed"]),
               "nonmember_pool": o["nonmember_pool"], "neighbouring_relation": None, "quantile": math.nan,
               "n_reference_models": None, "n_eval_models": None, "n_bounded": None, "alpha": math.nan,
-              "reference_recipe": None, "reference_epsilon": math.nan}
+              "reference_recipe": None, "reference_epsilon": math.nan, "standard_error": math.nan,
+              "parent_set_distance_method": None, "parent_set_distance_exact": None}
     rows: list[dict] = []
     reason = not_applicable(train)
     if reason is not None:
@@ -150,10 +152,12 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                          "(metrics.pmp.parent_seed or nonmember_pool differ from the extraction's); "
                          "delete it and run again")
     meta = pairs["metadata"]
-    drawn = {key: meta.get(key) for key in ("partners", "seed")}
-    if meta.get("checkpoints") and drawn != {key: int(o[key]) for key in drawn}:
+    drawn = {key: meta.get(key) for key in ("partners_relative_standard_error", "partners_max", "seed")}
+    wanted = {"partners_relative_standard_error": float(o["partners_relative_standard_error"]),
+              "partners_max": int(o["partners_max"]), "seed": int(o["seed"])}
+    if meta.get("checkpoints") and drawn != wanted:
         raise ValueError(f"{gradients_path}: Recipe B's pairs were drawn with {drawn}, the metric's options are "
-                         f"{ {key: o[key] for key in drawn} }; delete it and run again")
+                         f"{wanted}; delete it and run again")
     if (meta["clip_norm"], meta["noise_multiplier"]) != (clip, z):
         raise ValueError(f"{gradients_path}: extracted for clip norm {meta['clip_norm']} and noise multiplier "
                          f"{meta['noise_multiplier']}, train.json says {clip} and {z}; delete it and run again")
@@ -161,13 +165,20 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
 
     res_a = recipe_a_from_factors(pairs["inputs"], pairs["deltas"], pairs["grad_norm"], meta["layers"],
                                   noise_multiplier=z, clip=clip, delta=delta, exact_max=int(o["recipe_a_exact_max"]),
-                                  partners=int(o["partners"]), seed=int(o["seed"]))
-    a_common = common | {"n_partners": res_a["n_partners"], "projection_dim": 0, "checkpoints": 1}
+                                  partners=int(o["partners_max"]), seed=int(o["seed"]),
+                                  relative_standard_error=float(o["partners_relative_standard_error"]),
+                                  partners_max=int(o["partners_max"]), log=log)
+    a_common = common | {"n_partners": res_a["n_partners"], "projection_dim": 0, "checkpoints": 1,
+                         "parent_set_distance_method": res_a["distance_method"],
+                         "parent_set_distance_exact": res_a["distance_exact"]}
     a_note, a_label = _sampled_note(res_a, ids.size, o, log)
     a_rows = _rows("gauss_single_step", _summary(res_a, delta), a_common, note=a_note, label=a_label)
+    _state_standard_error(a_rows, res_a["standard_error"])
     for row in a_rows:  # these come from all pairs even when the per-target means are sampled
         if row["metric"] in EXACT_WHEN_SAMPLED:
             row["label"] = METHOD_LABELS["gauss_single_step"]
+            if row["metric"] == "epsilon_parent_set" and not res_a["distance_exact"]:
+                row["label"] += " (from an upper bound on the largest clipped distance)"
     rows += a_rows
     rows += _quantile_rows("gauss_single_step", "epsilon_pmp_quantile", res_a["eps_pmp_x"], a_common, note=a_note,
                            label=a_label)
@@ -182,14 +193,21 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
                                        steps=meta["trajectory_steps"], checkpoints=meta["checkpoints"],
                                        projection_dim=meta["projection_dim_used"])
         b_common = common | {"n_partners": res_b["n_partners"], "projection_dim": res_b["projection_dim"],
-                             "checkpoints": res_b["checkpoints"]}
-        rows += _rows("dpsgd_clt", _summary(res_b, delta), b_common)
+                             "checkpoints": res_b["checkpoints"],
+                             "parent_set_distance_method": "largest_drawn_pair",
+                             "parent_set_distance_exact": res_b["n_partners"] >= ids.size - 1}
+        b_rows = _rows("dpsgd_clt", _summary(res_b, delta), b_common)
+        _state_standard_error(b_rows, res_b["standard_error"])
+        rows += b_rows
+        log.info("Recipe B: %d partners per target, eps~ = %.4g with standard error %.3g (partner draw)",
+                 res_b["n_partners"], res_b["eps_pmp"], res_b["standard_error"])
         rows += _rows("dpsgd_clt", {"epsilon_global": {"value": res_b["eps_global_add_remove"],
                                                        "neighbouring_relation": "add_remove"}}, b_common)
         rows += _quantile_rows("dpsgd_clt", "epsilon_pmp_quantile", res_b["eps_pmp_x"], b_common)
         per_example["eps_pmp_x_dpsgd_clt"] = res_b["eps_pmp_x"]
         per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
         per_example["mu_max_dpsgd_clt"] = res_b["mu_max_x"]
+        per_example["eps_pmp_x_se_dpsgd_clt"] = res_b["standard_error_x"]
     else:
         rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_computed", "no checkpoints")
 
@@ -207,19 +225,33 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
     return pd.DataFrame(rows), per_example
 
 
+def _state_standard_error(rows: list[dict], standard_error: float) -> None:
+    """epsilon_pmp's row states the standard error of its value from the partner draw (delta method
+    at the largest ε̃_x; 0 with every partner; ``dpaudit.dp.profile_solver``)."""
+    for row in rows:
+        if row["metric"] == "epsilon_pmp":
+            row["standard_error"] = float(standard_error)
+
+
 def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, str | None]:
     """(note, label) of Recipe A's rows: empty and the method's label when exact; when its
     per-target means were estimated on drawn partners (``recipe_a_from_factors``), says so."""
     if not res_a["partners_sampled"]:
         return "", None
     k = res_a["n_partners"]
+    distance = ("exact" if res_a["distance_exact"] else
+                "an upper bound (largest clipped distance: the search's pair budget ran out, "
+                f"parent_set_distance_method = {res_a['distance_method']})")
     note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
             f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
-            f"estimated on n_partners = {k} drawn partners (metrics.pmp.partners, seed {int(o['seed'])}, Recipe B's "
-            "pairs); epsilon_pmp, its quantiles, ratios and MIA bounds are estimates of the Prop. 12 upper "
-            "bound's, epsilon_parent_set and epsilon_global (and mia_success_bound_global) are exact")
+            f"estimated on n_partners = {k} drawn partners (sized as Recipe B's, seed {int(o['seed'])}; "
+            f"epsilon_pmp's standard error {res_a['standard_error']:.3g} in column standard_error); "
+            "epsilon_pmp, its quantiles, ratios and MIA bounds are estimates of the Prop. 12 upper "
+            "bound's; epsilon_global (and mia_success_bound_global) are exact, epsilon_parent_set is "
+            f"{distance}")
     log.warning("Recipe A on %d points: per-target means over %d drawn partners of %d (Monte Carlo estimate of "
-                "the Prop. 12 bound; epsilon_parent_set exact)", n_parent, k, n_parent - 1)
+                "the Prop. 12 bound; epsilon_parent_set %s)", n_parent, k, n_parent - 1,
+                "exact" if res_a["distance_exact"] else "an upper bound")
     return note, f"Monte Carlo estimate ({k} drawn partners per target) of the {METHOD_LABELS['gauss_single_step']}"
 
 
