@@ -94,7 +94,12 @@ class Progress:
         return self
 
     def __exit__(self, kind, value, traceback) -> None:
-        if kind is None and self.lines:
+        if kind is None:
+            self.finish()
+
+    def finish(self) -> None:
+        """The closing line of a loop that logged (the ``with`` block's end, for loops not in one)."""
+        if self.lines:
             self.log.info("%s: done, %d %s in %s", self.label, self.done, self.unit,
                           _duration(time.monotonic() - self.start))
 

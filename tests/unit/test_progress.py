@@ -96,3 +96,25 @@ def test_the_epsilon_star_bootstrap_reports_its_resamples(caplog, monkeypatch):
     lines = [LINE.fullmatch(r.getMessage()) for r in caplog.records if r.getMessage().startswith("eps* bootstrap")
              and "done," not in r.getMessage()]
     assert lines and all(lines) and lines[-1]["done"] == lines[-1]["total"] == "40"
+
+
+def test_training_and_reference_pools_report_their_steps(caplog, monkeypatch, tmp_path):
+    """issue 37: the training loop (and the twin, the same loop) and the reference pools log progress."""
+    import numpy as np
+
+    from dpaudit.training.reference import train_reference_models
+    from dpaudit.training.train import train_model
+
+    from .test_training import SPLITS, _dp_params, _frame
+
+    monkeypatch.setenv("DPAUDIT_PROGRESS_SECONDS", "0")
+    log = logging.getLogger("test.training_progress")
+    with caplog.at_level(logging.INFO):
+        train_model(_frame(), SPLITS, _dp_params(epochs=1), tmp_path / "m.keras", threads=1, log=log)
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(200, 5)).astype(np.float32)
+        train_reference_models(x, (x[:, 0] > 0).astype(np.int64), _dp_params(epochs=1), n_members=120, count=2, seed=1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("training steps: ") and "/6 steps" in line for line in lines)
+    assert any(line.startswith("training steps: done, 6 steps") for line in lines)
+    assert any(line.startswith("2 reference models' steps (stacked): ") for line in lines)

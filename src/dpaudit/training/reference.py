@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
+from dpaudit.progress import Progress
 from dpaudit.training import sampling
 from dpaudit.training.dense_taps import ghost_squared_norms
 from dpaudit.training.params import resolve_implementation
@@ -416,7 +417,9 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
     models = np.arange(k_models)
     no_noise = tf.zeros([k_models, 0])
     results = []
+    progress = Progress(f"{k_models} reference models' steps (stacked)", total, unit="steps")
     for t in range(total):
+        progress.advance()
         if dp and t % chunk == 0:
             # each model's noise for the next steps in one draw per model: the same numbers
             # as one standard_normal(n_params) call per step of the model's generator
@@ -437,6 +440,7 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
         noise = tf.constant(noise_block[t % chunk]) if dp else no_noise
         ls, cs, _ = step(x_all, y_all, tf.constant(pos), tf.constant(mask), tf.constant(active), noise)
         results.append((ls, cs, alive, sizes, np.minimum(t // per_epoch, epochs - 1)))
+    progress.finish()
     for ls, cs, alive, sizes, epoch in results:  # read back once the steps are queued
         k, e = models[alive], epoch[alive]
         np.add.at(loss_sum, (k, e), ls.numpy()[alive])
@@ -493,7 +497,9 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
             microbatches=p["microbatches"],
             dropout_seed=int(np.random.SeedSequence([int(s), 2]).generate_state(1)[0]), noise_monitor=monitor)
         drop = p["microbatches"] is not None and p["sampling"] == "shuffle"
+        progress = Progress(f"reference model {k + 1}/{k_models} steps", len(batches[k]), unit="steps")
         for t, idx in enumerate(batches[k]):
+            progress.advance()
             if drop and len(idx) % p["microbatches"]:
                 idx = idx[: len(idx) - len(idx) % p["microbatches"]]
             if len(idx) == 0:
@@ -505,6 +511,7 @@ def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
             loss_sum[k, e] += float(ls)
             correct_sum[k, e] += float(cs)
             seen[k, e] += len(idx)
+        progress.finish()
         logits.append(predict_logits(net, x))
         weights.append(model.get_weights())
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -29,6 +29,7 @@ import pandas as pd
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting, accounting_check, noise_certificate
+from dpaudit.progress import Progress
 from dpaudit.training import sampling
 from dpaudit.training.architectures import build_model, shaping_keys
 from dpaudit.training.canary_plan import CanaryPlan
@@ -342,11 +343,14 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
     all_fractions: list[float] = []
     ledger = s.ledger
     train0 = time.perf_counter()
+    progress = Progress("training steps" if canaries is None else "audit twin steps", s.spe * p["epochs"],
+                        unit="steps", log=log)
     for epoch in range(1, p["epochs"] + 1):
         t0 = time.perf_counter()
         loss_sum = correct = seen = 0.0
         fractions: list[float] = []
         for _ in range(s.spe):
+            progress.advance()
             if recorder is not None:
                 recorder.before_step()
             idx = next(s.batches)
@@ -415,6 +419,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
             f"{record['utility_accuracy']:.4f}" if "utility_accuracy" in record else "n/a",
             seconds,
         )
+    progress.finish()
     return _Loop(history=history, fractions=all_fractions, observations=observations, sampled=sampled,
                  norm_checks=norm_checks, dropped=dropped, empty_batches=empty_batches,
                  train_seconds=time.perf_counter() - train0)
