@@ -11,6 +11,7 @@ module is seen without anyone keeping a list in step with the code.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -56,6 +57,29 @@ def _parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def _statements(node: ast.AST):
+    """Every statement under ``node``: an import is a statement, never inside an expression, so
+    the walk skips expressions (a fifth of ``ast.walk``'s nodes, the issue-32 codehash test's cost)."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()) or ():
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                yield child
+                yield from _statements(child)
+
+
+@functools.lru_cache(maxsize=4096)
+def _import_statements(source: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+    """(level, module, names) of every import statement of ``source`` (``import a`` as (0, None,
+    ("a",))): parsed once per distinct text, the file system consulted by the caller."""
+    out = []
+    for node in _statements(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.append((0, None, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
+    return tuple(out)
+
+
 def imported_modules(source: str, importer: str | None = None, root: Path = PACKAGE_ROOT) -> set[str]:
     """dpaudit modules named by the import statements of ``source``.
 
@@ -65,27 +89,25 @@ def imported_modules(source: str, importer: str | None = None, root: Path = PACK
     when the function does.
     """
     found: set[str] = set()
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+    for level, module, names in _import_statements(source):
+        if level == 0 and module is None:  # import a, b
             found.update(name for name in names if name == PACKAGE or name.startswith(PACKAGE + "."))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if importer is None:
-                    continue
-                base_parts = importer.split(".")
-                if not _is_package(importer, root):
-                    base_parts = base_parts[:-1]
-                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
-                base = ".".join(base_parts + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            if base != PACKAGE and not base.startswith(PACKAGE + "."):
+            continue
+        if level:
+            if importer is None:
                 continue
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}"
-                found.add(candidate if alias.name != "*" and is_module(candidate, root) else base)
+            base_parts = importer.split(".")
+            if not _is_package(importer, root):
+                base_parts = base_parts[:-1]
+            base_parts = base_parts[: len(base_parts) - (level - 1)]
+            base = ".".join(base_parts + ([module] if module else []))
+        else:
+            base = module or ""
+        if base != PACKAGE and not base.startswith(PACKAGE + "."):
+            continue
+        for name in names:
+            candidate = f"{base}.{name}"
+            found.add(candidate if name != "*" and is_module(candidate, root) else base)
     return {module for module in found if is_module(module, root)}
 
 

@@ -35,7 +35,7 @@ CONFIG = {
     "grid": [{"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]},
              {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2], "batch_size": [32],
               "seed": [0]}],
-    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners": 16},
+    "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners_max": 64},
                 "attacks": {"enabled": True, "reference_models": 4},
                 "canary": {"enabled": True, "gradient_canaries": 300, "input_canaries": 10}},
 }

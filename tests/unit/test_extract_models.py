@@ -100,7 +100,8 @@ def test_pmp_pairs_of_a_cnn_hold_the_exact_clipped_distances_of_its_per_example_
     path, info = runs["cnn"]
     model = read_model(path)
     out = runs["tmp"] / "pairs.parquet"
-    parent = {"parent_seed": 0, "nonmember_pool": "nonmembers", "partners": 16, "seed": 2}
+    parent = {"parent_seed": 0, "nonmember_pool": "nonmembers", "partners_relative_standard_error": 0.01,
+              "partners_max": 64, "seed": 2}
     rows = write_pmp_pairs_of_model(model, df[["example_id", "split", "label"]], features(df), SPLITS, path=out,
                                     train=info, checkpoints_path=runs["tmp"] / "cnn.npz", parent=parent)
     pairs = read_pmp_pairs(out)

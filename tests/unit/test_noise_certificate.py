@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,7 +172,9 @@ POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [1
 
 
 def _train(policy=None, **overrides):
-    return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, "unused.keras", threads=2, log=LOG,
+    # the model file is written where the test runs from: a fresh temporary folder
+    path = Path(tempfile.mkdtemp(prefix="dpaudit-noise-")) / "model.keras"
+    return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, path, threads=2, log=LOG,
                        policy=policy or MechanismPolicy())
 
 

@@ -145,8 +145,7 @@ MIA = [
     Metric("mia", "attack_auc", "attack AUC",
            "Area under the ROC of the membership-inference attack named in column attack (loss = the loss "
            "threshold; 0.5 = chance), with a two-sided Hanley–McNeil interval in ci_lower/ci_upper for the "
-           "reference-model attacks.",
-           "fraction", "measurement", _COUNTS),
+           "reference-model attacks.", "fraction", "measurement", _COUNTS),
     Metric("mia", "attack_advantage", "attack advantage",
            "Largest TPR − FPR of the attack named in column attack over all thresholds.",
            "fraction", "measurement", (*_COUNTS, *_OPERATING_POINT)),
@@ -184,16 +183,13 @@ PRIVACY_CARD = [
            "Best balanced membership-inference accuracy the run's (ε, δ) allows, (e^ε + δ)/(1 + e^ε).",
            "fraction", "bound", _CARD),
     Metric("privacy_card", "max_advantage_bound", "max advantage (bound)",
-           "Best TPR − FPR the run's (ε, δ) allows, tanh(ε/2) + 2δ/(1 + e^ε).",
-           "fraction", "bound", _CARD),
+           "Best TPR − FPR the run's (ε, δ) allows, tanh(ε/2) + 2δ/(1 + e^ε).", "fraction", "bound", _CARD),
     Metric("privacy_card", "tpr_bound_at_fpr", "TPR bound at FPR",
            "Largest TPR the run's (ε, δ) allows any attack at FPR fpr_target, "
-           "min(e^ε·fpr_target + δ, 1 − e^−ε(1 − δ − fpr_target)).",
-           "fraction", "bound", (*_CARD, "fpr_target")),
+           "min(e^ε·fpr_target + δ, 1 − e^−ε(1 − δ − fpr_target)).", "fraction", "bound", (*_CARD, "fpr_target")),
     Metric("privacy_card", "dp_region_epsilon_lower_bound", "DP-region test ε lower bound",
            "Lower bound on ε from testing every point of the attack ROC against the DP region "
-           "(Clopper–Pearson, Bonferroni over the points).",
-           "nats", "bound", _CARD_TEST),
+           "(Clopper–Pearson, Bonferroni over the points).", "nats", "bound", _CARD_TEST),
     Metric("privacy_card", "roc_violations", "ROC points outside the DP region",
            "Number of attack ROC points significantly outside the DP region of the run's (ε, δ).",
            "count", "diagnostic", _CARD_TEST),
@@ -257,8 +253,7 @@ PMP = [
            "nats", "diagnostic", (*_PMP, "standard_error")),
     Metric("pmp", "epsilon_pmp_quantile", "ε̃(x) quantile",
            "The quantile (column quantile) of the per-example ε̃(x) over the parent set (estimates when "
-           "n_partners < n_parent − 1, as for epsilon_pmp).",
-           "nats", "diagnostic", (*_PMP, "quantile")),
+           "n_partners < n_parent − 1, as for epsilon_pmp).", "nats", "diagnostic", (*_PMP, "quantile")),
     Metric("pmp", "epsilon_global", "ε (same method)",
            "The method's own DP ε for every neighbour (not only those in the parent set), under "
            "neighbouring_relation.", "nats", "diagnostic", (*_PMP, "neighbouring_relation")),
@@ -310,8 +305,7 @@ PROFILE = [
            "nats", "estimate", (*_PROFILE, "tau_low")),
     Metric("profile", "epsilon_high", "ε_high",
            "Smallest grid ε at which the top-ranked neighbour's progress reaches tau_high (the typical "
-           "profile's high plateau; NaN when the grid misses it).",
-           "nats", "measurement", (*_PROFILE, "tau_high")),
+           "profile's high plateau; NaN when the grid misses it).", "nats", "measurement", (*_PROFILE, "tau_high")),
     Metric("profile", "epsilon_high_predicted", "ε_high (predicted)",
            "ε_high predicted from the farthest neighbour, 2 t_d(τ_high)/(nΛδ_max).",
            "nats", "estimate", (*_PROFILE, "tau_high")),
