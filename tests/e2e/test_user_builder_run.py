@@ -32,8 +32,9 @@ MODEL = "keras:my_builders:small_cnn"
 CONFIG = {
     "datasets": {"synthetic_images": {"n": 240, "image_size": 8, "classes": 3, "noise": 0.8, "seed": 1}},
     "training": {"model": MODEL},
-    "grid": [{"mechanism": ["baseline"], "epochs": [2], "batch_size": [32], "seed": [0]},
-             {"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2], "batch_size": [32],
+    # one DP-SGD run: every per-run family reads it (the baseline path of a user model is the
+    # same build; a second run would double the test's cost, issue 33)
+    "grid": [{"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2], "batch_size": [32],
               "seed": [0]}],
     "metrics": {"pmp": {"enabled": True, "recipe_c": True, "checkpoints": 2, "partners_max": 64},
                 "attacks": {"enabled": True, "reference_models": 4},
@@ -59,9 +60,9 @@ def user_run(tmp_path_factory):
 def test_a_user_built_model_goes_through_every_family(user_run):
     table = read_parquet(user_run["workdir"] / "results" / "tables" / "metrics.parquet")
     runs = set(table["run"])
-    assert len(runs) == 2 and all(run.endswith("_model~keras+my_builders+small_cnn") for run in runs)
+    assert len(runs) == 1 and all(run.endswith("_model~keras+my_builders+small_cnn") for run in runs)
     assert {"mia", "pmp", "canary", "epsilon_star", "privacy_card"} <= set(table["family"])
-    # the reference-model attacks' rows (family mia) of both runs
+    # the reference-model attacks' rows (family mia)
     assert set(table.loc[table["family"] == "mia", "attack"].dropna()) >= {"lira_online", "lira_offline", "rmia"}
     for run in runs:
         train = read_json(user_run["workdir"] / P.TRAIN_INFO.format(dataset="synthetic_images", run=run))
