@@ -253,43 +253,47 @@ def test_recomputed_epsilon_shuffle_matches_the_analytic_gaussian():
 # ------------------------------------------------------------------ validity over 120 trainings
 
 
-@pytest.mark.parametrize(("implementation", "microbatches", "dropout"), [
-    ("fast_gradient_clipping", None, 0.0), ("masked_ghost_clipping", None, 0.2),
-    ("microbatch_group_gradients", 4, 0.0)])
-def test_correct_mechanism_flags_at_most_rarely(implementation, microbatches, dropout):
-    """20 runs at each ε ∈ {1, 4} through one traced step per path (the monitor and the weights
-    reset between runs, the noise op drawing on): at most one flag over the 120 runs of the
-    three paths, here at most one per path. Sizes: a 10-16-2 MLP, 40 steps of B = 20."""
-    flags = 0
+PATHS = (("fast_gradient_clipping", None, 0.0), ("masked_ghost_clipping", None, 0.2),
+         ("microbatch_group_gradients", 4, 0.0))
+
+
+def test_correct_mechanism_flags_at_most_once_in_120_trainings():
+    """20 runs at each ε ∈ {1, 4} on each of dpaudit's three gradient paths (120 trainings), each
+    path's step traced once (the monitor and the weights reset between runs, the noise op
+    drawing on): at most one certificate fails in all (expected 0.12 at family-wise 1e-3).
+    Sizes: a 10-16-2 MLP, 40 steps at q = 0.05 of 400 rows."""
+    flags = []
     rng = np.random.default_rng(7)
     x_all = rng.normal(size=(400, 10)).astype(np.float32)
     y_all = (x_all[:, 0] > 0).astype(np.int64)
-    for eps in (1.0, 4.0):
-        steps, q = 40, 0.05
-        sigma = accounting.calibrate_noise(eps, q, steps, 1e-4, "rdp", "poisson")
-        net = _tiny_net(seed=int(eps), d=10, hidden=(16,)) if not dropout else logits_model(build_mlp(
-            10, {"hidden_units": [16], "n_classes": 2, "activation": "relu", "dropout": dropout}, seed=1))
-        monitor = monitor_for(net, steps=steps, seed=int(eps))
-        step, noise_step, _ = build_train_step(
-            net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, clip_norm=1.0, noise_multiplier=sigma,
-            expected_batch_size=20.0, implementation=implementation, microbatches=microbatches,
-            noise_monitor=monitor)
-        initial = [v.numpy() for v in net.trainable_variables]
-        for _ in range(20):
-            for v, w in zip(net.trainable_variables, initial, strict=True):
-                v.assign(w)
-            monitor.reset()
-            for _ in range(steps):
-                idx = np.flatnonzero(rng.random(400) < q)
-                if idx.size == 0:
-                    noise_step()
-                    continue
-                step(tf.constant(x_all[idx]), tf.constant(y_all[idx]))
-            got = monitor.statistics()
-            check = noise_certificate.certify(got["variables"], got["samples"], got["sample_columns"],
-                                              noise_multiplier=sigma, clip_norm=1.0)
-            flags += not check["passed"]
-    assert flags <= 1
+    for implementation, microbatches, dropout in PATHS:
+        for eps in (1.0, 4.0):
+            steps, q = 40, 0.05
+            sigma = accounting.calibrate_noise(eps, q, steps, 1e-4, "rdp", "poisson")
+            net = _tiny_net(seed=int(eps), d=10, hidden=(16,)) if not dropout else logits_model(build_mlp(
+                10, {"hidden_units": [16], "n_classes": 2, "activation": "relu", "dropout": dropout}, seed=1))
+            monitor = monitor_for(net, steps=steps, seed=int(eps))
+            step, noise_step, _ = build_train_step(
+                net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, clip_norm=1.0, noise_multiplier=sigma,
+                expected_batch_size=20.0, implementation=implementation, microbatches=microbatches,
+                noise_monitor=monitor)
+            initial = [v.numpy() for v in net.trainable_variables]
+            for run in range(20):
+                for v, w in zip(net.trainable_variables, initial, strict=True):
+                    v.assign(w)
+                monitor.reset()
+                for _ in range(steps):
+                    idx = np.flatnonzero(rng.random(400) < q)
+                    if idx.size == 0:
+                        noise_step()
+                        continue
+                    step(tf.constant(x_all[idx]), tf.constant(y_all[idx]))
+                got = monitor.statistics()
+                check = noise_certificate.certify(got["variables"], got["samples"], got["sample_columns"],
+                                                  noise_multiplier=sigma, clip_norm=1.0)
+                if not check["passed"]:
+                    flags.append((implementation, eps, run, check["failures"]))
+    assert len(flags) <= 1, flags
 
 
 # ------------------------------------------------------------------ linear mechanisms
