@@ -22,7 +22,7 @@ try:
     check_config_files(workflow.config_settings.configfiles)
 except ConfigFileError as error:
     raise WorkflowError(str(error)) from None
-logger.info(config_source_line(workflow.config_settings.configfiles))
+logger.info(config_source_line(workflow.config_settings.configfiles, root=workflow.basedir))
 
 try:
     _validated = dpconfig.validate_config(config)

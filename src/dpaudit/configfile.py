@@ -103,11 +103,15 @@ def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = Non
         check_config_file(path, schema)
 
 
-def config_source_line(paths: Iterable[str | Path], default: str = "config/config.yaml") -> str:
+def config_source_line(paths: Iterable[str | Path], default: str = "config/config.yaml",
+                       root: str | Path | None = None) -> str:
     """The one line the workflow prints at start saying which file(s) the experiment is: Snakemake's
-    own banner names the Snakefile's default even when ``--configfile`` replaced it (issue 35)."""
+    own banner names the Snakefile's default even when ``--configfile`` replaced it (issue 35).
+    ``root``: the workflow's directory, against which the default is resolved (the working
+    directory may be another: ``--directory``)."""
     given = [str(p) for p in paths]
-    if [Path(p).resolve() for p in given] == [Path(default).resolve()]:
+    default_path = (Path(root) / default) if root is not None else Path(default)
+    if [Path(p).resolve() for p in given] == [default_path.resolve()]:
         return f"dpaudit: experiment config {default}"
     if not given:
         return f"dpaudit: experiment config {default} (the default; --configfile FILE runs another)"

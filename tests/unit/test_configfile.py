@@ -85,3 +85,7 @@ def test_the_start_line_names_the_experiment_config_once():
         "dpaudit: experiment config config/config.yaml")
     line = config_source_line(["config/mine.yaml"])
     assert line.startswith("dpaudit: experiment config config/mine.yaml; config/config.yaml is not used")
+    # the default is resolved against the workflow's directory, not the working directory
+    # (`make lint` once said "config/config.yaml is not used" of config/config.yaml itself)
+    assert config_source_line(["/elsewhere/project/config/config.yaml"], root="/elsewhere/project") == (
+        "dpaudit: experiment config config/config.yaml")
