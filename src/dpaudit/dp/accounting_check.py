@@ -36,6 +36,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from dpaudit.dp.hypothesis import two_sided_binomial_p, two_sided_chi2_p
+
 __all__ = ["ALPHA", "EPSILON_RTOL", "PLD_INTERVAL", "PLD_MIN_SIGMA", "recomputed_epsilon", "reproduce_accounting",
            "summary_sentence"]
 
@@ -82,30 +86,16 @@ def recomputed_epsilon(noise_multiplier: float, rate: float, steps: int, delta: 
     return float(pld.self_compose(count).get_epsilon_for_delta(float(delta)))
 
 
-def _binomial_two_sided(k: int, n: int, p: float) -> float:
-    from scipy.special import bdtr, bdtrc
-
-    if n <= 0:
-        return 1.0
-    lower = float(bdtr(k, n, p))
-    upper = float(bdtrc(k - 1, n, p)) if k > 0 else 1.0
-    return float(min(1.0, 2.0 * min(lower, upper)))
-
-
 def _dispersion_p(sizes, population: int, q: float) -> float | None:
     """Two-sided p of Σ_t (|b_t| − Nq)² / (Nq(1 − q)) against χ²_T: Poisson batches have Binomial
     sizes; fixed-size or repeated batches have too little spread, a wrong rate too much. None
     where Nq(1 − q) < 5 (the χ² law would be a poor approximation) or without sizes."""
-    from scipy.special import chdtr, chdtrc
-
     variance = population * q * (1.0 - q)
     if not sizes or variance < 5.0:
         return None
-    import numpy as np
-
     sizes = np.asarray(sizes, dtype=np.float64)
     statistic = float(np.sum((sizes - population * q) ** 2) / variance)
-    return float(min(1.0, 2.0 * min(chdtr(sizes.size, statistic), chdtrc(sizes.size, statistic))))
+    return two_sided_chi2_p(statistic, sizes.size)
 
 
 def _same(a: float, b: float) -> bool:
@@ -133,7 +123,7 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
     if not _same(q_acc, rate):
         problems.append(f"the accountant was given q = {q_acc:.6g}, the sampler drew at {rate:.6g}")
     if sampling == "poisson":
-        rate_p = _binomial_two_sided(rows, draws, q_acc)
+        rate_p = two_sided_binomial_p(rows, draws, q_acc)
         if rate_p <= ALPHA:
             problems.append(f"{rows:,} rows drawn in {executed:,} steps from {population:,}: realized rate "
                             f"{realized:.6g} against the accountant's q = {q_acc:.6g} (binomial p = {rate_p:.2g})")

@@ -19,6 +19,9 @@ from scipy import special
 from dpaudit.contract.delta import check_delta
 
 __all__ = [
+    "two_sided_binomial_p",
+    "two_sided_chi2_p",
+    "two_sided_normal_p",
     "clopper_pearson",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
@@ -119,6 +122,25 @@ def check_one_sided_alpha(alpha):
     if not np.all((levels > 0.0) & (levels <= 0.5)):
         raise ValueError(f"alpha must lie in (0, 0.5], got {alpha}")
     return float(levels) if levels.ndim == 0 else levels
+
+
+def two_sided_normal_p(z: float) -> float:
+    """Two-sided p-value of a standard normal statistic."""
+    return float(min(1.0, 2.0 * special.ndtr(-abs(float(z)))))
+
+
+def two_sided_chi2_p(statistic: float, dof: float) -> float:
+    """Two-sided p-value of a χ²_dof statistic (too small or too large)."""
+    return float(min(1.0, 2.0 * min(special.chdtr(dof, statistic), special.chdtrc(dof, statistic))))
+
+
+def two_sided_binomial_p(k: int, n: int, p: float) -> float:
+    """Two-sided exact p-value (twice the smaller tail) of k successes in Binomial(n, p)."""
+    if n <= 0:
+        return 1.0
+    lower = float(special.bdtr(k, n, p))
+    upper = float(special.bdtrc(k - 1, n, p)) if k > 0 else 1.0
+    return float(min(1.0, 2.0 * min(lower, upper)))
 
 
 def _count_arrays(k, n) -> tuple[np.ndarray, np.ndarray]:

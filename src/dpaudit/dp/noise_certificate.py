@@ -55,6 +55,8 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.dp.hypothesis import two_sided_chi2_p, two_sided_normal_p
+
 __all__ = ["FAMILY_ALPHA", "SHAPE_MIN_VALUES", "certify", "certify_l2_laplace", "moments_p_values", "summary_sentence"]
 
 # A run's certificate fails by chance with probability ≤ FAMILY_ALPHA: the validity test
@@ -66,18 +68,6 @@ SHAPE_MIN_VALUES = 1000
 MIN_PAIRS = 4
 
 
-def _two_sided_normal(z: float) -> float:
-    from scipy.special import ndtr
-
-    return float(min(1.0, 2.0 * ndtr(-abs(z))))
-
-
-def _chi2_two_sided(statistic: float, dof: float) -> float:
-    from scipy.special import chdtr, chdtrc
-
-    return float(min(1.0, 2.0 * min(chdtr(dof, statistic), chdtrc(dof, statistic))))
-
-
 def _skew_p(b1: float, n: float) -> float:
     """D'Agostino's skewness test (scipy.stats.skewtest) from the sample skewness b1."""
     y = b1 * math.sqrt(((n + 1) * (n + 3)) / (6.0 * (n - 2)))
@@ -87,7 +77,7 @@ def _skew_p(b1: float, n: float) -> float:
     alpha = math.sqrt(2.0 / (w2 - 1))
     y = y if y != 0 else 1.0
     z = delta * math.log(y / alpha + math.sqrt((y / alpha) ** 2 + 1))
-    return _two_sided_normal(z)
+    return two_sided_normal_p(z)
 
 
 def _kurtosis_p(b2: float, n: float) -> float:
@@ -102,7 +92,7 @@ def _kurtosis_p(b2: float, n: float) -> float:
     denom = 1 + x * math.sqrt(2 / (a - 4.0))
     term2 = math.copysign(1.0, denom) * ((1 - 2.0 / a) / abs(denom)) ** (1 / 3.0) if denom != 0 else -math.inf
     z = (term1 - term2) / math.sqrt(2 / (9.0 * a))
-    return _two_sided_normal(z)
+    return two_sided_normal_p(z)
 
 
 def _central_moments(n: float, s1: float, s2: float, s3: float, s4: float) -> tuple[float, float, float, float]:
@@ -129,8 +119,8 @@ def moments_p_values(stats: Mapping[str, float], scale: float) -> dict[str, Any]
     variance = s2 / n
     out["variance_ratio"] = variance / scale ** 2
     out["std_ratio"] = math.sqrt(out["variance_ratio"])
-    out["p_values"]["variance"] = _chi2_two_sided(s2 / scale ** 2, n)
-    out["p_values"]["mean"] = _two_sided_normal(s1 / (scale * math.sqrt(n)))
+    out["p_values"]["variance"] = two_sided_chi2_p(s2 / scale ** 2, n)
+    out["p_values"]["mean"] = two_sided_normal_p(s1 / (scale * math.sqrt(n)))
     lag_count = float(stats["lag_count"])
     if lag_count >= MIN_PAIRS and s2 > 0:
         lag, lag_sq = float(stats["lag"]), float(stats["lag_sq"])

@@ -36,13 +36,11 @@ class SamplerLedger:
     rate: float
     batch_size: int
     steps_per_epoch: int
-    rows_drawn: int = 0
     steps_executed: int = 0
     empty_batches: int = 0
     batch_sizes: list[int] = field(default_factory=list)
 
     def drew(self, rows: int) -> None:
-        self.rows_drawn += int(rows)
         self.batch_sizes.append(int(rows))
 
     def executed(self, empty: bool = False) -> None:
@@ -51,11 +49,12 @@ class SamplerLedger:
 
     def record(self) -> dict[str, Any]:
         sizes = np.asarray(self.batch_sizes, dtype=np.int64)
+        rows_drawn = int(sizes.sum())
         return {"sampling": self.sampling, "population": int(self.population), "rate": float(self.rate),
                 "batch_size": int(self.batch_size), "steps_per_epoch": int(self.steps_per_epoch),
-                "rows_drawn": int(self.rows_drawn), "steps_executed": int(self.steps_executed),
+                "rows_drawn": rows_drawn, "steps_executed": int(self.steps_executed),
                 "empty_batches": int(self.empty_batches),
-                "realized_rate": (self.rows_drawn / (self.steps_executed * self.population)
+                "realized_rate": (rows_drawn / (self.steps_executed * self.population)
                                   if self.steps_executed and self.population else math.nan),
                 "batch_size_min": int(sizes.min()) if sizes.size else None,
                 "batch_size_max": int(sizes.max()) if sizes.size else None,

@@ -133,10 +133,6 @@ class NoiseMonitor:
                          *self._constants)
         self.pending = 0
 
-    def flush(self) -> None:
-        """Fold what is left after training (``statistics`` calls it)."""
-        self.fold()
-
     def reset(self) -> None:
         """Forget everything observed (a monitor reused for another training of the same step)."""
         for variable in (self.block, self.position, self.sums, self.pairs, self.previous, self.previous_active,
@@ -149,7 +145,7 @@ class NoiseMonitor:
         steps, value count and sums), ``samples`` [rows, sampled coordinates] (active
         model-rows of the recorded steps side by side), ``sample_columns`` and ``steps``
         (updates observed)."""
-        self.flush()
+        self.fold()  # what is left after training
         if int(self.position.numpy()) != int(self.counter.numpy()):
             raise RuntimeError(f"noise monitor: {int(self.position.numpy()) - int(self.counter.numpy())} updates were "
                                "observed but never folded: a step ran outside the monitored step")

@@ -18,6 +18,7 @@ import pandas as pd
 from dpaudit.contract.delta import check_delta
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS
 from dpaudit.dp import accounting
+from dpaudit.training.architectures import CNN_DEFAULTS
 from dpaudit.training.linear import DEFAULT_REGULARIZATION
 from dpaudit.training.steps import DP_IMPLEMENTATIONS
 
@@ -54,12 +55,7 @@ DEFAULTS: dict[str, Any] = {
     # The model (dpaudit.training.architectures): mlp, cnn or keras:package.module:function;
     # the conv keys shape a cnn only, image_shape is the dataset's (dataset.json).
     "model": "mlp",
-    "conv_filters": [16, 32],
-    "conv_kernel_size": 3,
-    "conv_strides": 1,
-    "conv_padding": "same",
-    "pooling": "max",
-    "group_norm_groups": None,
+    **CNN_DEFAULTS,
     "image_shape": None,
 }
 

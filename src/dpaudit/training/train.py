@@ -497,8 +497,7 @@ def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: s
         checks = mechanism_checks(s.monitor, s.ledger, noise_multiplier=s.noise_multiplier, clip_norm=p["clip_norm"],
                                   published_epsilon=info["epsilon"], delta=p["delta"], privacy=s.privacy)
         info.update(checks, sampler=s.ledger.record(),
-                    accountant_inputs={key: s.privacy[key] for key in ("noise_multiplier", "sampling_probability",
-                                                                       "steps", "delta")},
+                    accountant_inputs=checks["accounting_check"]["accountant_inputs"],
                     mechanism_check_seconds=time.perf_counter() - t0)
         for name, passed, sentence in (
                 ("noise certificate", checks["noise_check"].get("passed"),
