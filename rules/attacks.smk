@@ -5,11 +5,9 @@
 # Input and params functions of these rules live here (not in common.smk).
 
 ATTACKS = config["metrics"]["attacks"]
-# Every recipe has a reference pool: the MLP mechanisms' K models stacked on a model axis,
-# the linear mechanisms' K exact fits one after another (dpaudit.training.reference).
-RECIPES = {dataset: dpconfig.recipe_lookup(RUNS[dataset]) for dataset in DATASETS}
-RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
-              for dataset in DATASETS}
+# Every recipe (RECIPES, rules/common.smk) has a reference pool: the MLP mechanisms' K models
+# stacked on a model axis, the linear mechanisms' K exact fits one after another
+# (dpaudit.training.reference); the pools of a batch of recipes train in one process (issue 36).
 
 
 wildcard_constraints:
@@ -99,51 +97,60 @@ def attack_figures():
     return [P.ATTACK_FIGURE.format(kind="roc", dataset=d) for d in DATASETS if RECIPES[d]]
 
 
-rule reference_pool:
-    input:
-        examples=P.EXAMPLES,
-        info=P.DATASET_INFO,
-        train=recipe_train_info,
-    output:
-        outputs=P.REFERENCE_POOL,
-        info=P.REFERENCE_POOL_INFO,
-    params:
-        recipe=recipe_params,
-        runs=recipe_runs,
-        training=recipe_training,
-        reference_models=ATTACKS["reference_models"],
-        seed=ATTACKS["seed"],
-        code=CODE["reference_pool"],
-    threads: 1
-    resources:
-        **job_resources("reference_pool", sizes=recipe_sizes),
-    log:
-        P.log("reference_pool", P.RECIPE_KEY),
-    benchmark:
-        P.benchmark("reference_pool", P.RECIPE_KEY)
-    script:
-        "../scripts/reference_pool.py"
+for _batch in recipe_batches("reference_pool"):
+    _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
+                                                      "train": recipe_train_info},
+                         output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},
+                         log=P.log("reference_pool", P.RECIPE_KEY),
+                         params={"recipe": recipe_params, "runs": recipe_runs, "training": recipe_training})
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            reference_models=ATTACKS["reference_models"],
+            seed=ATTACKS["seed"],
+            code=CODE["reference_pool"],
+        threads: 1
+        resources:
+            **batch_resources("reference_pool", _batch, sizes=recipe_sizes, key="recipe"),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("reference_pool", _batch.key)
+        script:
+            "../scripts/reference_pool.py"
 
 
-rule metric_attacks:
-    input:
-        unpack(attack_pool_inputs),
-        outputs=P.OUTPUTS,
-        train=P.TRAIN_INFO,
-    output:
-        rows=P.ATTACK_METRIC,
-        scores=P.ATTACK_SCORES,
-    params:
-        options={key: value for key, value in ATTACKS.items() if key != "enabled"},
-        code=CODE["metric_attacks"],
-    resources:
-        **job_resources("metric_attacks"),
-    log:
-        P.log("metric_attacks", P.RUN_KEY),
-    benchmark:
-        P.benchmark("metric_attacks", P.RUN_KEY)
-    script:
-        "../scripts/metric_attacks.py"
+for _batch in run_batches("metric_attacks"):
+    _files = batch_files(_batch, unpack=attack_pool_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
+                         output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
+                         log=P.log("metric_attacks", P.RUN_KEY))
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            options={key: value for key, value in ATTACKS.items() if key != "enabled"},
+            code=CODE["metric_attacks"],
+        resources:
+            **batch_resources("metric_attacks", _batch),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("metric_attacks", _batch.key)
+        script:
+            "../scripts/metric_attacks.py"
 
 
 rule plot_attacks:

@@ -61,21 +61,28 @@ def audit_files():
     return files + ([P.AUDIT_SUMMARY] if AUDIT_DATASETS else [])
 
 
-rule metric_identifiability:
-    input:
-        train=P.TRAIN_INFO,
-    output:
-        P.metric("identifiability"),
-    params:
-        code=CODE["metric_identifiability"],
-    resources:
-        **job_resources("metric_identifiability"),
-    log:
-        P.log("metric_identifiability", P.RUN_KEY),
-    benchmark:
-        P.benchmark("metric_identifiability", P.RUN_KEY)
-    script:
-        "../scripts/metric_identifiability.py"
+for _batch in run_batches("metric_identifiability"):
+    _files = batch_files(_batch, input={"train": P.TRAIN_INFO}, output=P.metric("identifiability"),
+                         log=P.log("metric_identifiability", P.RUN_KEY))
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            code=CODE["metric_identifiability"],
+        resources:
+            **batch_resources("metric_identifiability", _batch),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("metric_identifiability", _batch.key)
+        script:
+            "../scripts/metric_identifiability.py"
 
 
 rule audit_neighbours:

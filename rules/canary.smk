@@ -46,52 +46,70 @@ def canary_score_files():
             for run, params in RUNS[dataset].items() if params["mechanism"] in CANARY_MECHANISMS]
 
 
-rule canary_scores:
-    input:
-        examples=P.EXAMPLES,
-        info=P.DATASET_INFO,
-        train=P.TRAIN_INFO,
-    output:
-        scores=P.CANARY_SCORES,
-        record=P.CANARY_AUDIT,
-    params:
-        run=run_params,
-        training=training_params,
-        options=config["metrics"]["canary"],
-        code=CODE["canary_scores"],
-    threads: 1
-    resources:
-        **job_resources("canary_scores"),
-    log:
-        P.log("canary_scores", P.RUN_KEY),
-    benchmark:
-        P.benchmark("canary_scores", P.RUN_KEY)
-    script:
-        "../scripts/canary_scores.py"
+def canary_runs():
+    """The runs of each dataset the canary audit trains a twin of or releases many times."""
+    return {dataset: [run for run, params in RUNS[dataset].items() if params["mechanism"] in CANARY_MECHANISMS]
+            for dataset in DATASETS}
 
 
-rule metric_canary:
-    input:
-        unpack(canary_metric_inputs),
-    output:
-        P.metric("canary"),
-    params:
-        options=config["metrics"]["canary"],
-        code=CODE["metric_canary"],
-    localrule: True
-    log:
-        P.log("metric_canary", P.RUN_KEY),
-    benchmark:
-        P.benchmark("metric_canary", P.RUN_KEY)
-    script:
-        "../scripts/metric_canary.py"
+# The audit twins, in batches of whole recipes (issue 36): one TensorFlow process per batch.
+for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True):
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "train": P.TRAIN_INFO},
+                         output={"scores": P.CANARY_SCORES, "record": P.CANARY_AUDIT},
+                         log=P.log("canary_scores", P.RUN_KEY),
+                         params={"run": run_params, "training": training_params})
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            options=config["metrics"]["canary"],
+            code=CODE["canary_scores"],
+        threads: 1
+        resources:
+            **batch_resources("canary_scores", _batch),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("canary_scores", _batch.key)
+        script:
+            "../scripts/canary_scores.py"
+
+
+for _batch in run_batches("metric_canary"):
+    _files = batch_files(_batch, unpack=canary_metric_inputs, output=P.metric("canary"),
+                         log=P.log("metric_canary", P.RUN_KEY))
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            options=config["metrics"]["canary"],
+            code=CODE["metric_canary"],
+        localrule: True
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("metric_canary", _batch.key)
+        script:
+            "../scripts/metric_canary.py"
 
 
 rule plot_canary:
     input:
         table=P.METRICS_TABLE,
-        scores=canary_dpsgd_files(rules.canary_scores.output.scores),
-        records=canary_dpsgd_files(rules.canary_scores.output.record),
+        scores=canary_dpsgd_files(P.CANARY_SCORES),
+        records=canary_dpsgd_files(P.CANARY_AUDIT),
     output:
         guesses=report(
             P.fill(P.CANARY_FIGURE, kind="guesses"),

@@ -1,5 +1,5 @@
-# One extraction job per trained model: per-example outputs and gradients (and, with
-# the pmp family on, the PMP parent set's gradients at every checkpoint).
+# Extraction of every trained model, in batches of runs (issue 36): per-example outputs and
+# gradients (and, with the pmp family on, the PMP parent set's gradients at every checkpoint).
 
 # Threads of the jobs whose PMP work is BLAS matrix products (extraction with the pmp family on,
 # metric_pmp; issue 37); profiles/slurm/config.yaml gives them as many cpus_per_task.
@@ -11,7 +11,7 @@ def pmp_extract_inputs():
     every checkpoint (metric_pmp starts no TensorFlow) when the pmp family is enabled."""
     if not PMP["enabled"]:
         return {}
-    return {"checkpoints": rules.train_model.output.checkpoints}
+    return {"checkpoints": P.CHECKPOINTS}
 
 
 def pmp_extract_outputs():
@@ -29,37 +29,41 @@ def pmp_extract_params():
                                               "partners_max", "seed")}}
 
 
-rule extract_per_example:
-    input:
-        examples=P.EXAMPLES,
-        info=P.DATASET_INFO,
-        model=rules.train_model.output.model,
-        train=rules.train_model.output.info,
-        **pmp_extract_inputs(),
-    output:
-        outputs=P.OUTPUTS,
-        gradients=P.GRADIENTS,
-        **pmp_extract_outputs(),
-    params:
-        run=run_params,
-        extract=config["extract"],
-        **pmp_extract_params(),
-        code=CODE["extract_per_example"],
-    # Recipe B's Gram blocks are BLAS matrix products (dpaudit.extract.pmp_partners): with the pmp
-    # family on, the job may use PMP_THREADS (Snakemake scales it down to the cores it has).
-    threads: PMP_THREADS if PMP["enabled"] else 1
-    resources:
-        **job_resources("extract_per_example"),
-    log:
-        P.log("extract_per_example", P.RUN_KEY),
-    benchmark:
-        P.benchmark("extract_per_example", P.RUN_KEY)
-    script:
-        "../scripts/extract_per_example.py"
+# Recipe B's Gram blocks are BLAS matrix products (dpaudit.extract.pmp_partners): with the pmp
+# family on, the job may use PMP_THREADS (Snakemake scales it down to the cores it has).
+EXTRACT_THREADS = PMP_THREADS if PMP["enabled"] else 1
+
+for _batch in run_batches("extract_per_example"):
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "model": P.MODEL,
+                                        "train": P.TRAIN_INFO, **pmp_extract_inputs()},
+                         output={"outputs": P.OUTPUTS, "gradients": P.GRADIENTS, **pmp_extract_outputs()},
+                         log=P.log("extract_per_example", P.RUN_KEY), params={"run": run_params})
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            extract=config["extract"],
+            **pmp_extract_params(),
+            code=CODE["extract_per_example"],
+        threads: EXTRACT_THREADS
+        resources:
+            **batch_resources("extract_per_example", _batch, threads=EXTRACT_THREADS),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("extract_per_example", _batch.key)
+        script:
+            "../scripts/extract_per_example.py"
 
 
 @intermediates
 def per_example_files():
     """Every trained model's per-example tables."""
-    return [f for dataset in DATASETS for run in RUNS[dataset]
-            for f in expand(rules.extract_per_example.output, dataset=dataset, run=run)]
+    return [f.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
+            for f in (P.OUTPUTS, P.GRADIENTS, *pmp_extract_outputs().values())]

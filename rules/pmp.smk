@@ -61,25 +61,32 @@ def pmp_pool_files():
                               for path in pmp_pool_inputs(SimpleNamespace(dataset=dataset, run=run)).values()))
 
 
-rule metric_pmp:
-    input:
-        unpack(pmp_metric_inputs),
-    output:
-        metrics=P.metric("pmp"),
-        per_example=P.PMP_PER_EXAMPLE,
-    params:
-        options=config["metrics"]["pmp"],
-        code=CODE["metric_pmp"],
-    # Recipe A's Gram blocks and the largest-distance search are BLAS matrix products (issue 37)
-    threads: PMP_THREADS
-    resources:
-        **job_resources("metric_pmp", sizes=pmp_chosen_partners),
-    log:
-        P.log("metric_pmp", P.RUN_KEY),
-    benchmark:
-        P.benchmark("metric_pmp", P.RUN_KEY)
-    script:
-        "../scripts/metric_pmp.py"
+for _batch in run_batches("metric_pmp"):
+    _files = batch_files(_batch, unpack=pmp_metric_inputs,
+                         output={"metrics": P.metric("pmp"), "per_example": P.PMP_PER_EXAMPLE},
+                         log=P.log("metric_pmp", P.RUN_KEY))
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            options=config["metrics"]["pmp"],
+            code=CODE["metric_pmp"],
+        # Recipe A's Gram blocks and the largest-distance search are BLAS matrix products (issue 37)
+        threads: PMP_THREADS
+        resources:
+            **batch_resources("metric_pmp", _batch, threads=PMP_THREADS, sizes=pmp_chosen_partners),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("metric_pmp", _batch.key)
+        script:
+            "../scripts/metric_pmp.py"
 
 
 rule simulate_pmp:
@@ -116,7 +123,7 @@ rule simulate_pmp:
 
 rule pmp_report:
     input:
-        metrics=all_runs(rules.metric_pmp.output.metrics),
+        metrics=all_runs(P.metric("pmp")),
     output:
         table=P.PMP_RUNS,
         html=report(P.PMP_RUNS_PAGE, caption="../workflow/report/pmp_runs.rst",

@@ -34,35 +34,44 @@ def canary_card_input():
     return {"canary": P.metric("canary")} if "canary" in FAMILIES else {}
 
 
-rule privacy_card:
-    input:
-        outputs=P.OUTPUTS,
-        mia=P.metric("mia"),
-        train=P.TRAIN_INFO,
-        info=P.DATASET_INFO,
-        **canary_card_input(),
-    output:
-        card=report(
-            P.CARD,
-            caption="../workflow/report/privacy_card.rst",
-            category="Privacy cards",
-            subcategory="{dataset}",
-            labels=card_labels,
-        ),
-        figure=P.CARD_FIGURE,
-        metrics=P.metric("privacy_card"),
-    params:
-        alpha=config["metrics"]["mia"]["alpha"],
-        loss=config["metrics"]["mia"]["loss"],
-        code=CODE["privacy_card"],
-    resources:
-        **job_resources("privacy_card"),
-    log:
-        P.log("privacy_card", P.RUN_KEY),
-    benchmark:
-        P.benchmark("privacy_card", P.RUN_KEY)
-    script:
-        "../scripts/privacy_card.py"
+def privacy_card_page(wildcards):
+    """A run's card, in the report under its dataset with its model label."""
+    return report(
+        P.CARD.format(**wildcards),
+        caption="../workflow/report/privacy_card.rst",
+        category="Privacy cards",
+        subcategory=wildcards.dataset,
+        labels=card_labels(wildcards),
+    )
+
+
+for _batch in run_batches("privacy_card"):
+    _files = batch_files(_batch, input={"outputs": P.OUTPUTS, "mia": P.metric("mia"), "train": P.TRAIN_INFO,
+                                        "info": P.DATASET_INFO, **canary_card_input()},
+                         output={"card": privacy_card_page, "figure": P.CARD_FIGURE,
+                                 "metrics": P.metric("privacy_card")},
+                         log=P.log("privacy_card", P.RUN_KEY))
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            alpha=config["metrics"]["mia"]["alpha"],
+            loss=config["metrics"]["mia"]["loss"],
+            code=CODE["privacy_card"],
+        resources:
+            **batch_resources("privacy_card", _batch),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("privacy_card", _batch.key)
+        script:
+            "../scripts/privacy_card.py"
 
 
 rule budget_ledger:

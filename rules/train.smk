@@ -1,4 +1,6 @@
-# One training job per run of the grids.
+# Training: every run of the grids, in batches of whole recipes (issue 36).
+import os
+
 from dpaudit.training.model_checks import image_shape_before_prepare
 
 
@@ -35,32 +37,46 @@ def pmp_train_params():
     return {"checkpoints": PMP["checkpoints"]}
 
 
-rule train_model:
-    input:
-        examples=P.EXAMPLES,
-        info=P.DATASET_INFO,
-    output:
-        model=P.MODEL,
-        info=P.TRAIN_INFO,
-        **pmp_train_outputs(),
-    params:
-        run=run_params,
-        training=training_params,
-        **pmp_train_params(),
-        code=CODE["train_model"],
-    threads: 1
-    resources:
-        **job_resources("train_model"),
-    log:
-        P.log("train_model", P.RUN_KEY),
-    benchmark:
-        P.benchmark("train_model", P.RUN_KEY)
-    script:
-        "../scripts/train_model.py"
+def train_gpus():
+    """GPUs per training job on SLURM: DPAUDIT_SLURM_TRAIN_GPUS (none unless a site sets it; a GPU
+    site also needs a TensorFlow build with CUDA: docs/stack.md, SLURM and GPUs)."""
+    gpus = int(os.environ.get("DPAUDIT_SLURM_TRAIN_GPUS", "0"))
+    return {"gpu": gpus} if gpus else {}
+
+
+# One job per batch of whole recipes (issue 36): the seeds of a recipe, one after the other in one
+# TensorFlow process (dpaudit.training.train is safe to call again in the same process).
+for _batch in run_batches("train_model", whole_recipes=True):
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO},
+                        output={"model": P.MODEL, "info": P.TRAIN_INFO, **pmp_train_outputs()},
+                        log=P.log("train_model", P.RUN_KEY),
+                        params={"run": run_params, "training": training_params})
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
+            **pmp_train_params(),
+            code=CODE["train_model"],
+        threads: 1
+        resources:
+            **batch_resources("train_model", _batch), **train_gpus(),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("train_model", _batch.key)
+        script:
+            "../scripts/train_model.py"
 
 
 @intermediates
 def model_files():
     """Every trained model with train.json (and checkpoints)."""
     return [f for dataset in DATASETS for run in RUNS[dataset]
-            for f in expand(rules.train_model.output, dataset=dataset, run=run)]
+            for f in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())
+            for f in [f.format(dataset=dataset, run=run)]]

@@ -1,16 +1,17 @@
-"""Snakemake adapter: per-canary scores of one run (audit twin or linear releases)."""
+"""Snakemake adapter: per-canary scores of a batch's runs (audit twins or linear releases), one after the other."""
 
+from dpaudit.batching import run_jobs
 from dpaudit.io import read_json, read_parquet, write_json, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.training.canary import canary_scores
 
-sm = snakemake  # noqa: F821
-with job_logging(sm) as log:
-    dataset = read_json(sm.input.info)
-    params = {**sm.params.training, **sm.params.run, "delta": dataset["delta"]["resolved"]}
-    scores, record = canary_scores(read_parquet(sm.input.examples), dataset["splits"], params,
-                                   read_json(sm.input.train), sm.params.options, threads=sm.threads, log=log,
-                                   run=sm.wildcards.run)
-    record.update(dataset=sm.wildcards.dataset, run=sm.wildcards.run)
-    write_parquet(sm.output.scores, scores)
-    write_json(sm.output.record, record)
+for job in run_jobs(snakemake):  # noqa: F821
+    with job_logging(job) as log:
+        dataset = read_json(job.input.info)
+        params = {**job.params.training, **job.params.run, "delta": dataset["delta"]["resolved"]}
+        scores, record = canary_scores(read_parquet(job.input.examples), dataset["splits"], params,
+                                       read_json(job.input.train), job.params.options, threads=job.threads,
+                                       log=log, run=job.wildcards.run)
+        record.update(dataset=job.wildcards.dataset, run=job.wildcards.run)
+        write_parquet(job.output.scores, scores)
+        write_json(job.output.record, record)

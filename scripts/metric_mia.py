@@ -1,29 +1,30 @@
-"""Snakemake adapter: loss-threshold membership-inference metrics of one run."""
+"""Snakemake adapter: loss-threshold membership-inference metrics of a batch's runs."""
 
+from dpaudit.batching import run_jobs
 from dpaudit.contract.delta import evaluation_delta
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
 from dpaudit.metrics.mia import mia_metrics
 
-sm = snakemake  # noqa: F821
-with job_logging(sm) as log:
-    dataset = read_json(sm.input.info)
-    train = read_json(sm.input.train)
-    options = sm.params.mia
-    metrics = mia_metrics(
-        read_parquet(sm.input.outputs),
-        members_split=dataset["splits"]["members"],
-        nonmembers_split=dataset["splits"]["nonmembers"],
-        utility_split=dataset["splits"]["utility"],
-        delta=evaluation_delta(train),
-        accountant_epsilon=float(train["epsilon"]),
-        seed=options["seed"],
-        alpha=options["alpha"],
-        fpr_targets=tuple(options["fpr_targets"]),
-        loss_column=options["loss"],
-        ci_method=options["ci_method"],
-    )
-    metrics = metric_rows("mia", metrics, dataset=sm.wildcards.dataset, run=sm.wildcards.run)
-    write_parquet(sm.output[0], metrics)
-    log.info("%d metric rows", len(metrics))
+for job in run_jobs(snakemake):  # noqa: F821
+    with job_logging(job) as log:
+        dataset = read_json(job.input.info)
+        train = read_json(job.input.train)
+        options = job.params.mia
+        metrics = mia_metrics(
+            read_parquet(job.input.outputs),
+            members_split=dataset["splits"]["members"],
+            nonmembers_split=dataset["splits"]["nonmembers"],
+            utility_split=dataset["splits"]["utility"],
+            delta=evaluation_delta(train),
+            accountant_epsilon=float(train["epsilon"]),
+            seed=options["seed"],
+            alpha=options["alpha"],
+            fpr_targets=tuple(options["fpr_targets"]),
+            loss_column=options["loss"],
+            ci_method=options["ci_method"],
+        )
+        metrics = metric_rows("mia", metrics, dataset=job.wildcards.dataset, run=job.wildcards.run)
+        write_parquet(job.output[0], metrics)
+        log.info("%d metric rows", len(metrics))

@@ -80,8 +80,13 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         if not _run_by_snakemake(snakemake):
             raise  # a test's stand-in sees the refusal itself
         refused = error
-    except BaseException:
+    except BaseException as error:
         logger.exception("job failed")
+        if _in_batch(snakemake) and not isinstance(error, KeyboardInterrupt):
+            # the batch's other runs share this job: the terminal line names the one that failed
+            failed = " ".join([str(getattr(snakemake, "rule", "job")), *(f"{k}={v}" for k, v in wildcards.items())])
+            os.write(saved[1], f"dpaudit: {failed} failed: {type(error).__name__}: {error}\n"
+                               f"  (log: {path})\n".encode())
         raise
     else:
         logger.info("done in %.2f s", time.perf_counter() - start)
@@ -101,7 +106,7 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         print(f"dpaudit refused ({job}): {refused}\n"
               f"  (log: {path})", file=sys.stderr, flush=True)
         raise SystemExit(REFUSAL_EXIT)
-    if finished and _run_by_snakemake(snakemake):
+    if finished and _run_by_snakemake(snakemake) and getattr(snakemake, "last", True):
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -126,8 +131,14 @@ def terminal_write(line: str, *, every: float) -> bool:
     return True
 
 
+def _in_batch(snakemake) -> bool:
+    """True for one run of a batch job (``dpaudit.batching.RunJob``)."""
+    return getattr(snakemake, "batch", None) is not None
+
+
 def _run_by_snakemake(snakemake) -> bool:
     """True for the object Snakemake's script preamble unpickles (``snakemake.iocontainers.Snakemake``
-    in Snakemake 9, ``snakemake.script.Snakemake`` before), never for a test's stand-in."""
-    kind = type(snakemake)
+    in Snakemake 9, ``snakemake.script.Snakemake`` before), or a run of a batch job it started;
+    never for a test's stand-in."""
+    kind = type(getattr(snakemake, "batch", None) or snakemake)
     return kind.__name__ == "Snakemake" and kind.__module__ in ("snakemake.iocontainers", "snakemake.script")
