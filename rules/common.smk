@@ -14,7 +14,7 @@ from dpaudit import batching
 from dpaudit import config as dpconfig
 from dpaudit import resources as dpresources
 from dpaudit.codehash import ScriptCodeHashes
-from dpaudit.configfile import ConfigFileError, check_config_files, config_source_line
+from dpaudit.configfile import ConfigFileError, check_config_files, config_source_line, overridden_batch_size
 from dpaudit.contract import paths as P
 from dpaudit.io import read_json as _read_json
 
@@ -36,6 +36,9 @@ config.update(_validated)
 
 for _warning in dpconfig.epsilon_rule_of_thumb_warnings(config):
     logger.warning(f"dpaudit config: {_warning}")
+_overridden = overridden_batch_size(workflow.config_settings.configfiles, config["workflow"]["runs_per_job"])
+if _overridden:
+    logger.warning(f"dpaudit config: {_overridden}")
 
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)

@@ -25,6 +25,7 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "co
 # A schema node with this annotation admits ±inf and NaN (none does today); every
 # other number in the config must be finite.
 ALLOW_NON_FINITE = "x-allow-non-finite"
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")
 _NUMBER_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -98,9 +99,14 @@ def _types(schema: Mapping, root: Mapping) -> set[str]:
 
 def _coerce_numbers(instance: Any, schemas: list[Mapping], root: Mapping) -> Any:
     """Numeric strings where the schema expects a number become floats: YAML 1.1 reads a
-    float only with a dot and a signed exponent, so ``delta: 1e-5`` arrives as '1e-5'."""
+    float only with a dot and a signed exponent, so ``delta: 1e-5`` arrives as '1e-5'; digit strings
+    where it expects an integer become integers (Snakemake's ``--config key={a: 4}`` and a profile's
+    ``config:`` read nested values as text)."""
     if isinstance(instance, str):
-        if _NUMBER_TEXT.match(instance.strip()) and any("number" in _types(s, root) for s in schemas):
+        text = instance.strip()
+        if _INTEGER_TEXT.fullmatch(text) and any("integer" in _types(s, root) for s in schemas):
+            return int(text)
+        if _NUMBER_TEXT.match(text) and any("number" in _types(s, root) for s in schemas):
             return float(instance)
         return instance
     if isinstance(instance, dict):

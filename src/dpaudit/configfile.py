@@ -103,6 +103,22 @@ def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = Non
         check_config_file(path, schema)
 
 
+def overridden_batch_size(paths: Iterable[str | Path], runs_per_job: int) -> str | None:
+    """The warning when a config file's ``workflow.runs_per_job`` is not the value the run uses (a
+    profile's ``config:`` or the command line's ``--config`` override files): None when no file
+    sets it or the values agree."""
+    for path in reversed([str(p) for p in paths]):
+        content = read_config_file(path)
+        written = (content.get("workflow") or {}).get("runs_per_job") if isinstance(content, dict) else None
+        if written is not None:
+            if str(written) == str(runs_per_job):
+                return None
+            return (f"{path} sets workflow.runs_per_job {written}, but this run uses {runs_per_job} (a profile's "
+                    f"config: or --config overrides the file; profiles/slurm sets 4); pass --config "
+                    f"\"workflow={{runs_per_job: {written}}}\" to keep the file's value")
+    return None
+
+
 def config_source_line(paths: Iterable[str | Path], default: str = "config/config.yaml",
                        root: str | Path | None = None) -> str:
     """The one line the workflow prints at start saying which file(s) the experiment is: Snakemake's
