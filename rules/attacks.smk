@@ -38,12 +38,6 @@ def recipe_train_info(wildcards):
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 
-def attack_pool_inputs(wildcards):
-    """The run's recipe pool (its outputs on P and its record)."""
-    keys = {"dataset": wildcards.dataset, "recipe": RUN_RECIPE[wildcards.dataset][wildcards.run]}
-    return {"pool": P.REFERENCE_POOL.format(**keys), "pool_info": P.REFERENCE_POOL_INFO.format(**keys)}
-
-
 def attacked_runs(wildcards):
     """Params function: the dataset's attacked runs, in the order attack_dataset_files lists them."""
     return [run for run in RUNS[wildcards.dataset] if run in RUN_RECIPE[wildcards.dataset]]
@@ -97,7 +91,17 @@ def attack_figures():
     return [P.ATTACK_FIGURE.format(kind="roc", dataset=d) for d in DATASETS if RECIPES[d]]
 
 
-for _batch in recipe_batches("reference_pool"):
+def pooled_recipes():
+    """The recipes whose pool a job reads: every recipe with the attacks on, else PMP Recipe C's
+    (pmp_pool_files): a batch's job writes all its pools, so it holds only pools that are read."""
+    if ATTACKS["enabled"]:
+        return {dataset: list(RECIPES[dataset]) for dataset in DATASETS}
+    read = set(pmp_pool_files())
+    return {dataset: [name for name in RECIPES[dataset] if P.REFERENCE_POOL.format(dataset=dataset, recipe=name) in read]
+            for dataset in DATASETS}
+
+
+for _batch in recipe_batches("reference_pool", pooled_recipes()):
     _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
                                                       "train": recipe_train_info},
                          output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},

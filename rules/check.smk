@@ -15,9 +15,22 @@
 from snakemake.io import apply_wildcards
 
 
+_LITERAL_SIBLINGS = {}
+
+
 def _sibling_outputs(path):
-    """Every output of the job that writes ``path`` (itself included)."""
+    """Every output of the job that writes ``path`` (itself included). The batched rules (issue 36)
+    have literal outputs: a dict finds them; only rules with wildcards are matched as patterns."""
+    if not _LITERAL_SIBLINGS:
+        for candidate in workflow.rules:
+            if not candidate.has_wildcards():
+                outputs = [str(output) for output in candidate.output]
+                _LITERAL_SIBLINGS.update(dict.fromkeys(outputs, outputs))
+    if path in _LITERAL_SIBLINGS:
+        return _LITERAL_SIBLINGS[path]
     for candidate in workflow.rules:
+        if not candidate.has_wildcards():
+            continue
         for pattern in candidate.output:
             match = pattern.match(path)
             if match:

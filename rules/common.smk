@@ -96,6 +96,13 @@ RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() f
               for dataset in DATASETS}
 
 
+def attack_pool_inputs(wildcards):
+    """The run's recipe reference pool (its outputs on P and its record): the attacks' and PMP
+    Recipe C's input (rules/attacks.smk, rules/pmp.smk), read when their batches are written."""
+    keys = {"dataset": wildcards.dataset, "recipe": RUN_RECIPE[wildcards.dataset][wildcards.run]}
+    return {"pool": P.REFERENCE_POOL.format(**keys), "pool_info": P.REFERENCE_POOL_INFO.format(**keys)}
+
+
 # Every (dataset, run) of the grids, in the order all_runs() lists their files: jobs
 # that read one file per run get these keys as params, never from the paths.
 RUN_KEYS = [(dataset, run) for dataset in DATASETS for run in RUNS[dataset]]

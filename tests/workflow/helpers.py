@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from dpaudit.batching import rule_kind
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -35,8 +37,33 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return result
 
 
+def run_counts(output: str) -> Counter:
+    """Runs (or recipes, or other units a job is per) per rule from a dry run's job listing: a batched
+    job (issue 36) counts once per run it holds, read from its per-run log files; any other job
+    counts once. Equal to the jobs per rule when every batch holds one run."""
+    counts: Counter = Counter()
+    rule = None
+    for line in output.splitlines():
+        stripped = line.strip()
+        header = re.match(r"^(?:local)?rule (\w+):$", stripped)
+        if header:
+            if rule is not None:
+                counts[rule_kind(rule)] += 1
+            rule = header.group(1)
+        elif rule is not None and stripped.startswith("log: "):
+            counts[rule_kind(rule)] += len(stripped.removeprefix("log: ").split(", "))
+            rule = None
+        elif rule is not None and not stripped:
+            counts[rule_kind(rule)] += 1
+            rule = None
+    if rule is not None:
+        counts[rule_kind(rule)] += 1
+    return counts
+
+
 def job_counts(output: str) -> Counter:
-    """Jobs per rule from a dry run's 'Job stats' table."""
+    """Jobs per rule from a dry run's 'Job stats' table; a batched rule's jobs (issue 36:
+    ``metric_mia__digits_0``, ...) count under the per-run rule they stand for."""
     counts: Counter = Counter()
     in_table = False
     for line in output.splitlines():
@@ -46,20 +73,32 @@ def job_counts(output: str) -> Counter:
         if in_table:
             match = re.match(r"^(\w+)\s+(\d+)\s*$", line.strip())
             if match and match.group(1) != "total":
-                counts[match.group(1)] = int(match.group(2))
+                counts[rule_kind(match.group(1))] += int(match.group(2))
             elif line.strip().startswith("total"):
                 in_table = False
     return counts
 
 
 def job_wildcards(output: str) -> list[dict[str, str]]:
-    """The wildcards of every job listed by a dry run."""
+    """The wildcards of every job listed by a dry run; a batched job (issue 36) gives one entry per
+    run it holds (per recipe for reference_pool), read from its per-run log paths
+    (``logs/<rule>/<dataset>/<run>.log``)."""
     jobs = []
+    batched = None
     for line in output.splitlines():
         line = line.strip()
-        if line.startswith("wildcards:"):
+        header = re.match(r"^(?:local)?rule (\w+):$", line)
+        if header:
+            batched = header.group(1) if "__" in header.group(1) else None
+        elif line.startswith("wildcards:"):
             pairs = line[len("wildcards:"):].split(",")
             jobs.append(dict(p.strip().split("=", 1) for p in pairs if "=" in p))
+        elif batched is not None and line.startswith("log: "):
+            key = "recipe" if rule_kind(batched) == "reference_pool" else "run"
+            for path in line.removeprefix("log: ").split(", "):
+                dataset, name = Path(path).parts[-2], Path(path).stem
+                jobs.append({"dataset": dataset, key: name})
+            batched = None
     return jobs
 
 

@@ -1,11 +1,11 @@
 """config/cnn.yaml (issue 33): every family on a small CNN, in a dry run."""
 
-from tests.workflow.helpers import ROOT, job_counts, job_wildcards, snakemake
+from tests.workflow.helpers import ROOT, run_counts, job_wildcards, snakemake
 
 
 def test_cnn_config_runs_every_family_on_the_cnn_runs(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "cnn.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # digits: one baseline and two DP-SGD runs (ε 1, 4), each its own recipe with a reference pool;
     # an audit twin per DP-SGD run; every per-run metric family on all three
     assert counts["train_model"] == 3 and counts["extract_per_example"] == 3

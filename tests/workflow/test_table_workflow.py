@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from tests.workflow.helpers import ROOT, job_counts, snakemake
+from tests.workflow.helpers import ROOT, run_counts, snakemake
 
 GRID = [{"mechanism": ["baseline"], "epochs": [1], "batch_size": [16], "seed": [0]}]
 
@@ -30,7 +30,7 @@ def _config(tmp_path, **entry):
 
 def test_own_table_config_runs_every_model_family_on_the_downloaded_adult_file(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "own_table.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # adult.data is fetched by download_dataset and read through the table source; 6 baseline/DP-SGD
     # seeds x settings + 6 more DP-SGD + 4 linear = 12 runs, each with its dossier, all written by
     # the dataset's one dossier job since issue 23 (was "dossier": 12, a job per model)
@@ -70,12 +70,12 @@ def test_a_changed_table_reruns_its_preparation(tmp_path):
     _table(tmp_path / "churn.csv")
     config = _config(tmp_path, fit_on="holdout")
     snakemake(tmp_path, "--cores", "1", "--configfile", config, "--until", "prepare_dataset")
-    assert job_counts(snakemake(tmp_path, "-n", "--configfile", config, "--until", "prepare_dataset").stdout) == {}
+    assert run_counts(snakemake(tmp_path, "-n", "--configfile", config, "--until", "prepare_dataset").stdout) == {}
     _table(tmp_path / "churn.csv", n=201)
     later = os.stat(tmp_path / "results" / "data" / "churn" / "dataset.json").st_mtime + 5
     os.utime(tmp_path / "churn.csv", (later, later))
     rerun = snakemake(tmp_path, "-n", "--configfile", config, "--until", "prepare_dataset")
-    assert job_counts(rerun.stdout) == {"prepare_dataset": 1}
+    assert run_counts(rerun.stdout) == {"prepare_dataset": 1}
 
 
 def _readme_table_block() -> dict:
@@ -105,7 +105,7 @@ def test_the_readme_recipe_works_on_the_first_try(tmp_path):
     config.pop("audit"), config.pop("profile")
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(config))
-    planned = job_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
+    planned = run_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
     runs = planned["train_model"]
     assert runs == 8 and planned["prepare_dataset"] == 1 and planned[f"dossier_{name}"] == 1
     for rule in ("metric_mia", "metric_epsilon_star", "metric_pmp", "metric_canary"):

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.helpers import ROOT, job_counts, job_wildcards, snakemake
+from tests.workflow.helpers import ROOT, run_counts, job_wildcards, snakemake
 
 CONFIGS = sorted((ROOT / "config").rglob("*.yaml"))
 ACCEPTED_LINT = "Specify a conda environment or container for each rule."
@@ -63,13 +63,13 @@ def test_lint_findings_are_classified_from_the_json():
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_config_dry_runs(tmp_path, config):
     result = snakemake(tmp_path, "-n", "--configfile", str(config))
-    assert job_counts(result.stdout)["train_model"] > 0
+    assert run_counts(result.stdout)["train_model"] > 0
 
 
 def test_default_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "config.yaml"))
     # 3 offline datasets × (2 baseline seeds + 3 ε × 2 seeds DP-SGD) = 24 runs.
-    assert job_counts(result.stdout) == {
+    assert run_counts(result.stdout) == {
         "prepare_dataset": 3,
         "train_model": 24,
         "extract_per_example": 24,
@@ -123,7 +123,7 @@ def test_default_config_job_counts(tmp_path):
 
 def test_paper_privacy_profile_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "privacy_profile.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # Views adult_2f, adult_6f (no figures), adult_2f_first100 (Figs 1/8); one shared adult.data download.
     profile = {rule: n for rule, n in counts.items() if "profile" in rule}
     assert profile == {"download_profile_data": 1, "profile_base": 3, "profile_exact": 3, "profile_typical": 3,
@@ -134,7 +134,7 @@ def test_paper_privacy_profile_config_job_counts(tmp_path):
 
 def test_adult_config_replaces_default_datasets(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "adult.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     assert counts["download_dataset"] == 2  # adult.data and adult.test
     assert counts["train_model"] == 8
     datasets = {job["dataset"] for job in job_wildcards(result.stdout) if "dataset" in job}
@@ -175,7 +175,7 @@ def test_unquoted_delta_and_non_finite_values_as_yaml_writes_them(tmp_path):
     good = tmp_path / "delta.yaml"
     good.write_text(text.replace("  delta: auto\n", "  delta: 1e-5\n"))
     result = snakemake(tmp_path, "-n", "--configfile", str(good))
-    assert job_counts(result.stdout)["train_model"] > 0
+    assert run_counts(result.stdout)["train_model"] > 0
     bad = tmp_path / "nan.yaml"
     bad.write_text(text.replace("  momentum: 0.9\n", "  momentum: .nan\n"))
     result = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
@@ -186,7 +186,7 @@ def test_unquoted_delta_and_non_finite_values_as_yaml_writes_them(tmp_path):
 
 def test_paper_epsilon_star_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # Negoescu et al. 2023, Sec. 4: Adult 4 + 4·3·2·2 = 52 strategies, Purchase-100 3 + 48 = 51, 5 seeds each.
     assert counts["train_model"] == 52 * 5 + 51 * 5
     assert counts["metric_epsilon_star"] == 515 and counts["plot_epsilon_star_landscape"] == 2
@@ -201,14 +201,14 @@ def test_paper_epsilon_star_config_job_counts(tmp_path):
 
 def test_lite_epsilon_star_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star_lite.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # 4 baseline epochs + 2 DP ε, 2 seeds each
     assert counts["train_model"] == 12 and counts["download_dataset"] == 2
 
 
 def test_paper_identifiability_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # 3 datasets × {bounded, unbounded} × {LS, GS} × (1,000 runs at ρ_β = 0.9 in blocks of 50 = 20
     # + 3 targets × 250 runs = 15 blocks) = 140, plus Fig. 4's 5 extra pairs × 5 blocks = 25: 165 each.
     assert counts["audit_block"] == 3 * (2 * 2 * (20 + 3 * 5) + 5 * 5) == 495
@@ -221,7 +221,7 @@ def test_paper_identifiability_config_job_counts(tmp_path):
 
 def test_lite_identifiability_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability_lite.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # Adult and digits × bounded × {LS, GS} × ρ_β {0.75, 0.9} × 100 runs in blocks of 50.
     assert counts["audit_block"] == 2 * 2 * 2 * 2
     assert counts["audit_neighbours"] == 2 and counts["download_dataset"] == 2
@@ -229,7 +229,7 @@ def test_lite_identifiability_config_job_counts(tmp_path):
 
 def test_paper_pmp_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # 1 baseline + 3 DP-SGD runs, each trained once; Recipe C reads one reference pool per
     # DP-SGD recipe (3; the baseline's rows are not applicable), built although the attacks
     # are disabled: no attack rows, no attack figures.
@@ -245,7 +245,7 @@ def test_paper_pmp_config_job_counts(tmp_path):
 
 def test_lite_pmp_config_job_counts(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp_lite.yaml"))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     assert counts["train_model"] == 2 and counts["reference_pool"] == 1 and "metric_attacks" not in counts
     assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2
 
@@ -257,7 +257,7 @@ def test_pmp_without_recipe_c_builds_no_pool(tmp_path):
     config["simulations"]["pmp"]["enabled"] = False
     path = tmp_path / "no_c.yaml"
     path.write_text(yaml.safe_dump(config))
-    counts = job_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
+    counts = run_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
     assert "reference_pool" not in counts and counts["metric_pmp"] == 2 and counts["train_model"] == 2
 
 
@@ -277,7 +277,7 @@ def test_linear_mechanism_grid_job_counts(tmp_path):
     path = tmp_path / "linear.yaml"
     path.write_text(yaml.safe_dump(LINEAR_GRID_CONFIG))
     result = snakemake(tmp_path, "-n", "--configfile", str(path))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε × 2 seeds = 10 runs; PMP Recipe C's
     # reference pool only for the DP-SGD recipe.
     runs = 1 + 1 + 2 * 2 * 2
@@ -323,7 +323,7 @@ def test_attacks_enabled_job_counts(tmp_path):
     path = tmp_path / "attacks.yaml"
     path.write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "--configfile", str(path))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # 3 datasets × (1 baseline + 3 DP-SGD ε) recipes; 3 × 8 runs
     assert counts["reference_pool"] == 12 and counts["metric_attacks"] == 24 and counts["plot_attacks"] == 3
     assert counts["train_model"] == 24 and counts["aggregate_metrics"] == 1
@@ -357,7 +357,7 @@ def test_attacks_off_dossiers_read_no_attack_scores(tmp_path):
     path = tmp_path / "attacks_off.yaml"
     path.write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "--configfile", str(path))
-    assert "exposed_rows" not in job_counts(result.stdout)
+    assert "exposed_rows" not in run_counts(result.stdout)
     for dataset in ("synthetic", "digits", "breast_cancer"):
         assert not any("/attacks/" in path for path in _job_inputs(result.stdout, f"dossier_{dataset}"))
 
@@ -368,7 +368,7 @@ def test_attacks_cover_the_linear_mechanisms(tmp_path):
     path = tmp_path / "linear_attacks.yaml"
     path.write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "--configfile", str(path))
-    counts = job_counts(result.stdout)
+    counts = run_counts(result.stdout)
     # recipes: 1 baseline + 1 DP-SGD + 2 mechanisms × 2 ε; runs: 10 (no PMP shadow model)
     assert counts["reference_pool"] == 6 and counts["metric_attacks"] == 10 and counts["plot_attacks"] == 1
     assert "no reference models" not in result.stdout + result.stderr
