@@ -155,7 +155,7 @@ def _largest_rejected(reject_gap, lo: float = 0.0) -> float:
         if hi >= _EPS_SEARCH_LIMIT:
             return _EPS_SEARCH_LIMIT
         lo, hi = hi, 2.0 * hi
-    from scipy import optimize  # here: a baseline's canary job and the figures never search
+    from scipy import optimize  # here: a baseline run's canary job never searches
 
     return float(optimize.brentq(reject_gap, lo, hi, xtol=1e-6))
 
