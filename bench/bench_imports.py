@@ -12,12 +12,13 @@ is the same for every job and not counted, and so is what a job imports later, i
 the functions it calls (scipy.optimize where a DP run calibrates, dp_accounting where an
 accountant runs, matplotlib where a figure is drawn, TensorFlow in the training jobs).
 
-Floors (issue 36, CPU seconds beyond a bare interpreter, best of 5 on a loaded 2-core
+Floors (issue 36, CPU seconds beyond a bare interpreter, best of 7 on a loaded 2-core
 machine): numpy + pandas + pyarrow is ~0.4 s, with scipy.special ~0.55 s. Every per-run
-job kind but the card (extraction, mia, ε*, PMP, canary, attacks, identifiability, the
-audit blocks) sits on that floor and imports none of ``HEAVY``; ``privacy_card`` adds
-matplotlib's figure modules when it draws the card (inside the function). The
-per-dataset figures add matplotlib (~0.3 s), the landscape scipy.stats for its KDE.
+job kind (extraction, mia, ε*, PMP, canary, attacks, identifiability, card, the audit
+jobs) sits on that floor, 0.55-0.75 s, and imports none of ``HEAVY`` (was 0.75-1.1 s
+with scipy.optimize); ``privacy_card`` adds matplotlib's figure modules when it draws
+the card. The per-dataset figures add matplotlib (~0.3 s; 0.9-1.15 s in all), the
+landscape scipy.stats for its KDE (~1.7 s).
 ``python -X importtime -c "import dp_accounting"`` shows the ~0.8 s the issue names:
 dp_accounting's package ``__init__`` imports its PLD code, which imports scipy.signal
 (whose import rewrites docstrings) and scipy.stats; no narrower submodule avoids it, so
