@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 __all__ = ["ALLOW_NON_FINITE", "SCHEMA_PATH", "load_schema"]
@@ -138,6 +137,9 @@ def _non_finite(instance: Any, schemas: list[Mapping], root: Mapping, parts: tup
 def _schema_errors(config: Mapping, schema: Mapping) -> list[str]:
     """One line per key path: the non-finite numbers, then the schema's errors (several
     errors of one key, e.g. two bounds, are joined on its one line)."""
+    # imported here: the jobs that read GRID_COLUMNS through dpaudit.config validate nothing
+    import jsonschema
+
     by_path = {where: [message] for where, message in _non_finite(config, [schema], schema, ()).items()}
     validator = jsonschema.Draft202012Validator(schema)
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):

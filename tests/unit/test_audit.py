@@ -397,3 +397,20 @@ def test_success_table_uses_the_configured_targets():
     assert table["adv_empirical"].iloc[0] == summary["adv_empirical"].iloc[0]
     with pytest.raises(ValueError, match="no audit configuration at rho_beta"):
         plots.success_table(summary, [0.75, 0.9])
+
+
+def test_the_analytic_figures_normal_densities_are_scipys_bit_for_bit():
+    # Oracle: scipy.stats.norm (pdf, logpdf, cdf), which figures 1-2 used before issue 36;
+    # tolerance: none (np.array_equal), on the figures' grids, their σ (δ = 1e-6, ε = 6, 3)
+    # and other scales.
+    from dpaudit.plots import identifiability as plots
+
+    grids = (np.linspace(-4, 4, 801), np.linspace(-10, 10, 801), np.linspace(-4, 5, 901))
+    scales = [plots._sigma(eps, 1e-6) for eps in (6.0, 3.0, 1.0, 0.5)] + [0.05, 1.0, 2.5]
+    for r in grids:
+        for s in scales:
+            for loc in (0, 1):
+                assert np.array_equal(plots._norm_pdf(r, loc, s), stats.norm.pdf(r, loc, s))
+                assert np.array_equal(plots._norm_logpdf(r, loc, s), stats.norm.logpdf(r, loc, s))
+    for s in scales:
+        assert special.ndtr(1 / (2 * s)) == stats.norm.cdf(1 / (2 * s))

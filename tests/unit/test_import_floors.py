@@ -100,3 +100,47 @@ def test_no_import_cycles():
 def test_no_source_file_is_over_600_lines():
     long = {m: n for m, p in _modules().items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+# Issue 36: what a per-run job's modules import before any work is paid once per job. These
+# library modules (the per-run families, the card, the extraction and the audit) import
+# none of the heavy packages below at module level; the functions that need one import it.
+PER_RUN_MODULES = (
+    "dpaudit.io", "dpaudit.contract.metrics", "dpaudit.contract.delta", "dpaudit.metrics.mia",
+    "dpaudit.metrics.epsilon_star", "dpaudit.metrics.pmp.pool", "dpaudit.metrics.pmp.run",
+    "dpaudit.metrics.canary.rows", "dpaudit.metrics.attack_rows", "dpaudit.metrics.identifiability",
+    "dpaudit.metrics.identifiability_audit", "dpaudit.report.cards", "dpaudit.extract.extract",
+    "dpaudit.metrics.pmp.report",
+)
+HEAVY = ("scipy.stats", "scipy.optimize", "scipy.signal", "dp_accounting", "sklearn", "matplotlib",
+         "jsonschema", "tensorflow")
+
+
+def _loaded_after(code: str) -> list[str]:
+    import json
+    import subprocess
+    import sys
+
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_per_run_modules_import_no_heavy_package():
+    # Oracle: sys.modules of a fresh interpreter after the imports.
+    assert _loaded_after("\n".join(f"import {m}" for m in PER_RUN_MODULES)) == []
+
+
+def test_the_epsilon_star_normal_fit_check_loads_no_scipy_stats():
+    # metric_epsilon_star's default goodness-of-fit check (one Normal, KS on equal sizes) runs
+    # without scipy.stats (~0.5 s of CPU per job); ks_2samp's equality with scipy's is
+    # tested in test_epsilon_star.py.
+    code = ("import numpy as np\nfrom dpaudit.metrics.epsilon_star.goodness_of_fit import normal_fit_check\n"
+            "normal_fit_check(np.random.default_rng(0).normal(size=500))")
+    assert _loaded_after(code) == []
+
+
+def test_the_aggregate_module_loads_no_schema_validator():
+    # the jobs that read dpaudit.config's grid columns (aggregate, figures, dossier) validate nothing
+    assert "jsonschema" not in _loaded_after("import dpaudit.aggregate, dpaudit.config")

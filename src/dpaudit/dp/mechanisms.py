@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpaudit.contract.delta import check_delta
 
@@ -213,6 +213,9 @@ def gaussian_sigma_analytic(sensitivity: float, eps: float, delta: float) -> flo
         lo -= 2.0
     while gap(hi) > 0:
         hi += 2.0
+    # imported here: the PMP and extraction jobs import this module, few calibrate (issue 36)
+    from scipy import optimize
+
     return float(sensitivity) * math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
@@ -229,6 +232,8 @@ def gaussian_epsilon_analytic(noise_multiplier: float, delta: float) -> float:
     hi = 1.0
     while gap(hi) > 0:
         hi *= 2.0
+    from scipy import optimize
+
     return float(optimize.brentq(gap, 0.0, hi, xtol=1e-13, rtol=1e-13))
 
 

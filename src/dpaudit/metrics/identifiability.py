@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special
+from scipy import special
 
 from dpaudit.contract.delta import check_delta
 from dpaudit.dp import accounting
@@ -260,6 +260,9 @@ def noise_multiplier_for_rho_beta(
         return math.sqrt(int(steps) / (2.0 * m))
     _, gap = _rho_beta_gap(rho, steps, delta, conversion)
     lo, hi = (math.log(b) for b in Z_BRACKET)
+    # imported here: the audit blocks solve for z, metric_identifiability never does (~0.2 s per job)
+    from scipy import optimize
+
     return math.exp(optimize.brentq(gap, lo, hi, xtol=xtol))
 
 
