@@ -16,7 +16,7 @@ Floors (issue 36, CPU seconds beyond a bare interpreter, best of 7 on a loaded 2
 machine): numpy + pandas + pyarrow is ~0.4 s, with scipy.special ~0.55 s. Every per-run
 job kind (extraction, mia, ε*, PMP, canary, attacks, identifiability, card, the audit
 jobs) sits on that floor, 0.55-0.75 s, and imports none of ``HEAVY`` (was 0.75-1.1 s
-with scipy.optimize); ``privacy_card`` adds matplotlib's figure modules when it draws
+with scipy.optimize; ε*'s normal-fit check imports scipy.stats, ~0.5 s, when it runs); ``privacy_card`` adds matplotlib's figure modules when it draws
 the card. The per-dataset figures add matplotlib (~0.3 s; 0.9-1.15 s in all), the
 landscape scipy.stats for its KDE (~1.7 s).
 ``python -X importtime -c "import dp_accounting"`` shows the ~0.8 s the issue names:

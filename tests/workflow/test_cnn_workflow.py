@@ -1,6 +1,6 @@
 """config/cnn.yaml (issue 33): every family on a small CNN, in a dry run."""
 
-from tests.workflow.helpers import ROOT, run_counts, job_wildcards, snakemake
+from tests.workflow.helpers import ROOT, job_wildcards, run_counts, snakemake
 
 
 def test_cnn_config_runs_every_family_on_the_cnn_runs(tmp_path):

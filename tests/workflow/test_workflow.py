@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.helpers import ROOT, run_counts, job_wildcards, snakemake
+from tests.workflow.helpers import ROOT, job_wildcards, run_counts, snakemake
 
 CONFIGS = sorted((ROOT / "config").rglob("*.yaml"))
 ACCEPTED_LINT = "Specify a conda environment or container for each rule."

@@ -12,53 +12,6 @@ from numpy.typing import ArrayLike
 
 logger = logging.getLogger(__name__)
 GMM_REG_COVAR = 1e-6  # sklearn's default, added to every component's variance
-KS_EXACT_MAX_N = 10000  # scipy's ks_2samp computes the exact p-value up to this size ('auto')
-
-
-def ks_2samp(data1: np.ndarray, data2: np.ndarray) -> tuple[float, float]:
-    """Two-sided two-sample KS statistic and p-value, bit for bit ``scipy.stats.ks_2samp``'s.
-
-    The workflow's check compares two equally sized finite float64 samples, where scipy
-    takes its exact path (``_attempt_exact_2kssamp`` with ``_compute_prob_outside_square``,
-    scipy 1.17): that path is written out here, because importing ``scipy.stats`` costs
-    each ``metric_epsilon_star`` job about 0.5 s of CPU, more than the check itself (issue 36).
-    Every other case (unequal sizes, non-finite values, other dtypes, the cases where scipy
-    would switch to its asymptotic formula) is handed to scipy itself.
-    """
-    x, y = np.asarray(data1), np.asarray(data2)
-    n = x.size
-    if not (x.ndim == y.ndim == 1 and x.dtype == y.dtype == np.float64 and n == y.size
-            and 0 < n <= KS_EXACT_MAX_N and np.isfinite(x).all() and np.isfinite(y).all()):
-        return _scipy_ks_2samp(x, y)
-    x, y = np.sort(x), np.sort(y)
-    both = np.concatenate([x, y])
-    diffs = np.searchsorted(x, both, side="right") / n - np.searchsorted(y, both, side="right") / n
-    min_s = np.clip(-diffs[np.argmin(diffs)], 0, 1)
-    max_s = diffs[np.argmax(diffs)]
-    d = min_s if min_s > max_s else max_s
-    h = int(np.round(d * n))  # the lcm of two equal sizes is n
-    if h == 0:
-        return 0.0, 1.0
-    # Pr(D_{n,n} >= h/n) = 2 (A0 - A0 A1 + ...), evaluated Horner-like as scipy does
-    p = 0.0
-    k = int(np.floor(n / h))
-    while k >= 0:
-        p1 = 1.0
-        for j in range(h):
-            p1 = (n - k * h - j) * p1 / (n + k * h + j + 1)
-        p = p1 * (1.0 - p)
-        k -= 1
-    prob = 2 * p
-    if not 0 <= prob <= 1:  # scipy falls back to its asymptotic formula here
-        return _scipy_ks_2samp(x, y)
-    return float(np.float64(h * 1.0 / n)), float(np.clip(prob, 0, 1))
-
-
-def _scipy_ks_2samp(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    from scipy import stats
-
-    res = stats.ks_2samp(x, y)
-    return float(res.statistic), float(res.pvalue)
 
 
 def gmm_ks_goodness_of_fit(
@@ -73,12 +26,14 @@ def gmm_ks_goodness_of_fit(
 
     Per repeat, one random block of max(n_samples) values is held out and the
     GMMs are fitted to the rest; each n_samples compares the first n_samples of
-    that block with n_samples draws from the GMM (``ks_2samp``, scipy's test).
+    that block with n_samples draws from the GMM (``scipy.stats.ks_2samp``).
     Sharing one fit across n_samples (the paper refits per n_samples) cuts the
     fits tenfold and changes the fitting set by at most max(n_samples) points.
 
     Returns columns n_components, n_samples, rep (int64), ks_stat, p_value.
     """
+    from scipy import stats  # here, not at import: metric_epsilon_star runs this only when enabled
+
     x = np.asarray(values, dtype=np.float64).ravel()
     comps = [int(k) for k in n_components]
     if max(comps) > 1:  # sklearn (~1.5 s to import) only for mixtures: the workflow's check fits one Normal
@@ -111,7 +66,8 @@ def gmm_ks_goodness_of_fit(
             for ns in sizes:
                 comp = rng.choice(k, size=ns, p=weights)
                 draws = rng.normal(means[comp], sds[comp])
-                rows.append((k, ns, rep, *ks_2samp(held[:ns], draws)))
+                res = stats.ks_2samp(held[:ns], draws)
+                rows.append((k, ns, rep, float(res.statistic), float(res.pvalue)))
     frame = pd.DataFrame(rows, columns=["n_components", "n_samples", "rep", "ks_stat", "p_value"])
     return frame.astype(
         {
