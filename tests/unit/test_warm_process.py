@@ -10,7 +10,8 @@ name and seed counters, traced-function caches, numpy's global generator, module
 shows as a difference between the two copies of a case. Compared: every weight array of
 the saved model (``np.array_equal`` after loading the file), the saved model's config,
 train.json without its timing fields, the canary scores Parquet (bytes) and the audit
-record, the reference pool's Parquet (bytes) and its record.
+record, the reference pool's Parquet (bytes) and its record. And no run leaves its traced step
+alive in TensorFlow's process-global gradient registry (memory that grew with every run).
 
 Run as a script, this file is the worker: ``python test_warm_process.py OUT CASE...``.
 """
@@ -149,10 +150,18 @@ def _log():
 
 
 def _work(out: Path, names: list[str]) -> None:
+    from dpaudit import _tf  # noqa: F401  (TensorFlow through its one import boundary)
+
+    ops = sys.modules["tensorflow.python.framework.ops"]  # TF's own registry: no public way to read it
+
     for name in names:
         function, params = CASES[name]
         (out / name).mkdir(parents=True)
         function(out / name, dict(params))
+    # what a traced step left in TensorFlow's process-global gradient registry, which keeps the
+    # step's graph alive (7.5 MB per DP-SGD run before ``gradient_paths.ONE_REPLICA``)
+    kept = [key for key in ops._gradient_registry._registry if key.startswith("CustomGradient")]
+    (out / "registry.json").write_text(json.dumps(kept))
 
 
 # ------------------------------------------------------------------ the test (in pytest)
@@ -223,6 +232,8 @@ def test_every_case_gives_the_same_outputs_after_any_history(tmp_path):
     forward, backward = tmp_path / "forward", tmp_path / "backward"
     problems = {name: d for name in names if (d := _differences(forward / name, backward / name))}
     assert problems == {}, f"outputs depend on what ran before in the process: {problems}"
+    for order in orders:  # nothing a run traced outlives it in TensorFlow's global registry
+        assert json.loads((tmp_path / order / "registry.json").read_text()) == []
     threads = json.loads((forward / "threads" / "threads.json").read_text())
     assert (threads["same"], threads["other"], threads["recorded"]) == (1, 1, 1)
     assert len(threads["warnings"]) == 2 and all("asked for 2 and runs on 1" in w for w in threads["warnings"])
