@@ -14,6 +14,7 @@ to the first's (train.json and audit/pool records without timing fields, model w
 Prints one JSON object per call (``{"bench": "warm_call", ...}``: seconds, the process's RSS
 after it) and per (dataset, family) a summary: first call, median and max of the others, the
 repeat of the first; ``startup_seconds`` is the imports a fresh job pays before its first run.
+``--trace``: per run of a warm process, its first step's tracing against a later step's time.
 """
 
 from __future__ import annotations
@@ -90,12 +91,48 @@ def _dataset(name: str, params: dict, delta, out: Path) -> tuple:
     return read_parquet(out / f"{name}.parquet"), info, resolved
 
 
+def trace_costs(threads: int, d: int = 20, hidden: int = 64, batch: int = 64) -> None:
+    """Per run, the tracing a warm process still pays: each run builds its own model and step
+    functions, so its first step (and first noise-only step) trace again; later steps do not."""
+    from dpaudit.training.mechanism_checks import monitor_for
+    from dpaudit.training.models import build_mlp, logits_model
+    from dpaudit.training.steps import build_train_step
+
+    tf = _tf.tf
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(batch, d)).astype(np.float32))
+    y = tf.constant(rng.integers(0, 2, batch).astype(np.int64))
+    for mechanism in ("baseline", "dpsgd"):
+        for run in range(3):
+            _tf.configure(threads, run)
+            net = logits_model(build_mlp(d, {"hidden_units": [hidden], "n_classes": 2}, seed=run))
+            monitor = monitor_for(net, steps=64, seed=run) if mechanism == "dpsgd" else None
+            step, noise_step, _ = build_train_step(net, mechanism=mechanism, optimizer="sgd", learning_rate=0.05,
+                                                   momentum=0.9, clip_norm=1.0, noise_multiplier=1.0,
+                                                   expected_batch_size=batch, noise_monitor=monitor)
+            t0 = time.perf_counter()
+            step(x, y)
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for _ in range(20):
+                step(x, y)
+            later = (time.perf_counter() - t0) / 20
+            noise = None
+            if noise_step is not None:
+                t0 = time.perf_counter()
+                noise_step()
+                noise = round(time.perf_counter() - t0, 4)
+            _emit(bench="warm_trace", mechanism=mechanism, run_in_process=run, first_step_seconds=round(first, 4),
+                  later_step_seconds=round(later, 5), first_noise_step_seconds=noise, d=d, hidden=hidden, batch=batch)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--datasets", default=None, help="comma-separated; default: every dataset of the config")
     parser.add_argument("--families", default="train,twin,pool")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--trace", action="store_true", help="also time one step's tracing per run (MLP 64)")
     args = parser.parse_args()
     from dpaudit import config as dpconfig
 
@@ -173,6 +210,8 @@ def main() -> None:
                   others_median_seconds=round(statistics.median(rest), 3) if rest else None,
                   others_max_seconds=round(max(rest), 3) if rest else None,
                   first_again_seconds=round(repeat, 3), repeat_identical=bool(same), rss_mb=round(_rss_mb(), 1))
+    if args.trace:
+        trace_costs(args.threads)
 
 
 if __name__ == "__main__":
