@@ -8,6 +8,7 @@ so it is skipped and the needed submodules are imported directly (DESIGN §9).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -51,13 +52,26 @@ __all__ = [
 ]
 
 _configured_threads: int | None = None
+_LOG = logging.getLogger("dpaudit.tf")
 
 
-def configure(threads: int, seed: int) -> None:
-    """Set TF thread pools, seed python/numpy/TF and make TF ops deterministic.
+def configure(threads: int, seed: int) -> int:
+    """Start a run: TF thread pools, Keras' per-process state reset, python/numpy/TF seeded,
+    TF ops deterministic; returns the thread count the process's pools use.
 
-    Thread pools can only be set before TensorFlow's runtime starts; a later call
-    with a different count keeps the first setting (a process runs one job).
+    Called at the start of every training run (``train_model``, the audit twin, a reference
+    pool, extraction), so a run in a warm process, after other runs, starts from the state
+    a fresh process starts from (issue 36): ``clear_session`` resets Keras' layer-name
+    counters (a builder that names no layer would otherwise save ``conv2d_1`` where a fresh
+    process saves ``conv2d``, in the model's config and the noise certificate's variable
+    names) and the kernel cache of eager random ops; ``set_random_seed`` resets python's
+    random, numpy's global generator, TF's global seed and its op-seed counter.
+
+    Thread pools can only be set before TensorFlow's runtime starts. The first call sets
+    them; a later call with the same count is a no-op; a later call with another count
+    cannot change them, so it logs a warning and the returned (recorded) count is the
+    pools' real one (the unit tests mix counts in one process; a workflow job passes its
+    one ``threads`` to every run it trains).
     """
     global _configured_threads
     threads = max(1, int(threads))
@@ -65,12 +79,20 @@ def configure(threads: int, seed: int) -> None:
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
             tf.config.threading.set_inter_op_parallelism_threads(threads)
+            _configured_threads = threads
         except RuntimeError:
-            pass  # runtime already initialized by an earlier TF call in this process
-        _configured_threads = threads
-    # Seeds python's random, numpy's global RNG and TF's global seed in one call.
+            # the runtime was started by TF code that ran before the first run: its pools stay
+            # (0 is TF's default, one thread per CPU the process may use)
+            _configured_threads = (tf.config.threading.get_intra_op_parallelism_threads()
+                                   or len(os.sched_getaffinity(0)))
+    if threads != _configured_threads:
+        _LOG.warning("this process's TensorFlow thread pools were set to %d threads by its first run and cannot "
+                     "change; this run asked for %d and runs on %d (train each thread count in its own process)",
+                     _configured_threads, threads, _configured_threads)
+    keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
+    return _configured_threads
 
 
 def versions() -> dict[str, str]:

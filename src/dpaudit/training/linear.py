@@ -203,7 +203,7 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
 
     from dpaudit import _tf
 
-    _tf.configure(threads, p["seed"])
+    threads = _tf.configure(threads, p["seed"])  # the count the process's pools really use
     model = build_linear(weights, scale)
     save_model(model, model_path)
     if checkpoints:

@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.training.gradient_paths import BUILDERS as DENSE_BUILDERS
-from dpaudit.training.gradient_paths import StepContext
+from dpaudit.training.gradient_paths import ONE_REPLICA, StepContext
 from dpaudit.training.layer_path import layerwise_clipping
 
 # layer_path builds on gradient_paths' StepContext, so it is registered here (no import cycle).
@@ -363,7 +363,7 @@ def _baseline_step(net, signature, optimizer: str, learning_rate: float, momentu
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1), y), tf.float32))
             loss = tf.reduce_mean(losses)
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True), **ONE_REPLICA)
         return tf.reduce_sum(losses), correct, tf.constant(math.nan)
 
     return step, None, opt

@@ -149,7 +149,7 @@ def train_model(
         recorder.save(checkpoint_path)
     if model_path is not None:
         save_model(setup.model, model_path)
-    info = _record(setup, loop, threads=threads, log=log, run=run, model_path=model_path)
+    info = _record(setup, loop, log=log, run=run, model_path=model_path)
     info["wall_time_seconds"] = time.perf_counter() - wall0
     if canaries is not None:
         info.update(_twin_info(loop.observations, loop.sampled, setup.m_gradient, setup.shared_sampler,
@@ -192,6 +192,7 @@ class _Setup:
     dropout_seed: list
     policy: MechanismPolicy
     splits: dict[str, str]
+    threads: int
 
 
 @dataclass
@@ -226,7 +227,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
 
     from dpaudit import _tf
 
-    _tf.configure(threads, p["seed"])
+    threads = _tf.configure(threads, p["seed"])  # the count the process's pools really use
 
     x = features(members)
     y = members["label"].to_numpy(dtype=np.int64)
@@ -303,7 +304,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
                   net=net, step=step, noise_step=noise_step, opt=opt, check_norms=check_norms, monitor=monitor,
                   ledger=ledger, batches=batches, canary_rows=canary_rows, shared_sampler=shared_sampler,
                   sampler_seed=sampler_seed, dropout_seed=dropout_seed, policy=policy,
-                  splits=dict(splits))
+                  splits=dict(splits), threads=threads)
 
 
 def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | None, canaries: CanaryPlan | None,
@@ -426,7 +427,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
 
 
 
-def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: str | None,
+def _record(s: _Setup, loop: _Loop, *, log: logging.Logger, run: str | None,
             model_path: Path | None) -> dict[str, Any]:
     """train.json of a Keras run: hyperparameters, accountant, the mechanism's checks, history."""
     from dpaudit import _tf
@@ -485,7 +486,7 @@ def _record(s: _Setup, loop: _Loop, *, threads: int, log: logging.Logger, run: s
         "splits": dict(s.splits),
         "seeds": {"seed": p["seed"], "init": p["seed"], "sampler": s.sampler_seed,
                   "dropout_masks": s.dropout_seed, "tf_global": p["seed"], "noise_sample": [p["seed"], 6]},
-        "threads": int(threads),
+        "threads": int(s.threads),
         "history": history,
         **verdict,
         "train_seconds": loop.train_seconds,
