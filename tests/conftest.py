@@ -13,7 +13,8 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped tests count as failures in dpaudit: {reason}"
 
 
-LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/e2e/")
+LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/e2e/", "tests/unit/test_profile_adult.py",
+                 "tests/unit/test_warm_process.py")
 
 
 @pytest.hookimpl(trylast=True)
@@ -31,7 +32,9 @@ def pytest_collection_modifyitems(config, items):
     from _pytest.nodeid import coerce_node_id
 
     # The longest groups first: the SLURM cluster's (mostly waiting on the scheduler) beside the
-    # tiny run's, instead of the SLURM group starting last while the other worker idles.
+    # tiny run's, instead of the SLURM group starting last while the other worker idles; then the
+    # single tests of half a minute or more (Adult's 32,561 retrainings, the warm-process
+    # interpreters), so that none of them is the last thing a worker runs.
     items.sort(key=lambda item: next((rank for rank, prefix in enumerate(LONGEST_FIRST)
                                       if item.nodeid.startswith(prefix)), len(LONGEST_FIRST)))
 
