@@ -22,7 +22,7 @@ from dpaudit.io import read_json as _read_json
 # default config/config.yaml when one holds {}, so an empty or all-default file is
 # refused here, naming it, before any job.
 try:
-    check_config_files(workflow.config_settings.configfiles)
+    _config_files = check_config_files(workflow.config_settings.configfiles)
 except ConfigFileError as error:
     raise WorkflowError(str(error)) from None
 logger.info(config_source_line(workflow.config_settings.configfiles, root=workflow.basedir))
@@ -36,7 +36,7 @@ config.update(_validated)
 
 for _warning in dpconfig.epsilon_rule_of_thumb_warnings(config):
     logger.warning(f"dpaudit config: {_warning}")
-_overridden = overridden_batch_size(workflow.config_settings.configfiles, config["workflow"]["runs_per_job"])
+_overridden = overridden_batch_size(_config_files, config["workflow"]["runs_per_job"])
 if _overridden:
     logger.warning(f"dpaudit config: {_overridden}")
 
@@ -257,13 +257,16 @@ def batch_files(batch, *, output, log, input=None, unpack=None, params=None, key
 
 def batch_resources(name, batch, threads=1, sizes=None, key="run"):
     """mem_mb and runtime of a batch job (dpaudit.batching.combined_resources over its runs'
-    dpaudit.resources.declared), and cpus_per_task = its threads for the SLURM executor (a
-    generated rule's name is not one a profile can list)."""
+    dpaudit.resources.declared, computed once per attempt), and cpus_per_task = its threads for
+    the SLURM executor (a generated rule's name is not one a profile can list)."""
+    combined = {}
 
     def one(resource):
         def evaluate(wildcards, attempt):
-            per_run = [_job_resources(name, _batch_wildcards(batch, k, key), attempt, sizes) for k in batch.keys]
-            return batching.combined_resources(per_run)[resource]
+            if attempt not in combined:
+                combined[attempt] = batching.combined_resources(
+                    [_job_resources(name, _batch_wildcards(batch, k, key), attempt, sizes) for k in batch.keys])
+            return combined[attempt][resource]
 
         return evaluate
 

@@ -77,6 +77,5 @@ for _batch in run_batches("train_model", whole_recipes=True):
 @intermediates
 def model_files():
     """Every trained model with train.json (and checkpoints)."""
-    return [f for dataset in DATASETS for run in RUNS[dataset]
-            for f in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())
-            for f in [f.format(dataset=dataset, run=run)]]
+    return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
+            for pattern in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())]

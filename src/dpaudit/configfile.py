@@ -98,17 +98,16 @@ def check_config_file(path: str | Path, schema: Mapping | None = None) -> dict:
     return data
 
 
-def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = None) -> None:
-    for path in paths:
-        check_config_file(path, schema)
+def check_config_files(paths: Iterable[str | Path], schema: Mapping | None = None) -> dict[str, dict]:
+    """Each checked file's mapping, by path (check_config_file)."""
+    return {str(path): check_config_file(path, schema) for path in paths}
 
 
-def overridden_batch_size(paths: Iterable[str | Path], runs_per_job: int) -> str | None:
+def overridden_batch_size(files: Mapping[str, Any], runs_per_job: int) -> str | None:
     """The warning when a config file's ``workflow.runs_per_job`` is not the value the run uses (a
     profile's ``config:`` or the command line's ``--config`` override files): None when no file
-    sets it or the values agree."""
-    for path in reversed([str(p) for p in paths]):
-        content = read_config_file(path)
+    sets it or the values agree. ``files``: each file's mapping by path (check_config_files)."""
+    for path, content in reversed(list(files.items())):
         written = (content.get("workflow") or {}).get("runs_per_job") if isinstance(content, dict) else None
         if written is not None:
             if str(written) == str(runs_per_job):

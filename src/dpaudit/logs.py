@@ -84,8 +84,7 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         logger.exception("job failed")
         if _in_batch(snakemake) and not isinstance(error, KeyboardInterrupt):
             # the batch's other runs share this job: the terminal line names the one that failed
-            failed = " ".join([str(getattr(snakemake, "rule", "job")), *(f"{k}={v}" for k, v in wildcards.items())])
-            os.write(saved[1], f"dpaudit: {failed} failed: {type(error).__name__}: {error}\n"
+            os.write(saved[1], f"dpaudit: {label} failed: {type(error).__name__}: {error}\n"
                                f"  (log: {path})\n".encode())
         raise
     else:
@@ -102,8 +101,7 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
         os.close(saved[1])
         handle.close()
     if refused is not None:
-        job = " ".join([str(getattr(snakemake, "rule", "job")), *(f"{k}={v}" for k, v in wildcards.items())])
-        print(f"dpaudit refused ({job}): {refused}\n"
+        print(f"dpaudit refused ({label}): {refused}\n"
               f"  (log: {path})", file=sys.stderr, flush=True)
         raise SystemExit(REFUSAL_EXIT)
     if finished and _run_by_snakemake(snakemake) and getattr(snakemake, "last", True):
