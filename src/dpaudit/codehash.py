@@ -11,13 +11,24 @@ module is seen without anyone keeping a list in step with the code.
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
+import json
+import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "dpaudit"
 PACKAGE_ROOT = Path(__file__).resolve().parent
+# Parsing ~200 sources with ``ast`` is a fifth of every Snakefile parse (each dry-run, each
+# cluster job). What a source imports depends on its text alone, so the parse is kept on disk
+# keyed by the text's sha256 (as Python keeps bytecode): an edited file has another key and is
+# parsed again. DPAUDIT_CACHE_DIR moves the folder; an unreadable or unwritable cache is
+# parsed around, never an error.
+CACHE_VERSION = 1
+CACHE_ENTRIES_MAX = 20_000
 
 
 def module_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
@@ -67,10 +78,7 @@ def _statements(node: ast.AST):
                 yield from _statements(child)
 
 
-@functools.lru_cache(maxsize=4096)
-def _import_statements(source: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
-    """(level, module, names) of every import statement of ``source`` (``import a`` as (0, None,
-    ("a",))): parsed once per distinct text, the file system consulted by the caller."""
+def _parsed_import_statements(source: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
     out = []
     for node in _statements(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -78,6 +86,80 @@ def _import_statements(source: str) -> tuple[tuple[int, str | None, tuple[str, .
         elif isinstance(node, ast.ImportFrom):
             out.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
     return tuple(out)
+
+
+def cache_path() -> Path:
+    folder = os.environ.get("DPAUDIT_CACHE_DIR") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpaudit"
+    # the Python version is in the name: another ``ast`` may read a text differently
+    return Path(folder) / f"import-statements-v{CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.json"
+
+
+class _ImportCache:
+    """sha256 of a source text -> its import statements, read from disk once per process and
+    written back at exit when something was added (merged with what other processes wrote
+    meanwhile, then renamed into place, so a reader never sees half a file)."""
+
+    def __init__(self):
+        self.entries: dict[str, list] | None = None
+        self.added: dict[str, list] = {}
+        self.registered = False
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, list]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, source: str):
+        if self.entries is None:
+            self.entries = self._read(cache_path())
+        key = hashlib.sha256(source.encode()).hexdigest()
+        stored = self.entries.get(key)
+        if isinstance(stored, list):
+            try:
+                return tuple((int(level), module, tuple(names)) for level, module, names in stored)
+            except (TypeError, ValueError):
+                pass  # a damaged entry is parsed again and overwritten
+        statements = _parsed_import_statements(source)
+        self.added[key] = self.entries[key] = [list(statement) for statement in statements]
+        if not self.registered:
+            atexit.register(self.save)
+            self.registered = True
+        return statements
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        path = cache_path()
+        merged = {**self._read(path), **self.added}
+        if len(merged) > CACHE_ENTRIES_MAX:
+            merged = dict(list(merged.items())[-CACHE_ENTRIES_MAX:])
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(merged, separators=(",", ":")))
+            os.replace(temporary, path)
+        except OSError:
+            try:
+                temporary.unlink(missing_ok=True)
+            except OSError:
+                pass  # the folder itself could not be made
+            return
+        self.added = {}
+
+
+_IMPORT_CACHE = _ImportCache()
+
+
+@functools.lru_cache(maxsize=4096)
+def _import_statements(source: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+    """(level, module, names) of every import statement of ``source`` (``import a`` as (0, None,
+    ("a",))): parsed once per distinct text (the disk cache, ``cache_path``), the file system
+    consulted by the caller."""
+    return _IMPORT_CACHE.get(source)
 
 
 def imported_modules(source: str, importer: str | None = None, root: Path = PACKAGE_ROOT) -> set[str]:

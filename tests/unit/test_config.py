@@ -336,3 +336,29 @@ def test_training_settings_per_mechanism():
     assert "linear_regularization" not in keras and keras["hidden_units"] == training["hidden_units"]
     assert training_for_mechanism(training, "baseline") == keras
     assert training_for_mechanism(training, "output_perturbation") == {"linear_regularization": 1.0}
+
+
+def test_the_schema_read_with_libyaml_is_the_pure_python_readers_and_each_caller_gets_its_own():
+    import yaml
+
+    from dpaudit.config_schema import SCHEMA_PATH, load_schema
+
+    assert yaml.__with_libyaml__, "PyYAML without libyaml: the schema is read with the slow loader"
+    oracle = yaml.safe_load(SCHEMA_PATH.read_text())  # PyYAML's pure-Python loader
+    first = load_schema()
+    assert first == oracle
+    first["properties"].clear()
+    assert load_schema() == oracle
+
+
+def test_an_edited_schema_is_read_again(tmp_path):
+    import os
+
+    from dpaudit.config_schema import load_schema
+
+    path = tmp_path / "schema.yaml"
+    path.write_text("type: object\n")
+    assert load_schema(path) == {"type": "object"}
+    path.write_text("type: array\n")
+    os.utime(path, ns=(1, 10**18))  # a new modification time even on a coarse clock
+    assert load_schema(path) == {"type": "array"}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -35,6 +37,19 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
             f"--- stdout ---\n{result.stdout[-6000:]}\n--- stderr ---\n{result.stderr[-6000:]}"
         )
     return result
+
+
+# make test's xdist workers (--dist loadgroup): the tests that dry-run a shipped config share one
+# worker, so each config is parsed once per suite (shipped_dry_run), not once per test that reads it
+SHIPPED_CONFIGS = "shipped_config_dry_runs"
+
+
+@functools.cache
+def shipped_dry_run(config: str) -> subprocess.CompletedProcess:
+    """``snakemake -n`` of a config under ``config/`` (``"config/cnn.yaml"``) in an empty work
+    directory: every job of its DAG (what ``--forceall`` would list), run once per test process."""
+    with tempfile.TemporaryDirectory() as workdir:
+        return snakemake(Path(workdir), "-n", "--configfile", str(ROOT / config))
 
 
 def run_counts(output: str) -> Counter:

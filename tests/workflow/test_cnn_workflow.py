@@ -1,10 +1,13 @@
 """config/cnn.yaml (issue 33): every family on a small CNN, in a dry run."""
 
-from tests.workflow.helpers import ROOT, job_wildcards, run_counts, snakemake
+import pytest
+
+from tests.workflow.helpers import SHIPPED_CONFIGS, job_wildcards, run_counts, shipped_dry_run
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_cnn_config_runs_every_family_on_the_cnn_runs(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "cnn.yaml"))
+    result = shipped_dry_run("config/cnn.yaml")
     counts = run_counts(result.stdout)
     # digits: one baseline and two DP-SGD runs (ε 1, 4), each its own recipe with a reference pool;
     # an audit twin per DP-SGD run; every per-run metric family on all three

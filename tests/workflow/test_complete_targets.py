@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from tests.workflow.helpers import ROOT, snakemake
+from tests.workflow.helpers import ROOT, SHIPPED_CONFIGS, shipped_dry_run, snakemake
 
 # Together these configs enable every rule (every family, simulation, the audit and the profile).
 CONFIGS = ["config/config.yaml", "config/paper/epsilon_star_lite.yaml", "config/paper/pmp_lite.yaml",
@@ -38,9 +38,10 @@ def _outputs_and_targets(dry_run: str) -> tuple[dict[str, str], set[str]]:
     return outputs, targets
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 @pytest.mark.parametrize("config", CONFIGS)
-def test_rule_all_names_every_result_of_every_job(tmp_path, config):
-    result = snakemake(tmp_path, "-n", "--forceall", "--configfile", str(ROOT / config))
+def test_rule_all_names_every_result_of_every_job(config):
+    result = shipped_dry_run(config)  # in an empty work directory: every job, as with --forceall
     outputs, targets = _outputs_and_targets(result.stdout)
     assert len(outputs) > 50 and targets, result.stdout[-3000:]
     missing = sorted(f"{rule}: {path}" for path, rule in outputs.items()

@@ -5,9 +5,10 @@ import os
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
-from tests.workflow.helpers import ROOT, run_counts, snakemake
+from tests.workflow.helpers import ROOT, SHIPPED_CONFIGS, run_counts, shipped_dry_run, snakemake
 
 GRID = [{"mechanism": ["baseline"], "epochs": [1], "batch_size": [16], "seed": [0]}]
 
@@ -28,8 +29,9 @@ def _config(tmp_path, **entry):
     return str(path)
 
 
-def test_own_table_config_runs_every_model_family_on_the_downloaded_adult_file(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "own_table.yaml"))
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
+def test_own_table_config_runs_every_model_family_on_the_downloaded_adult_file():
+    result = shipped_dry_run("config/own_table.yaml")
     counts = run_counts(result.stdout)
     # adult.data is fetched by download_dataset and read through the table source; 6 baseline/DP-SGD
     # seeds x settings + 6 more DP-SGD + 4 linear = 12 runs, each with its dossier, all written by

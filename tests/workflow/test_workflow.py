@@ -7,7 +7,14 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.helpers import ROOT, job_wildcards, run_counts, snakemake
+from tests.workflow.helpers import (
+    ROOT,
+    SHIPPED_CONFIGS,
+    job_wildcards,
+    run_counts,
+    shipped_dry_run,
+    snakemake,
+)
 
 CONFIGS = sorted((ROOT / "config").rglob("*.yaml"))
 ACCEPTED_LINT = "Specify a conda environment or container for each rule."
@@ -60,14 +67,16 @@ def test_lint_findings_are_classified_from_the_json():
                           "rule a (r.smk:3): No log directive defined y"]
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_config_dry_runs(tmp_path, config):
-    result = snakemake(tmp_path, "-n", "--configfile", str(config))
+def test_every_config_dry_runs(config):
+    result = shipped_dry_run(str(config.relative_to(ROOT)))
     assert run_counts(result.stdout)["train_model"] > 0
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_default_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "config.yaml"))
+    result = shipped_dry_run("config/config.yaml")
     # 3 offline datasets × (2 baseline seeds + 3 ε × 2 seeds DP-SGD) = 24 runs.
     assert run_counts(result.stdout) == {
         "prepare_dataset": 3,
@@ -121,8 +130,9 @@ def test_default_config_job_counts(tmp_path):
     }
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_paper_privacy_profile_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "privacy_profile.yaml"))
+    result = shipped_dry_run("config/paper/privacy_profile.yaml")
     counts = run_counts(result.stdout)
     # Views adult_2f, adult_6f (no figures), adult_2f_first100 (Figs 1/8); one shared adult.data download.
     profile = {rule: n for rule, n in counts.items() if "profile" in rule}
@@ -132,8 +142,9 @@ def test_paper_privacy_profile_config_job_counts(tmp_path):
     assert views == {"adult_2f", "adult_6f", "adult_2f_first100"}
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_adult_config_replaces_default_datasets(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "adult.yaml"))
+    result = shipped_dry_run("config/adult.yaml")
     counts = run_counts(result.stdout)
     assert counts["download_dataset"] == 2  # adult.data and adult.test
     assert counts["train_model"] == 8
@@ -184,8 +195,9 @@ def test_unquoted_delta_and_non_finite_values_as_yaml_writes_them(tmp_path):
     assert "Job stats" not in output
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_paper_epsilon_star_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star.yaml"))
+    result = shipped_dry_run("config/paper/epsilon_star.yaml")
     counts = run_counts(result.stdout)
     # Negoescu et al. 2023, Sec. 4: Adult 4 + 4·3·2·2 = 52 strategies, Purchase-100 3 + 48 = 51, 5 seeds each.
     assert counts["train_model"] == 52 * 5 + 51 * 5
@@ -199,15 +211,17 @@ def test_paper_epsilon_star_config_job_counts(tmp_path):
     assert counts["dossier_adult"] == counts["dossier_purchase100"] == 1 and "dossier" not in counts
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_lite_epsilon_star_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "epsilon_star_lite.yaml"))
+    result = shipped_dry_run("config/paper/epsilon_star_lite.yaml")
     counts = run_counts(result.stdout)
     # 4 baseline epochs + 2 DP ε, 2 seeds each
     assert counts["train_model"] == 12 and counts["download_dataset"] == 2
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_paper_identifiability_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability.yaml"))
+    result = shipped_dry_run("config/paper/identifiability.yaml")
     counts = run_counts(result.stdout)
     # 3 datasets × {bounded, unbounded} × {LS, GS} × (1,000 runs at ρ_β = 0.9 in blocks of 50 = 20
     # + 3 targets × 250 runs = 15 blocks) = 140, plus Fig. 4's 5 extra pairs × 5 blocks = 25: 165 each.
@@ -219,16 +233,18 @@ def test_paper_identifiability_config_job_counts(tmp_path):
     assert sum(w["audit_config"] == "bounded-ls-rho0.9-max1" for w in blocks) == 3 * 20
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_lite_identifiability_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "identifiability_lite.yaml"))
+    result = shipped_dry_run("config/paper/identifiability_lite.yaml")
     counts = run_counts(result.stdout)
     # Adult and digits × bounded × {LS, GS} × ρ_β {0.75, 0.9} × 100 runs in blocks of 50.
     assert counts["audit_block"] == 2 * 2 * 2 * 2
     assert counts["audit_neighbours"] == 2 and counts["download_dataset"] == 2
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_paper_pmp_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp.yaml"))
+    result = shipped_dry_run("config/paper/pmp.yaml")
     counts = run_counts(result.stdout)
     # 1 baseline + 3 DP-SGD runs, each trained once; Recipe C reads one reference pool per
     # DP-SGD recipe (3; the baseline's rows are not applicable), built although the attacks
@@ -243,8 +259,9 @@ def test_paper_pmp_config_job_counts(tmp_path):
     assert not any("_pmpshadow~" in job.get("run", "") for job in job_wildcards(result.stdout))
 
 
+@pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_lite_pmp_config_job_counts(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper" / "pmp_lite.yaml"))
+    result = shipped_dry_run("config/paper/pmp_lite.yaml")
     counts = run_counts(result.stdout)
     assert counts["train_model"] == 2 and counts["reference_pool"] == 1 and "metric_attacks" not in counts
     assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2
