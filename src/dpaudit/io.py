@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,23 +27,29 @@ from dpaudit.logs import Refusal
 
 @contextmanager
 def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside ``destination``; rename it into place on success."""
+    """Yield a temporary path beside ``destination``; rename it into place on success.
+
+    The temporary name is chosen before the file is made, so an exception at any point (a
+    SIGTERM turned into one while the file is being created, tests/unit/test_mnist.py) finds
+    the name and removes the file: ``tempfile.mkstemp`` returns the name only after creating
+    the file, and a signal in between left it behind.
+    """
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{destination.name}.", suffix=suffix or ".tmp", dir=destination.parent
-    )
-    os.close(fd)
-    tmp_path = Path(tmp)
-    # mkstemp creates 0600 files; results are shared like any other output.
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp_path.chmod(0o666 & ~umask)
+    tmp_path = None
     try:
+        while tmp_path is None:
+            candidate = destination.parent / f".{destination.name}.{secrets.token_hex(8)}{suffix or '.tmp'}"
+            tmp_path = candidate
+            try:
+                # 0o666 less the umask, as for any other output (results are shared)
+                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:
+                tmp_path = None  # another writer's file (64 random bits: never in practice)
         yield tmp_path
         os.replace(tmp_path, destination)
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
 
 

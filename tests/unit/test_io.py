@@ -67,6 +67,29 @@ def test_interrupted_write_leaves_nothing(tmp_path):
     assert not target.exists() and list(tmp_path.iterdir()) == []
 
 
+class _Signal(BaseException):
+    """What a signal handler raises (dpaudit.data.download.Terminated is one)."""
+
+
+def test_a_signal_while_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
+    # The race make test met once (tests/unit/test_mnist.py): SIGTERM arrived after the temporary
+    # file existed but before its name was returned, and the .part file stayed behind.
+    import os
+
+    real_open = os.open
+
+    def open_then_signal(path, *args, **kwargs):
+        os.close(real_open(path, *args, **kwargs))
+        raise _Signal("signal 15 while the file is created")
+
+    target = tmp_path / "out.bin"
+    monkeypatch.setattr(os, "open", open_then_signal)
+    with pytest.raises(_Signal), atomic_path(target, suffix=".part"):
+        pass
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_atomic_writes_respect_the_umask(tmp_path):
     import os
 
