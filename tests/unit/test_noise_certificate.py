@@ -172,10 +172,10 @@ POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [1
 
 
 def _train(policy=None, **overrides):
-    # the model file is written where the test runs from: a fresh temporary folder
-    path = Path(tempfile.mkdtemp(prefix="dpaudit-noise-")) / "model.keras"
-    return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, path, threads=2, log=LOG,
-                       policy=policy or MechanismPolicy())
+    # the model file goes to a fresh temporary folder, removed afterwards (the record is what is read)
+    with tempfile.TemporaryDirectory(prefix="dpaudit-noise-") as folder:
+        return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, Path(folder) / "model.keras",
+                           threads=2, log=LOG, policy=policy or MechanismPolicy())
 
 
 def _decided_by(info):
