@@ -67,6 +67,28 @@ def test_exact_retraining_matches_sklearn_per_neighbour():
     assert exact.gradient_norms.max() < 1e-16
 
 
+def test_neighbour_gradients_equal_scipys_expit_form_even_where_exp_overflows():
+    # The in-place σ(−m) = 1/(1 + e^m) of neighbours._neighbour_gradients against scipy's expit on the
+    # same margins, with margins of ±800 (e^800 overflows to inf: σ is 0 there, no warning).
+    import warnings
+
+    from scipy.special import expit
+
+    rng = np.random.default_rng(4)
+    x, t = rng.normal(size=(50, 3)), np.where(rng.random(50) < 0.5, 1.0, -1.0)
+    x[:5] *= 400.0  # margins of several hundred
+    points = rng.normal(size=(6, 3))
+    signed = -t[:, None] * x
+    oracle_s = expit(signed @ points.T)
+    own = (-t[:4, None] * expit(-t[:4, None] * (x[:4] @ points[:4].T)).diagonal()[:, None]) * x[:4]
+    oracle = ((signed.T @ oracle_s).T[:4] - own) / 49 + 0.5 * points[:4]
+    assert np.abs(signed @ points.T).max() > 709
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = neighbours._neighbour_gradients(signed, points[:4], x[:4], t[:4], 0.5, np.empty((50, 4)))
+    np.testing.assert_allclose(got, oracle, rtol=1e-13, atol=1e-15)
+
+
 def test_okumura_sphere_geometry():
     x, t = _toy(n=60, d=3, seed=1)
     lam = 0.7

@@ -91,12 +91,16 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
     shifts = np.zeros((rows.size, d))
     gradient_norms = np.empty(rows.size)
     n_iter = np.zeros(rows.size, dtype=np.int64)
+    # One n × chunk buffer for every pass: a fresh array of that size is a new mapping whose pages
+    # the kernel faults in and zeroes on every pass (half the time at Adult's n = 32,561).
+    buffer = np.empty(n * min(chunk, rows.size))
     for start in range(0, rows.size, chunk):
         batch = rows[start:start + chunk]
+        margins = buffer[: n * batch.size].reshape(n, batch.size)
         gradient = -(lam * weights[None, :] + own_gradients[batch]) / (n - 1)
         delta = -gradient @ inverse_t
         for iteration in range(2, MAX_RETRAIN_ITERATIONS + 1):  # noqa: B007 (read after the loop)
-            gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam)
+            gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam, margins)
             step = gradient @ inverse_t
             delta -= step
             if np.linalg.norm(step, axis=1).max() < tol:
@@ -105,17 +109,26 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
             raise RuntimeError(f"exact retraining of rows {batch[0]}..{batch[-1]} did not reach ‖step‖ < {tol}")
         shifts[start:start + batch.size] = delta
         # One more n × B pass: the gradient at the returned point, not at the iterate before the last step.
-        gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam)
+        gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam, margins)
         gradient_norms[start:start + batch.size] = np.linalg.norm(gradient, axis=1)
         n_iter[start:start + batch.size] = iteration
     return ExactNeighbours(shifts=shifts, gradient_norms=gradient_norms, n_iter=n_iter, chunk_size=chunk)
 
 
-def _neighbour_gradients(signed, points, own_x, own_t, lam):
-    """∇J(P_b; x without row b) for a chunk of points P (B × d): full-data sum minus the row's own term."""
+def _neighbour_gradients(signed, points, own_x, own_t, lam, out=None):
+    """∇J(P_b; x without row b) for a chunk of points P (B × d): full-data sum minus the row's own term.
+
+    ``out``: an n × B float64 buffer for the margins (overwritten). σ(−m) = 1/(1 + e^m) in place
+    with numpy's vectorized exp, half the time of scipy's expit over the n × B values: e^m
+    overflows to inf for m > 709, and 1/(1 + inf) = 0, the float64 value of σ there (< 1e-308).
+    """
     n = signed.shape[0]
-    weights = signed @ points.T  # −margins, (n, B)
-    expit(weights, out=weights)  # σ(−m) = s
+    weights = np.matmul(signed, points.T, out=out)  # −margins, (n, B)
+    np.negative(weights, out=weights)
+    with np.errstate(over="ignore"):
+        np.exp(weights, out=weights)
+    weights += 1.0
+    np.reciprocal(weights, out=weights)  # σ(−m) = s
     full = (signed.T @ weights).T
     own = (-own_t * expit(-own_t * np.einsum("bd,bd->b", own_x, points)))[:, None] * own_x
     return (full - own) / (n - 1) + lam * points
