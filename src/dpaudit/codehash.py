@@ -28,7 +28,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 # parsed again. DPAUDIT_CACHE_DIR moves the folder; an unreadable or unwritable cache is
 # parsed around, never an error.
 CACHE_VERSION = 1
-CACHE_ENTRIES_MAX = 20_000
+CACHE_ENTRIES_MAX = 5_000  # about 200 modules in 25 versions, ~1.5 MB
 
 
 def module_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
@@ -88,9 +88,14 @@ def _parsed_import_statements(source: str) -> tuple[tuple[int, str | None, tuple
     return tuple(out)
 
 
-def cache_path() -> Path:
-    folder = os.environ.get("DPAUDIT_CACHE_DIR") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpaudit"
+def cache_path() -> Path | None:
+    """The cache file, or None where there is no folder for it (no home directory, nothing set)."""
+    folder = os.environ.get("DPAUDIT_CACHE_DIR")
+    if not folder:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        if base.startswith("~"):  # no home directory to expand: never a folder named ~ in the cwd
+            return None
+        folder = os.path.join(base, "dpaudit")
     # the Python version is in the name: another ``ast`` may read a text differently
     return Path(folder) / f"import-statements-v{CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.json"
 
@@ -106,7 +111,9 @@ class _ImportCache:
         self.registered = False
 
     @staticmethod
-    def _read(path: Path) -> dict[str, list]:
+    def _read(path: Path | None) -> dict[str, list]:
+        if path is None:
+            return {}
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -134,6 +141,8 @@ class _ImportCache:
         if not self.added:
             return
         path = cache_path()
+        if path is None:
+            return
         merged = {**self._read(path), **self.added}
         if len(merged) > CACHE_ENTRIES_MAX:
             merged = dict(list(merged.items())[-CACHE_ENTRIES_MAX:])

@@ -273,3 +273,21 @@ def test_an_unwritable_cache_folder_is_no_error(tmp_path, monkeypatch):
     assert cache.get(SOURCE) == codehash._parsed_import_statements(SOURCE)
     cache.save()
     assert ScriptCodeHashes(SCRIPTS)["metric_mia"]
+
+
+def test_without_a_home_directory_nothing_is_written_in_the_working_directory(tmp_path, monkeypatch):
+    for name in ("DPAUDIT_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(codehash.os.path, "expanduser", lambda path: path)  # what Python does without a home
+    monkeypatch.chdir(tmp_path)
+    assert codehash.cache_path() is None
+    cache = codehash._ImportCache()
+    assert cache.get(SOURCE) == codehash._parsed_import_statements(SOURCE)
+    cache.save()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPAUDIT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert codehash.cache_path().parent == tmp_path / "dpaudit"
