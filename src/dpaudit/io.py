@@ -39,11 +39,10 @@ def atomic_path(destination: str | os.PathLike, suffix: str = "") -> Iterator[Pa
     tmp_path = None
     try:
         while tmp_path is None:
-            candidate = destination.parent / f".{destination.name}.{secrets.token_hex(8)}{suffix or '.tmp'}"
-            tmp_path = candidate
+            tmp_path = destination.parent / f".{destination.name}.{secrets.token_hex(8)}{suffix or '.tmp'}"
             try:
                 # 0o666 less the umask, as for any other output (results are shared)
-                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             except FileExistsError:
                 tmp_path = None  # another writer's file (64 random bits: never in practice)
         yield tmp_path

@@ -25,6 +25,7 @@ import yaml
 
 from bench.bench_slurm import rule_names, slurm_plan
 from dpaudit.batching import combined_resources, rule_kind
+from dpaudit.contract import paths as P
 from dpaudit.io import read_parquet
 from dpaudit.resources import mlp_parameters, train_resources
 from tests.e2e.conftest import TINY_CONFIG
@@ -113,7 +114,7 @@ def slurm_run(tmp_path_factory):
                  "--workflow-profile", str(project / "profiles" / "default"), "--cores", "2",
                  # the metrics table and everything it is made from: every run's models, per-example
                  # tables, pools, canary scores and metric rows (the figures' data are drawn from it)
-                 "results/tables/metrics.parquet",
+                 P.METRICS_TABLE,
                  "--configfile", str(config), "--config", "workflow={runs_per_job: 1}"],
                 stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **env})
         fault = threading.Thread(target=_cancel_first_training_job, args=(cluster, stop, record), daemon=True)
@@ -233,7 +234,7 @@ def test_outputs_equal_the_local_run(slurm_run):
     files = _parquet_files(local)
     # the local run made the metrics table and its inputs; the cluster's run made all of them too
     assert set(files) <= set(_parquet_files(slurm))
-    assert any("per_example" in str(f) for f in files) and Path("results/tables/metrics.parquet") in files
+    assert any("per_example" in str(f) for f in files) and Path(P.METRICS_TABLE) in files
     for kind in ("/metrics/mia/", "/metrics/pmp/", "/metrics/canary/", "/canary/", "/attacks/", "/pmp/"):
         assert any(kind in f"/{f}" for f in files), kind
     for name in files:

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.special import expit
 
 from dpaudit.profile.model import check_regularization
+from dpaudit.progress import Progress
 
 RETRAIN_STEP_TOLERANCE = 1e-14
 MAX_RETRAIN_ITERATIONS = 50
@@ -94,6 +95,7 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
     # One n × chunk buffer for every pass: a fresh array of that size is a new mapping whose pages
     # the kernel faults in and zeroes on every pass (half the time at Adult's n = 32,561).
     buffer = np.empty(n * min(chunk, rows.size))
+    progress = Progress("exact retraining of row-removed neighbours", rows.size, unit="neighbours")
     for start in range(0, rows.size, chunk):
         batch = rows[start:start + chunk]
         margins = buffer[: n * batch.size].reshape(n, batch.size)
@@ -112,6 +114,8 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
         gradient = _neighbour_gradients(signed, weights + delta, features[batch], labels[batch], lam, margins)
         gradient_norms[start:start + batch.size] = np.linalg.norm(gradient, axis=1)
         n_iter[start:start + batch.size] = iteration
+        progress.advance(batch.size)
+    progress.finish()
     return ExactNeighbours(shifts=shifts, gradient_norms=gradient_norms, n_iter=n_iter, chunk_size=chunk)
 
 
