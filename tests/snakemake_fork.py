@@ -9,6 +9,10 @@ directory and PYTHONPATH, writes its output to files, and ends like the console 
 (``snakemake.cli.main`` raises SystemExit; the interpreter's normal shutdown runs atexit), so a
 test sees what a subprocess would show it.
 
+What differs from a fresh interpreter, and why it does not matter here: the children of one server
+share its hash seed, and numpy's BLAS threads were configured by the server's environment (no test
+sets a thread count for Snakemake; the jobs Snakemake starts are fresh interpreters).
+
 Protocol: one JSON line per call on the server's stdin (argv, env, cwd, stdout and stderr file
 paths, timeout); one JSON line back with the child's return code, or ``"timeout": true`` after the
 child was killed. The server exits at end of input.
@@ -49,26 +53,31 @@ def _become_call(request: dict, base_path: list[str]) -> None:
 
 
 def _wait(pid: int, timeout: float) -> dict:
-    descriptor = os.pidfd_open(pid)
+    """The child's return code, or a timeout after killing it (as ``subprocess.run`` does)."""
+    descriptor = os.pidfd_open(pid)  # sleeps until the child ends or the time is up (Linux 5.3+)
     try:
-        ready, _, _ = select.select([descriptor], [], [], timeout)
-        if not ready:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        ended = bool(select.select([descriptor], [], [], timeout)[0])
     finally:
         os.close(descriptor)
-    return {"timeout": True} if not ready else {"returncode": os.waitstatus_to_exitcode(status)}
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return {"returncode": os.waitstatus_to_exitcode(status)} if ended else {"timeout": True}
 
 
 # What every call imports before it reads the project's code (python -X importtime of a dry-run):
 # Snakemake's command line, what it loads lazily (config validation, storage, the report) and the
 # third-party packages dpaudit's parse-time modules use. Never dpaudit: the call's PYTHONPATH says
 # which copy of it the call runs.
+# (scipy is left to the calls: its own OpenBLAS would start one more thread in the server before
+# every fork; numpy's, which Snakemake's import loads, is fork-safe as multiprocessing relies on.)
 PRELOADED = ("snakemake.cli", "snakemake.api", "snakemake.utils", "snakemake.report.html_reporter",
-             "jsonschema", "smart_open", "nbformat", "numpy", "pandas", "pyarrow.parquet", "scipy.special", "yaml")
+             "jsonschema", "smart_open", "nbformat", "numpy", "pandas", "pyarrow.parquet", "yaml")
 
 
 def serve() -> None:
+    if not hasattr(os, "pidfd_open"):
+        raise RuntimeError("tests/snakemake_fork.py needs Linux 5.3 or later (os.pidfd_open), as the test cluster does")
     for name in PRELOADED:
         importlib.import_module(name)
     if any(name == "dpaudit" or name.startswith("dpaudit.") for name in sys.modules):
