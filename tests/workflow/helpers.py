@@ -27,7 +27,10 @@ _SERVER_ENV = {key: value for key, value in os.environ.items() if key != "PYTHON
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
-              root: Path = ROOT, timeout: int = 900) -> subprocess.CompletedProcess:
+              root: Path = ROOT, timeout: int = 900, fresh_interpreter: bool = False) -> subprocess.CompletedProcess:
+    """Snakemake on ``root``'s Snakefile in ``workdir``: a fork of this worker's warm server
+    (tests/snakemake_fork.py), or with ``fresh_interpreter`` the console script in a new
+    interpreter (its own hash seed: what a parse-order test needs)."""
     command = [
         SNAKEMAKE,
         "--snakefile", str(root / "Snakefile"),
@@ -35,7 +38,11 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
         "--workflow-profile", str(root / "profiles" / "default"),
         *args,
     ]
-    result = _fork_server().run(command, {**os.environ, **(env or {})}, timeout)
+    environment = {**os.environ, **(env or {})}
+    if fresh_interpreter:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    else:
+        result = _fork_server().run(command, environment, timeout)
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake failed ({result.returncode}): {' '.join(command)}\n"
