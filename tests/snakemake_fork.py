@@ -1,14 +1,13 @@
 """Snakemake's command line in forked children of one warm process, for the tests.
 
 A test's ``snakemake`` call (tests/workflow/helpers.py) used to start a new interpreter that
-spends ~1.3 s of CPU importing Snakemake before it reads the Snakefile; make test makes about
-70 such calls (45 dry-runs, 22 runs, counted on 2026-11-27). Here one server process per test
-worker imports ``snakemake.cli`` once (and
-nothing of dpaudit, whose copy under test comes from the call's PYTHONPATH) and forks a child per
-call. The child is still its own process: it takes the call's argv, environment, working
-directory and PYTHONPATH, writes its output to files, and ends like the console script would
-(``snakemake.cli.main`` raises SystemExit; the interpreter's normal shutdown runs atexit), so a
-test sees what a subprocess would show it.
+spends ~1.3 s of CPU importing Snakemake before it reads the Snakefile; make test makes about 70
+such calls (45 dry-runs, 22 runs, counted on 2026-11-27). Here one server process per test worker
+imports ``snakemake.cli`` once (and nothing of dpaudit, whose copy under test comes from the
+call's PYTHONPATH) and forks a child per call. The child is still its own process: it takes the
+call's argv, environment, working directory and PYTHONPATH, writes its output to files, and ends
+like the console script would (``snakemake.cli.main`` raises SystemExit; the interpreter's normal
+shutdown runs atexit), so a test sees what a subprocess would show it.
 
 What differs from a fresh interpreter, and why it does not matter here: the children of one server
 share its hash seed, and numpy's BLAS threads were configured by the server's environment (no test
