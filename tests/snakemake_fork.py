@@ -9,9 +9,11 @@ call's argv, environment, working directory and PYTHONPATH, writes its output to
 like the console script would (``snakemake.cli.main`` raises SystemExit; the interpreter's normal
 shutdown runs atexit), so a test sees what a subprocess would show it.
 
-What differs from a fresh interpreter, and why it does not matter here: the children of one server
-share its hash seed, and numpy's BLAS threads were configured by the server's environment (no test
-sets a thread count for Snakemake; the jobs Snakemake starts are fresh interpreters).
+What differs from a fresh interpreter: the children of one server share its hash seed, so two
+parses in one worker iterate sets in the same order (tests/e2e/test_tiny_run.py therefore parses
+the finished tiny run again in fresh interpreters under two other seeds and expects nothing to
+do); numpy's BLAS threads were configured by the server's environment (no test sets a thread count
+for Snakemake; the jobs Snakemake starts are fresh interpreters).
 
 Protocol: one JSON line per call on the server's stdin (argv, env, cwd, stdout and stderr file
 paths, timeout); one JSON line back with the child's return code, or ``"timeout": true`` after the
