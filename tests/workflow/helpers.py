@@ -26,18 +26,24 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 _SERVER_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
 
 
+def snakemake_command(workdir: Path, *args: str, root: Path = ROOT, profile: str = "default") -> list[str]:
+    """The console script's argv for ``root``'s Snakefile in ``workdir`` with one of its workflow
+    profiles (``profiles/<profile>``)."""
+    return [
+        SNAKEMAKE,
+        "--snakefile", str(root / "Snakefile"),
+        "--directory", str(workdir),
+        "--workflow-profile", str(root / "profiles" / profile),
+        *args,
+    ]
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
               root: Path = ROOT, timeout: int = 900, fresh_interpreter: bool = False) -> subprocess.CompletedProcess:
     """Snakemake on ``root``'s Snakefile in ``workdir``: a fork of this worker's warm server
     (tests/snakemake_fork.py), or with ``fresh_interpreter`` the console script in a new
     interpreter (its own hash seed: what a parse-order test needs)."""
-    command = [
-        SNAKEMAKE,
-        "--snakefile", str(root / "Snakefile"),
-        "--directory", str(workdir),
-        "--workflow-profile", str(root / "profiles" / "default"),
-        *args,
-    ]
+    command = snakemake_command(workdir, *args, root=root)
     environment = {**os.environ, **(env or {})}
     if fresh_interpreter:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)

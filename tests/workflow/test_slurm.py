@@ -30,7 +30,7 @@ from dpaudit.io import read_parquet
 from dpaudit.resources import mlp_parameters, train_resources
 from tests.e2e.conftest import TINY_CONFIG
 from tests.slurm_cluster import ClusterError, SlurmCluster, require_root
-from tests.workflow.helpers import ROOT, SNAKEMAKE, copy_project, snakemake
+from tests.workflow.helpers import ROOT, copy_project, snakemake, snakemake_command
 
 # make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
 pytestmark = pytest.mark.xdist_group("slurm_cluster")
@@ -110,18 +110,17 @@ def slurm_run(tmp_path_factory):
         # for byte below. It makes the metrics table and what it is computed from, not the figures.
         with local_log.open("w") as sink:
             local = subprocess.Popen(
-                [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(local_dir),
-                 "--workflow-profile", str(project / "profiles" / "default"), "--cores", "2",
-                 # the metrics table and everything it is made from: every run's models, per-example
-                 # tables, pools, canary scores and metric rows (the figures' data are drawn from it)
-                 P.METRICS_TABLE,
-                 "--configfile", str(config), "--config", "workflow={runs_per_job: 1}"],
+                snakemake_command(
+                    local_dir, "--cores", "2",
+                    # the metrics table and everything it is made from: every run's models, per-example
+                    # tables, pools, canary scores and metric rows (the figures' data are drawn from it)
+                    P.METRICS_TABLE,
+                    "--configfile", str(config), "--config", "workflow={runs_per_job: 1}", root=project),
                 stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **env})
         fault = threading.Thread(target=_cancel_first_training_job, args=(cluster, stop, record), daemon=True)
         fault.start()
-        command = [SNAKEMAKE, "--snakefile", str(project / "Snakefile"), "--directory", str(slurm_dir),
-                   "--workflow-profile", str(project / "profiles" / "slurm"), "--profile", str(site),
-                   "--configfile", str(config)]
+        command = snakemake_command(slurm_dir, "--profile", str(site), "--configfile", str(config),
+                                    root=project, profile="slurm")
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                                     env={**os.environ, **env})

@@ -119,15 +119,15 @@ def retrain_removed(features: np.ndarray, labels: np.ndarray, weights: np.ndarra
     return ExactNeighbours(shifts=shifts, gradient_norms=gradient_norms, n_iter=n_iter, chunk_size=chunk)
 
 
-def _neighbour_gradients(signed, points, own_x, own_t, lam, out=None):
+def _neighbour_gradients(signed, points, own_x, own_t, lam, margins):
     """∇J(P_b; x without row b) for a chunk of points P (B × d): full-data sum minus the row's own term.
 
-    ``out``: an n × B float64 buffer for the margins (overwritten). σ(−m) = 1/(1 + e^m) in place
+    ``margins``: the caller's n × B float64 buffer, overwritten. σ(−m) = 1/(1 + e^m) in place
     with numpy's vectorized exp, half the time of scipy's expit over the n × B values: e^m
     overflows to inf for m > 709, and 1/(1 + inf) = 0, the float64 value of σ there (< 1e-308).
     """
     n = signed.shape[0]
-    weights = np.matmul(signed, points.T, out=out)  # −margins, (n, B)
+    weights = np.matmul(signed, points.T, out=margins)  # −margins, (n, B)
     np.negative(weights, out=weights)
     with np.errstate(over="ignore"):
         np.exp(weights, out=weights)
