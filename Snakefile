@@ -30,6 +30,7 @@ onsuccess:
 
 
 include: "rules/common.smk"
+include: "rules/batches.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/extract.smk"

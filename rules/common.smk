@@ -1,16 +1,13 @@
 # What every family shares, set up at parse time: the validated config, the grids' runs,
-# the code hashes, the path patterns (P) and the
-# resources helper. Each family's own lookups and input functions live beside its rules
-# in rules/<family>.smk (docs/architecture.md, "Where things are"). No TensorFlow,
+# the code hashes, the path patterns (P) and the resources helper; the batching of per-run
+# rules is in rules/batches.smk. Each family's own lookups and input functions live beside
+# its rules in rules/<family>.smk (docs/architecture.md, "Where things are"). No TensorFlow,
 # network or directory scans here.
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from types import SimpleNamespace
-
-from dpaudit import batching
 from dpaudit import config as dpconfig
 from dpaudit import resources as dpresources
 from dpaudit.codehash import ScriptCodeHashes
@@ -177,97 +174,3 @@ def intermediates(files):
     """Decorator: register a family's function listing its intermediate files."""
     INTERMEDIATES.append(files)
     return files
-
-
-# ---- batches (issue 36): a per-run rule is written once per batch of at most
-# workflow.runs_per_job runs of a dataset (dpaudit.batching), so a job pays its interpreter's
-# start-up once for many runs; every run's files stay where the contract puts them. A family's
-# rule is a loop over its batches (`for batch in run_batches(...)`, `rule: name: batch.rule`);
-# its script walks the runs with dpaudit.batching.run_jobs.
-RUNS_PER_JOB = config["workflow"]["runs_per_job"]
-
-
-class RunWildcards(dict):
-    """The wildcards of one run (or recipe) of a batch, for the families' input and params functions."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-def run_batches(kind, runs=None, whole_recipes=False):
-    """The batches of per-run rule ``kind`` over ``runs`` (dataset -> run names in grid order; every
-    run by default); with ``whole_recipes`` a recipe's seeds share a batch (its TensorFlow jobs)."""
-    runs = {dataset: list(RUNS[dataset]) for dataset in DATASETS} if runs is None else runs
-    return batching.batches(kind, runs, RUNS_PER_JOB, RUN_RECIPE if whole_recipes else None)
-
-
-def recipe_batches(kind, recipes=None):
-    """The batches of per-recipe rule ``kind`` (at most workflow.runs_per_job recipes each)."""
-    recipes = {dataset: list(RECIPES[dataset]) for dataset in DATASETS} if recipes is None else recipes
-    return batching.batches(kind, recipes, RUNS_PER_JOB)
-
-
-def _batch_wildcards(batch, name, key):
-    return RunWildcards(dataset=batch.dataset, **{key: name})
-
-
-def _fill(value, wildcards):
-    """A rule-style input/output value for one run: a callable's result (the run's own paths, flags
-    such as report() kept) or a pattern filled in."""
-    if callable(value):
-        return value(wildcards)
-    if isinstance(value, str):
-        return value.format(**wildcards)
-    return [item.format(**wildcards) for item in value]
-
-
-def _flat(values):
-    for value in values:
-        if isinstance(value, str):
-            yield value
-        else:
-            yield from value
-
-
-def batch_files(batch, *, output, log, input=None, unpack=None, params=None, key="run"):
-    """What a batch rule declares: every run's inputs (``input`` values and ``unpack(wildcards)``'s,
-    as in a one-run rule), outputs and logs, flat, and ``jobs``: each run's own, for
-    dpaudit.batching.run_jobs (params values may be params functions of the run's wildcards)."""
-    jobs, inputs, outputs, logs = [], {}, [], []
-    for name in batch.keys:
-        wildcards = _batch_wildcards(batch, name, key)
-        run_input = {k: _fill(v, wildcards) for k, v in (input or {}).items()}
-        if unpack is not None:
-            run_input.update({k: _fill(v, wildcards) for k, v in unpack(wildcards).items()})
-        if isinstance(output, dict):
-            run_output = {k: _fill(v, wildcards) for k, v in output.items()}
-        else:
-            run_output = [_fill(output, wildcards)]
-        run_log = [_fill(log, wildcards)]
-        run_params = {k: batching.evaluate(v, wildcards) for k, v in (params or {}).items()}
-        jobs.append(batching.job_spec(wildcards, input=run_input, output=run_output, log=run_log, params=run_params))
-        inputs.update(dict.fromkeys(_flat(run_input.values())))
-        outputs.extend(_flat(run_output.values() if isinstance(run_output, dict) else run_output))
-        logs.extend(run_log)
-    return SimpleNamespace(input=list(inputs), output=outputs, log=logs, jobs=jobs)
-
-
-def batch_resources(name, batch, threads=1, sizes=None, key="run"):
-    """mem_mb and runtime of a batch job (dpaudit.batching.combined_resources over its runs'
-    dpaudit.resources.declared, computed once per attempt), and cpus_per_task = its threads for
-    the SLURM executor (a generated rule's name is not one a profile can list)."""
-    combined = {}
-
-    def one(resource):
-        def evaluate(wildcards, attempt):
-            if attempt not in combined:
-                combined[attempt] = batching.combined_resources(
-                    [_job_resources(name, _batch_wildcards(batch, k, key), attempt, sizes) for k in batch.keys])
-            return combined[attempt][resource]
-
-        return evaluate
-
-    return {"mem_mb": one("mem_mb"), "runtime": one("runtime"), "cpus_per_task": threads}
