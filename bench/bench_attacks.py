@@ -1,14 +1,14 @@
 """Speed of issue 24's reference models and attacks (figures as ratios measured in one run).
 
 1. K = 16 reference models of one recipe stacked on a model axis
-   (``dpaudit.training.reference``) against ONE ``train_model`` run of the same recipe,
+   (``dpaudit.reference.pool_training``) against ONE ``train_model`` run of the same recipe,
    on random data of the default run's audit populations (config/config.yaml: |P| =
    members + non-members and n members of synthetic, breast_cancer and digits), baseline
    and DP-SGD (hidden 64, batch 64, 10 epochs). Times are
    training only (train.json's ``train_seconds`` for the single run; the stack's loop
    including its tf.function tracing), plus the stack's wall time with the noise
    calibration, each model's own accountant ε (its rate B/n_k on its ~|P|/2 rows,
-   ``dpaudit.training.reference_accounting``) and logits on P. Target: ratio ≤ 3 (the
+   ``dpaudit.reference.accounting``) and logits on P. Target: ratio ≤ 3 (the
    single run takes ⌊n/B⌋ steps per epoch, each reference model ⌊n_k/B⌋).
    The same for the CNN of config/cnn.yaml (digits as 8×8 images, conv [8, 16], hidden 32;
    issue 33): conv layers are not stacked, so the K models train one after another in
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.metrics import attacks as A
-from dpaudit.training import reference as R
+from dpaudit.reference import pool_training as R
 from dpaudit.training.train import train_model
 
 LOG = logging.getLogger("bench_attacks")

@@ -112,7 +112,7 @@ def _released_seconds(examples, splits, params, log) -> float:
 
 
 def _twin_seconds(examples, splits, params, log, m: int) -> tuple[float, float]:
-    from dpaudit.training.canary import run_canary_twin
+    from dpaudit.audit.twin import run_canary_twin
 
     _, record = run_canary_twin(examples, splits, params, gradient_canaries=m, input_canaries=100,
                                 gradient_norm_factor=10.0, seed=0, threads=1, log=log)

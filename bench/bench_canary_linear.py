@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
+from dpaudit.audit.linear_audit import linear_release_scores
 from dpaudit.data.datasets import prepare_dataset
 from dpaudit.data.examples import features
 from dpaudit.dp.hypothesis import epsilon_from_counts
 from dpaudit.metrics.canary.many_runs import bound_from_scores
-from dpaudit.training.canary_linear import linear_release_scores
 
 
 def breast_cancer_members() -> tuple[np.ndarray, np.ndarray]:

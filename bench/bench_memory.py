@@ -97,7 +97,7 @@ def _twin_child(n: int, d: int, gradient_canaries: int, input_canaries: int) -> 
     """The twin as ``scripts/canary_scores.py`` runs it, in a process of its own."""
     import logging
 
-    from dpaudit.training.canary import run_canary_twin
+    from dpaudit.audit.twin import run_canary_twin
 
     start = time.perf_counter()
     run_canary_twin(_twin_examples(n, d), SPLITS, {**TWIN_RUN, "hidden_units": HIDDEN},

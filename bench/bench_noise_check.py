@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 from dpaudit import _tf
+from dpaudit.audit.mechanism_checks import monitor_for
 from dpaudit.dp import accounting, accounting_check
-from dpaudit.training.mechanism_checks import monitor_for
 from dpaudit.training.models import build_mlp, logits_model
 from dpaudit.training.steps import build_train_step
 

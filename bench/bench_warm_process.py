@@ -33,8 +33,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dpaudit import _tf  # noqa: E402,F401  (the TensorFlow import a training job pays)
-from dpaudit.training.canary import canary_scores  # noqa: E402
-from dpaudit.training.reference_pool import build_reference_pool  # noqa: E402
+from dpaudit.audit.twin import canary_scores  # noqa: E402
+from dpaudit.reference.pool import build_reference_pool  # noqa: E402
 from dpaudit.training.train import train_model  # noqa: E402
 
 STARTUP = time.perf_counter() - _T0
@@ -94,7 +94,7 @@ def _dataset(name: str, params: dict, delta, out: Path) -> tuple:
 def trace_costs(threads: int, d: int = 20, hidden: int = 64, batch: int = 64) -> None:
     """Per run, the tracing a warm process still pays: each run builds its own model and step
     functions, so its first step (and first noise-only step) trace again; later steps do not."""
-    from dpaudit.training.mechanism_checks import monitor_for
+    from dpaudit.audit.mechanism_checks import monitor_for
     from dpaudit.training.models import build_mlp, logits_model
     from dpaudit.training.steps import build_train_step
 

@@ -7,7 +7,7 @@
 ATTACKS = config["metrics"]["attacks"]
 # Every recipe (RECIPES, rules/common.smk) has a reference pool: the MLP mechanisms' K models
 # stacked on a model axis, the linear mechanisms' K exact fits one after another
-# (dpaudit.training.reference); the pools of a batch of recipes train in one process (issue 36).
+# (dpaudit.reference.pool_training); the pools of a batch of recipes train in one process (issue 36).
 
 
 wildcard_constraints:
@@ -34,7 +34,7 @@ def recipe_runs(wildcards):
 def recipe_train_info(wildcards):
     """The train.json of the recipe's first run: its σ is the pool's and its ε the pool's record of
     the target's (no second calibration); each reference model's own ε (its rate B/n_k on its half)
-    is the accountant's (dpaudit.training.reference_accounting)."""
+    is the accountant's (dpaudit.reference.accounting)."""
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: per-canary scores of a batch's runs (audit twins or linear releases), one after the other."""
 
+from dpaudit.audit.twin import canary_scores
 from dpaudit.batching import run_jobs
 from dpaudit.io import read_json, read_parquet, write_json, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.training.canary import canary_scores
 
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:

@@ -3,7 +3,7 @@
 from dpaudit.batching import run_jobs
 from dpaudit.io import read_json, read_parquet, write_json, write_parquet
 from dpaudit.logs import job_logging
-from dpaudit.training.reference_pool import build_reference_pool
+from dpaudit.reference.pool import build_reference_pool
 
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:

@@ -76,7 +76,7 @@ def test_metric_pmp_baseline_rows_and_report(tmp_path):
 def test_metric_pmp_reads_the_recipe_pool_columns(tmp_path):
     # The adapter reads the pool's four Recipe C columns (not the logits) and its record; a
     # baseline run's rows stay not applicable (Recipe C bounds DP-SGD runs only).
-    from dpaudit.training.reference_pool import pool_frame
+    from dpaudit.reference.pool import pool_frame
 
     examples = _examples()
     write_parquet(tmp_path / "examples.parquet", examples)

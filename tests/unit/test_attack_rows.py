@@ -11,7 +11,7 @@ import pytest
 from dpaudit.contract.metrics import ATTACK_NAMES, check_metric_table, loss_attack_rows, metric_rows
 from dpaudit.metrics.attack_rows import attack_rows, pool_arrays, rmia_population
 from dpaudit.metrics.mia import mia_metrics
-from dpaudit.training.reference_pool import POOL_COLUMNS, pool_frame
+from dpaudit.reference.pool import POOL_COLUMNS, pool_frame
 
 OPTIONS = {"attacks": list(ATTACK_NAMES), "seed": 0, "alpha": 0.05, "fpr_targets": [0.001, 0.01, 0.1],
            "lira": {"global_variance_below": 64},

@@ -1,4 +1,4 @@
-"""Many-runs audit of the linear mechanisms (dpaudit.training.canary_linear and its
+"""Many-runs audit of the linear mechanisms (dpaudit.audit.linear_audit and its
 _neighbours, _releases and _detection modules).
 
 Oracles: the L2-Laplace log density of ``profile.profiles.log_coverage`` (output
@@ -17,14 +17,14 @@ from scipy import stats
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from dpaudit.audit import linear_audit as canary
+from dpaudit.audit import linear_neighbours as canary_neighbours
+from dpaudit.audit import linear_releases as canary_releases
 from dpaudit.dp.hypothesis import epsilon_from_counts
 from dpaudit.metrics.canary.many_runs import claim_curve, many_runs_bound
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
 from dpaudit.profile.profiles import log_coverage
-from dpaudit.training import canary_linear as canary
-from dpaudit.training import canary_linear_neighbours as canary_neighbours
-from dpaudit.training import canary_linear_releases as canary_releases
 
 MECHANISMS = canary.MECHANISMS
 

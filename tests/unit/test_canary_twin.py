@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from dpaudit.audit.mechanism_checks import MechanismObserver
+from dpaudit.audit.twin import plan_canaries, run_canary_twin
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.metrics.canary.rows import canary_rows, claimed_curve, recorded_claims, verdict
-from dpaudit.training.canary import plan_canaries, run_canary_twin
 from dpaudit.training.steps import MechanismPolicy
 from tests.unit.test_training import SPLITS
 from tests.unit.test_training import _frame as training_frame
@@ -93,13 +94,13 @@ def test_twin_starts_from_the_released_models_initialisation(tmp_path):
     from dpaudit.training.train import train_model
 
     params = {**PARAMS, "epochs": 1, "target_epsilon": None, "noise_multiplier": 1e-6, "learning_rate": 1e-30}
-    released = train_model(_frame(), SPLITS, params, tmp_path / "m.keras", threads=1, log=LOG)
+    released = train_model(_frame(), SPLITS, params, tmp_path / "m.keras", threads=1, log=LOG, observer=MechanismObserver())
     from dpaudit import _tf
 
     weights = _tf.keras.models.load_model(tmp_path / "m.keras").get_weights()
     plan = plan_canaries(_frame(), SPLITS, gradient_canaries=7, input_canaries=0, gradient_norm=1.0,
                          n_classes=2, seed=0)
-    twin = train_model(_frame(), SPLITS, params, None, threads=1, log=LOG, canaries=plan)
+    twin = train_model(_frame(), SPLITS, params, None, threads=1, log=LOG, canaries=plan, observer=MechanismObserver())
     twin_weights = twin["canary_net"].get_weights()
     # learning rate 1e-30: the weights stay the initialisation up to 1e-25; the twin is the
     # released architecture (the canaries' coordinates are not weights of the model).
@@ -251,7 +252,7 @@ def _twin_arrays(m=400, epochs=4):
 
     plan = plan_canaries(_frame(), SPLITS, gradient_canaries=m, input_canaries=0, gradient_norm=10.0,
                          n_classes=2, seed=0)
-    info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": epochs}, None, threads=1, log=LOG, canaries=plan)
+    info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": epochs}, None, threads=1, log=LOG, canaries=plan, observer=MechanismObserver())
     return plan, info
 
 
@@ -301,7 +302,7 @@ def test_data_logits_do_not_depend_on_the_canaries():
     for norm in (1.0, 10.0):
         plan = plan_canaries(_frame(), SPLITS, gradient_canaries=50, input_canaries=0, gradient_norm=norm,
                              n_classes=2, seed=0)
-        info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": 2}, None, threads=1, log=LOG, canaries=plan)
+        info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": 2}, None, threads=1, log=LOG, canaries=plan, observer=MechanismObserver())
         x = features(_frame()[_frame()["split"] == SPLITS["members"]])
         logits.append(predict_logits(info["canary_net"], x))
         observations = info["canary_observations"]
@@ -337,11 +338,11 @@ def test_the_workflow_twin_reuses_the_released_noise_and_refuses_another_mechani
     # canary_scores (the workflow's entry) gives the twin the released run's σ from its
     # train.json instead of calibrating it again; the twin's own accountant ε, q and steps must
     # then be the released run's. Oracle: train_model's own train.json for the same run.
-    from dpaudit.training.canary import canary_scores
+    from dpaudit.audit.twin import canary_scores
     from dpaudit.training.train import train_model
 
     frame = _frame()
-    released = train_model(frame, SPLITS, PARAMS, tmp_path / "m.keras", threads=1, log=LOG)
+    released = train_model(frame, SPLITS, PARAMS, tmp_path / "m.keras", threads=1, log=LOG, observer=MechanismObserver())
     options = {"gradient_canaries": 200, "input_canaries": 10, "gradient_norm_factor": 10.0, "seed": 0,
                "confidence": 0.95}
     caplog.clear()  # the released run's own calibration line

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpaudit.audit.twin import run_canary_twin
 from dpaudit.metrics.canary.rows import canary_rows, claimed_curve, recorded_claims
-from dpaudit.training.canary import run_canary_twin
 from dpaudit.training.steps import MechanismPolicy
 
 LOG = logging.getLogger("test_canary_twin_cnn")

@@ -130,9 +130,10 @@ def test_old_names_are_refused_when_the_table_is_checked():
 
 def test_mechanisms_are_declared_once():
     from dpaudit import config
+    from dpaudit.audit import linear_audit as canary_linear
     from dpaudit.contract import mechanisms
     from dpaudit.plots import landscape, privacy_utility
-    from dpaudit.training import canary_linear, linear, params
+    from dpaudit.training import linear, params
 
     assert config.MECHANISMS is mechanisms.MECHANISMS and params.MECHANISMS is mechanisms.MECHANISMS
     assert config.LINEAR_MECHANISMS is mechanisms.LINEAR_MECHANISMS is linear.LINEAR_MECHANISMS

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from dpaudit import _tf
+from dpaudit.audit.mechanism_checks import MechanismObserver
 from dpaudit.extract.extract import extract_per_example, write_pmp_pairs_of_model
 from dpaudit.extract.keras_model import KerasModel, read_model
 from dpaudit.extract.pmp_pairs import clipped_distances, read_pmp_pairs
@@ -39,7 +40,7 @@ def _train(tmp_path, params, name):
     path = tmp_path / f"{name}.keras"
     base = {"epochs": 2, "batch_size": 20, "learning_rate": 0.1, "seed": 1}
     info = train_model(_frame(), SPLITS, {**base, **params}, path, threads=2, log=LOG, checkpoints=3,
-                       checkpoint_path=tmp_path / f"{name}.npz")
+                       checkpoint_path=tmp_path / f"{name}.npz", observer=MechanismObserver())
     return path, info
 
 

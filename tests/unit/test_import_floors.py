@@ -18,7 +18,7 @@ FLOORS = {
     "dpaudit.contract": 0, "dpaudit.io": 0, "dpaudit.logs": 0, "dpaudit._tf": 0, "dpaudit.config_schema": 0,
     "dpaudit.losses": 0, "dpaudit.progress": 0, "dpaudit.batching": 0,
     "dpaudit.dp": 1,
-    "dpaudit.data": 2, "dpaudit.training": 2, "dpaudit.profile": 2, "dpaudit.extract": 2, "dpaudit.config": 2,
+    "dpaudit.data": 2, "dpaudit.training": 2, "dpaudit.audit": 2, "dpaudit.reference": 2, "dpaudit.profile": 2, "dpaudit.extract": 2, "dpaudit.config": 2,
     "dpaudit.configfile": 2,
     "dpaudit.metrics": 3, "dpaudit.simulations": 3,
     "dpaudit.plots": 4, "dpaudit.report": 4,
@@ -95,6 +95,40 @@ def test_no_import_cycles():
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def _imports_of_room(room: str) -> list[str]:
+    graph = _graph(_modules())
+    return sorted(f"{a} imports {b}" for a, targets in graph.items()
+                  if a == room or a.startswith(room + ".") for b in targets)
+
+
+def test_training_imports_neither_the_audit_nor_the_reference_models():
+    # Issue 43: what trains a model knows nothing of what watches it (dpaudit.audit) or of the
+    # reference models (dpaudit.reference); the audit reaches training through
+    # dpaudit.training.observer, which training declares and audit implements.
+    found = [line for line in _imports_of_room("dpaudit.training")
+             if " imports dpaudit.audit" in line or " imports dpaudit.reference" in line]
+    assert found == []
+
+
+def test_the_report_draws_no_figure():
+    # Issue 43: a page's figures come from plots/ through their rules; shared labels live in contract/.
+    assert [line for line in _imports_of_room("dpaudit.report") if " imports dpaudit.plots" in line] == []
+
+
+def test_the_room_checks_see_an_upward_import(tmp_path, monkeypatch):
+    # Power: a planted import of the audit inside a training module is found.
+    import shutil
+    import sys
+
+    copy = tmp_path / "dpaudit"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    train = copy / "training" / "sampling.py"
+    train.write_text(train.read_text() + "\nfrom dpaudit.audit import twin  # planted\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", copy)
+    assert any("dpaudit.training.sampling imports dpaudit.audit" in line
+               for line in _imports_of_room("dpaudit.training"))
 
 
 def test_no_source_file_is_over_600_lines():

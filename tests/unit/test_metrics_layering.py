@@ -6,7 +6,7 @@ Keras or tensorflow-privacy. For the pmp family, whose job used to start TensorF
 every dpaudit module it reaches is checked too, and so for the canary family, which reads
 the scores the canary_scores job wrote and reaches no ``dpaudit.training`` module at all
 (the linear releases and their detectable noise factor are training-side:
-``dpaudit.training.canary_linear``).
+``dpaudit.audit.linear_audit``).
 """
 
 import ast

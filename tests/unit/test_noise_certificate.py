@@ -26,10 +26,10 @@ import pytest
 from scipy import stats
 
 from dpaudit import _tf
+from dpaudit.audit.mechanism_checks import MechanismObserver, monitor_for
 from dpaudit.dp import accounting, accounting_check, noise_certificate
 from dpaudit.metrics.canary.mechanism import mechanism_failure, mechanism_rows
 from dpaudit.metrics.canary.rows import verdict
-from dpaudit.training.mechanism_checks import monitor_for
 from dpaudit.training.models import build_mlp, logits_model
 from dpaudit.training.steps import MechanismPolicy, build_train_step
 from dpaudit.training.train import train_model
@@ -175,7 +175,7 @@ def _train(policy=None, **overrides):
     # the model file goes to a fresh temporary folder, removed afterwards (the record is what is read)
     with tempfile.TemporaryDirectory(prefix="dpaudit-noise-") as folder:
         return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, Path(folder) / "model.keras",
-                           threads=2, log=LOG, policy=policy or MechanismPolicy())
+                           threads=2, log=LOG, policy=policy or MechanismPolicy(), observer=MechanismObserver())
 
 
 def _decided_by(info):

@@ -15,8 +15,8 @@ from dpaudit.dp import mechanisms
 from dpaudit.dp.hypothesis import clopper_pearson_lower, clopper_pearson_upper
 from dpaudit.metrics.pmp import bounds, dpsgd, expmech, gaussian
 from dpaudit.metrics.pmp.run import pmp_run_metrics
+from dpaudit.reference.parent_set import parent_set
 from dpaudit.simulations import pmp as sim
-from dpaudit.training.parent_set import parent_set
 
 # ------------------------------------------------------------- Gaussian profile (Lemma 10)
 
@@ -484,7 +484,7 @@ def test_checkpoint_recorder_covers_every_step(tmp_path):
 
 
 def test_parent_set_takes_every_member_and_subsamples_them_when_the_pool_is_small():
-    from dpaudit.training.parent_set import build_parent_set
+    from dpaudit.reference.parent_set import build_parent_set
 
     splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
     examples = pd.DataFrame({"example_id": np.arange(20), "label": 0,
@@ -534,8 +534,8 @@ def _dpsgd_run(tmp_path, n_models, *, noise_multiplier, caplog):
     nonmembers split and 4 of the utility split) whose recipe reference pool (P = the 10 members
     and 6 non-members) separates every x of P perfectly (φ = 0 in-models, −5 out-models)."""
     from dpaudit import _tf
+    from dpaudit.reference.parent_set import build_parent_set
     from dpaudit.training.models import build_mlp
-    from dpaudit.training.parent_set import build_parent_set
 
     _tf.configure(1, 0)
     rng = np.random.default_rng(0)
@@ -669,8 +669,8 @@ def test_extracted_pmp_pairs_give_the_rows_of_the_tensorflow_metric(tmp_path):
     # equal it to float32 rounding: rtol 1e-5 (docs/architecture.md).
     from dpaudit import _tf
     from dpaudit.extract.pmp_pairs import read_pmp_pairs
+    from dpaudit.reference.parent_set import build_parent_set
     from dpaudit.training.models import build_mlp, features
-    from dpaudit.training.parent_set import build_parent_set
 
     _tf.configure(1, 0)
     rng = np.random.default_rng(1)

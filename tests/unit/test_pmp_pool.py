@@ -19,7 +19,7 @@ from dpaudit.metrics.pmp.pool import (
     pool_recipe_c,
     reference_training,
 )
-from dpaudit.training.reference_pool import pool_frame
+from dpaudit.reference.pool import pool_frame
 from tests.workflow.helpers import ROOT
 
 
@@ -141,8 +141,8 @@ def _recipe_c_size(path):
     from dpaudit.config import validate_config
     from dpaudit.contract.delta import resolve_delta
     from dpaudit.data.datasets import prepare_dataset
-    from dpaudit.training.parent_set import build_parent_set
-    from dpaudit.training.reference_pool import audit_population
+    from dpaudit.reference.parent_set import build_parent_set
+    from dpaudit.reference.pool import audit_population
 
     config = validate_config(yaml.safe_load(path.read_text()))
     table, info = prepare_dataset("synthetic", {}, config["datasets"]["synthetic"])

@@ -102,7 +102,7 @@ def test_training_and_reference_pools_report_their_steps(caplog, monkeypatch, tm
     """issue 37: the training loop (and the twin, the same loop) and the reference pools log progress."""
     import numpy as np
 
-    from dpaudit.training.reference import train_reference_models
+    from dpaudit.reference.pool_training import train_reference_models
     from dpaudit.training.train import train_model
 
     from .test_training import SPLITS, _dp_params, _frame

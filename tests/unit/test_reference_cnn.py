@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from dpaudit.training import reference as R
+from dpaudit.reference import pool_training as R
 
 from .test_reference_models import _train_model_weights
 

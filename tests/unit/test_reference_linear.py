@@ -1,4 +1,4 @@
-"""Reference models of the linear mechanisms (dpaudit.training.reference_linear).
+"""Reference models of the linear mechanisms (dpaudit.reference.linear).
 
 Oracle: ``train_model`` itself. Model k of a pool, released on its half of P with seed
 ``seeds[k]``, is the run ``train_model`` releases on those rows with that seed: the saved
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpaudit.training import reference as R
+from dpaudit.reference import pool_training as R
 from dpaudit.training.train import train_model
 
 LOG = logging.getLogger("test_reference_linear")

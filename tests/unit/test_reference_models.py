@@ -1,4 +1,4 @@
-"""Tests for dpaudit.training.reference: K reference models stacked on a model axis.
+"""Tests for dpaudit.reference.pool_training: K reference models stacked on a model axis.
 
 Oracles: ``train_model`` itself (model k is the run ``train_model`` releases on model k's
 half with seed k and the recipe's hyperparameters: same weights, same q_k = B/n_k, steps
@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from dpaudit.metrics import attacks as A
-from dpaudit.training import reference as R
+from dpaudit.reference import pool_training as R
 from dpaudit.training.train import train_model
 
 LOG = logging.getLogger("test_reference_models")

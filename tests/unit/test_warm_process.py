@@ -72,9 +72,9 @@ def _train(out: Path, params: dict) -> None:
 
 
 def _twin(out: Path, params: dict) -> None:
+    from dpaudit.audit.twin import canary_scores
     from dpaudit.dp import accounting
     from dpaudit.io import write_json, write_parquet
-    from dpaudit.training.canary import canary_scores
 
     # the released run's train.json fields the twin checks, from the accountant alone (no
     # TensorFlow before the twin in this case)
@@ -91,7 +91,7 @@ def _twin(out: Path, params: dict) -> None:
 
 def _pool(out: Path, params: dict) -> None:
     from dpaudit.io import write_json, write_parquet
-    from dpaudit.training.reference_pool import build_reference_pool
+    from dpaudit.reference.pool import build_reference_pool
 
     recipe = {k: v for k, v in params.items() if k != "seed"}
     recorded = None

@@ -1,4 +1,4 @@
-"""The canaries of an audit twin, drawn before training (``dpaudit.training.canary``)."""
+"""The canaries of an audit twin, drawn before training (``dpaudit.audit.twin``)."""
 
 from __future__ import annotations
 

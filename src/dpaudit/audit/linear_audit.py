@@ -13,12 +13,12 @@ on the other; member = a release on D, loss = −score).
 The pieces:
 
 * the neighbour D′ (``crafted_pair`` by default, or ``worst_replacement``):
-  ``dpaudit.training.canary_linear_neighbours``;
+  ``dpaudit.audit.linear_neighbours``;
 * the releases and their exact log-density ratios (output perturbation: L2-Laplace noise
   around the minimizer; objective perturbation: batched exact Newton on the perturbed
-  objectives and the change-of-variables density): ``dpaudit.training.canary_linear_releases``;
+  objectives and the change-of-variables density): ``dpaudit.audit.linear_releases``;
 * what the claim-curve test of these releases could have caught (the detectable noise
-  factor, bisection in ``dpaudit.dp.canary_power``): ``dpaudit.training.canary_linear_detection``;
+  factor, bisection in ``dpaudit.dp.canary_power``): ``dpaudit.audit.linear_detection``;
 * this module: the audit of one run (``linear_release_scores``) and the canary family's
   entry point (``linear_canary_scores``).
 
@@ -34,21 +34,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
-from dpaudit.profile import mechanisms as profile_mechanisms
-from dpaudit.profile import model as profile_model
-from dpaudit.training.canary_linear_detection import DETECTION_REPETITIONS, linear_detectable_factor
-from dpaudit.training.canary_linear_neighbours import (
+from dpaudit.audit.linear_detection import DETECTION_REPETITIONS, linear_detectable_factor
+from dpaudit.audit.linear_neighbours import (
     crafted_pair,
     ratio_ceiling,
     replace_row,
     worst_replacement,
 )
-from dpaudit.training.canary_linear_releases import (
+from dpaudit.audit.linear_releases import (
     objective_log_ratio,
     objective_perturbation_releases,
     output_log_ratio,
 )
+from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
+from dpaudit.profile import mechanisms as profile_mechanisms
+from dpaudit.profile import model as profile_model
 from dpaudit.training.linear import NEIGHBOURING_RELATION, feature_scale
 
 __all__ = [

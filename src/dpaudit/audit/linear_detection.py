@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from dpaudit.dp.canary_power import detectable_factor_batched
-from dpaudit.dp.tradeoff import pure_tradeoff
-from dpaudit.profile import model as profile_model
-from dpaudit.training.canary_linear_neighbours import replace_row
-from dpaudit.training.canary_linear_releases import (
+from dpaudit.audit.linear_neighbours import replace_row
+from dpaudit.audit.linear_releases import (
     objective_log_ratio,
     objective_perturbation_noise,
     perturbed_minimizers,
     sum_gradients_and_hessians,
 )
+from dpaudit.dp.canary_power import detectable_factor_batched
+from dpaudit.dp.tradeoff import pure_tradeoff
+from dpaudit.profile import model as profile_model
 
 __all__ = [
     "DETECTION_POWER",

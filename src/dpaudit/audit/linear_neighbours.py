@@ -1,4 +1,4 @@
-"""The neighbour D′ of the many-runs linear audit (``dpaudit.training.canary_linear``).
+"""The neighbour D′ of the many-runs linear audit (``dpaudit.audit.linear_audit``).
 
 The linear mechanisms' relation is ``replace_one`` (one row of D replaced); the audit
 needs the pair (D, D′) whose releases are easiest to tell apart. Two searches, on the

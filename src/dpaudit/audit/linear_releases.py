@@ -1,7 +1,7 @@
 """Releases of the pure-ε linear mechanisms and their exact log-density ratios.
 
-The many-runs audit (``dpaudit.training.canary_linear``) releases a mechanism R times on
-D and R times on its neighbour D′ (``dpaudit.training.canary_linear_neighbours``) and
+The many-runs audit (``dpaudit.audit.linear_audit``) releases a mechanism R times on
+D and R times on its neighbour D′ (``dpaudit.audit.linear_neighbours``) and
 scores each release w by score(w) = log p_D(w) − log p_D′(w).
 
 * Output perturbation: w = A(D) + b, density ∝ exp(−β‖b‖), β = nΛε/2, so

@@ -5,21 +5,25 @@ sampler's bookkeeping of one training, and the two checks train.json records.
 updates executed, empty-batch noise steps included); ``monitor_for`` builds the graph-side
 ``NoiseMonitor`` over a model's trainable variables (and the twin's canary coordinates);
 ``mechanism_checks`` turns both into ``noise_check`` (``dpaudit.dp.noise_certificate``)
-and ``accounting_check`` (``dpaudit.dp.accounting_check``).
+and ``accounting_check`` (``dpaudit.dp.accounting_check``). ``MechanismObserver`` is the
+training observer (``dpaudit.training.observer.TrainingObserver``) that does all three for
+one training: the released run and its audit twin pass one to ``train_model``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from dpaudit.audit.noise_monitor import NoiseMonitor
 from dpaudit.dp import accounting_check, noise_certificate
-from dpaudit.training.noise_monitor import NoiseMonitor
 
-__all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "SamplerLedger", "mechanism_checks", "monitor_for", "not_certified"]
+__all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "MechanismObserver", "SamplerLedger",
+           "mechanism_checks", "monitor_for", "not_certified"]
 
 CANARY_VARIABLE = "canary_coordinates"
 ZERO_NOISE_REASON = "the noise multiplier is 0: no noise is claimed (ε = ∞), so there is none to certify"
@@ -97,3 +101,40 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
         published_epsilon=published_epsilon, delta=delta, accountant_inputs=inputs, loop=ledger.record(),
         noise_multiplier_drawn=noise_multiplier, noise_check=noise, accountant=privacy["accountant"])
     return {"noise_check": noise, "accounting_check": accounting}
+
+
+class MechanismObserver:
+    """The mechanism checks of one DP-SGD training, as its observer (``train_model(observer=...)``):
+    the noise monitor the step records into, the sampler's ledger, and at the end ``noise_check``,
+    ``accounting_check``, ``sampler`` and ``accountant_inputs`` for train.json (logged in one line each)."""
+
+    def __init__(self) -> None:
+        self.monitor: NoiseMonitor | None = None
+        self.ledger: SamplerLedger | None = None
+
+    def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
+        self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries)
+        return self.monitor
+
+    def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
+                steps_per_epoch: int) -> None:
+        self.ledger = SamplerLedger(sampling, population, rate, batch_size, steps_per_epoch)
+
+    def drew(self, rows: np.ndarray) -> None:
+        self.ledger.drew(len(rows))
+
+    def executed(self, empty: bool = False) -> None:
+        self.ledger.executed(empty=empty)
+
+    def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
+               privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
+        checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
+                                  published_epsilon=published_epsilon, delta=delta, privacy=privacy)
+        for name, passed, sentence in (
+                ("noise certificate", checks["noise_check"].get("passed"),
+                 noise_certificate.summary_sentence(checks["noise_check"])),
+                ("accounting check", checks["accounting_check"]["reproduced"],
+                 accounting_check.summary_sentence(checks["accounting_check"]))):
+            (log.info if passed is not False else log.warning)("%s: %s", name, sentence)
+        return {**checks, "sampler": self.ledger.record(),
+                "accountant_inputs": checks["accounting_check"]["accountant_inputs"]}

@@ -37,13 +37,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.audit.canary_plan import CanaryPlan, plan_canaries
+from dpaudit.audit.linear_audit import linear_canary_scores
+from dpaudit.audit.mechanism_checks import MechanismObserver
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.dp.tradeoff import twin_tradeoff
-from dpaudit.training.canary_linear import linear_canary_scores
-from dpaudit.training.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.training.models import predict_logits
 from dpaudit.training.params import normalize_params
 from dpaudit.training.steps import CORRECT, MechanismPolicy
@@ -71,7 +72,7 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
                          gradient_norm=gradient_norm_factor * p["clip_norm"], n_classes=n_classes, seed=seed)
     t0 = time.perf_counter()
     info = train_model(examples, splits, params, None, threads=threads, log=log, run=run,
-                       canaries=plan, policy=policy)
+                       canaries=plan, policy=policy, observer=MechanismObserver())
     seconds = time.perf_counter() - t0
     observations = info.pop("canary_observations")
     info.pop("canary_sampled")

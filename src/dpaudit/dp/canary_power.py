@@ -17,7 +17,7 @@ its coordinate shows u_it = c·s_it + fσ·z_it (units of the clip norm C), with
 s_it ~ Bernoulli(q′) when included (0 when not) and z_it ~ N(0, 1) independent; the
 score is the log-likelihood ratio of the *claimed* mechanism,
 ``subsampled_gaussian_llr`` with the claimed q and σ (what the auditor knows; the audit
-twin, ``dpaudit.training.canary``, scores its canaries with the same function). ``simulate_canary_scores`` is that mechanism in numpy, vectorized over
+twin, ``dpaudit.audit.twin``, scores its canaries with the same function). ``simulate_canary_scores`` is that mechanism in numpy, vectorized over
 canaries and steps, with the bugs it can carry: ``noise_factor`` f, ``steps_factor``
 (more steps than the accountant counted), ``sample_rate_factor`` (q′ = q·factor) and
 ``clip_factor`` c (a contribution of c·C under noise calibrated for C).
@@ -75,7 +75,7 @@ How the factor is computed (``detectable_noise_factor``)
 a sampler that draws all repetitions at once, ``simulate_all(f) -> (scores, included)``
 with scores of shape repetitions × m: it owns its random numbers and reuses them at
 every f (common random numbers), as the releases of the linear mechanisms do
-(``dpaudit.training.canary_linear_detection``: their noise is drawn once and scaled by f).
+(``dpaudit.audit.linear_detection``: their noise is drawn once and scaled by f).
 """
 
 from __future__ import annotations

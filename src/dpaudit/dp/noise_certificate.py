@@ -3,7 +3,7 @@ noise the accountant analyses?
 
 The accountant's guarantee holds for updates ``(Σ_i clip_C(g_i) + z_t) / B`` with
 ``z_t ~ N(0, σ²C²I)`` drawn afresh at every step, on every coordinate of the model. The
-training loop (``dpaudit.training.noise_monitor``) recovers the noise it actually added
+training loop (``dpaudit.audit.noise_monitor``) recovers the noise it actually added
 from the very tensors handed to the optimizer, ``r_t = update_t · B − Σ_i clip_C(g_i)``,
 and keeps only sufficient statistics per variable (Σr, Σr², Σr³, Σr⁴; the lag-one
 products Σ r_t·r_{t−1} and their squares) and a fixed random sample of coordinates at

@@ -197,7 +197,7 @@ def write_pmp_pairs_of_model(
     2n × P floats, bounded by ``checkpoints.FLAT_GRADIENT_LIMIT``).
     """
     from dpaudit.extract.checkpoints import load_checkpoints, not_applicable
-    from dpaudit.training.parent_set import build_parent_set
+    from dpaudit.reference.parent_set import build_parent_set
 
     if parent is None or not_applicable(train) is not None:
         return write_pmp_pairs(path)

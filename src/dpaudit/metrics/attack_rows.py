@@ -2,7 +2,7 @@
 
 ``attack_rows`` is what ``metric_attacks`` (rules/attacks.smk) runs. It reads the target's
 per-example outputs (``outputs.parquet``: ``label``, ``is_member``, ``logits``) and its
-recipe's reference pool (``dpaudit.training.reference_pool.POOL_COLUMNS``), restricts both
+recipe's reference pool (``dpaudit.reference.pool.POOL_COLUMNS``), restricts both
 to the audit population P (the pool's examples: members and designated non-members), and
 runs ``dpaudit.metrics.attacks.run_attacks``: LiRA on φ at temperature 1, RMIA on φ at the
 configured temperature, against RMIA population samples z drawn from P's non-members with

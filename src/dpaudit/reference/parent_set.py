@@ -3,7 +3,7 @@
 Kept apart from ``dpaudit.metrics.pmp`` so that ``extract_per_example`` (which computes
 Recipes A and B's gradients over X) depends on these few lines only, not on the PMP
 maths: an edit to the metric must not rerun every extraction. Recipe C's models are the
-run's recipe reference pool (``dpaudit.training.reference_pool``); which of them trained
+run's recipe reference pool (``dpaudit.reference.pool``); which of them trained
 on each x of X is the pool's inclusion matrix (``dpaudit.metrics.pmp.pool``).
 """
 

@@ -3,14 +3,14 @@ population P, the K models' outputs on P as a table, and what the pool records.
 
 ``build_reference_pool`` is what ``reference_pool`` (rules/attacks.smk) runs: P is every
 member and every designated non-member of the dataset (``dataset.json``'s splits), in
-``examples.parquet`` order; ``dpaudit.training.reference.train_reference_models`` trains
+``examples.parquet`` order; ``dpaudit.reference.pool_training.train_reference_models`` trains
 the K models of the recipe on random halves of P. The table (``POOL_COLUMNS``) has one
 row per model and example of P: ``example_id``, ``model`` (0..K-1), ``included`` (the
 inclusion bit), ``label``, ``phi`` (φ = log p_y − log Σ_{y′≠y} p_{y′} at temperature 1)
 and ``logits`` (float32, the model's C logits, so any temperature can be read later).
 The record (``pool_info``) holds the seeds, σ, δ, whether the model axis was used and
 why not, each model's accuracy on its IN and OUT examples of P, and the two accountings
-(``dpaudit.training.reference_accounting``): the recipe's target on its n members
+(``dpaudit.reference.accounting``): the recipe's target on its n members
 (``target_sampling_probability``, ``target_steps``, ``target_epsilon``: what the run's
 train.json says) and each reference model's own, retrained like the target on its n_k
 rows (``training_rows``, ``reference_sampling_probability`` = B/n_k, ``reference_steps``,
@@ -30,9 +30,9 @@ import pandas as pd
 import pyarrow as pa
 
 from dpaudit.losses import logit_confidence
+from dpaudit.reference.accounting import REFERENCE_RULE
+from dpaudit.reference.pool_training import train_reference_models
 from dpaudit.training.models import features
-from dpaudit.training.reference import train_reference_models
-from dpaudit.training.reference_accounting import REFERENCE_RULE
 
 __all__ = ["POOL_COLUMNS", "audit_population", "build_reference_pool", "pool_frame", "pool_info"]
 

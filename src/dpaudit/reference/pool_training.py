@@ -6,7 +6,7 @@ the audit population P (members ∪ designated non-members): example j is in mod
 training set with probability ½, independently, from a fixed seed
 (``inclusion_matrix``; the matrix is returned and must be stored with the outputs).
 
-Trained like the target (``dpaudit.training.reference_accounting``): every model
+Trained like the target (``dpaudit.reference.accounting``): every model
 retrains the recipe on its own half as ``train_model`` would on its n_k rows, with the
 released model's mechanism, expected batch B, epochs, σ, clip norm, learning rate and
 fixed divisor B: Poisson batches at its own rate q_k = B/n_k for steps_k = ⌊n_k/B⌋·epochs
@@ -40,7 +40,7 @@ Fallback (``vectorized=False``, logged): any model but the MLP (a CNN, a user's 
 ``vectorized_optimizer``: the same recipe and batches, one Keras model at a time through
 ``dpaudit.training.steps.build_train_step`` (``train_model``'s step), in this process.
 
-Linear mechanisms (``vectorized=False``, logged): ``dpaudit.training.reference_linear``,
+Linear mechanisms (``vectorized=False``, logged): ``dpaudit.reference.linear``,
 ``train_linear``'s scaling, fit and noise on each model's half, one model after another
 (no TensorFlow; milliseconds per model).
 """
@@ -57,10 +57,10 @@ import numpy as np
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.progress import Progress
+from dpaudit.reference.accounting import model_accounting, recipe_accounting
 from dpaudit.training import sampling
 from dpaudit.training.dense_taps import ghost_squared_norms
 from dpaudit.training.params import resolve_implementation
-from dpaudit.training.reference_accounting import model_accounting, recipe_accounting
 
 __all__ = [
     "ReferencePool",
@@ -241,7 +241,7 @@ def _stacked_step(variables, p, clip, divisor, n_noise, tf, keras, monitor=None)
                 grads.append((g + z) / divisor)
                 clipped_sums.append(g)
                 offset += size
-        if monitor is not None:  # the noise each model's update carries (dpaudit.training.noise_monitor)
+        if monitor is not None:  # the noise each model's update carries (dpaudit.audit.noise_monitor)
             monitor.observe([u * divisor - g for u, g in zip(grads, clipped_sums, strict=True)], active)
         apply(grads, active)
         clipped = tf.reduce_sum(tf.cast(norms > clip, tf.float32) * mask, axis=1)
@@ -306,7 +306,7 @@ def train_reference_models(
                  "steps": None if own["steps"] is None else np.asarray(own["steps"], np.int64),
                  "epsilon": np.asarray(own["epsilon"], np.float64)}
     if p["mechanism"] in LINEAR_MECHANISMS:
-        from dpaudit.training.reference_linear import train_linear_references
+        from dpaudit.reference.linear import train_linear_references
 
         logits, history, weights, seconds = train_linear_references(x, y, p, inclusion=inclusion, seeds=seeds,
                                                                      log=log)
@@ -350,12 +350,12 @@ def train_reference_models(
 def _pool_noise_check(monitors, p: dict[str, Any], own: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
     """The noise certificate of the pool's DP-SGD updates (every model's, pooled per variable;
     ``dpaudit.dp.noise_certificate``), or why it has none."""
-    from dpaudit.dp.noise_certificate import certify, summary_sentence
-    from dpaudit.training.mechanism_checks import (
+    from dpaudit.audit.mechanism_checks import (
         VECTORIZED_REASON,
         ZERO_NOISE_REASON,
         not_certified,
     )
+    from dpaudit.dp.noise_certificate import certify, summary_sentence
 
     if monitors is None or (isinstance(monitors, list) and not monitors):
         return not_certified(VECTORIZED_REASON)
@@ -394,7 +394,7 @@ def _train_stacked(x, y, p, own, n_classes, seeds, batches, _tf, chunk: int = 64
     total = int(n_steps.max(initial=0))
     monitor = None
     if dp:
-        from dpaudit.training.noise_monitor import NoiseMonitor
+        from dpaudit.audit.noise_monitor import NoiseMonitor
 
         names = [f"layer_{i // 2}/{'kernel' if i % 2 == 0 else 'bias'}" for i in range(len(variables))]
         monitor = NoiseMonitor(names, [tuple(v.shape[1:]) for v in variables], steps=total, seed=int(seeds[0]),
@@ -467,8 +467,8 @@ def _stacked_logits(weights, x, p, keras, tf, chunk: int = 8192) -> np.ndarray:
 
 def _train_loop(x, y, p, own, n_classes, seeds, batches, implementation, _tf):
     """One Keras model at a time through ``build_train_step`` (``train_model``'s step)."""
+    from dpaudit.audit.mechanism_checks import monitor_for
     from dpaudit.training.architectures import build_model
-    from dpaudit.training.mechanism_checks import monitor_for
     from dpaudit.training.models import logits_model, predict_logits
     from dpaudit.training.steps import build_train_step
 

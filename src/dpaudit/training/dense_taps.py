@@ -3,7 +3,7 @@
 A Dense layer's kernel gradient for example i is h_i δ_iᵀ (its input times the gradient
 of the summed loss at its pre-activation; examples do not interact), so per-example norms
 and clipped sums need one forward and one backward pass, no Jacobian
-(``dpaudit.training.gradient_paths`` and ``dpaudit.training.reference`` build on it).
+(``dpaudit.training.gradient_paths`` and ``dpaudit.reference.pool_training`` build on it).
 Dropout masks can be drawn explicitly, one per example and Dropout layer, so the norms and
 the update read the same masks.
 """

@@ -70,7 +70,7 @@ class StepContext:
     check: bool  # the step recomputes a few examples' norms the slow way
     check_examples: int  # how many
     divisor: float  # B, or k with microbatches
-    monitor: Any = None  # dpaudit.training.noise_monitor.NoiseMonitor, or None
+    monitor: Any = None  # dpaudit.audit.noise_monitor.NoiseMonitor, or None
     noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: the correct one
 
     def __post_init__(self):

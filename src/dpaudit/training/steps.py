@@ -202,7 +202,7 @@ def build_train_step(
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
-    ``gradient_canaries = m > 0`` (the white-box canary audit, ``dpaudit.training.canary``):
+    ``gradient_canaries = m > 0`` (the white-box canary audit, ``dpaudit.audit.twin``):
     the update gains m coordinates that the loss does not depend on (as first-layer
     weights of inputs the data never use would be, without the other weights of those
     inputs, which carry no gradient and would only cost time). Canary i's gradient is
@@ -228,7 +228,7 @@ def build_train_step(
     vectorized optimizer supports only the correct mechanism. A planted noise bug draws
     from its own generator, seeded by ``noise_seed``.
 
-    ``noise_monitor`` (``dpaudit.training.noise_monitor.NoiseMonitor`` over the trainable
+    ``noise_monitor`` (``dpaudit.audit.noise_monitor.NoiseMonitor`` over the trainable
     variables, then the canary coordinates): every update, the empty batches' included,
     hands it the noise it carries, read from the tensors the optimizer receives
     (``StepContext.apply``); the noise certificate reads it after training. The

@@ -28,11 +28,10 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
-from dpaudit.dp import accounting, accounting_check, noise_certificate
+from dpaudit.dp import accounting
 from dpaudit.progress import Progress
 from dpaudit.training import sampling
 from dpaudit.training.architectures import build_model, shaping_keys
-from dpaudit.training.canary_plan import CanaryPlan
 from dpaudit.training.checkpoint_recorder import CheckpointRecorder
 from dpaudit.training.divergence import (
     LOSS_DIVERGENCE_RATIO,
@@ -42,8 +41,8 @@ from dpaudit.training.divergence import (
     training_verdict,
 )
 from dpaudit.training.linear import train_linear
-from dpaudit.training.mechanism_checks import SamplerLedger, mechanism_checks, monitor_for
 from dpaudit.training.models import features, logits_model, predict_logits, save_model
+from dpaudit.training.observer import TrainingObserver, TwinCanaries
 from dpaudit.training.params import normalize_params, resolve_implementation
 from dpaudit.training.steps import (
     CORRECT,
@@ -87,8 +86,9 @@ def train_model(
     dataset: str | None = None,
     checkpoints: int = 0,
     checkpoint_path: str | Path | None = None,
-    canaries: CanaryPlan | None = None,
+    canaries: TwinCanaries | None = None,
     policy: MechanismPolicy = CORRECT,
+    observer: TrainingObserver | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits['members']``, save the model (no optimizer), return train info.
 
@@ -99,7 +99,7 @@ def train_model(
     ``dpaudit.training.checkpoint_recorder.CheckpointRecorder``): the practical-membership-privacy family (Recipe B)
     recomputes per-example clipped gradients at each of them.
 
-    ``canaries`` (a ``CanaryPlan``) turns the run into an audit twin: the included
+    ``canaries`` (``dpaudit.training.observer.TwinCanaries``, e.g. the audit's ``CanaryPlan``) turns the run into an audit twin: the included
     input canaries join the members, the gradient canaries get their own coordinates of
     the update (``dpaudit.training.steps.build_train_step``; the model is the released
     run's, initialised alike), and ``info["canary_observations"]`` holds the noised update at every gradient
@@ -115,12 +115,11 @@ def train_model(
     ``NORM_CHECK_RTOL``. ``policy`` (``dpaudit.training.steps.MechanismPolicy``) plants a
     bug on purpose, for power tests only.
 
-    Every DP-SGD training is measured whole (issue 32, ``dpaudit.training.mechanism_checks``):
-    the loop's ``SamplerLedger`` records what the sampler drew and the updates executed, a
-    ``NoiseMonitor`` the noise every update actually carried, and ``info`` gains
-    ``noise_check`` (the noise certificate), ``accounting_check`` (the accountant's inputs
-    against the loop, ε recomputed by a second accountant), ``sampler`` and
-    ``accountant_inputs``.
+    ``observer`` (``dpaudit.training.observer.TrainingObserver``) watches a DP-SGD training whole:
+    it is handed the step's noise, every sampler draw and every executed update, and what its
+    ``checks`` return joins ``info`` (the released run, its twin and the reference pools pass
+    ``dpaudit.audit.mechanism_checks.MechanismObserver``: ``noise_check``, ``accounting_check``,
+    ``sampler``, ``accountant_inputs``, issue 32). Without one nothing is checked or recorded.
 
     The work is in three parts: ``_setup`` (parameters, data, accountant, model, step),
     ``_loop`` (the epochs) and ``_record`` (train.json).
@@ -140,7 +139,7 @@ def train_model(
         return train_linear(examples, splits, p, model_path, threads=threads, log=log, run=run, dataset=dataset,
                             checkpoints=checkpoints, checkpoint_path=checkpoint_path)
     setup = _setup(examples, splits, p, threads=threads, log=log, run=run, dataset=dataset, canaries=canaries,
-                   policy=policy)
+                   policy=policy, observer=observer)
     recorder = CheckpointRecorder(checkpoints, setup.steps, setup.model) if checkpoints else None
     loop = _loop(setup, log=log, run=run, dataset=dataset, canaries=canaries, recorder=recorder)
     if recorder is not None:
@@ -183,8 +182,7 @@ class _Setup:
     noise_step: Any
     opt: Any
     check_norms: bool
-    monitor: Any
-    ledger: SamplerLedger | None
+    observer: TrainingObserver | None
     batches: Any
     canary_rows: np.ndarray
     shared_sampler: bool
@@ -210,8 +208,8 @@ class _Loop:
 
 
 def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *, threads: int,
-           log: logging.Logger, run: str | None, dataset: str | None, canaries: CanaryPlan | None,
-           policy: MechanismPolicy) -> _Setup:
+           log: logging.Logger, run: str | None, dataset: str | None, canaries: TwinCanaries | None,
+           policy: MechanismPolicy, observer: TrainingObserver | None) -> _Setup:
     """Parameters, data, accountant, model, step, sampler and noise monitor of a Keras run."""
     members = examples[examples["split"] == splits["members"]]
     utility = examples[examples["split"] == splits["utility"]]
@@ -260,10 +258,11 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     model = build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"])
     dropout_seed = [p["seed"], 2]  # masked_ghost_clipping's per-example Dropout masks
     net = logits_model(model)
-    dpsgd = p["mechanism"] == "dpsgd"
+    if p["mechanism"] != "dpsgd":
+        observer = None  # a baseline's training has no mechanism to watch
     monitor = None
-    if dpsgd and implementation != "vectorized_optimizer":
-        monitor = monitor_for(net, steps=steps, seed=p["seed"], canaries=m_gradient)
+    if observer is not None and implementation != "vectorized_optimizer":
+        monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
     step, noise_step, opt = build_train_step(
         net,
         mechanism=p["mechanism"],
@@ -296,18 +295,20 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     else:
         rate = batch_size / n_train
         batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
-    ledger = SamplerLedger(p["sampling"], population, rate, batch_size, spe) if dpsgd else None
+    if observer is not None:
+        observer.sampler(sampling=p["sampling"], population=population, rate=rate, batch_size=batch_size,
+                         steps_per_epoch=spe)
     member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
     return _Setup(p=p, x=x, y=y, x_util=x_util, y_util=y_util, member_ids=member_ids, n=n, d=d,
                   n_classes=n_classes, n_train=n_train, m_gradient=m_gradient, steps=steps, spe=spe,
                   implementation=implementation, noise_multiplier=noise_multiplier, privacy=privacy, model=model,
-                  net=net, step=step, noise_step=noise_step, opt=opt, check_norms=check_norms, monitor=monitor,
-                  ledger=ledger, batches=batches, canary_rows=canary_rows, shared_sampler=shared_sampler,
+                  net=net, step=step, noise_step=noise_step, opt=opt, check_norms=check_norms, observer=observer,
+                  batches=batches, canary_rows=canary_rows, shared_sampler=shared_sampler,
                   sampler_seed=sampler_seed, dropout_seed=dropout_seed, policy=policy,
                   splits=dict(splits), threads=threads)
 
 
-def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | None, canaries: CanaryPlan | None,
+def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | None, canaries: TwinCanaries | None,
           recorder: CheckpointRecorder | None) -> _Loop:
     """The epochs: batches from the sampler, one step each (noise only for an empty batch)."""
     from dpaudit import _tf
@@ -342,7 +343,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
     empty_batches = 0
     dropped = 0
     all_fractions: list[float] = []
-    ledger = s.ledger
+    observer = s.observer
     train0 = time.perf_counter()
     progress = Progress("training steps" if canaries is None else "audit twin steps", s.spe * p["epochs"],
                         unit="steps", log=log)
@@ -355,8 +356,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
             if recorder is not None:
                 recorder.before_step()
             idx = next(s.batches)
-            if ledger is not None:
-                ledger.drew(len(idx))
+            if observer is not None:
+                observer.drew(idx)
             extra = ()
             if m_gradient:
                 idx, mask = canary_mask_of(idx)
@@ -369,7 +370,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
                 empty_batches += 1
                 if s.noise_step is not None:
                     out = s.noise_step(*extra)
-                    ledger.executed(empty=True)
+                    if observer is not None:
+                        observer.executed(empty=True)
                     if extra:
                         observations.append(out[3].numpy())
                 continue
@@ -379,8 +381,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
                 positions = check_rng.integers(0, units, NORM_CHECK_EXAMPLES).astype(np.int32)
                 extra = (*extra, tf.constant(positions))
             ls, cs, fraction, *observed = s.step(tf.constant(x[idx]), tf.constant(y[idx]), *extra)
-            if ledger is not None:
-                ledger.executed()
+            if observer is not None:
+                observer.executed()
             if m_gradient:
                 observations.append(observed[0].numpy())
             if positions is not None:
@@ -493,19 +495,11 @@ def _record(s: _Setup, loop: _Loop, *, log: logging.Logger, run: str | None,
         "model_file": None if model_path is None else model_path.name,
         "versions": _tf.versions(),
     }
-    if p["mechanism"] == "dpsgd":
+    if s.observer is not None:
         t0 = time.perf_counter()
-        checks = mechanism_checks(s.monitor, s.ledger, noise_multiplier=s.noise_multiplier, clip_norm=p["clip_norm"],
-                                  published_epsilon=info["epsilon"], delta=p["delta"], privacy=s.privacy)
-        info.update(checks, sampler=s.ledger.record(),
-                    accountant_inputs=checks["accounting_check"]["accountant_inputs"],
+        info.update(s.observer.checks(noise_multiplier=s.noise_multiplier, clip_norm=p["clip_norm"],
+                                      published_epsilon=info["epsilon"], delta=p["delta"], privacy=s.privacy, log=log),
                     mechanism_check_seconds=time.perf_counter() - t0)
-        for name, passed, sentence in (
-                ("noise certificate", checks["noise_check"].get("passed"),
-                 noise_certificate.summary_sentence(checks["noise_check"])),
-                ("accounting check", checks["accounting_check"]["reproduced"],
-                 accounting_check.summary_sentence(checks["accounting_check"]))):
-            (log.info if passed is not False else log.warning)("%s: %s", name, sentence)
     if not s.policy.correct:
         info["planted_bug"] = s.policy.as_dict()
     return info

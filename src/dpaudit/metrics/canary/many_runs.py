@@ -1,7 +1,7 @@
 """The many-runs bound of the linear mechanisms: Clopper–Pearson over R releases per side.
 
 Releases on D (``included``) and on the worst-case neighbour D′ are scored by their
-exact log-density ratio (``dpaudit.training.canary_linear``); the loss-threshold
+exact log-density ratio (``dpaudit.audit.linear_audit``); the loss-threshold
 attack's threshold search (``dpaudit.metrics.mia.epsilon_lower_bound``, split method:
 one seeded half chooses the threshold, the other evaluates it) turns them into an ε
 lower bound holding with probability ≥ 1 − 2α. Its ceiling is what perfect separation

@@ -192,8 +192,8 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
                 seed: int = 0, claimed_epsilon: Callable[[float], float] | None = None,
                 one_run_claims: Mapping[str, Mapping] | None = None, claim_curve: ClaimedCurve | None = None, detectable: Mapping | None = None,
                 mechanism: list[dict] | None = None) -> pd.DataFrame:
-    """All canary rows of one run from its per-canary scores (``dpaudit.training.canary``
-    or the linear releases, ``dpaudit.training.canary_linear``; columns threat_model,
+    """All canary rows of one run from its per-canary scores (``dpaudit.audit.twin``
+    or the linear releases, ``dpaudit.audit.linear_audit``; columns threat_model,
     score_kind, included, score).
 
     Scores of threat model ``many_runs`` (releases of a pure ε-DP linear mechanism on D and
@@ -347,7 +347,7 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
             steps=int(record.get("accounted_steps", record["steps"])), sigma=float(record["noise_multiplier"]),
             curve=curve, alpha=alpha, delta=float(delta), per_tail=per_tail, seed=int(options["seed"]))
     elif record is not None and record.get("detectable_noise_factor") is not None:
-        # the linear releases' factor, simulated by the job that drew them (dpaudit.training.canary_linear)
+        # the linear releases' factor, simulated by the job that drew them (dpaudit.audit.linear_audit)
         details = record.get("detectable_noise_factor_details") or {}
         seed = details.get("seed", options["seed"])
         detectable = {"factor": float(record["detectable_noise_factor"]), "power": details.get("power"),
@@ -364,7 +364,7 @@ def run_canary_metrics(train: Mapping, scores: pd.DataFrame | None, record: Mapp
 
 def recorded_claims(record: Mapping | None) -> Mapping[str, Mapping] | None:
     """audit.json's ``one_run_claims`` (per threat model: canaries, δ′ and the accountant's ε
-    at δ′, ``dpaudit.training.canary.one_run_claims``), or None without a record."""
+    at δ′, ``dpaudit.audit.twin.one_run_claims``), or None without a record."""
     claims = (record or {}).get("one_run_claims")
     return claims or None
 

@@ -1,10 +1,10 @@
 """Recipe C's membership game from the run's recipe reference pool (Lowy et al. 2024; issue 24).
 
-The reference pool (``dpaudit.training.reference_pool``, rule ``reference_pool``) holds K
+The reference pool (``dpaudit.reference.pool``, rule ``reference_pool``) holds K
 models of the run's training recipe, each trained on a random half of the audit population
 P = members ∪ the nonmembers split (every example in each model's training set with
 probability ½, independently: the pool's inclusion matrix), each retrained like the
-released model on its own rows (``dpaudit.training.reference_accounting``): the run's
+released model on its own rows (``dpaudit.reference.accounting``): the run's
 mechanism, expected batch B, epochs, σ, clip norm and learning rate, at its own rate
 q_k = B/n_k for ⌊n_k/B⌋·epochs steps. For an example x of the parent set X that is in P, the IN models
 are those whose inclusion bit for x is 1 and the OUT models the others, so x's scores

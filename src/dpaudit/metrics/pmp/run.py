@@ -36,7 +36,7 @@ from dpaudit.metrics.pmp.dpsgd import (
     recipe_b_from_chi_sums,
 )
 from dpaudit.metrics.pmp.pool import pool_checks, pool_recipe_c, reference_training
-from dpaudit.training.parent_set import build_parent_set
+from dpaudit.reference.parent_set import build_parent_set
 
 __all__ = [
     "OPTION_DEFAULTS",

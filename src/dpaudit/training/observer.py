@@ -1,0 +1,49 @@
+"""The one interface between a training and what watches it (issue 43).
+
+``train_model`` knows nothing of the audit: it calls a ``TrainingObserver`` that its caller
+passes in (``dpaudit.audit.mechanism_checks.MechanismObserver`` for the released run, its audit
+twin and the reference pools) at the four moments an auditor needs, and an audit twin hands it
+its ``TwinCanaries`` (``dpaudit.audit.canary_plan.CanaryPlan`` satisfies it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["TrainingObserver", "TwinCanaries"]
+
+
+class TrainingObserver(Protocol):
+    """What watches one DP-SGD training, called by ``dpaudit.training.train.train_model``."""
+
+    def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> Any:
+        """The graph-side recorder the step hands its noise to (``build_train_step(noise_monitor=...)``),
+        or None; not called on a path whose noise the step cannot expose (vectorized_optimizer)."""
+
+    def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
+                steps_per_epoch: int) -> None:
+        """The sampler the loop draws from: its law, population and rate."""
+
+    def drew(self, rows: np.ndarray) -> None:
+        """The positions in the population that one step's sampler call drew (before any canary split)."""
+
+    def executed(self, empty: bool = False) -> None:
+        """One update ran (``empty``: the noise-only update of an empty batch)."""
+
+    def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
+               privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
+        """After the last step: the keys the training's record (train.json) gains."""
+
+
+class TwinCanaries(Protocol):
+    """The canaries an audit twin trains with (``train_model(canaries=...)``)."""
+
+    input_x: np.ndarray
+    input_labels: np.ndarray
+    input_included: np.ndarray
+    gradient_included: np.ndarray
+    gradient_norm: float
+    seed: int
