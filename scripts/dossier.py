@@ -2,10 +2,11 @@
 
 from dpaudit.io import read_json, read_parquet, write_bytes
 from dpaudit.logs import job_logging
+from dpaudit.plots.guidance import draw_guidance
 from dpaudit.plots.ladder import write_ladders
 from dpaudit.report.dossier import build_dossier
 from dpaudit.report.exposure import AUDIT_RUN_COLUMNS, flagged_rows, user_ids_of
-from dpaudit.report.guidance import build_guidance, targets_from_config
+from dpaudit.report.guidance import build_guidance, guidance_choices, targets_from_config
 
 sm, out = snakemake, snakemake.output  # noqa: F821
 with job_logging(sm) as log:
@@ -25,6 +26,7 @@ with job_logging(sm) as log:
             attack_scores=read_parquet(scores[run]) if run in scores else None, row_flags=flags,
             ladder_png=ladders[run], user_ids=user_ids)
         write_bytes(html, page.encode())
-    write_bytes(out.guidance, build_guidance(table, dataset, png=out.guidance_png, pdf=out.guidance_pdf,
-                                             targets=targets_from_config(sm.params.targets)).encode())
+    choices = guidance_choices(table, dataset, targets_from_config(sm.params.targets))
+    draw_guidance(table, dataset, choices, out.guidance_png, out.guidance_pdf)
+    write_bytes(out.guidance, build_guidance(table, dataset, png=out.guidance_png, choices=choices).encode())
     log.info("%d dossiers with ladders and the guidance written (%d attacked runs, %d flagged rows)", len(runs), len(scores), len(flags))

@@ -2,7 +2,8 @@
 
 from dpaudit.io import read_json, read_parquet, write_bytes
 from dpaudit.logs import job_logging
-from dpaudit.report.exposed_page import build_exposed_page
+from dpaudit.plots.exposed import plot_exposed_rows
+from dpaudit.report.exposed_page import build_exposed_page, exposed_analysis
 from dpaudit.report.exposure import AUDIT_RUN_COLUMNS, flagged_rows
 
 sm = snakemake  # noqa: F821
@@ -13,7 +14,8 @@ with job_logging(sm) as log:
     records = {run: read_json(path) for run, path in zip(sm.params.audited, sm.input.records, strict=True)}
     audit = read_parquet(sm.input.audit_runs[0], columns=AUDIT_RUN_COLUMNS) if sm.input.audit_runs else None
     flags = flagged_rows(table, dataset, canary_records=records, audit_runs=audit)
-    page = build_exposed_page(table, dataset, scores, sm.params.run_params, png=sm.output.png, pdf=sm.output.pdf,
-                              flags=flags)
+    analysis = exposed_analysis(table, dataset, scores, sm.params.run_params)
+    plot_exposed_rows(**analysis.figure(), dataset=dataset, png=sm.output.png, pdf=sm.output.pdf)
+    page = build_exposed_page(analysis, dataset, png=sm.output.png, flags=flags)
     write_bytes(sm.output.page, page.encode())
     log.info("exposed rows of %d models written (%d bytes, %d flagged rows)", len(scores), len(page), len(flags))

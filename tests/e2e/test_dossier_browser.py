@@ -10,6 +10,7 @@ import base64
 import pandas as pd
 import pytest
 
+from dpaudit.plots.guidance import draw_guidance
 from dpaudit.report import dossier as D
 from dpaudit.report import guidance as G
 from tests.e2e.browser import Browser
@@ -39,6 +40,7 @@ def pages(tmp_path_factory):
         files[name] = folder / f"{name}.html"
         files[name].write_text(html, encoding="utf-8")
     files["guidance"] = folder / "guidance.html"
+    draw_guidance(table, DATASET, G.guidance_choices(table, DATASET), folder / "guidance.png")
     files["guidance"].write_text(G.build_guidance(table, DATASET, png=folder / "guidance.png"), encoding="utf-8")
     return files
 

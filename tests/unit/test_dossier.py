@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpaudit.plots.guidance import draw_guidance
 from dpaudit.report import dossier as D
 from dpaudit.report import guidance as G
 from dpaudit.report import pages
@@ -287,6 +288,7 @@ def test_guidance_picks_the_largest_grid_epsilon_that_every_seed_meets(tmp_path)
     assert choices["epsilon_pmp"].epsilon == 2.0  # 0.5 ε ≤ 1
     assert choices["low_regime"].epsilon is None
     assert "not computed in this run (family profile disabled)" in choices["low_regime"].sentence
+    draw_guidance(table, DATASET, G.guidance_choices(table, DATASET), tmp_path / "g.png")
     page = G.build_guidance(table, DATASET, png=tmp_path / "g.png")
     assert (tmp_path / "g.png").stat().st_size > 1000 and "data:image/png;base64," in page
     assert "ε = 1 is the largest grid ε with ρ_β" in page and "the next, ε = 2, gives" in page

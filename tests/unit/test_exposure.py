@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpaudit.plots.exposed import epsilon_positions, row_trajectories
+from dpaudit.plots.exposed import epsilon_positions, plot_exposed_rows, row_trajectories
 from dpaudit.report import dossier as D
 from dpaudit.report import exposed_page as E
 from dpaudit.report import exposure as X
@@ -202,11 +202,15 @@ def test_exposed_page_answers_with_the_overlap_and_draws_the_figure(tmp_path):
              "value": value, "ci_lower": value - 0.05, "ci_upper": value + 0.05}
             for run in runs for attack, value in (("lira_online", 0.7), ("loss", 0.6))]
     table = pd.DataFrame(rows)
-    page = E.build_exposed_page(table, DATASET, scores, runs, png=tmp_path / "f.png", pdf=tmp_path / "f.pdf",
-                                flags={1: ["privacy-profile δ_max row of view v"]}, top=2)
+    analysis = E.exposed_analysis(table, DATASET, scores, runs, top=2)
+    plot_exposed_rows(**analysis.figure(), dataset=DATASET, png=tmp_path / "f.png", pdf=tmp_path / "f.pdf")
+    page = E.build_exposed_page(analysis, DATASET, png=tmp_path / "f.png",
+                                flags={1: ["privacy-profile δ_max row of view v"]})
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "f.pdf").stat().st_size > 0
     assert "The same rows at every ε?" in page and "∞ (baseline)" in page
     assert "<strong>1</strong> row(s) are in the top 2 of some model at every ε" in page
     assert "privacy-profile δ_max row of view v" in page and page.rstrip().endswith("</html>")
-    empty = E.build_exposed_page(table, DATASET, {}, {}, png=tmp_path / "e.png")
+    nothing = E.exposed_analysis(table, DATASET, {}, {})
+    plot_exposed_rows(**nothing.figure(), dataset=DATASET, png=tmp_path / "e.png")
+    empty = E.build_exposed_page(nothing, DATASET, png=tmp_path / "e.png")
     assert "nothing to rank" in empty

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpaudit.metrics import ladder as LD
 from dpaudit.plots import ladder as L
 from dpaudit.report import overview as O
 from tests.unit.test_dossier import DATASET, model_rows, run_name, table_of
@@ -67,7 +68,7 @@ def table() -> pd.DataFrame:
 
 
 def test_one_row_per_rung_and_each_value_is_its_metrics_row(table):
-    rows = L.ladder_rows(table)
+    rows = LD.ladder_rows(table)
     assert not rows.duplicated(["dataset", "run", "rung"]).any()
     assert set(rows["run"]) == {DPSGD, BASELINE, LINEAR, BROKEN}
     for _, rung in rows[~rows["derived"]].iterrows():
@@ -93,7 +94,7 @@ def test_one_row_per_rung_and_each_value_is_its_metrics_row(table):
 
 
 def test_the_derived_rung_is_ln_tpr_minus_delta_over_fpr_of_the_strongest_attack(table):
-    rows = L.ladder_rows(table)
+    rows = LD.ladder_rows(table)
     derived = rows[rows["derived"]]
     assert len(derived) == 4 and set(derived["rung"]) == {"strongest_attack"}
     for _, rung in derived.iterrows():
@@ -111,14 +112,14 @@ def test_the_derived_rung_is_ln_tpr_minus_delta_over_fpr_of_the_strongest_attack
 def test_no_fpr_realized_leaves_the_derived_rung_undefined(table):
     other = table.copy()
     other.loc[other["metric"] == "tpr_at_fpr", "fpr_realized"] = 0.0
-    derived = L.ladder_rows(other).query("derived")
+    derived = LD.ladder_rows(other).query("derived")
     assert derived["value"].isna().all()
 
 
 @pytest.mark.parametrize("run", [BASELINE, DPSGD, LINEAR, BROKEN])
 def test_each_kind_of_model_renders(table, run, tmp_path):
-    rows = L.ladder_rows(table)
-    verdicts = L.run_verdicts(table).set_index("run")
+    rows = LD.ladder_rows(table)
+    verdicts = LD.run_verdicts(table).set_index("run")
     mine = rows[rows["run"] == run]
     png, pdf = tmp_path / "ladder.png", tmp_path / "ladder.pdf"
     L.plot_ladder(mine, verdicts.loc[run], png, pdf)
@@ -143,8 +144,8 @@ def test_each_kind_of_model_renders(table, run, tmp_path):
 
 
 def test_small_multiples_render_every_model(table, tmp_path):
-    rows = L.ladder_rows(table)
-    L.plot_ladder_grid(rows, L.run_verdicts(table), tmp_path / "grid.png", tmp_path / "grid.pdf")
+    rows = LD.ladder_rows(table)
+    L.plot_ladder_grid(rows, LD.run_verdicts(table), tmp_path / "grid.png", tmp_path / "grid.pdf")
     assert (tmp_path / "grid.png").stat().st_size > 10_000 and b"/Type3" not in (tmp_path / "grid.pdf").read_bytes()
 
 
@@ -217,11 +218,11 @@ def with_checks(table: pd.DataFrame, *checks: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_mechanism_checks_are_the_rows_of_each_checked_model(checked):
-    checks = L.mechanism_checks(checked).set_index("run")
+    checks = LD.mechanism_checks(checked).set_index("run")
     # oracle: the rows themselves, looked up one by one
     for run in (DPSGD, BROKEN):
-        for check, (metric, _, _) in L.MECHANISM_CHECKS.items():
-            for model in L.CHECKED_MODELS:
+        for check, (metric, _, _) in LD.MECHANISM_CHECKS.items():
+            for model in LD.CHECKED_MODELS:
                 row = checked[(checked["run"] == run) & (checked["metric"] == metric)
                               & (checked["checked_model"] == model)]
                 if len(row):
@@ -230,24 +231,24 @@ def test_mechanism_checks_are_the_rows_of_each_checked_model(checked):
                 else:
                     assert pd.isna(checks.loc[run, f"{check}_{model}"]) and not checks.loc[run, f"{check}_{model}_row"]
     assert checks.loc[BROKEN, "noise_released_failed"] == NOISE_FAILED and checks.loc[BROKEN, "noise_ratio"] == 0.41
-    assert not checks.loc[[BASELINE, LINEAR], [f"{c}_{m}_row" for c in L.MECHANISM_CHECKS
-                                                for m in L.CHECKED_MODELS]].to_numpy().any()
+    assert not checks.loc[[BASELINE, LINEAR], [f"{c}_{m}_row" for c in LD.MECHANISM_CHECKS
+                                                for m in LD.CHECKED_MODELS]].to_numpy().any()
     assert checks.loc[[BASELINE, LINEAR, DPSGD], "has_canary"].all()
 
 
 def test_a_failed_check_is_said_in_the_ladder_the_grid_and_the_verdict(checked, tmp_path):
-    verdicts = L.run_verdicts(checked).set_index("run")
-    title, colour = L._title(L.ladder_rows(checked).query("run == @BROKEN").iloc[0], verdicts.loc[BROKEN])
+    verdicts = LD.run_verdicts(checked).set_index("run")
+    title, colour = L._title(LD.ladder_rows(checked).query("run == @BROKEN").iloc[0], verdicts.loc[BROKEN])
     assert "measured above the promise (decided by the noise certificate of the released model)" in title
-    assert L.checks_line(verdicts.loc[BROKEN]) == ("mechanism checks of the released model: noise certificate FAILED, "
+    assert LD.checks_line(verdicts.loc[BROKEN]) == ("mechanism checks of the released model: noise certificate FAILED, "
                                                    "accounting check passed")
-    assert L.checks_line(verdicts.loc[DPSGD]).endswith("noise certificate passed, accounting check passed")
-    assert L.checks_line(verdicts.loc[BASELINE]) is None and L.checks_line(verdicts.loc[LINEAR]) is None
-    assert L.decided_words("accounting_check", "twin") == "decided by the accounting check of its audit twin"
-    assert L.decided_words("claim_curve_test") == "decided by the claim-curve test"
-    rows = L.ladder_rows(checked)
+    assert LD.checks_line(verdicts.loc[DPSGD]).endswith("noise certificate passed, accounting check passed")
+    assert LD.checks_line(verdicts.loc[BASELINE]) is None and LD.checks_line(verdicts.loc[LINEAR]) is None
+    assert LD.decided_words("accounting_check", "twin") == "decided by the accounting check of its audit twin"
+    assert LD.decided_words("claim_curve_test") == "decided by the claim-curve test"
+    rows = LD.ladder_rows(checked)
     L.plot_ladder(rows[rows["run"] == BROKEN], verdicts.loc[BROKEN], tmp_path / "l.png", tmp_path / "l.pdf")
-    L.plot_ladder_grid(rows, L.run_verdicts(checked), tmp_path / "g.png")
+    L.plot_ladder_grid(rows, LD.run_verdicts(checked), tmp_path / "g.png")
     assert (tmp_path / "l.png").read_bytes().startswith(b"\x89PNG") and (tmp_path / "g.png").stat().st_size > 10_000
 
 
@@ -303,12 +304,12 @@ def test_overview_rows_follow_the_figures_dataset_order(checked, tmp_path):
 
 
 def test_the_audits_reach_is_the_largest_ceiling_of_a_certified_bound(table):
-    rows = L.ladder_rows(table)
+    rows = LD.ladder_rows(table)
     reach = L.audit_reach(rows)
     # oracle: per run, the max over the metrics rows of the bound rungs of ceiling_max, else ceiling
     for run in (DPSGD, LINEAR, BROKEN):
         sources = table[(table["run"] == run) & table["metric"].isin(
-            [r.metric for r in L.LADDER_RUNGS if r.family == "canary" and r.kind == "bound"])]
+            [r.metric for r in LD.LADDER_RUNGS if r.family == "canary" and r.kind == "bound"])]
         ceilings = sources["ceiling_max"].astype(float).fillna(sources["ceiling"].astype(float))
         assert reach[run] == ceilings.max()
     # the GDP estimate's ceiling (4.321 in model_rows) is an estimate's, never the reach

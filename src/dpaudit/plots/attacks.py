@@ -25,35 +25,14 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
-from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
+from dpaudit.contract.labels import ATTACK_LABELS, run_label, target_epsilon
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
 
-__all__ = ["ATTACK_LABELS", "plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "reference_tick",
-           "run_label", "target_epsilon"]
+__all__ = ["plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "reference_tick"]
 
-ATTACK_LABELS = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_offline": "LiRA offline",
-                 "rmia": "RMIA"}
 ATTACK_STYLE = {"loss": ("0.45", "o", ":"), "lira_online": ("tab:red", "s", "-"),
                 "lira_offline": ("tab:orange", "^", "--"), "rmia": ("tab:blue", "D", "-.")}
-
-
-def run_label(params: Mapping) -> str:
-    """'DP-SGD ε = 4 · seed 1' / 'baseline (ε = ∞) · seed 0' from a run's grid values."""
-    mechanism = params["mechanism"]
-    eps = params.get("target_epsilon")
-    has_eps = eps is not None and not (isinstance(eps, float) and math.isnan(eps))
-    text = MECHANISM_SHORT_LABELS.get(mechanism, mechanism) + (f" ε = {float(eps):g}" if has_eps else " (ε = ∞)")
-    seed = params.get("seed")
-    return text if seed is None else f"{text} · seed {seed}"
-
-
-def target_epsilon(params: Mapping) -> float:
-    """A run's target ε from its grid values: +∞ for a baseline (no DP) or no target."""
-    eps = params.get("target_epsilon")
-    if params["mechanism"] == "baseline" or eps is None or (isinstance(eps, float) and math.isnan(eps)):
-        return math.inf
-    return float(eps)
 
 
 def plot_attack_rocs(scores: Mapping[str, pd.DataFrame], runs: Mapping[str, Mapping], attacks: Sequence[str],

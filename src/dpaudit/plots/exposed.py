@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.labels import ATTACK_LABELS, target_epsilon
 from dpaudit.dp.roc import negatives_at_or_above
-from dpaudit.plots.attacks import ATTACK_LABELS, target_epsilon
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["epsilon_positions", "plot_exposed_rows", "row_trajectories"]

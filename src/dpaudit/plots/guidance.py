@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -15,6 +15,17 @@ from dpaudit.metrics.pareto import pareto_frontier
 from dpaudit.plots.privacy_utility import MECHANISM_STYLE, save_figure
 
 LINE_STYLES = ("--", "-.", ":", (0, (5, 2, 1, 2)))
+
+
+def draw_guidance(table: pd.DataFrame, dataset: str, choices: Sequence, png: str | Path,
+                  pdf: str | Path | None = None) -> None:
+    """The guidance page's figure (``dpaudit.report.guidance.build_guidance`` embeds it): the dataset's
+    frontier with one vertical line per target at the largest grid ε its ``choices`` found."""
+    lines = {}
+    for choice in choices:
+        if choice.epsilon is not None:
+            lines[choice.target.wording] = max(choice.epsilon, lines.get(choice.target.wording, 0.0))
+    plot_guidance(table[table["dataset"] == dataset], lines, png, pdf, title=f"Privacy–utility: {dataset}")
 
 
 def plot_guidance(table: pd.DataFrame, targets: Mapping[str, float], png: str | Path,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
+from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES
-from dpaudit.report.exposure import ATTACK_TITLES
 from dpaudit.report.pages import esc, missing_p
 from dpaudit.report.run_view import Found, RunView, label_of
 
@@ -45,7 +45,7 @@ def attack_table(view: RunView) -> str:
         cells = [("AUC [interval]", _with_interval(auc)),
                  *((f"TPR at FPR ≤ {_FPR_TEXT[t]}", _tpr(f)) for t, f in zip(FPR_TARGETS, tprs, strict=True)),
                  (label_of("mia", "epsilon_lower_bound"), bound.num() if bound is not None else "—")]
-        rows.append(f'<tr><th scope="row">{esc(ATTACK_TITLES.get(attack, attack))}</th>'
+        rows.append(f'<tr><th scope="row">{esc(ATTACK_LABELS.get(attack, attack))}</th>'
                     + "".join(f'<td class="v" data-h="{esc(h)}">{c}</td>' for h, c in cells) + "</tr>")
     reference = [a for a in ATTACK_NAMES if a != "loss" and view.find("mia", "attack_auc", attack=a) is not None]
     if not reference:

@@ -20,17 +20,17 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dpaudit.plots.attacks import run_label, target_epsilon
-from dpaudit.plots.exposed import plot_exposed_rows
-from dpaudit.report.exposure import ATTACK_TITLES, attack_aucs, attack_exposed, strongest_attack
+from dpaudit.contract.labels import ATTACK_LABELS, run_label, target_epsilon
+from dpaudit.report.exposure import attack_aucs, attack_exposed, strongest_attack
 from dpaudit.report.pages import DOSSIER_STYLE, esc, fmt, missing_p, number, page
 
-__all__ = ["EXPOSED_TOP", "FIGURE_ROWS", "build_exposed_page", "dataset_attack", "overlap_matrix", "persistence",
+__all__ = ["EXPOSED_TOP", "FIGURE_ROWS", "ExposedAnalysis", "build_exposed_page", "exposed_analysis", "dataset_attack", "overlap_matrix", "persistence",
            "top_rows_per_run"]
 
 EXPOSED_TOP = 10  # k: the rows of each model's ranking that count as its most exposed
@@ -164,11 +164,44 @@ def _answer(matrix: pd.DataFrame, persistent: pd.DataFrame, top: pd.DataFrame, k
     return "<p>" + " ".join(parts) + "</p>"
 
 
-def build_exposed_page(table: pd.DataFrame, dataset: str, scores: Mapping[str, pd.DataFrame],
-                       run_params: Mapping[str, Mapping], *, png: str | Path, pdf: str | Path | None = None,
-                       flags: Mapping[int, Sequence[str]] | None = None, top: int = EXPOSED_TOP,
-                       figure_rows: int = FIGURE_ROWS) -> str:
-    """Standalone HTML page of the dataset's most exposed rows across its attacked models; writes the figure."""
+@dataclass
+class ExposedAnalysis:
+    """What the exposed-rows page and its figure read, computed once (``exposed_analysis``)."""
+
+    order: list
+    targets: dict
+    aucs: dict
+    strongest: dict
+    top_frame: pd.DataFrame
+    persistent: pd.DataFrame
+    matrix: pd.DataFrame
+    n_members: int
+    top: int
+    figure_rows: int
+    attack: str | None = None
+    figure_ids: list = field(default_factory=list)
+    row_labels: dict = field(default_factory=dict)
+    scores: dict = field(default_factory=dict)
+    run_params: dict = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.order or self.top_frame.empty
+
+    def figure(self) -> dict:
+        """The arguments of ``dpaudit.plots.exposed.plot_exposed_rows`` (before the dataset and files)."""
+        if self.empty:
+            return {"scores": {}, "run_params": {}, "strongest": {}, "attack": None, "rows": []}
+        return {"scores": {r: self.scores[r] for r in self.order}, "run_params": self.run_params,
+                "strongest": self.strongest, "attack": self.attack, "rows": self.figure_ids,
+                "row_labels": self.row_labels}
+
+
+def exposed_analysis(table: pd.DataFrame, dataset: str, scores: Mapping[str, pd.DataFrame],
+                     run_params: Mapping[str, Mapping], *, top: int = EXPOSED_TOP,
+                     figure_rows: int = FIGURE_ROWS) -> ExposedAnalysis:
+    """Each attacked model's strongest attack and top rows, the rows' persistence and overlap across ε,
+    and the rows the figure draws."""
     order = sorted(scores, key=lambda r: (target_epsilon(run_params[r]), run_params[r].get("seed") or 0, r))
     targets = {run: target_epsilon(run_params[run]) for run in order}
     aucs = {run: attack_aucs(table, dataset, run) for run in order}
@@ -178,13 +211,33 @@ def build_exposed_page(table: pd.DataFrame, dataset: str, scores: Mapping[str, p
     persistent = persistence(top_frame, targets)
     matrix = overlap_matrix(top_frame, targets, top)
     n_members = max((int(scores[r]["is_member"].sum()) for r in order), default=0)
+    analysis = ExposedAnalysis(order=order, targets=targets, aucs=aucs, strongest=strongest, top_frame=top_frame,
+                               persistent=persistent, matrix=matrix, n_members=n_members, top=top,
+                               figure_rows=figure_rows, scores=dict(scores), run_params=dict(run_params))
+    if not analysis.empty:
+        analysis.attack = dataset_attack(strongest, {r: {a: row["value"] for a, row in aucs[r].items()}
+                                                     for r in order})
+        analysis.figure_ids = [int(e) for e in persistent["example_id"].head(figure_rows)]
+        analysis.row_labels = {
+            int(r.example_id): f"example {int(r.example_id)} (label {r.label}; top of {int(r.runs_in_top)}/{len(order)})"
+            for r in persistent.head(figure_rows).itertuples()}
+    return analysis
+
+
+def build_exposed_page(analysis: ExposedAnalysis, dataset: str, *, png: str | Path,
+                       flags: Mapping[int, Sequence[str]] | None = None) -> str:
+    """Standalone HTML page of the dataset's most exposed rows across its attacked models, with the figure
+    ``png`` embedded (drawn before by ``dpaudit.plots.exposed.plot_exposed_rows`` from ``analysis.figure()``)."""
+    order, aucs, strongest, top = analysis.order, analysis.aucs, analysis.strongest, analysis.top
+    top_frame, persistent, matrix, n_members = (analysis.top_frame, analysis.persistent, analysis.matrix,
+                                                analysis.n_members)
+    run_params, figure_rows = analysis.run_params, analysis.figure_rows
     body = [f"<h1>Most exposed rows: {esc(dataset)}</h1>",
             f"<p class='sub'>The members each attacked model's strongest reference-model attack singles out "
             f"first (its top {top}), across the {len(order)} attacked models of {esc(dataset)}. Read from the "
             "models' attack scores (results/attacks/…/scores.parquet) and the metrics table's attack AUCs.</p>"]
-    if not order or top_frame.empty:
+    if analysis.empty:
         body.append(missing_p("No attacked model with attack scores and AUC rows: nothing to rank."))
-        plot_exposed_rows({}, {}, {}, None, [], dataset, png, pdf)
         return page(f"Exposed rows: {dataset}", "".join(body), style=DOSSIER_STYLE,
                     meta={"dpaudit-dataset": dataset}, lang="en", viewport=True)
     body.append("<h2>The same rows at every ε?</h2>")
@@ -211,18 +264,13 @@ def build_exposed_page(table: pd.DataFrame, dataset: str, scores: Mapping[str, p
     if len(persistent) > len(shown):
         body.append(f"<p class='sub'>{len(persistent) - len(shown)} more row(s) reach some model's top {top} "
                     "less often; not listed.</p>")
-    attack = dataset_attack(strongest, {r: {a: row["value"] for a, row in aucs[r].items()} for r in order})
-    figure_ids = [int(e) for e in persistent["example_id"].head(figure_rows)]
-    labels = {int(r.example_id): f"example {int(r.example_id)} (label {r.label}; top of {int(r.runs_in_top)}/{len(order)})"
-              for r in persistent.head(figure_rows).itertuples()}
-    plot_exposed_rows({r: scores[r] for r in order}, run_params, strongest, attack, figure_ids, dataset, png, pdf,
-                      row_labels=labels)
+    attack, figure_ids = analysis.attack, analysis.figure_ids
     data_uri = "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode()
     body.append("<h2>Their score against ε</h2>")
     body.append(f"<p>The {len(figure_ids)} rows above with the most expected models. Left: the share of "
                 "non-members that score at least as high under each model's strongest attack (the ranking's own "
                 "unit, comparable across attacks; 0 = the row scores above every non-member). Right: the raw "
-                f"score under one attack for every model, <strong>{esc(ATTACK_TITLES.get(attack, attack))}"
+                f"score under one attack for every model, <strong>{esc(ATTACK_LABELS.get(attack, attack))}"
                 "</strong> (the strongest attack on the most models), beside the non-members' median and 99th "
                 "percentile. One thin line per row and seed across the private models' target ε; the baselines "
                 "have no ε and stand apart at the right, labelled ∞ (baseline), one diamond per seed.</p>")
@@ -247,7 +295,7 @@ def build_exposed_page(table: pd.DataFrame, dataset: str, scores: Mapping[str, p
         first = ("above every non-member" if k0 == 0 else f"above all but {k0} of {int(part['n_nonmembers'].iloc[0])}"
                  ) if len(part) else "—"
         lines.append(f"<tr><td data-h='model'>{esc(run_label(run_params[run]))}</td>"
-                     f"<td data-h='strongest attack'>{esc(ATTACK_TITLES.get(attack_r, attack_r or '—'))}</td>"
+                     f"<td data-h='strongest attack'>{esc(ATTACK_LABELS.get(attack_r, attack_r or '—'))}</td>"
                      f"<td class='v' data-h='AUC'>{auc}</td><td data-h='rank 1 scores'>{first}</td>"
                      f"<td data-h='top rows'>{esc(ids)}</td></tr>")
     body.append("<table class='exposed'><thead><tr><th>model</th><th>strongest attack (highest AUC)</th><th>AUC</th>"

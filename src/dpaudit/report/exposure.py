@@ -25,18 +25,17 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISM_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES
 from dpaudit.dp.roc import negatives_at_or_above
 from dpaudit.report.pages import SIG, esc, fmt, missing_p, number
 from dpaudit.report.run_view import RunView
 
-__all__ = ["ATTACK_TITLES", "AUDIT_RUN_COLUMNS", "PROFILE_SOURCES", "TOP_ROWS", "attack_aucs", "attack_exposed", "flagged_rows",
+__all__ = ["AUDIT_RUN_COLUMNS", "PROFILE_SOURCES", "TOP_ROWS", "attack_aucs", "attack_exposed", "flagged_rows",
            "most_exposed", "nonmembers_at_or_above", "strongest_attack"]
 
 TOP_ROWS = 5
-ATTACK_TITLES = {"loss": "loss threshold", "lira_online": "LiRA online", "lira_offline": "LiRA offline",
-                 "rmia": "RMIA"}
 # Sources of a privacy-profile view whose 1-based row ids are the dataset's example_id + 1
 # (dpaudit.profile.data keeps every raw row; dpaudit.data numbers the same rows from 0).
 PROFILE_SOURCES = ("breast_cancer", "adult")
@@ -198,14 +197,14 @@ def _attack_ranking(view: RunView, scores: pd.DataFrame, flags, user_ids=None) -
         return number(aucs[name]["value"], ".3f", data_family="mia", data_metric="attack_auc",
                       data_select=json.dumps({"attack": name}))
 
-    others = [f"{esc(ATTACK_TITLES.get(a, a))} {auc_num(a)}" for a in available if a != attack]
+    others = [f"{esc(ATTACK_LABELS.get(a, a))} {auc_num(a)}" for a in available if a != attack]
     best = aucs[attack]
     runner = max((a for a in available if a != attack), key=lambda a: float(aucs[a]["value"]), default=None)
     lo, hi = best.get("ci_lower"), best.get("ci_upper")
     close = (runner is not None and lo is not None and pd.notna(lo)
              and float(aucs[runner]["value"]) >= float(lo))
     n_non = int(top["n_nonmembers"].iloc[0]) if len(top) else 0
-    text = (f"<p>Ranked by <strong>{esc(ATTACK_TITLES.get(attack, attack))}</strong>, the strongest attack on this "
+    text = (f"<p>Ranked by <strong>{esc(ATTACK_LABELS.get(attack, attack))}</strong>, the strongest attack on this "
             f"model: its AUC {auc_num(attack)} is the highest of the attacks run on it"
             + (f" ({', '.join(others)})" if others else "") + ". "
             + (f"Its AUC interval ({fmt(lo, '.3f')}–{fmt(hi, '.3f')}) holds the runner-up's AUC, so the choice "
@@ -227,14 +226,14 @@ def _attack_ranking(view: RunView, scores: pd.DataFrame, flags, user_ids=None) -
         for r in top.itertuples())
     out = [text, '<table class="exposed"><thead><tr><th>rank</th><th>example id</th>' + _user_head(user_ids)
                  + "<th>label</th>"
-                 f"<th>{esc(ATTACK_TITLES.get(attack, attack))} score</th><th>non-members scoring ≥ it</th>"
+                 f"<th>{esc(ATTACK_LABELS.get(attack, attack))} score</th><th>non-members scoring ≥ it</th>"
                  "<th>also singled out by</th></tr></thead><tbody>" + rows + "</tbody></table>"]
     if len(top):
         first = top.iloc[0]
         k = int(first["nonmembers_at_or_above"])
         out.append(f"<p>The most exposed member, example {int(first['example_id'])}, "
                    + ("scores above every non-member" if k == 0 else f"scores above all but {k} of the {n_non} non-members")
-                   + f" under {esc(ATTACK_TITLES.get(attack, attack))}.</p>")
+                   + f" under {esc(ATTACK_LABELS.get(attack, attack))}.</p>")
         last = float(top["score"].iloc[-1])
         tied = int((everyone["score"] == last).sum()) - int((top["score"] == last).sum())
         if tied > 0:

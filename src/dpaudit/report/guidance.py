@@ -146,12 +146,12 @@ def targets_from_config(options: Mapping | None) -> tuple[Target, ...]:
                         t.limit is not None else t.limit, t.wording, t.select) for t in DEFAULT_TARGETS)
 
 
-def build_guidance(table: pd.DataFrame, dataset: str, *, png: str | Path, pdf: str | Path | None = None,
-                   targets: Sequence[Target] = DEFAULT_TARGETS) -> str:
-    """The guidance page of one dataset (standalone HTML, the frontier figure embedded) and its PNG."""
-    from dpaudit.plots.guidance import plot_guidance
-
-    choices = guidance_choices(table, dataset, targets)
+def build_guidance(table: pd.DataFrame, dataset: str, *, png: str | Path,
+                   targets: Sequence[Target] = DEFAULT_TARGETS, choices: Sequence[Choice] | None = None) -> str:
+    """The guidance page of one dataset (standalone HTML) with its frontier figure ``png`` embedded: drawn
+    before, by ``dpaudit.plots.guidance.draw_guidance`` from the same ``choices`` (computed here when None)."""
+    if choices is None:
+        choices = guidance_choices(table, dataset, targets)
     lines = {}
     for choice in choices:
         lines.setdefault(choice.target.name, []).append(choice)
@@ -165,11 +165,6 @@ def build_guidance(table: pd.DataFrame, dataset: str, *, png: str | Path, pdf: s
             + (f"; {c.utility}" if c.utility else "") + ".</li>"
             for c in lines.get(target.name, []))
         items.append(f"<h2>{wording}</h2><ul>{answers or '<li>no private model in this run.</li>'}</ul>")
-    lines_drawn = {}
-    for choice in choices:
-        if choice.epsilon is not None:
-            lines_drawn[choice.target.wording] = max(choice.epsilon, lines_drawn.get(choice.target.wording, 0.0))
-    plot_guidance(table[table["dataset"] == dataset], lines_drawn, png, pdf, title=f"Privacy–utility: {dataset}")
     data_uri = "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode()
     intro = ("<p>For each limit a user may state, the largest ε of the grid whose models all meet it "
              "(every seed), per mechanism, with their test accuracy. The limits' values are those of the "

@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract import paths as P
+from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
-from dpaudit.plots.attacks import ATTACK_LABELS
-from dpaudit.plots.ladder import (
+from dpaudit.metrics.ladder import (
     MECHANISM_CHECKS,
     STRONGEST_FPR,
     decided_words,
