@@ -1,1 +1,1 @@
-"""dpaudit.extract"""
+"""Per-example losses, gradients and PMP pair tables of a saved model, computed in numpy."""

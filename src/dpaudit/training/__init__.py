@@ -1,1 +1,1 @@
-"""dpaudit.training"""
+"""What trains a model: builders and their checks, params, the sampler, the DP-SGD step and its gradient paths, layer clipping, the linear mechanisms, train.py, the checkpoint recorder, the divergence rule and the observer interface the audit plugs into."""
