@@ -2,7 +2,7 @@
 
 A job that starts an interpreter pays its imports before any work (TensorFlow about 5 s,
 numpy/pandas/pyarrow about 0.6 s), and most runs of a grid take less than that. So each
-per-run rule is written once per batch of runs (rules/common.smk, ``run_batches``): one
+per-run rule is written once per batch of runs (rules/batches.smk, ``run_batches``): one
 Snakemake job reads and writes the files of all its runs, where the contract puts them
 (docs/architecture.md, "Batches"). The script of such a job walks its runs with
 ``run_jobs(snakemake)``: each run gets an object shaped like Snakemake's own (``input``,
