@@ -17,7 +17,9 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
 is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
-``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red.
+``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red, one
+that shows no skill above the majority rate says that, in orange (issue 46). Where a dataset has
+several architectures, each model's name carries its own (``dpaudit.contract.architectures``).
 ``plot_ladder_grid`` draws a dataset's models as small multiples, each model's ladder on one line
 of a shared ε axis, with its verdict.
 """
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISM_SHORT_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES, declared
 from dpaudit.metrics.canary.rows import LADDER
@@ -48,8 +51,10 @@ __all__ = ["CHECKED_MODELS", "audit_reach", "DECIDED_BY_WORDS", "LADDER_RUNGS", 
 STRONGEST_FPR = 0.01
 # Above this ε the axis turns symlog (linear below 1): bounds near 0 and ceilings near 15 both stay readable.
 LOG_FROM = 8.0
-RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta",
-               "loss_diverged", "loss_divergence_reason"]
+RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "model", "accountant_epsilon",
+               "accountant_delta", "loss_diverged", "loss_divergence_reason", "no_skill", "no_skill_reason"]
+# A model whose held-out accuracy is not significantly above the majority rate (train.json's no_skill)
+NO_SKILL_COLOUR = "#e65100"
 # How a verdict of the canary audit (measured_above_promise's verdict column) is said, and its colour.
 VERDICT_WORDS = {"above_promise": ("measured above the promise", "#b00020"),
                  "consistent": ("consistent with the promise", "#1a7f37"),
@@ -113,11 +118,13 @@ def _runs(table: pd.DataFrame) -> pd.DataFrame:
     per_run = table[table["run"].notna()]
     runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
                                                                                    ignore_index=True)
-    if "loss_diverged" not in runs:
-        runs["loss_diverged"] = False
-    runs["loss_diverged"] = runs["loss_diverged"].astype("boolean").fillna(False).astype(bool)
-    if "loss_divergence_reason" not in runs:  # a table aggregated before issue 35's flag had no reason
-        runs["loss_divergence_reason"] = pd.Series(pd.NA, index=runs.index, dtype="string")
+    for flag in ("loss_diverged", "no_skill"):  # (a table aggregated before issue 35 or 46 lacks them)
+        runs[flag] = (runs[flag] if flag in runs else pd.Series(False, index=runs.index)).astype(
+            "boolean").fillna(False).astype(bool)
+    for column in ("loss_divergence_reason", "no_skill_reason", "model"):
+        if column not in runs:
+            runs[column] = pd.Series(pd.NA, index=runs.index, dtype="string")
+    runs["architecture"] = shown_architectures(runs)  # NA unless the dataset has several (issue 46)
     return runs
 
 
@@ -401,6 +408,8 @@ def model_name(row) -> str:
                       and math.isfinite(float(target)) else [])
     if row.get("seed") is not None and not pd.isna(row.get("seed")):
         parts.append(f"seed {int(row['seed'])}")
+    if not _missing_value(row.get("architecture")):  # a dataset with several architectures (issue 46)
+        parts.append(str(row["architecture"]))
     return " · ".join(parts)
 
 
@@ -411,6 +420,11 @@ def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
     if bool(first["loss_diverged"]):
         title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
         colour = "#b00020"
+    elif bool(first.get("no_skill", False)):
+        reason = first.get("no_skill_reason")
+        title = ("NO SKILL SHOWN" + (f": {reason}" if not _missing_value(reason) else " above the majority rate")
+                 + "\n" + title)
+        colour = NO_SKILL_COLOUR
     return title, colour
 
 
@@ -448,12 +462,13 @@ GRID_VERDICT = {"above_promise": "above the promise", "consistent": "consistent"
 
 def _grid_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """The dataset's models top to bottom: mechanism (declared order), target ε, seed; baselines last."""
-    runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "dataset"]]
+    runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "no_skill",
+                                        "architecture", "dataset"]]
     mechanisms = {m: i for i, m in enumerate(MECHANISM_LABELS)}
     runs = runs.assign(_base=(runs["mechanism"] == "baseline").astype(int),
                        _mech=runs["mechanism"].map(mechanisms).fillna(len(mechanisms)),
-                       _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
-    return runs.sort_values(["_base", "_mech", "_eps", "seed", "run"], ignore_index=True)
+                       _arch=runs["architecture"].fillna(""), _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
+    return runs.sort_values(["_base", "_mech", "_arch", "_eps", "seed", "run"], ignore_index=True)
 
 
 def _grid_label(run) -> str:
@@ -463,12 +478,16 @@ def _grid_label(run) -> str:
         parts[0] += f" ε={float(run['target_epsilon']):g}"
     if not pd.isna(run["seed"]):
         parts.append(f"seed {int(run['seed'])}")
+    if not _missing_value(run["architecture"]):
+        parts.append(str(run["architecture"]))
     return ", ".join(parts)
 
 
 def _grid_verdict(run, verdict) -> tuple[str, str]:
     if bool(run["loss_diverged"]):
         return "did not train", VERDICT_WORDS["above_promise"][1]
+    if bool(run["no_skill"]):
+        return "no skill shown", NO_SKILL_COLOUR
     value = None if verdict is None or _missing_value(verdict["verdict"]) else str(verdict["verdict"])
     words, colour = verdict_of(value)
     failed = {d: name for _, d, name in MECHANISM_CHECKS.values()}.get(

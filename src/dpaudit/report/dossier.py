@@ -39,7 +39,7 @@ from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.attack_rows import attack_table
-from dpaudit.report.banner import model_banner
+from dpaudit.report.banner import TRAINING_FLAGS, model_banner
 from dpaudit.report.dataset_card import dataset_card
 
 # Section 4 has its own module; most_exposed and TOP_ROWS are importable from here as before.
@@ -468,7 +468,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
                         view.column("seed"), dataset)
     promise, eps = _promise(view, train)
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
-    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason", "training_note")
+    flagged = {**train, **{key: view.column(key) for key in TRAINING_FLAGS
                            if view.column(key) is not None and not train.get("loss_diverged")}}
     body = [f"<h1>Privacy dossier: {esc(title)}</h1>", model_banner(flagged),
             _ladder_img(ladder_png, title),

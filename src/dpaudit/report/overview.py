@@ -89,8 +89,9 @@ def overview_frame(table: pd.DataFrame) -> pd.DataFrame:
     estimators) with its bootstrap interval, test accuracy. Metric values are the table's."""
     ladder = ladder_rows(table)
     runs = ladder.drop_duplicates(["dataset", "run"])[["dataset", "run", "mechanism", "target_epsilon", "seed",
-                                                       "accountant_epsilon", "accountant_delta", "loss_diverged",
-                                                       "loss_divergence_reason"]]
+                                                       "model", "architecture", "accountant_epsilon",
+                                                       "accountant_delta", "loss_diverged", "loss_divergence_reason",
+                                                       "no_skill", "no_skill_reason"]]
     frame = runs.merge(run_verdicts(table), on=["dataset", "run"], how="left", validate="one_to_one")
     best = strongest_attacks(table)
     tpr = selected_rows(table, "mia", "tpr_at_fpr", {})
@@ -168,6 +169,11 @@ def _verdict(row) -> tuple[str, str]:
     if bool(row["loss_diverged"]):
         parts.insert(0, '<span class="badge dnt">did not train</span>')
         rank = -1
+    elif bool(row.get("no_skill", False)):  # issue 46: what was measured, not "did not train"
+        reason = row.get("no_skill_reason")
+        why = f'<div class="small noskill-why">{esc(reason)}</div>' if not is_missing(reason) else ""
+        parts.insert(0, f'<span class="badge noskill">no skill shown</span>{why}')
+        rank = -0.5
     return "".join(parts), str(rank)
 
 
@@ -314,7 +320,8 @@ def _row(row) -> str:
              (auc, auc_sort),
              (tpr, tpr_sort), (bound, bound_sort), (star, star_sort)]
     tds = "".join(f'<td data-sort="{esc(sort)}">{cell}</td>' for cell, sort in cells)
-    cls = ' class="dnt"' if bool(row["loss_diverged"]) else ""
+    cls = ' class="dnt"' if bool(row["loss_diverged"]) else (' class="noskill"' if bool(row.get("no_skill", False))
+                                                              else "")
     return f'<tr{cls} data-dataset="{esc(row["dataset"])}" data-run="{esc(row["run"])}">{tds}</tr>'
 
 
@@ -330,6 +337,9 @@ def _summary(frame: pd.DataFrame) -> str:
     dnt = int(frame["loss_diverged"].sum())
     if dnt:
         parts.append(f'<span class="badge dnt">{dnt} did not train</span>')
+    unskilled = int(frame["no_skill"].sum())
+    if unskilled:
+        parts.append(f'<span class="badge noskill">{unskilled} with no skill shown above the majority rate</span>')
     datasets = frame["dataset"].nunique()
     return (f'<p class="answer">{len(frame)} models on {datasets} dataset{"s" if datasets > 1 else ""}: '
             + " ".join(parts) + "</p>")
@@ -347,6 +357,7 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .answer{margin:0.2em 0 0.5em}
 .badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:0.9em;color:#fff;white-space:nowrap}
 .badge.above_promise{background:#b00020}.badge.consistent{background:#1a7f37}.badge.too_weak{background:#9a6700}
+.badge.noskill{background:#e65100;margin-right:3px}tr.noskill td{background:#fff6ee}
 .badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
 .figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
 .figures figure{margin:0;flex:0 1 auto;min-width:280px}
