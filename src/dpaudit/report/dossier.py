@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
@@ -77,14 +78,17 @@ PMP_METHODS = {
 # ------------------------------------------------------------------ the title
 
 
-def model_title(mechanism: str, target_epsilon, seed, dataset: str) -> str:
-    """Short title of a model: mechanism display name, target ε, seed, dataset."""
+def model_title(mechanism: str, target_epsilon, seed, dataset: str, architecture=None) -> str:
+    """Short title of a model: mechanism display name, target ε, seed, the architecture (given
+    where the dataset has several, ``dpaudit.contract.architectures``), dataset."""
     name = MECHANISM_LABELS.get(mechanism, mechanism)
     parts = [name]
     if not is_missing(target_epsilon) and math.isfinite(float(target_epsilon)):
         parts.append(f"target ε = {float(target_epsilon):g}")
     if not is_missing(seed):
         parts.append(f"seed {int(seed)}")
+    if not is_missing(architecture):
+        parts.append(str(architecture))
     parts.append(dataset)
     return " · ".join(parts)
 
@@ -441,6 +445,16 @@ def _mechanism_lines(view: RunView) -> list[Line]:
 # ------------------------------------------------------------------ the dossier
 
 
+def _architecture(table: pd.DataFrame, dataset: str, run: str):
+    """The run's architecture label where its dataset has several, else None."""
+    if "model" not in table.columns:
+        return None
+    runs = table.loc[(table["dataset"] == dataset).fillna(False).to_numpy(bool) & table["run"].notna().to_numpy(bool),
+                     ["dataset", "run", "model"]].drop_duplicates("run")
+    shown = shown_architectures(runs)[(runs["run"] == run).to_numpy(bool)]
+    return None if shown.empty or is_missing(shown.iloc[0]) else str(shown.iloc[0])
+
+
 def _ladder_img(png: str | Path | None, title: str) -> str:
     """The model's ladder figure as a data URI (the dossier stays one standalone file)."""
     if png is None:
@@ -465,7 +479,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
-                        view.column("seed"), dataset)
+                        view.column("seed"), dataset, _architecture(table, dataset, run))
     promise, eps = _promise(view, train)
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
     flagged = {**train, **{key: view.column(key) for key in TRAINING_FLAGS
