@@ -264,7 +264,7 @@ def _verdict(view: RunView, eps: float) -> str:
 # ------------------------------------------------------------------ section 3
 
 
-def _estar_flags(found: Found) -> str:
+def _estar_flags(found: Found, view: RunView | None = None) -> str:
     flags = []
     if found.get("boot_low") is not None and found.get("boot_high") is not None:
         level = found.get("boot_level")
@@ -278,7 +278,32 @@ def _estar_flags(found: Found) -> str:
         # the parametric fit's count is an expectation (rate x set size), not whole examples
         expected = "expected " if found.get("estimator") == "parametric" else ""
         flags.append(f"{expected}examples behind the ratio {found.num('argmax_count')}")
-    return "; ".join(flags)
+    return "; ".join(flags + (_estar_issue46_flags(found, view) if view is not None else []))
+
+
+def _estar_issue46_flags(found: Found, view: RunView) -> list[str]:
+    """The flags of issue 46 (rows of their own, same estimator and loss): at the sample's
+    resolution, and outside its bootstrap interval with the bias-corrected form."""
+    select = {"estimator": found.get("estimator"), "loss": found.get("loss")}
+    flags = []
+    at = view.find("epsilon_star", "at_resolution", **select)
+    if at is not None and at.get("value_bool") in (True, np.True_):
+        members = str(at.get("term")) in ("m2", "m4")
+        n = at.num("n_tr" if members else "n_pop")
+        who = "member" if members else "non-member"
+        # the parametric fit extrapolates below one record; the empirical value sits on one
+        where, rests = (("beyond", f"under one expected {who}") if select["estimator"] == "parametric"
+                        else ("at", f"one {who}"))
+        flags.append(f'<span class="flag">{where} the sample\'s resolution: the ratio rests on {rests} of {n} '
+                     f"(rate 1/{n}, the finest the sample shows)</span>")
+    out = view.find("epsilon_star", "outside_bootstrap_interval", **select)
+    corrected = view.find("epsilon_star", "epsilon_star_bias_corrected", **select)
+    if out is not None and out.get("value_bool") in (True, np.True_) and corrected is not None:
+        flags.append(f'<span class="flag">outside its own bootstrap interval: the replicates, maxima of resampled '
+                     f"ratios, sit above it by the estimator's upward bias; bias-corrected {corrected.num()} "
+                     f"[{corrected.num('ci_lower')}, {corrected.num('ci_upper')}] (basic bootstrap, first-order)"
+                     "</span>")
+    return flags
 
 
 def _distributional(view: RunView, eps: float) -> str:
@@ -293,10 +318,11 @@ def _distributional(view: RunView, eps: float) -> str:
         for found in rows:
             value = found.value
             meaning = (f"The best loss-threshold test separates this model's members from the population "
-                       f"with a likelihood ratio up to e^{found.num()}; an estimate of this instance, not a bound on DP ε"
+                       f"with a likelihood ratio up to e^{found.num()}: this model instance's empirical privacy over "
+                       "records, an estimate and not a bound on the training mechanism's ε"
                        + (f", above the promise ε = {fmt(eps)}." if math.isfinite(eps) and value > eps else "."))
             lines.append(Line(f"ε* ({esc(found.get('estimator'))}, loss {esc(found.get('loss'))})", found.num(),
-                              _estar_flags(found), meaning, kind_of("epsilon_star", "epsilon_star")))
+                              _estar_flags(found, view), meaning, kind_of("epsilon_star", "epsilon_star")))
         out.append(rows_table(lines))
     out.append("<h3>Practical membership privacy ε̃</h3>")
     why = view.missing_family("pmp")
