@@ -421,9 +421,9 @@ def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
         title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
         colour = "#b00020"
     elif bool(first.get("no_skill", False)):
-        reason = first.get("no_skill_reason")
-        title = ("NO SKILL SHOWN" + (f": {reason}" if not _missing_value(reason) else " above the majority rate")
-                 + "\n" + title)
+        reason = "" if _missing_value(first.get("no_skill_reason")) else str(first["no_skill_reason"])
+        said = reason.removeprefix("no skill shown") if reason.startswith("no skill shown") else f": {reason}"
+        title = "NO SKILL SHOWN" + (said if reason else " above the majority rate") + "\n" + title
         colour = NO_SKILL_COLOUR
     return title, colour
 
