@@ -53,8 +53,13 @@ def _star_rows(run: str, *, outside: bool) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    """One dataset, two DP-SGD models alike but for their architecture (the CNN shows no skill), and a
-    baseline CNN."""
+    return two_architecture_table()
+
+
+def two_architecture_table() -> pd.DataFrame:
+    """One dataset, two DP-SGD models alike but for their architecture (the CNN shows no skill, its
+    empirical ε* lies outside its bootstrap interval), and a baseline CNN (also read by
+    tests/e2e/test_overview_browser.py)."""
     frames = []
     for model in (CNN, KERAS):
         frame = model_rows("dpsgd", 1.0, 0)
@@ -220,7 +225,18 @@ def test_the_overview_star_cell_says_what_epsilon_star_is_and_flags_it(table):
     # the empirical 0.684 is the larger logit estimate: outside [0.884, 2.47], bias-corrected 2·0.684 − 1.497 → 0
     assert 'data-value="0.684"' in star and "outside its bootstrap interval" in star
     assert re.search(r'data-metric="epsilon_star_bias_corrected"[^>]*>0<', star)
-    assert "at the sample's resolution: its winning ratio rests on one member of" in star
+    assert "at the sample's resolution: rests on one member of" in star
     assert 'data-field="n_tr">284<' in star
     other = html.unescape(re.findall(r"<td[^>]*>(.*?)</td>", rows[_run(KERAS)])[-1])
     assert "outside its bootstrap interval" not in other and O.STAR_CAPTION in other
+
+
+def test_the_dossier_flags_its_epsilon_star_rows(table):
+    page = html.unescape(build_dossier(table, DATASET, _run(CNN)))
+    section = page.split("<h3>Epsilon*</h3>")[1].split("<h3>")[0]
+    assert "this model instance's empirical privacy over records, an estimate and not a bound" in section
+    assert "at the sample's resolution: the ratio rests on one member of" in section
+    assert "outside its own bootstrap interval" in section and "bias-corrected" in section
+    assert re.search(r'data-metric="epsilon_star_bias_corrected"[^>]*data-field="ci_upper"[^>]*>0.484<', section)
+    # the parametric row is not outside its interval: no bias-corrected form beside it
+    assert section.count("bias-corrected") == 1

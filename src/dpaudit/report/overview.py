@@ -329,10 +329,8 @@ def _resolution_words(row) -> str:
     size = _num(n, "epsilon_star", "at_resolution", select, "n_tr" if members else "n_pop") if not is_missing(n) else "n"
     if str(row["star_estimator"]) == "parametric":
         count = _num(row.get("argmax_count"), "epsilon_star", "at_resolution", select, "argmax_count")
-        return (f"beyond the sample's resolution: its winning rate rests on {count} expected {who}s of {size} "
-                f"(under one; 1/{size} is the finest rate the sample shows), an extrapolation of the Normal fit")
-    return (f"at the sample's resolution: its winning ratio rests on one {who} of {size} (rate 1/{size}, the finest "
-            "the sample shows), a lattice value other models share")
+        return f"beyond the sample's resolution: rests on {count} expected {who}s of {size} (a Normal-tail extrapolation)"
+    return f"at the sample's resolution: rests on one {who} of {size}"
 
 
 def _star(row) -> tuple[str, str]:
@@ -345,8 +343,7 @@ def _star(row) -> tuple[str, str]:
     cell += f'<div class="small">{esc(estimator)}</div>'
     if _true(row.get("outside_bootstrap_interval")):
         bc = _num(row.get("bias_corrected"), "epsilon_star", "epsilon_star_bias_corrected", select)
-        cell += (f'<div class="small flag star-outside">outside its bootstrap interval (its replicates, maxima of '
-                 f"resampled ratios, sit above it): bias-corrected {bc}"
+        cell += (f'<div class="small flag star-outside">outside its bootstrap interval: bias-corrected {bc}'
                  + _interval(row, "bc_low", "bc_high", "epsilon_star", "epsilon_star_bias_corrected", select,
                              ("ci_lower", "ci_upper")) + "</div>")
     if _true(row.get("at_resolution")):
@@ -515,8 +512,12 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
         + f'<div class="scroll"><table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
           "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
-          f"ε*: {esc(STAR_TOOLTIP)} Flagged where it rests on a single record (the sample's resolution) or lies "
-          "outside its own bootstrap interval (then its bias-corrected form is shown). "
+          f"ε*: {esc(STAR_TOOLTIP)} Flagged where its winning ratio rests on a single record (the sample's "
+          "resolution, rate 1/n: the value is then a lattice value other models share; for the parametric fit, an "
+          "extrapolation of its Normal tail below one record) or lies outside its own bootstrap interval: ε* is a "
+          "maximum over thresholds, and the replicates' maxima of resampled ratios sit above it by its upward bias, "
+          "so the bias-corrected form 2ε* − mean of the replicates is shown with the basic bootstrap interval "
+          "(floored at 0; it corrects the first-order bias only). "
           "Each value is a row of results/tables/metrics.parquet; names and meanings: docs/metrics.md.</p>"
         + SCRIPT)
     return page("dpaudit: is each model as private as promised?", html, style=STYLE, lang="en", viewport=True,
