@@ -287,8 +287,9 @@ def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def flagged_model_lines(run_keys: Sequence[tuple[str, str]], train_info: str) -> list[str]:
     """One terminal line per model of ``run_keys`` whose train.json (``train_info``, a path with
-    {dataset} and {run}) flags it as not trained, then one per model with a training note; runs
-    not trained in this invocation (no train.json yet) are skipped."""
+    {dataset} and {run}) flags it as not trained or as showing no skill, then one per note
+    (training note, instability note); runs not trained in this invocation (no train.json
+    yet) are skipped."""
     flagged, noted = [], []
     for dataset, run in run_keys:
         path = Path(train_info.format(dataset=dataset, run=run))

@@ -30,6 +30,7 @@ __all__ = [
     "LOSS_DIVERGENCE_RATIO",
     "LOSS_SPIKE_RATIO",
     "MAJORITY_TEST_LEVEL",
+    "MIN_DROP_ROWS",
     "constant_predictor_loss",
     "divergence_reason",
     "instability_note",
@@ -64,8 +65,8 @@ LOSS_DIVERGENCE_RATIO = 2.0
 MAJORITY_TEST_LEVEL = 0.05
 # The instability note (issue 46; a note, not a flag): an epoch's mean training loss above
 # LOSS_SPIKE_RATIO × the lowest of the epochs before it and above the constant predictor's
-# loss (a rise from 0.01 to 0.04 is noise, not a spike; one to above what predicting the class
-# frequencies costs is not), or a held-out accuracy that ends ACCURACY_DROP (absolute, and at
+# loss (a rise from 0.01 to 0.04 stays noise; a rise past what predicting the class frequencies
+# costs does not), or a held-out accuracy that ends ACCURACY_DROP (absolute, and at
 # least MIN_DROP_ROWS rows of the split) below its best epoch's: the released model is the
 # last epoch's, not the best one seen.
 LOSS_SPIKE_RATIO = 3.0
