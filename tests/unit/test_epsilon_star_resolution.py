@@ -32,9 +32,9 @@ def brute_force(tr: np.ndarray, pop: np.ndarray, delta: float = DELTA, a: float 
     best = (1.0, None, None, None)
     for tau in np.unique(np.concatenate([tr, pop])):
         c_tr, c_pop = int((tr <= tau).sum()), int((pop <= tau).sum())  # members / non-members flagged
-        fpr, tpr = c_pop / n_pop, c_tr / n_tr
-        fnr, tnr = 1 - tpr, 1 - fpr
-        if not (a < fpr < 1 - a and a < fnr < 1 - a):
+        # every rate a count fraction (1 − x would round 1 − 1/1000 past the filter at 1000 rows)
+        fpr, tpr, fnr, tnr = c_pop / n_pop, c_tr / n_tr, (n_tr - c_tr) / n_tr, (n_pop - c_pop) / n_pop
+        if not (fpr > a and tnr > a and fnr > a and tpr > a):  # FPR and FNR in (a, 1 − a)
             continue
         # (ratio, denominator count, its set's size, numerator count)
         for ratio, den, n, num in (((tpr - delta) / fpr, c_pop, n_pop, c_tr), ((tnr - delta) / fnr, n_tr - c_tr, n_tr,
@@ -81,6 +81,24 @@ def test_a_ratio_resting_on_several_records_is_not_at_the_resolution():
     assert _flag(frame, "at_resolution")["value_bool"] is np.False_
     # without a bootstrap there is neither an interval flag nor a bias-corrected row
     assert not frame["metric"].isin(["outside_bootstrap_interval", "epsilon_star_bias_corrected"]).any()
+
+
+def test_from_1000_rows_the_filter_sets_the_resolution_at_two_records():
+    """The empirical filter keeps rates above 0.001: of 1000 members the fewest a ratio may rest on
+    is 2 (1/1000 is not above 0.001), so a ratio on 2 members is at the resolution, 2/1000."""
+    rng = np.random.default_rng(0)
+    tr, pop = rng.normal(-0.3, 1.0, 1000), rng.normal(0.0, 1.0, 500)
+    value, count, n, _ = brute_force(tr, pop)
+    assert (count, n) == (2, 1000)
+    frame = epsilon_star_metrics({"logit": tr}, {"logit": pop}, DELTA, estimators=("empirical",))
+    assert _flag(frame, "epsilon_star")["value"] == pytest.approx(value, abs=1e-12)
+    at = _flag(frame, "at_resolution")
+    assert at["value_bool"] is np.True_ and at["resolution"] == pytest.approx(2 / 1000)
+    rng = np.random.default_rng(1)
+    tr, pop = rng.normal(-0.3, 1.0, 1000), rng.normal(0.0, 1.0, 500)
+    assert brute_force(tr, pop)[1:3] == (6, 1000)
+    frame = epsilon_star_metrics({"logit": tr}, {"logit": pop}, DELTA, estimators=("empirical",))
+    assert _flag(frame, "at_resolution")["value_bool"] is np.False_
 
 
 def test_the_parametric_flag_says_the_fit_extrapolates_below_one_record():

@@ -219,10 +219,11 @@ EPSILON_STAR = [
            "p-value", "diagnostic", ("loss", "estimator", "gof_set", "n_tr", "n_pop")),
     # issue 46: what an estimate rests on, as flags of each epsilon_star row (same loss and estimator)
     Metric("epsilon_star", "at_resolution", "ε* at the sample's resolution",
-           "Whether the epsilon_star row's winning ratio rests on at most one example of its denominator's set "
-           "(argmax_count ≤ 1; resolution = 1/n of that set, the finest rate the sample resolves): the empirical "
+           "Whether the epsilon_star row's winning ratio rests on the fewest records of its denominator's set the "
+           "estimator can use (argmax_count ≤ resolution × n; resolution = the finest rate it resolves on this "
+           "sample: the smallest count the empirical filter keeps over n, 1/n for the parametric fit): the empirical "
            "value is then a lattice value that neighbouring models share, the parametric one an extrapolation of the "
-           "Normal fit's tail below it.", "—", "diagnostic",
+           "Normal fit's tail below one record.", "—", "diagnostic",
            (*_ESTAR[:3], "n_tr", "n_pop", "term", "argmax_count", "resolution"), dtype="bool"),
     Metric("epsilon_star", "outside_bootstrap_interval", "ε* outside its bootstrap interval",
            "Whether the epsilon_star row's value lies outside its own percentile bootstrap interval "

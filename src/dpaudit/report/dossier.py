@@ -292,10 +292,11 @@ def _estar_issue46_flags(found: Found, view: RunView) -> list[str]:
         n = at.num("n_tr" if members else "n_pop")
         who = "member" if members else "non-member"
         # the parametric fit extrapolates below one record; the empirical value sits on one
+        fewest = round(float(at.get("resolution", 0.0)) * float(at.get("n_tr" if members else "n_pop", 0)))
         where, rests = (("beyond", f"under one expected {who}") if select["estimator"] == "parametric"
-                        else ("at", f"one {who}"))
-        flags.append(f'<span class="flag">{where} the sample\'s resolution: the ratio rests on {rests} of {n} '
-                     f"(rate 1/{n}, the finest the sample shows)</span>")
+                        else ("at", f"{'one' if fewest <= 1 else fewest} {who}{'s' * (fewest > 1)}"))
+        flags.append(f'<span class="flag">{where} the sample\'s resolution: the ratio rests on {rests} of {n}, the '
+                     f"fewest it can use (resolution {at.num('resolution')})</span>")
     out = view.find("epsilon_star", "outside_bootstrap_interval", **select)
     corrected = view.find("epsilon_star", "epsilon_star_bias_corrected", **select)
     if out is not None and out.get("value_bool") in (True, np.True_) and corrected is not None:

@@ -330,7 +330,9 @@ def _resolution_words(row) -> str:
     if str(row["star_estimator"]) == "parametric":
         count = _num(row.get("argmax_count"), "epsilon_star", "at_resolution", select, "argmax_count")
         return f"beyond the sample's resolution: rests on {count} expected {who}s of {size} (a Normal-tail extrapolation)"
-    return f"at the sample's resolution: rests on one {who} of {size}"
+    fewest = round(float(row["resolution"]) * float(n)) if not is_missing(row.get("resolution")) and not \
+        is_missing(n) else 1
+    return f"at the sample's resolution: rests on {'one' if fewest == 1 else fewest} {who}{'s' * (fewest > 1)} of {size}"
 
 
 def _star(row) -> tuple[str, str]:

@@ -11,10 +11,13 @@ rests on, an optional bootstrap interval and, for the parametric estimator,
 whether the KS check rejects its Normal fit (rows ``normal_fit_pvalue``).
 
 Issue 46: two flags of each ``epsilon_star`` row are rows of their own, so metrics.parquet
-carries them (value_bool): ``at_resolution`` (the winning ratio's denominator rests on at most
-one example, rate 1/n: the finest the sample resolves; breast_cancer's 284 members and 142
-non-members give ln(8 − 284δ) = 2.057 to most models, one member against four non-members)
-and, with the bootstrap, ``outside_bootstrap_interval``. Why a point falls outside its own
+carries them (value_bool): ``at_resolution`` (the winning ratio's denominator rests on the
+fewest records of its set the estimator can use: its resolution, the finest rate it resolves
+on this sample, is the smallest count the empirical filter keeps over n (1/n below 1000 rows at
+the default filter 0.001, 2/n from 1000), and 1/n for the parametric fit, whose winning rate
+extrapolates the Normal tail below it; breast_cancer's 284 members and 142 non-members give
+ln(8 − 284δ) = 2.057 to most models, one member against four non-members) and, with the
+bootstrap, ``outside_bootstrap_interval``. Why a point falls outside its own
 percentile interval: ε* is a maximum over thresholds of noisy ratios, biased upward (the
 largest of many noisy ratios), and a bootstrap replicate adds a second draw of the same noise,
 which its maximum picks up too, so the replicates sit above the point by about that bias
@@ -135,8 +138,19 @@ def _flags(
         "none_kept": res.n_kept == 0,
         "separated": separated,
         "argmax_count": res.argmax_denominator * set_size if defined else float("nan"),
-        "resolution": 1.0 / set_size,
+        "resolution": _fewest_count(set_size, estimator, empirical_filter) / set_size,
     }
+
+
+def _fewest_count(n: int, estimator: str, empirical_filter: float) -> int:
+    """The fewest records of a set of ``n`` a winning ratio's denominator can rest on: the smallest
+    count whose rate the empirical filter keeps (the same float test as the estimator), 1 for the
+    parametric fit (it extrapolates below one record, to its δ filter)."""
+    if estimator != "empirical":
+        return 1
+    counts = np.arange(1, n + 1)
+    kept = counts[(counts / n > empirical_filter) & ((n - counts) / n > empirical_filter)]
+    return int(kept[0]) if kept.size else n
 
 
 def _flag_rows(res: EpsilonStarResult, loss: str, estimator: str, n_tr: int, n_pop: int, extra: dict) -> list[dict]:
@@ -149,7 +163,8 @@ def _flag_rows(res: EpsilonStarResult, loss: str, estimator: str, n_tr: int, n_p
               "filter_hi": res.filter_hi, "n_tr": n_tr, "n_pop": n_pop, "term": res.term,
               "argmax_count": extra["argmax_count"], "resolution": extra["resolution"]}
     # an integer count of the empirical estimator is exact; 1e-9 absorbs rate × n rounding
-    at = bool(extra["argmax_count"] <= 1.0 + 1e-9) if defined else None
+    fewest = extra["resolution"] * (n_tr if res.term in ("m2", "m4") else n_pop)
+    at = bool(extra["argmax_count"] <= fewest + 1e-9) if defined else None
     rows = [{"metric": "at_resolution", "value": nan, "value_bool": at, **common}]
     if "boot_low" not in extra:
         return rows
