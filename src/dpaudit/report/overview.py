@@ -514,8 +514,8 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
         + f'<div class="scroll"><table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
           "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
-          f"ε*: {esc(STAR_TOOLTIP)} Flagged where its winning ratio rests on a single record (the sample's "
-          "resolution, rate 1/n: the value is then a lattice value other models share; for the parametric fit, an "
+          f"ε*: {esc(STAR_TOOLTIP)} Flagged where its winning ratio rests on the fewest records it can use (the "
+          "sample's resolution: the value is then a lattice value other models share; for the parametric fit, an "
           "extrapolation of its Normal tail below one record) or lies outside its own bootstrap interval: ε* is a "
           "maximum over thresholds, and the replicates' maxima of resampled ratios sit above it by its upward bias, "
           "so the bias-corrected form 2ε* − mean of the replicates is shown with the basic bootstrap interval "
