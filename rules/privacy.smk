@@ -1,4 +1,5 @@
 # Geambasu's DP lecture: a privacy card per model, the budget ledger, teaching figures.
+from dpaudit.contract.architectures import architecture_label
 from dpaudit.contract.mechanisms import MECHANISM_SHORT_LABELS
 
 # Teaching figures of the DP lecture: output name -> what the report calls it.
@@ -26,7 +27,10 @@ def card_labels(wildcards):
     mechanism = MECHANISM_SHORT_LABELS[params["mechanism"]]
     epsilon = f"ε = {f'{target:g}'.rjust(3, chr(0x2007))}" if has_target else "ε = ∞ (no DP)"
     seed_text = "" if seed is None else f" · seed {str(seed).rjust(2, chr(0x2007))}"
-    return {"model": f"{mechanism} · {epsilon}{seed_text}"}
+    # a dataset with several architectures names each model's (issue 46, dpaudit.contract.architectures)
+    kinds = {architecture_label(p.get("model")) for p in RUNS[wildcards.dataset].values()} - {None}
+    shown = architecture_label(params.get("model")) if len(kinds) > 1 else None
+    return {"model": f"{mechanism} · {epsilon}{seed_text}" + (f" · {shown}" if shown else "")}
 
 
 def canary_card_input():

@@ -27,13 +27,17 @@ TRAIN_COLUMNS = {
     "accountant": "accountant",
     "sampling": "sampling",
     # True when the run did not train (dpaudit.training.divergence.divergence_reason: a
-    # non-finite loss, a last epoch above 2x the first and the constant predictor's loss,
-    # or held-out accuracy not better than the majority-class rate), with the reason, and
-    # the milder note of a model that learned but is overconfident: every metric row of the
-    # run carries the three, runs.html shows them.
+    # non-finite loss, or a last epoch above 2x the first and the constant predictor's loss),
+    # with the reason; no_skill when its held-out accuracy is not significantly above the
+    # majority-class rate, with the words saying so (issue 46); the milder notes of a model
+    # that learned but is overconfident or trained unstably: every metric row of the run
+    # carries them, runs.html shows them.
     "loss_diverged": "loss_diverged",
     "loss_divergence_reason": "loss_divergence_reason",
+    "no_skill": "no_skill",
+    "no_skill_reason": "no_skill_reason",
     "training_note": "training_note",
+    "instability_note": "instability_note",
 }
 FLOAT_TRAIN_COLUMNS = ("accountant_epsilon", "accountant_delta", "noise_multiplier")
 RUN_COLUMNS = ["dataset", "run", *GRID_COLUMNS, *TRAIN_COLUMNS]
@@ -72,13 +76,14 @@ def runs_frame(runs: Mapping[str, Mapping[str, Mapping]], train_infos: Mapping[t
                 row[column] = _as_float(value) if column in FLOAT_TRAIN_COLUMNS else value
             row["loss_diverged"] = bool(info.get("loss_diverged", False))
             row["loss_divergence_reason"] = info.get("loss_divergence_reason") if row["loss_diverged"] else None
+            row["no_skill"] = bool(info.get("no_skill", False))
             rows.append(row)
     frame = pd.DataFrame(rows)
     frame = frame.astype({**GRID_COLUMNS, "dataset": "string", "run": "string",
                           "accountant_epsilon": "float64", "accountant_delta": "float64",
                           "noise_multiplier": "float64", "accountant": "string", "sampling": "string",
-                          "loss_diverged": "boolean", "loss_divergence_reason": "string",
-                          "training_note": "string"})
+                          "loss_diverged": "boolean", "loss_divergence_reason": "string", "no_skill": "boolean",
+                          "no_skill_reason": "string", "training_note": "string", "instability_note": "string"})
     baseline = frame["mechanism"] == "baseline"
     if frame.loc[baseline, "accountant_epsilon"].lt(math.inf).any():
         raise ValueError("a baseline run has a finite accountant ε; non-private models must carry +inf")
@@ -172,15 +177,23 @@ RUNS_GLOSSARY = {
     "target_epsilon": ("target ε", "nats", "ε the noise multiplier was calibrated for; the exact ε of output / "
                        "objective perturbation (— for baselines)"),
     "seed": ("seed", "—", "training seed (initialisation and batch sampling)"),
-    "loss_diverged": ("did not train", "yes / no", "yes: the model did not learn (its loss became non-finite, its "
-                      "last epoch's loss exceeded twice its first and the loss of predicting the class frequencies, "
-                      "or its held-out accuracy is not better than the majority-class rate by a one-sided exact "
-                      "binomial test at level 0.05); its privacy numbers describe a broken model. Type yes in the "
-                      "box under the column to show only these runs"),
-    "loss_divergence_reason": ("why it did not train", "—", "the rule that flagged the run, with its losses or "
-                               "accuracy (— for a run that trained)"),
+    "model": ("model", "—", "the model's architecture (training.model or the grid's model: mlp, cnn or a user's "
+              "keras:package.module:function; — for the linear mechanisms)"),
+    "loss_diverged": ("did not train", "yes / no", "yes: the training loss broke (it became non-finite, or its "
+                      "last epoch's loss exceeded twice its first and the loss of predicting the class frequencies); "
+                      "its privacy numbers describe a broken model. Type yes in the box under the column to show "
+                      "only these runs"),
+    "loss_divergence_reason": ("why it did not train", "—", "the rule that flagged the run, with its losses "
+                               "(— for a run that trained)"),
+    "no_skill": ("no skill shown", "yes / no", "yes: the held-out accuracy is not significantly above the "
+                 "majority-class rate (one-sided exact binomial test at level 0.05): the model may have learned "
+                 "nothing, or all its features allow"),
+    "no_skill_reason": ("accuracy vs majority", "—", "the accuracy, the majority-class rate and the rows behind "
+                        "“no skill shown” (— when the model shows skill)"),
     "training_note": ("training note", "—", "a model that learned but whose mean training loss is above the "
                       "constant predictor's, because of a few confident errors (— when none); not a flag"),
+    "instability_note": ("unstable training", "—", "the training loss spiked or the held-out accuracy fell during "
+                         "training; the released model is the last epoch's (— when neither); not a flag"),
     "accountant_epsilon": vocabulary.glossary_entry("mia", "accountant_epsilon"),
     "accountant_delta": ("δ", "probability", "δ of the guarantee (auto = 1/(n ln n), n = training examples)"),
     "accountant": ("accountant", "—", "privacy accountant (rdp = Rényi DP, pld = privacy loss distributions, "
@@ -231,11 +244,22 @@ def summary_html(summary: pd.DataFrame) -> str:
         names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(diverged["dataset"], diverged["run"], strict=True))
         intro += (f"<p style='color:#b00020;font-weight:bold'>{len(diverged)} run(s) did not train (column "
                   f"“did not train” = yes); their privacy numbers describe a broken model: {names}</p>")
+    unskilled = summary[summary["no_skill"].fillna(False).astype(bool)] if "no_skill" in summary else []
+    if len(unskilled):
+        names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(unskilled["dataset"], unskilled["run"], strict=True))
+        intro += (f"<p style='color:#e65100;font-weight:bold'>{len(unskilled)} run(s) show no skill above the "
+                  f"majority rate (column “no skill shown” = yes; their held-out accuracy is not significantly above "
+                  f"always predicting the most frequent class): {names}</p>")
     noted = summary[summary["training_note"].notna()] if "training_note" in summary else []
     if len(noted):
         names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(noted["dataset"], noted["run"], strict=True))
         intro += (f"<p>{len(noted)} run(s) learned but carry a training note (column “training note”: mean "
                   f"training loss above the constant predictor's because of confident errors): {names}</p>")
+    unstable = summary[summary["instability_note"].notna()] if "instability_note" in summary else []
+    if len(unstable):
+        names = ", ".join(html.escape(f"{d}/{r}") for d, r in zip(unstable["dataset"], unstable["run"], strict=True))
+        intro += (f"<p>{len(unstable)} run(s) trained unstably (column “unstable training”: a loss spike or a "
+                  f"falling held-out accuracy; the released model is the last epoch's): {names}</p>")
     body = intro + tables.interactive_table(summary, glossary, table_id="dpaudit-runs") + tables.glossary_html(glossary)
     return page("dpaudit runs", body, style=tables.PAGE_STYLE, head=tables.offline_bundle())
 
@@ -263,8 +287,9 @@ def summary_from_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def flagged_model_lines(run_keys: Sequence[tuple[str, str]], train_info: str) -> list[str]:
     """One terminal line per model of ``run_keys`` whose train.json (``train_info``, a path with
-    {dataset} and {run}) flags it as not trained, then one per model with a training note; runs
-    not trained in this invocation (no train.json yet) are skipped."""
+    {dataset} and {run}) flags it as not trained or as showing no skill, then one per note
+    (training note, instability note); runs not trained in this invocation (no train.json
+    yet) are skipped."""
     flagged, noted = [], []
     for dataset, run in run_keys:
         path = Path(train_info.format(dataset=dataset, run=run))
@@ -274,6 +299,9 @@ def flagged_model_lines(run_keys: Sequence[tuple[str, str]], train_info: str) ->
         if info.get("loss_diverged"):
             flagged.append(f"dpaudit: DID NOT TRAIN {dataset}/{run}: {info.get('loss_divergence_reason')} "
                            f"(its privacy numbers describe a broken model; see {path})")
-        elif info.get("training_note"):
-            noted.append(f"dpaudit: note {dataset}/{run}: {info['training_note']}")
+        else:
+            if info.get("no_skill"):
+                flagged.append(f"dpaudit: NO SKILL {dataset}/{run}: {info.get('no_skill_reason')} (see {path})")
+            noted.extend(f"dpaudit: note {dataset}/{run}: {info[key]}" for key in ("training_note", "instability_note")
+                         if info.get(key))
     return flagged + noted

@@ -7,13 +7,44 @@ import json
 import pandas as pd
 import pytest
 
-from dpaudit.report.overview import HEADING
+from dpaudit.report.overview import HEADING, STAR_CAPTION, build_overview
 from tests.e2e.browser import Browser
 
 # make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
 pytestmark = pytest.mark.xdist_group("tiny_run")
 
 ROWS = "[...document.querySelectorAll('#overview tbody tr')]"
+
+
+def star_cells(browser) -> list[dict]:
+    """Per row with an ε*, its cell's caption text, tooltip and whether the caption is drawn."""
+    return browser.evaluate(
+        "const i = [...document.querySelectorAll('#overview thead th')].findIndex(th => th.innerText.startsWith('ε*'));"
+        f"{ROWS}.map(r => r.cells[i].querySelector('.star')).filter(Boolean).map(s => {{"
+        " const c = s.querySelector('.star-caption'), box = c.getBoundingClientRect();"
+        " return {caption: c.innerText, title: s.title, flags: [...s.querySelectorAll('.flag')].map(f => f.innerText),"
+        " visible: box.width > 0 && box.height > 0}; })")
+
+
+def test_the_star_cell_says_what_it_is_and_shows_its_flags(tmp_path):
+    """Issue 46 without the tiny run: the unit tests' two-architecture table, rendered and opened."""
+    from tests.unit.test_models_told_apart import two_architecture_table
+
+    page = tmp_path / "index.html"
+    page.write_text(build_overview(two_architecture_table()))
+    browser = Browser(tmp_path / "chromium-profile", width=1280, height=900)
+    try:
+        browser.open(page.as_uri())
+        browser.screenshot(tmp_path / "star_cells.png")
+        cells = star_cells(browser)
+        assert len(cells) == 2 and all(c["caption"] == STAR_CAPTION and c["visible"] for c in cells), cells
+        assert all("not a bound on the mechanism's ε" in c["title"] for c in cells)
+        flagged = [c for c in cells if any("outside its bootstrap interval" in f for f in c["flags"])]
+        assert len(flagged) == 1 and any("bias-corrected 0 [0, 0.484]" in f for f in flagged[0]["flags"]), flagged
+        assert any("at the sample's resolution" in f for c in cells for f in c["flags"])
+        assert browser.errors == [], browser.errors
+    finally:
+        browser.close()
 
 
 def test_overview_page_sorts_filters_and_links_every_dossier(tiny_run, tmp_path):
@@ -60,6 +91,9 @@ def test_overview_page_sorts_filters_and_links_every_dossier(tiny_run, tmp_path)
             else:
                 assert ("passed" if noise["value_bool"].iloc[0] else "FAILED") in text, text
         assert not released.empty  # the tiny run's DP-SGD model carries its checks
+        # ε* as what it is (issue 46): each model's ε* cell carries the caption, visible, and the tooltip
+        assert star_cells(browser) and all(cell["caption"] == STAR_CAPTION and "not a bound on the mechanism" in
+                                           cell["title"] and cell["visible"] for cell in star_cells(browser))
         # filtering by a dataset's name leaves that dataset's rows
         browser.evaluate("const f = document.getElementById('filter'); f.value = 'tiny_table';"
                          "f.dispatchEvent(new Event('input')); true")

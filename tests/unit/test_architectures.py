@@ -57,7 +57,10 @@ def test_the_user_builder_gets_the_image_shape_and_is_wrapped_with_logits_and_pr
     (USER + "missing", ["training.model", "no function 'missing'"]),
     (USER + "NOT_CALLABLE", ["no function 'NOT_CALLABLE'"]),
     ("keras:tests.unit.user_builders", ["keras:package.module:function"]),
-    (USER + "not_a_model", ["not a Keras model"]),
+    (USER + "not_a_model", ["returned function, not a tf_keras model", "import tf_keras as keras"]),
+    # issue 46: a builder written for Keras 3 is told to build with tf_keras, not to return what it returned
+    (USER + "keras3_sequential", ["training.model", "returned a Keras 3 Sequential", "the builder imports keras",
+                                  "'import tf_keras as keras'", "instead of 'import keras'"]),
     (USER + "ends_in_softmax", ["training.model", "logits", "drop the final softmax"]),
     (USER + "wrong_width", ["training.model", "not [batch, 3] logits"]),
     (USER + "with_batch_norm", ["BatchNormalization", "mixes", "use GroupNormalization"]),

@@ -81,7 +81,8 @@ def metrics_table():
                      "clip_norm": 1.0 if target else None, "microbatches": None, "epochs": 10, "batch_size": 64,
                      "learning_rate": 0.05, "seed": seed, "model": "mlp", "accountant_epsilon": target or math.inf,
                      "accountant_delta": 1e-3, "noise_multiplier": None, "accountant": "rdp", "sampling": "poisson",
-                     "loss_diverged": False, "loss_divergence_reason": None, "training_note": None})
+                     "loss_diverged": False, "loss_divergence_reason": None, "no_skill": False,
+                     "no_skill_reason": None, "training_note": None, "instability_note": None})
     runs = pd.DataFrame(runs).astype({"target_epsilon": "Float64", "clip_norm": "Float64", "microbatches": "Int64",
                                       "epochs": "Int64", "batch_size": "Int64", "learning_rate": "Float64",
                                       "seed": "Int64", "model": "string", "noise_multiplier": "float64"})

@@ -52,3 +52,11 @@ def not_a_model(input_shape, n_classes, params, seed):
 
 
 NOT_CALLABLE = 3
+
+
+def keras3_sequential(input_shape, n_classes, params, seed):
+    """A builder written for Keras 3 (``import keras``), which dpaudit's tf_keras cannot train."""
+    import keras as keras3  # noqa: TID251  (the Keras 3 import this builder reproduces)
+
+    return keras3.Sequential([keras3.Input(shape=input_shape), keras3.layers.Flatten(),
+                              keras3.layers.Dense(n_classes, kernel_initializer=keras3.initializers.GlorotUniform(seed))])

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+# the names renamed when the vocabulary was introduced (schema version 2), re-exported
+from dpaudit.contract.renamed import RENAMED
+
 __all__ = [
     "FAMILIES",
     "KEY_COLUMNS",
@@ -203,7 +206,8 @@ _ESTAR = ("loss", "estimator", "delta", "filter_lo", "filter_hi", "n_tr", "n_pop
 EPSILON_STAR = [
     Metric("epsilon_star", "epsilon_star", "ε*",
            "Epsilon*: ln of the largest hypothesis-testing ratio of the loss-threshold attack over kept "
-           "thresholds, an empirical privacy estimate of this model instance, not a bound on its DP ε.",
+           "thresholds, the empirical privacy of this model instance over records (the draw of one record, not of "
+           "the training, is the randomness), an estimate and not a bound on the training mechanism's DP ε.",
            "nats", "estimate", (*_ESTAR, "grid_size")),
     *(Metric("epsilon_star", term, f"ε* term {term}",
              f"Largest value over kept thresholds of the Epsilon* ratio {formula} (not floored at 1).",
@@ -213,6 +217,24 @@ EPSILON_STAR = [
     Metric("epsilon_star", "normal_fit_pvalue", "Normal-fit p-value",
            "Kolmogorov–Smirnov p-value of the parametric estimator's Normal fit to one set's transformed losses.",
            "p-value", "diagnostic", ("loss", "estimator", "gof_set", "n_tr", "n_pop")),
+    # issue 46: what an estimate rests on, as flags of each epsilon_star row (same loss and estimator)
+    Metric("epsilon_star", "at_resolution", "ε* at the sample's resolution",
+           "Whether the epsilon_star row's winning ratio rests on the fewest records of its denominator's set the "
+           "estimator can use (argmax_count ≤ resolution × n; resolution = the finest rate it resolves on this "
+           "sample: the smallest count the empirical filter keeps over n, 1/n for the parametric fit): the empirical "
+           "value is then a lattice value that neighbouring models share, the parametric one an extrapolation of the "
+           "Normal fit's tail below one record.", "—", "diagnostic",
+           (*_ESTAR[:3], "n_tr", "n_pop", "term", "argmax_count", "resolution"), dtype="bool"),
+    Metric("epsilon_star", "outside_bootstrap_interval", "ε* outside its bootstrap interval",
+           "Whether the epsilon_star row's value lies outside its own percentile bootstrap interval "
+           "(boot_low, boot_high): the replicates, a maximum over thresholds of resampled ratios, sit above the "
+           "point by the estimator's upward bias (boot_mean), so read epsilon_star_bias_corrected instead.",
+           "—", "diagnostic", (*_ESTAR[:3], "n_tr", "n_pop", "boot_low", "boot_high", "boot_mean"), dtype="bool"),
+    Metric("epsilon_star", "epsilon_star_bias_corrected", "ε* (bias-corrected)",
+           "The bootstrap's bias-corrected ε*, 2·ε* − boot_mean floored at 0, with the basic (reverse-percentile) "
+           "interval 2·ε* − boot_high, 2·ε* − boot_low (floored at 0) in ci_lower/ci_upper: first-order only, as the "
+           "bootstrap of a maximum understates its bias.", "nats", "estimate",
+           (*_ESTAR[:3], "n_tr", "n_pop", "boot_mean", "ci_lower", "ci_upper")),
     Metric("epsilon_star", "landscape_utility", "utility (landscape)",
            "Utility axis of the Epsilon* landscape: AUROC of P(y = 1) on the utility split for binary tasks, "
            "top-1 accuracy otherwise (utility_kind says which).",
@@ -382,52 +404,6 @@ CANARY = [
 
 METRICS: tuple[Metric, ...] = (*MIA, *PRIVACY_CARD, *EPSILON_STAR, *IDENTIFIABILITY, *PMP, *PROFILE, *CANARY)
 
-# Renamed when the vocabulary was introduced (schema version 2): (family, old name, new name).
-# "—" as new name: no longer written by that family (the value lives where the new entry says).
-RENAMED: tuple[tuple[str, str, str], ...] = (
-    ("mia", "auc", "attack_auc"),
-    ("mia", "max_advantage", "attack_advantage"),
-    ("privacy_card", "max_attack_accuracy", "max_attack_accuracy_bound"),
-    ("privacy_card", "max_advantage", "max_advantage_bound"),
-    ("privacy_card", "tpr_bound_at_fpr_0_001", "tpr_bound_at_fpr (fpr_target = 0.001)"),
-    ("privacy_card", "tpr_bound_at_fpr_0_01", "tpr_bound_at_fpr (fpr_target = 0.01)"),
-    ("privacy_card", "attack_tpr_at_fpr_0_001", "— (mia tpr_at_fpr, fpr_target = 0.001)"),
-    ("privacy_card", "attack_tpr_at_fpr_0_01", "— (mia tpr_at_fpr, fpr_target = 0.01)"),
-    ("privacy_card", "attack_auc", "— (mia attack_auc)"),
-    ("privacy_card", "dp_region_eps_lower_bound", "dp_region_epsilon_lower_bound"),
-    ("privacy_card", "roc_inside_dp_region", "roc_inside_dp_region (value_bool)"),
-    ("epsilon_star", "eps_star", "epsilon_star"),
-    ("epsilon_star", "utility", "landscape_utility"),
-    ("pmp", "accountant_epsilon", "— (column accountant_epsilon; mia accountant_epsilon)"),
-    ("pmp", "mia_bound_dp (method accountant)", "— (privacy_card max_attack_accuracy_bound)"),
-    ("pmp", "mia_bound_dp", "mia_success_bound_global"),
-    ("pmp", "mia_bound_pmp", "mia_success_bound_pmp"),
-    ("pmp", "mia_bound_pmp_delta", "mia_success_bound_pmp_delta"),
-    ("pmp", "eps_pmp", "epsilon_pmp"),
-    ("pmp", "eps_pmp_q50", "epsilon_pmp_quantile (quantile = 0.5)"),
-    ("pmp", "eps_pmp_q99", "epsilon_pmp_quantile (quantile = 0.99)"),
-    ("pmp", "eps_global_same_method", "epsilon_global (neighbouring_relation = replace_one)"),
-    ("pmp", "eps_global_add_remove", "epsilon_global (neighbouring_relation = add_remove)"),
-    ("pmp", "eps_X", "epsilon_parent_set"),
-    ("pmp", "ratio", "epsilon_pmp_ratio_global"),
-    ("pmp", "ratio_X", "epsilon_pmp_ratio_parent_set"),
-    ("pmp", "emp_eps_lower", "empirical_epsilon_lower_bound"),
-    ("pmp", "emp_eps_q50", "empirical_epsilon_lower_bound_quantile (quantile = 0.5)"),
-    ("pmp", "emp_eps_q99", "empirical_epsilon_lower_bound_quantile (quantile = 0.99)"),
-    ("pmp", "emp_eps_certifiable_max", "empirical_epsilon_certifiable"),
-    ("pmp", "emp_eps_point", "empirical_epsilon_point"),
-    ("pmp", "ordering_ok", "ordering_holds (value_bool)"),
-    ("profile", "eps_low", "epsilon_low"),
-    ("profile", "eps_low_predicted", "epsilon_low_predicted"),
-    ("profile", "eps_high", "epsilon_high"),
-    ("profile", "eps_high_predicted", "epsilon_high_predicted"),
-    ("profile", "t_d_tau_low", "t_d (tau = τ_low)"),
-    ("profile", "t_d_tau_mid", "t_d (tau = τ_mid)"),
-    ("profile", "t_d_tau_high", "t_d (tau = τ_high)"),
-    ("profile", "y_max_row_id", "— (column y_max_row_id of delta_max)"),
-    ("profile", "dataset = view name", "dataset = source dataset, view in column view"),
-    ("profile", "eps_grid_min / eps_grid_max (columns)", "epsilon_grid_min / epsilon_grid_max"),
-)
 
 
 def _index(metrics: Iterable[Metric]) -> dict[tuple[str, str], Metric]:

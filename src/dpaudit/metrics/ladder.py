@@ -15,17 +15,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES, declared
 from dpaudit.metrics.canary.rows import LADDER
 
-__all__ = ["CHECKED_MODELS", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "NO_VERDICT", "ORDER", "RUN_COLUMNS", "Rung", "STRONGEST_FPR", "STRONGEST_KEY", "missing_value", "STRONGEST_LABEL", "VERDICT_WORDS", "checks_line", "decided_words", "ladder_rows", "mechanism_checks", "model_name", "run_verdicts", "selected_rows", "strongest_attacks", "verdict_of"]
+__all__ = ["CHECKED_MODELS", "DECIDED_BY_WORDS", "LADDER_RUNGS", "MECHANISM_CHECKS", "NO_SKILL_COLOUR", "NO_VERDICT", "ORDER", "RUN_COLUMNS", "Rung", "STRONGEST_FPR", "STRONGEST_KEY", "STRONGEST_LABEL", "VERDICT_WORDS", "checks_line", "decided_words", "ladder_rows", "mechanism_checks", "missing_value", "model_name", "run_verdicts", "selected_rows", "strongest_attacks", "verdict_of"]
 
 # The FPR at which the strongest attack's TPR is read (the overview's column, the derived rung).
 STRONGEST_FPR = 0.01
-RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "accountant_epsilon", "accountant_delta",
-               "loss_diverged", "loss_divergence_reason"]
+RUN_COLUMNS = ["dataset", "run", "mechanism", "target_epsilon", "seed", "model", "accountant_epsilon",
+               "accountant_delta", "loss_diverged", "loss_divergence_reason", "no_skill", "no_skill_reason"]
+# A model whose held-out accuracy is not significantly above the majority rate (train.json's no_skill)
+NO_SKILL_COLOUR = "#e65100"
 # How a verdict of the canary audit (measured_above_promise's verdict column) is said, and its colour.
 VERDICT_WORDS = {"above_promise": ("measured above the promise", "#b00020"),
                  "consistent": ("consistent with the promise", "#1a7f37"),
@@ -89,11 +92,13 @@ def _runs(table: pd.DataFrame) -> pd.DataFrame:
     per_run = table[table["run"].notna()]
     runs = per_run[[c for c in RUN_COLUMNS if c in per_run.columns]].drop_duplicates(["dataset", "run"],
                                                                                    ignore_index=True)
-    if "loss_diverged" not in runs:
-        runs["loss_diverged"] = False
-    runs["loss_diverged"] = runs["loss_diverged"].astype("boolean").fillna(False).astype(bool)
-    if "loss_divergence_reason" not in runs:  # a table aggregated before issue 35's flag had no reason
-        runs["loss_divergence_reason"] = pd.Series(pd.NA, index=runs.index, dtype="string")
+    for flag in ("loss_diverged", "no_skill"):  # (a table aggregated before issue 35 or 46 lacks them)
+        runs[flag] = (runs[flag] if flag in runs else pd.Series(False, index=runs.index)).astype(
+            "boolean").fillna(False).astype(bool)
+    for column in ("loss_divergence_reason", "no_skill_reason", "model"):
+        if column not in runs:
+            runs[column] = pd.Series(pd.NA, index=runs.index, dtype="string")
+    runs["architecture"] = shown_architectures(runs)  # NA unless the dataset has several (issue 46)
     return runs
 
 
@@ -302,4 +307,6 @@ def model_name(row) -> str:
                       and math.isfinite(float(target)) else [])
     if row.get("seed") is not None and not pd.isna(row.get("seed")):
         parts.append(f"seed {int(row['seed'])}")
+    if not missing_value(row.get("architecture")):  # a dataset with several architectures (issue 46)
+        parts.append(str(row["architecture"]))
     return " · ".join(parts)

@@ -17,7 +17,9 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
 is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
-``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red.
+``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red, one
+that shows no skill above the majority rate says that, in orange (issue 46). Where a dataset has
+several architectures, each model's name carries its own (``dpaudit.contract.architectures``).
 ``plot_ladder_grid`` draws a dataset's models as small multiples, each model's ladder on one line
 of a shared ε axis, with its verdict.
 """
@@ -36,6 +38,7 @@ from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISM_SHORT_LABELS
 from dpaudit.metrics.ladder import (
     LADDER_RUNGS,
     MECHANISM_CHECKS,
+    NO_SKILL_COLOUR,
     STRONGEST_LABEL,
     VERDICT_WORDS,
     checks_line,
@@ -137,6 +140,11 @@ def _title(first, verdict: pd.Series | None) -> tuple[str, str]:
     if bool(first["loss_diverged"]):
         title = "DID NOT TRAIN: these numbers describe a broken model\n" + title
         colour = "#b00020"
+    elif bool(first.get("no_skill", False)):
+        reason = "" if missing_value(first.get("no_skill_reason")) else str(first["no_skill_reason"])
+        said = reason.removeprefix("no skill shown") if reason.startswith("no skill shown") else f": {reason}"
+        title = "NO SKILL SHOWN" + (said if reason else " above the majority rate") + "\n" + title
+        colour = NO_SKILL_COLOUR
     return title, colour
 
 
@@ -174,12 +182,13 @@ GRID_VERDICT = {"above_promise": "above the promise", "consistent": "consistent"
 
 def _grid_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """The dataset's models top to bottom: mechanism (declared order), target ε, seed; baselines last."""
-    runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "dataset"]]
+    runs = rows.drop_duplicates("run")[["run", "mechanism", "target_epsilon", "seed", "loss_diverged", "no_skill",
+                                        "architecture", "dataset"]]
     mechanisms = {m: i for i, m in enumerate(MECHANISM_LABELS)}
     runs = runs.assign(_base=(runs["mechanism"] == "baseline").astype(int),
                        _mech=runs["mechanism"].map(mechanisms).fillna(len(mechanisms)),
-                       _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
-    return runs.sort_values(["_base", "_mech", "_eps", "seed", "run"], ignore_index=True)
+                       _arch=runs["architecture"].fillna(""), _eps=runs["target_epsilon"].astype(float).fillna(math.inf))
+    return runs.sort_values(["_base", "_mech", "_arch", "_eps", "seed", "run"], ignore_index=True)
 
 
 def _grid_label(run) -> str:
@@ -189,12 +198,16 @@ def _grid_label(run) -> str:
         parts[0] += f" ε={float(run['target_epsilon']):g}"
     if not pd.isna(run["seed"]):
         parts.append(f"seed {int(run['seed'])}")
+    if not missing_value(run["architecture"]):
+        parts.append(str(run["architecture"]))
     return ", ".join(parts)
 
 
 def _grid_verdict(run, verdict) -> tuple[str, str]:
     if bool(run["loss_diverged"]):
         return "did not train", VERDICT_WORDS["above_promise"][1]
+    if bool(run["no_skill"]):
+        return "no skill shown", NO_SKILL_COLOUR
     value = None if verdict is None or missing_value(verdict["verdict"]) else str(verdict["verdict"])
     words, colour = verdict_of(value)
     failed = {d: name for _, d, name in MECHANISM_CHECKS.values()}.get(

@@ -1,4 +1,5 @@
-"""Privacy–utility figure: one point per run, read from the metrics table."""
+"""Privacy–utility figure: one point per run, read from the metrics table; where a dataset has
+several architectures, each has its own marker and legend entry (issue 46)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (selects the Agg backend)
+from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.io import atomic_path
 
@@ -19,6 +21,8 @@ MECHANISM_STYLE = {
     "output_perturbation": ("tab:green", "^"),
     "objective_perturbation": ("tab:purple", "D"),
 }
+# Markers of the architectures of a dataset that has several (issue 46), in their sorted order.
+ARCHITECTURE_MARKERS = ("o", "s", "^", "v", "P", "X", "*")
 
 
 def _epsilon_positions(epsilon: np.ndarray) -> tuple[np.ndarray, float]:
@@ -33,21 +37,25 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
     """Test accuracy against accountant ε and against attack AUC, one column per dataset."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = plt.subplots(2, len(datasets), figsize=(4.2 * len(datasets), 7.0), squeeze=False)
+    shown = shown_architectures(summary).fillna("").to_numpy(str)
     for column, dataset in enumerate(datasets):
-        rows = summary[summary["dataset"] == dataset]
+        mine = (summary["dataset"] == dataset).to_numpy(bool)
+        rows, architecture = summary[mine], shown[mine]
         epsilon = rows["accountant_epsilon"].to_numpy(dtype=float)
         x_eps, infinity_at = _epsilon_positions(epsilon)
         top, bottom = axes[0, column], axes[1, column]
+        # colour: the mechanism; marker: the mechanism's, or the architecture's where the dataset has several
+        kinds = sorted(set(architecture) - {""})
         for mechanism, (colour, marker) in MECHANISM_STYLE.items():
-            chosen = (rows["mechanism"] == mechanism).to_numpy()
-            if not chosen.any():
-                continue
-            label = MECHANISM_LABELS[mechanism]
-            top.scatter(x_eps[chosen], rows["test_accuracy"].to_numpy(float)[chosen], c=colour,
-                        marker=marker, label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
-            bottom.scatter(rows["attack_auc"].to_numpy(float)[chosen],
-                           rows["test_accuracy"].to_numpy(float)[chosen], c=colour, marker=marker,
-                           label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
+            for kind in [""] + kinds:
+                chosen = (rows["mechanism"] == mechanism).to_numpy() & (architecture == kind)
+                if not chosen.any():
+                    continue
+                label = MECHANISM_LABELS[mechanism] + (f" · {kind}" if kind else "")
+                shape = ARCHITECTURE_MARKERS[kinds.index(kind) % len(ARCHITECTURE_MARKERS)] if kind else marker
+                for ax, x in ((top, x_eps), (bottom, rows["attack_auc"].to_numpy(float))):
+                    ax.scatter(x[chosen], rows["test_accuracy"].to_numpy(float)[chosen], c=colour, marker=shape,
+                               label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
         top.set_xscale("log")
         ticks = [t for t in top.get_xticks() if 0 < t < infinity_at / 3] + [infinity_at]
         top.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["∞"])

@@ -34,12 +34,13 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.attack_rows import attack_table
-from dpaudit.report.banner import model_banner
+from dpaudit.report.banner import TRAINING_FLAGS, model_banner
 from dpaudit.report.dataset_card import dataset_card
 
 # Section 4 has its own module; most_exposed and TOP_ROWS are importable from here as before.
@@ -77,14 +78,17 @@ PMP_METHODS = {
 # ------------------------------------------------------------------ the title
 
 
-def model_title(mechanism: str, target_epsilon, seed, dataset: str) -> str:
-    """Short title of a model: mechanism display name, target ε, seed, dataset."""
+def model_title(mechanism: str, target_epsilon, seed, dataset: str, architecture=None) -> str:
+    """Short title of a model: mechanism display name, target ε, seed, the architecture (given
+    where the dataset has several, ``dpaudit.contract.architectures``), dataset."""
     name = MECHANISM_LABELS.get(mechanism, mechanism)
     parts = [name]
     if not is_missing(target_epsilon) and math.isfinite(float(target_epsilon)):
         parts.append(f"target ε = {float(target_epsilon):g}")
     if not is_missing(seed):
         parts.append(f"seed {int(seed)}")
+    if not is_missing(architecture):
+        parts.append(str(architecture))
     parts.append(dataset)
     return " · ".join(parts)
 
@@ -260,7 +264,7 @@ def _verdict(view: RunView, eps: float) -> str:
 # ------------------------------------------------------------------ section 3
 
 
-def _estar_flags(found: Found) -> str:
+def _estar_flags(found: Found, view: RunView | None = None) -> str:
     flags = []
     if found.get("boot_low") is not None and found.get("boot_high") is not None:
         level = found.get("boot_level")
@@ -274,7 +278,33 @@ def _estar_flags(found: Found) -> str:
         # the parametric fit's count is an expectation (rate x set size), not whole examples
         expected = "expected " if found.get("estimator") == "parametric" else ""
         flags.append(f"{expected}examples behind the ratio {found.num('argmax_count')}")
-    return "; ".join(flags)
+    return "; ".join(flags + (_estar_issue46_flags(found, view) if view is not None else []))
+
+
+def _estar_issue46_flags(found: Found, view: RunView) -> list[str]:
+    """The flags of issue 46 (rows of their own, same estimator and loss): at the sample's
+    resolution, and outside its bootstrap interval with the bias-corrected form."""
+    select = {"estimator": found.get("estimator"), "loss": found.get("loss")}
+    flags = []
+    at = view.find("epsilon_star", "at_resolution", **select)
+    if at is not None and at.get("value_bool") in (True, np.True_):
+        members = str(at.get("term")) in ("m2", "m4")
+        n = at.num("n_tr" if members else "n_pop")
+        who = "member" if members else "non-member"
+        # the parametric fit extrapolates below one record; the empirical value sits on one
+        fewest = round(float(at.get("resolution", 0.0)) * float(at.get("n_tr" if members else "n_pop", 0)))
+        where, rests = (("beyond", f"under one expected {who}") if select["estimator"] == "parametric"
+                        else ("at", f"{'one' if fewest <= 1 else fewest} {who}{'s' * (fewest > 1)}"))
+        flags.append(f'<span class="flag">{where} the sample\'s resolution: the ratio rests on {rests} of {n}, the '
+                     f"fewest it can use (resolution {at.num('resolution')})</span>")
+    out = view.find("epsilon_star", "outside_bootstrap_interval", **select)
+    corrected = view.find("epsilon_star", "epsilon_star_bias_corrected", **select)
+    if out is not None and out.get("value_bool") in (True, np.True_) and corrected is not None:
+        flags.append(f'<span class="flag">outside its own bootstrap interval: the replicates, maxima of resampled '
+                     f"ratios, sit above it by the estimator's upward bias; bias-corrected {corrected.num()} "
+                     f"[{corrected.num('ci_lower')}, {corrected.num('ci_upper')}] (basic bootstrap, first-order)"
+                     "</span>")
+    return flags
 
 
 def _distributional(view: RunView, eps: float) -> str:
@@ -289,10 +319,11 @@ def _distributional(view: RunView, eps: float) -> str:
         for found in rows:
             value = found.value
             meaning = (f"The best loss-threshold test separates this model's members from the population "
-                       f"with a likelihood ratio up to e^{found.num()}; an estimate of this instance, not a bound on DP ε"
+                       f"with a likelihood ratio up to e^{found.num()}: this model instance's empirical privacy over "
+                       "records, an estimate and not a bound on the training mechanism's ε"
                        + (f", above the promise ε = {fmt(eps)}." if math.isfinite(eps) and value > eps else "."))
             lines.append(Line(f"ε* ({esc(found.get('estimator'))}, loss {esc(found.get('loss'))})", found.num(),
-                              _estar_flags(found), meaning, kind_of("epsilon_star", "epsilon_star")))
+                              _estar_flags(found, view), meaning, kind_of("epsilon_star", "epsilon_star")))
         out.append(rows_table(lines))
     out.append("<h3>Practical membership privacy ε̃</h3>")
     why = view.missing_family("pmp")
@@ -441,6 +472,16 @@ def _mechanism_lines(view: RunView) -> list[Line]:
 # ------------------------------------------------------------------ the dossier
 
 
+def _architecture(table: pd.DataFrame, dataset: str, run: str):
+    """The run's architecture label where its dataset has several, else None."""
+    if "model" not in table.columns:
+        return None
+    runs = table.loc[(table["dataset"] == dataset).fillna(False).to_numpy(bool) & table["run"].notna().to_numpy(bool),
+                     ["dataset", "run", "model"]].drop_duplicates("run")
+    shown = shown_architectures(runs)[(runs["run"] == run).to_numpy(bool)]
+    return None if shown.empty or is_missing(shown.iloc[0]) else str(shown.iloc[0])
+
+
 def _ladder_img(png: str | Path | None, title: str) -> str:
     """The model's ladder figure as a data URI (the dossier stays one standalone file)."""
     if png is None:
@@ -465,10 +506,10 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     view = RunView(table, dataset, run)
     train = dict(train or {})
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
-                        view.column("seed"), dataset)
+                        view.column("seed"), dataset, _architecture(table, dataset, run))
     promise, eps = _promise(view, train)
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
-    flagged = {**train, **{key: view.column(key) for key in ("loss_diverged", "loss_divergence_reason", "training_note")
+    flagged = {**train, **{key: view.column(key) for key in TRAINING_FLAGS
                            if view.column(key) is not None and not train.get("loss_diverged")}}
     body = [f"<h1>Privacy dossier: {esc(title)}</h1>", model_banner(flagged),
             _ladder_img(ladder_png, title),

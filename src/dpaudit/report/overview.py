@@ -89,8 +89,9 @@ def overview_frame(table: pd.DataFrame) -> pd.DataFrame:
     estimators) with its bootstrap interval, test accuracy. Metric values are the table's."""
     ladder = ladder_rows(table)
     runs = ladder.drop_duplicates(["dataset", "run"])[["dataset", "run", "mechanism", "target_epsilon", "seed",
-                                                       "accountant_epsilon", "accountant_delta", "loss_diverged",
-                                                       "loss_divergence_reason"]]
+                                                       "model", "architecture", "accountant_epsilon",
+                                                       "accountant_delta", "loss_diverged", "loss_divergence_reason",
+                                                       "no_skill", "no_skill_reason"]]
     frame = runs.merge(run_verdicts(table), on=["dataset", "run"], how="left", validate="one_to_one")
     best = strongest_attacks(table)
     tpr = selected_rows(table, "mia", "tpr_at_fpr", {})
@@ -111,6 +112,9 @@ def overview_frame(table: pd.DataFrame) -> pd.DataFrame:
     frame = frame.merge(star[["dataset", "run", "rung", "value", "low", "high"]].rename(
         columns={"rung": "star_rung", "value": "star", "low": "star_low", "high": "star_high"}),
         on=["dataset", "run"], how="left", validate="one_to_one")
+    frame["star_estimator"] = frame["star_rung"].astype("string").str.removeprefix("epsilon_star_")
+    frame = frame.merge(star_flags(table), on=["dataset", "run", "star_estimator"], how="left",
+                        validate="one_to_one")
     accuracy = selected_rows(table, "mia", "test_accuracy", {})[["dataset", "run", "value"]]
     frame = frame.merge(accuracy.rename(columns={"value": "test_accuracy"}), on=["dataset", "run"], how="left",
                         validate="one_to_one")
@@ -168,6 +172,11 @@ def _verdict(row) -> tuple[str, str]:
     if bool(row["loss_diverged"]):
         parts.insert(0, '<span class="badge dnt">did not train</span>')
         rank = -1
+    elif bool(row.get("no_skill", False)):  # issue 46: what was measured, not "did not train"
+        reason = row.get("no_skill_reason")
+        why = f'<div class="small noskill-why">{esc(reason)}</div>' if not is_missing(reason) else ""
+        parts.insert(0, f'<span class="badge noskill">no skill shown</span>{why}')
+        rank = -0.5
     return "".join(parts), str(rank)
 
 
@@ -276,6 +285,56 @@ def _bound(row) -> tuple[str, str]:
     return cell + f'<div class="small">{esc(_bound_name(row))}</div>', _sort_value(row["bound"])
 
 
+# ε* as what it is (issue 46): the cell's caption, and its tooltip
+STAR_CAPTION = "this model's empirical privacy over records, not a bound on the mechanism's ε"
+STAR_TOOLTIP = ("ε* (Negoescu et al. 2023): ln of the largest likelihood ratio by which the best loss-threshold test "
+                "tells this model's members from other records. It describes this trained model instance (the "
+                "randomness is the draw of one record), not the training mechanism: it is an estimate, not a bound "
+                "on the mechanism's ε, and may exceed the promise without contradicting it. Its interval is a "
+                "bootstrap over records.")
+# the flag rows of an epsilon_star row (dpaudit.metrics.epsilon_star.run) and the columns the cell reads
+STAR_FLAGS = {"at_resolution": ("argmax_count", "resolution", "term", "n_tr", "n_pop"),
+              "outside_bootstrap_interval": (), "epsilon_star_bias_corrected": ("ci_lower", "ci_upper")}
+
+
+def star_flags(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, run, star_estimator) of the logit loss: the ε* row's flags (at_resolution,
+    outside_bootstrap_interval: value_bool) and bias-corrected form (bias_corrected, bc_low,
+    bc_high), with the columns the resolution's words need; NA where a table lacks them."""
+    keys = ["dataset", "run", "star_estimator"]
+    out = pd.DataFrame(columns=keys)
+    for metric, columns in STAR_FLAGS.items():
+        rows = selected_rows(table, "epsilon_star", metric, {"loss": "logit"})
+        if rows.empty or "estimator" not in rows.columns:
+            continue
+        value = rows["value"] if metric == "epsilon_star_bias_corrected" else rows["value_bool"]
+        name = {"epsilon_star_bias_corrected": "bias_corrected"}.get(metric, metric)
+        picked = pd.DataFrame({"dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(),
+                               "star_estimator": rows["estimator"].astype("string").to_numpy(),
+                               name: value.to_numpy(),
+                               **{{"ci_lower": "bc_low", "ci_upper": "bc_high"}.get(c, c): rows[c].to_numpy()
+                                  for c in columns if c in rows.columns}})
+        out = picked if out.empty else out.merge(picked, on=keys, how="outer", validate="one_to_one")
+    for column in ("dataset", "run", "star_estimator"):
+        out[column] = out[column].astype("string")
+    return out
+
+
+def _resolution_words(row) -> str:
+    """Why the ε* sits at (empirical) or beyond (parametric) the sample's resolution, in words."""
+    members = str(row.get("term")) in ("m2", "m4")
+    n = row.get("n_tr") if members else row.get("n_pop")
+    who = "member" if members else "non-member"
+    select = {"estimator": str(row["star_estimator"]), "loss": "logit"}
+    size = _num(n, "epsilon_star", "at_resolution", select, "n_tr" if members else "n_pop") if not is_missing(n) else "n"
+    if str(row["star_estimator"]) == "parametric":
+        count = _num(row.get("argmax_count"), "epsilon_star", "at_resolution", select, "argmax_count")
+        return f"beyond the sample's resolution: rests on {count} expected {who}s of {size} (a Normal-tail extrapolation)"
+    fewest = round(float(row["resolution"]) * float(n)) if not is_missing(row.get("resolution")) and not \
+        is_missing(n) else 1
+    return f"at the sample's resolution: rests on {'one' if fewest == 1 else fewest} {who}{'s' * (fewest > 1)} of {size}"
+
+
 def _star(row) -> tuple[str, str]:
     if is_missing(row.get("star")):
         return _missing("no ε* of the logit loss for this model"), ""
@@ -283,7 +342,20 @@ def _star(row) -> tuple[str, str]:
     select = {"estimator": estimator, "loss": "logit"}
     cell = _num(row["star"], "epsilon_star", "epsilon_star", select)
     cell += _interval(row, "star_low", "star_high", "epsilon_star", "epsilon_star", select, ("boot_low", "boot_high"))
-    return cell + f'<div class="small">{esc(estimator)}</div>', _sort_value(row["star"])
+    cell += f'<div class="small">{esc(estimator)}</div>'
+    if _true(row.get("outside_bootstrap_interval")):
+        bc = _num(row.get("bias_corrected"), "epsilon_star", "epsilon_star_bias_corrected", select)
+        cell += (f'<div class="small flag star-outside">outside its bootstrap interval: bias-corrected {bc}'
+                 + _interval(row, "bc_low", "bc_high", "epsilon_star", "epsilon_star_bias_corrected", select,
+                             ("ci_lower", "ci_upper")) + "</div>")
+    if _true(row.get("at_resolution")):
+        cell += f'<div class="small flag star-resolution">{_resolution_words(row)}</div>'
+    cell += f'<div class="small star-caption">{esc(STAR_CAPTION)}</div>'
+    return f'<div class="star" title="{esc(STAR_TOOLTIP)}">{cell}</div>', _sort_value(row["star"])
+
+
+def _true(value) -> bool:
+    return not is_missing(value) and bool(value)
 
 
 def _href(dataset: str, run: str) -> str:
@@ -314,7 +386,8 @@ def _row(row) -> str:
              (auc, auc_sort),
              (tpr, tpr_sort), (bound, bound_sort), (star, star_sort)]
     tds = "".join(f'<td data-sort="{esc(sort)}">{cell}</td>' for cell, sort in cells)
-    cls = ' class="dnt"' if bool(row["loss_diverged"]) else ""
+    cls = ' class="dnt"' if bool(row["loss_diverged"]) else (' class="noskill"' if bool(row.get("no_skill", False))
+                                                              else "")
     return f'<tr{cls} data-dataset="{esc(row["dataset"])}" data-run="{esc(row["run"])}">{tds}</tr>'
 
 
@@ -330,6 +403,9 @@ def _summary(frame: pd.DataFrame) -> str:
     dnt = int(frame["loss_diverged"].sum())
     if dnt:
         parts.append(f'<span class="badge dnt">{dnt} did not train</span>')
+    unskilled = int(frame["no_skill"].sum())
+    if unskilled:
+        parts.append(f'<span class="badge noskill">{unskilled} with no skill shown above the majority rate</span>')
     datasets = frame["dataset"].nunique()
     return (f'<p class="answer">{len(frame)} models on {datasets} dataset{"s" if datasets > 1 else ""}: '
             + " ".join(parts) + "</p>")
@@ -347,6 +423,7 @@ h2{font-size:1.1em;margin:1em 0 0.3em}
 .answer{margin:0.2em 0 0.5em}
 .badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:0.9em;color:#fff;white-space:nowrap}
 .badge.above_promise{background:#b00020}.badge.consistent{background:#1a7f37}.badge.too_weak{background:#9a6700}
+.badge.noskill{background:#e65100;margin-right:3px}tr.noskill td{background:#fff6ee}
 .badge.none{background:#6e7781}.badge.zero{background:#fff;color:#666;border:1px solid #bbb}.badge.dnt{background:#b00020;border:1px dashed #fff;margin-right:3px}
 .figures{display:flex;gap:8px;overflow-x:auto;margin:0.3em 0}
 .figures figure{margin:0;flex:0 1 auto;min-width:280px}
@@ -362,7 +439,7 @@ thead th[aria-sort=ascending] button::after{content:" ▲"}thead th[aria-sort=de
 tr.dnt td{background:#fdeeee}
 .num{font-variant-numeric:tabular-nums}
 .ci{color:#555}.small{font-size:0.85em;color:#444}.why{color:#666;font-size:0.85em}
-.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}
+.what{font-weight:600}.fail{color:#b00020}.pass{color:#1a7f37}.flag{color:#9a6700}.star-caption{font-style:italic}
 .scroll{overflow:auto;max-height:calc(100vh - 1em)}
 @media (max-width:1100px){body{font-size:13px;padding:0.4em 0.5em}th,td{padding:3px 4px}.tools input{width:16em}
 td .badge{white-space:normal}.figures figure{min-width:360px}}.embedded-note{display:none;color:#555}
@@ -437,6 +514,12 @@ def build_overview(table: pd.DataFrame, figures: Mapping[str, str | Path] | None
         + f'<div class="scroll"><table id="overview"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         + '<p class="small">Numbers: 3 significant digits, [low, high] = the interval the metrics table records '
           "(Hanley–McNeil for a reference-model attack's AUC, Clopper–Pearson for TPR, bootstrap for ε*). "
+          f"ε*: {esc(STAR_TOOLTIP)} Flagged where its winning ratio rests on the fewest records it can use (the "
+          "sample's resolution: the value is then a lattice value other models share; for the parametric fit, an "
+          "extrapolation of its Normal tail below one record) or lies outside its own bootstrap interval: ε* is a "
+          "maximum over thresholds, and the replicates' maxima of resampled ratios sit above it by its upward bias, "
+          "so the bias-corrected form 2ε* − mean of the replicates is shown with the basic bootstrap interval "
+          "(floored at 0; it corrects the first-order bias only). "
           "Each value is a row of results/tables/metrics.parquet; names and meanings: docs/metrics.md.</p>"
         + SCRIPT)
     return page("dpaudit: is each model as private as promised?", html, style=STYLE, lang="en", viewport=True,

@@ -158,6 +158,19 @@ def _build_cnn(input_dim: int, params: dict, seed: int):
     return keras.Sequential(layers, name="cnn")
 
 
+def _not_a_model(model: str, inner) -> str:
+    """Why a builder's return value is refused; a Keras 3 model (``import keras``) is named as such,
+    since dpaudit trains with Keras 2 (tf_keras: tensorflow-privacy's optimizers need it)."""
+    kind = type(inner)
+    module = kind.__module__ or ""
+    if module == "keras" or (module.startswith("keras.") and hasattr(inner, "layers")):
+        return (f"{KEY}: {model!r} returned a Keras 3 {kind.__name__} ({module}: the builder imports keras); dpaudit "
+                "trains with tf_keras (Keras 2, which tensorflow-privacy needs): build it with "
+                "'import tf_keras as keras' (or 'from dpaudit._tf import keras') instead of 'import keras'")
+    return (f"{KEY}: {model!r} returned {kind.__name__}, not a tf_keras model; return a tf_keras keras.Model "
+            "or keras.Sequential ('import tf_keras as keras')")
+
+
 def _build_user(model: str, input_dim: int, params: dict, seed: int):
     from dpaudit import _tf
 
@@ -168,8 +181,7 @@ def _build_user(model: str, input_dim: int, params: dict, seed: int):
     shape = image_shape_of(image, input_dim) if image is not None else (int(input_dim),)
     inner = builder(shape, n_classes, dict(params), int(seed))
     if not isinstance(inner, keras.Model):
-        raise ValueError(f"{KEY}: {model!r} returned {type(inner).__name__}, not a Keras model (tf_keras); "
-                         "return keras.Model or keras.Sequential")
+        raise ValueError(_not_a_model(model, inner))
     out_shape = tuple(inner.output_shape) if not isinstance(inner.output_shape, list) else None
     if out_shape is None or len(out_shape) != 2 or out_shape[1] != n_classes:
         raise ValueError(f"{KEY}: {model!r} outputs shape {inner.output_shape}, not [batch, {n_classes}] "

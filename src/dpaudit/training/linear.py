@@ -44,6 +44,7 @@ from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.io import atomic_path
 from dpaudit.profile import mechanisms as profile_mechanisms
 from dpaudit.profile import model as profile_model
+from dpaudit.training.divergence import majority_rate, no_skill_reason
 from dpaudit.training.models import build_linear, features, save_model
 
 __all__ = [
@@ -201,6 +202,15 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
         history["utility_loss"], history["utility_accuracy"] = _loss_and_accuracy(
             x_util, utility["label"].to_numpy(dtype=np.int64), weights)
 
+    # the no-skill rule of the Keras runs (dpaudit.training.divergence), on the same rows
+    scored = utility if len(utility) else members
+    scored_labels = scored["label"].to_numpy(dtype=np.int64)
+    scored_accuracy = history.get("utility_accuracy", accuracy) if len(utility) else accuracy
+    skill = no_skill_reason(int(round(scored_accuracy * len(scored))), len(scored), majority_rate(scored_labels),
+                            where="held-out" if len(utility) else "training")
+    if skill is not None:
+        log.warning("%s", skill)
+
     from dpaudit import _tf
 
     threads = _tf.configure(threads, p["seed"])  # the count the process's pools really use
@@ -237,8 +247,11 @@ def train_linear(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, An
         # one exact fit, no training loss to diverge (the key every train.json carries)
         "loss_diverged": False,
         "loss_divergence_reason": None,
+        "no_skill": skill is not None,
+        "no_skill_reason": skill,
         "training_note": None,
-        "warnings": [],
+        "instability_note": None,
+        "warnings": [] if skill is None else [f"run {run!r}: {skill}" if run is not None else skill],
         **record,
         "feature_scale": scale,
         "feature_scale_rows": "members",

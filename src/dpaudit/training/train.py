@@ -442,8 +442,9 @@ def _record(s: _Setup, loop: _Loop, *, log: logging.Logger, run: str | None,
                                learning_rate=p["learning_rate"], run=run, n_classes=s.n_classes)
     for warning in verdict["warnings"]:
         log.warning(warning)
-    if verdict["training_note"] is not None:
-        log.info("note: %s", verdict["training_note"])
+    for note in ("training_note", "instability_note"):
+        if verdict[note] is not None:
+            log.info("note: %s", verdict[note])
     batch_size = p["batch_size"]
     info: dict[str, Any] = {
         "mechanism": p["mechanism"],
