@@ -367,23 +367,65 @@ def test_ratio_ceiling_closed_forms():
     assert canary_neighbours.ratio_ceiling(10.0) == pytest.approx(0.9104, abs=2e-3)
 
 
+@pytest.mark.parametrize("criterion", ["minimizer", "gradient"])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_crafted_pair_does_not_depend_on_the_order_and_orientation_the_search_returns(monkeypatch, criterion, d):
+    """A pair and its swap are equally strong for output perturbation, and under the gradient criterion
+    every rotation of an optimal pair about w ties in d ≥ 3: rounding used to choose among them
+    (OpenBLAS's Haswell and SkylakeX kernels put opposite canaries in on the data of
+    ``test_half_epsilon_is_out_of_reach_at_lambda_one``, whose seed-0 bound moved 0.306 → 0.245).
+    Handing the refits every found pair swapped and in reverse order must give the same pair, in the
+    canonical orientation (the first coordinate of x_in − x_out positive). Tolerance 1e-6 relative: one
+    optimum reached from two starts differs by up to 1.4e-8 between them (measured under OpenBLAS's
+    Haswell and SkylakeX kernels), and the order picks one."""
+    x, t = _scaled(d=d)
+    lam = 1.0 if d < 3 else 0.1
+    pair = canary_neighbours.crafted_pair(x, t, lam, criterion=criterion)
+    search = canary_neighbours._pair_search
+    monkeypatch.setattr(canary_neighbours, "_pair_search",
+                        lambda *args: [(value, v2, v1) for value, v1, v2 in reversed(search(*args))])
+    again = canary_neighbours.crafted_pair(x, t, lam, criterion=criterion)
+    np.testing.assert_allclose(again.x_in, pair.x_in, atol=1e-6)
+    np.testing.assert_allclose(again.x_out, pair.x_out, atol=1e-6)
+    np.testing.assert_allclose(again.shift, pair.shift, atol=1e-6 * pair.shift_norm)
+    if criterion == "minimizer":
+        assert (pair.x_in - pair.x_out)[0] > 0
+
+
+# Claim-curve bound / ε of one run (crafted pair, R = 5,000, d = 2, Λ = 1, α = 0.05), measured over
+# seeds 0–199 with the pair in its canonical orientation: ε = 1 mean 0.2961, sd 0.0315, range
+# [0.2235, 0.3871]; ε = 2 mean 0.3685, sd 0.0205, range [0.3160, 0.4404]; no run rejected.
+# The floor on the mean of seeds 0–3 is that mean − 3.5 standard errors of a 4-seed mean
+# (0.2961 − 3.5·0.0158 = 0.241, 0.3685 − 3.5·0.0103 = 0.333; the 50 disjoint 4-seed means had
+# minima 0.256 and 0.342), so a change of the random stream alone fails it with probability ~2e-4.
+# Seeds 0–3 themselves give 0.256 (the lowest of those 50 at ε = 1) and 0.345.
+HALF_EPSILON_FLOORS = {1.0: 0.24, 2.0: 0.33}
+
+
 @pytest.mark.parametrize("epsilon", [1.0, 2.0])
 def test_half_epsilon_is_out_of_reach_at_lambda_one(epsilon):
     """Λ = 1 (the default): the crafted pair's ε, β‖Δ‖ = sup |score|, is ≤ 0.5242 ε on ANY data
     (``test_ratio_ceiling_closed_forms``), so a valid many-trials bound at ≥ 0.5 ε would need to
-    certify ≥ 95 % of the pair's supremum. Measured at R = 5,000 (d = 2): claim-curve bound 0.306 ε
-    (ε = 1) and 0.354 ε (ε = 2); the pair's own ε 0.486 ε. Tolerances: the 0.5 ε target, the ceiling
-    itself, and 0.25 ε below (a regression in the pair or the scores)."""
+    certify ≥ 95 % of the pair's supremum. The pair's own ε here is 0.486 ε; the bound of one run
+    is a random variable (``HALF_EPSILON_FLOORS``: 0.296 ε and 0.369 ε on average at ε = 1 and 2,
+    at most 0.44 ε in 200 seeds). Tolerances: every one of seeds 0–3 below the 0.5 ε target and not
+    rejected; their mean above the floor (a regression in the pair or the scores: a pair at 0.42 ε
+    instead of 0.486 ε puts the mean near 0.23 ε and 0.30 ε, below both floors; simulated with
+    L2-Laplace releases). One run against 0.25 ε, the former floor, failed for 14 of the 200
+    seeds at ε = 1 (seeds 1 and 2 among them), and for seed 0 with the canaries swapped (0.2445 ε)."""
     x, y = _data(d=2)
-    result = audit_linear(x, y, mechanism="output_perturbation", epsilon=epsilon, lam=1.0, releases=5000, seed=0,
-                          alpha=0.05)
+    bounds = []
+    for seed in range(4):
+        result = audit_linear(x, y, mechanism="output_perturbation", epsilon=epsilon, lam=1.0, releases=5000,
+                              seed=seed, alpha=0.05)
+        assert result["claim_epsilon"] < 0.5 * epsilon
+        assert not result["claim_rejected"]
+        bounds.append(result["claim_epsilon"] / epsilon)
     assert result["neighbour"] == "crafted" and result["row"] == len(x)
     assert result["pair_epsilon"] == pytest.approx(result["shift_fraction"] * epsilon)
     assert result["pair_epsilon"] <= 0.5242 * epsilon
     assert result["shift_fraction"] > canary_neighbours.worst_replacement(*_scaled(d=2), 1.0).shift_norm / (2 / len(x))
-    assert result["claim_epsilon"] < 0.5 * epsilon
-    assert result["claim_epsilon"] > 0.25 * epsilon
-    assert not result["claim_rejected"]
+    assert np.mean(bounds) > HALF_EPSILON_FLOORS[epsilon], bounds
 
 
 def test_claim_curve_validity_and_power_over_seeds():

@@ -15,6 +15,15 @@ w = A(D). The logistic gradient caps that numerator by 2·``ratio_ceiling``(‖w
 search maximizes the first-order shift and refits the best candidates exactly; objective
 perturbation maximizes ‖g_out − g_in‖ instead (its noise lives in gradient space).
 
+Orientation and ties. A pair and its swap (D ↔ D′) are equally strong for output perturbation
+(Δ → −Δ: ‖Δ‖ and the privacy loss distribution unchanged), and under the gradient criterion every
+rotation of an optimal pair about w is optimal in d ≥ 3. Which tied pair won used to be decided by
+rounding (OpenBLAS's Haswell and SkylakeX kernels swapped the canaries on the same data), and with
+it which realization of the releases' scores a seed gives. So every candidate tied (relative 1e−9)
+with the ``refits``-th best is refitted, both orientations of each are compared, a challenger must
+win by more than a relative 1e−9, and the canonical orientation comes first: the first coordinate
+of x_in − x_out (above 1e−6 of its largest) is positive.
+
 Alternative neighbour (``worst_replacement``). The privacy loss of a pair grows with the shift
 Δ = A(D′) − A(D) of the minimizer (output perturbation: sup |score| = β‖Δ‖ exactly).
 To first order Δ ≈ H⁻¹(∇ℓ_i − ∇ℓ_z)/n (mean form, H the Hessian of J at A(D)).
@@ -49,6 +58,9 @@ __all__ = [
 ]
 
 ASCENT_ITERATIONS = 100
+# Relative margin by which a refitted candidate must beat the best so far: values equal up to rounding
+# (a pair and its swap under the minimizer criterion, one optimum reached from two starts) keep the first.
+_TIE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -187,6 +199,17 @@ def _canary_gradient(w: np.ndarray, v: np.ndarray) -> np.ndarray:
     return expit(v @ w)[..., None] * v
 
 
+def _canonical_orientation(v_a: np.ndarray, v_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(v_in, v_out) of the pair {v_a, v_b} such that the first coordinate of x_in − x_out = v_out − v_in
+    above 1e-6 of its largest is positive (module docstring, "Orientation and ties")."""
+    difference = v_b - v_a
+    largest = float(np.abs(difference).max())
+    if largest == 0.0:
+        return v_a, v_b
+    first = difference[np.flatnonzero(np.abs(difference) > 1e-6 * largest)[0]]
+    return (v_a, v_b) if first > 0 else (v_b, v_a)
+
+
 def ratio_ceiling(weights_norm: float, grid: int = 721) -> float:
     """½ sup_{‖v₁‖=‖v₂‖=1} ‖σ(w·v₁)v₁ − σ(w·v₂)v₂‖ at ‖w‖ = ``weights_norm``: the largest fraction of the
     sensitivity bound 2/(nΛ) any replace-one pair can shift a minimizer with this norm by (strong
@@ -242,8 +265,9 @@ def crafted_pair(x: np.ndarray, t: np.ndarray, lam: float, *, criterion: str = "
     A(D′) − A(D) = H⁻¹(g(v_in) − g(v_out))/(n + 1) (H the mean-form Hessian at A(members)), so the
     search maximizes ‖M(g(v_in) − g(v_out))‖ with M = H⁻¹ (minimizer) or I (gradient: the noise
     of objective perturbation is drawn in gradient space) from the top eigenvectors e of H⁻¹
-    (v_in = e, v_out = −e) and their tilts towards w; the ``refits`` best are refitted exactly and
-    the largest exact ‖Δ‖ (or ‖g_out − g_in‖ at A(D)) wins.
+    (v_in = e, v_out = −e) and their tilts towards w; the ``refits`` best (and any tied with the last
+    of them) are refitted exactly, in both orientations, and the largest exact ‖Δ‖ (or ‖g_out − g_in‖
+    at A(D)) wins, ties going to the canonical orientation (module docstring, "Orientation and ties").
     """
     if criterion not in ("minimizer", "gradient"):
         raise ValueError(f"criterion must be 'minimizer' or 'gradient', got {criterion!r}")
@@ -268,20 +292,24 @@ def crafted_pair(x: np.ndarray, t: np.ndarray, lam: float, *, criterion: str = "
                 perp /= np.linalg.norm(perp)
                 for phi in (1.2,):
                     starts.append((np.cos(phi) * w_hat + np.sin(phi) * perp, np.cos(phi) * w_hat - np.sin(phi) * perp))
-    found = sorted(_pair_search(base, metric, starts), key=lambda item: -item[0])[:max(1, int(refits))]
+    found = sorted(_pair_search(base, metric, starts), key=lambda item: -item[0])
+    # Candidates tied with the last one kept are refitted too (module docstring, "Orientation and ties").
+    cut = found[min(max(1, int(refits)), len(found)) - 1][0] * (1.0 - _TIE_TOLERANCE)
+    found = [item for item in found if item[0] >= cut]
     ones = np.ones(1)
     best = None
-    for _, v_in, v_out in found:
-        x_in, x_out = -v_in, -v_out
-        first_order = float(np.linalg.norm(inverse @ (_canary_gradient(base, v_in) - _canary_gradient(base, v_out))))
-        w_in = profile_model.fit(np.vstack([x, x_in]), np.concatenate([t, ones]), lam, allow_zero_rows=True).weights
-        w_out = profile_model.fit(np.vstack([x, x_out]), np.concatenate([t, ones]), lam,
-                                  allow_zero_rows=True).weights
-        change = float(np.linalg.norm(_canary_gradient(w_in, v_out) - _canary_gradient(w_in, v_in)))
-        shift = w_out - w_in
-        value = float(np.linalg.norm(shift)) if criterion == "minimizer" else change
-        if best is None or value > best[0]:
-            best = (value, x_in, x_out, shift, first_order, change, w_in)
+    for _, v_a, v_b in found:
+        v_a, v_b = _canonical_orientation(v_a, v_b)
+        first_order = float(np.linalg.norm(inverse @ (_canary_gradient(base, v_a) - _canary_gradient(base, v_b))))
+        w_a = profile_model.fit(np.vstack([x, -v_a]), np.concatenate([t, ones]), lam, allow_zero_rows=True).weights
+        w_b = profile_model.fit(np.vstack([x, -v_b]), np.concatenate([t, ones]), lam, allow_zero_rows=True).weights
+        # Both orientations of the pair, the canonical one first: the other wins only by more than rounding.
+        for v_in, v_out, w_in, w_out in ((v_a, v_b, w_a, w_b), (v_b, v_a, w_b, w_a)):
+            change = float(np.linalg.norm(_canary_gradient(w_in, v_out) - _canary_gradient(w_in, v_in)))
+            shift = w_out - w_in
+            value = float(np.linalg.norm(shift)) if criterion == "minimizer" else change
+            if best is None or value > best[0] * (1.0 + _TIE_TOLERANCE):
+                best = (value, -v_in, -v_out, shift, first_order, change, w_in)
     _, x_in, x_out, shift, first_order, change, w_in = best
     return CraftedPair(x_in=x_in, t_in=1.0, x_out=x_out, t_out=1.0, shift=shift, criterion=criterion,
                        first_order_shift_norm=first_order / (n + 1), gradient_change_norm=change,
