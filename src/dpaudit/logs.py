@@ -38,6 +38,11 @@ class Refusal(Exception):
 
     Mixed into the project's error classes (``TableError(Refusal, ValueError)``, ...) so
     callers catching ValueError or OSError still do."""
+class InputRefusal(Refusal, ValueError):
+    """A value of the user's config or data a job refuses (a batch larger than the members, more input
+    canaries than non-members, a loss that became non-finite): one line, no traceback (issue 46)."""
+
+
 # The job's original stderr (a duplicated descriptor), its label, start and last terminal line,
 # while a job_logging block runs; None outside one.
 _TERMINAL: dict | None = None
