@@ -134,6 +134,13 @@ def terminal_write(line: str, *, every: float) -> bool:
     return True
 
 
+def announce(logger: logging.Logger, line: str) -> None:
+    """A line the user should read once (a decision taken from their data, issue 46): to the job's
+    log and, inside a ``job_logging`` block, to the terminal too."""
+    logger.info(line)
+    terminal_write(line, every=0)
+
+
 def _in_batch(snakemake) -> bool:
     """True for one run of a batch job (``dpaudit.batching.RunJob``)."""
     return getattr(snakemake, "batch", None) is not None

@@ -96,7 +96,7 @@ REFUSING = textwrap.dedent("""
 @pytest.mark.parametrize(("case", "words"), [
     ("missing", "1 column(s) have missing cells: 'x' (1 cell, first at data row(s) [6])"),
     ("duplicate", "id column 'id' holds 3 twice (data rows 4 and 8)"),
-    ("inf", "column 'x' data row 10 holds 'inf', not a finite number"),
+    ("inf", "column 'x' data row 10 holds inf, not a finite number"),
     ("late_typo", "column 'x' is numeric in 59,999 rows but data row 55001 holds 'thirty'"),
     ("damaged", "t.parquet: cannot be read"),
 ])

@@ -517,16 +517,28 @@ def _scan_file(path: Path, kind: str, spec: Mapping[str, Any], roles: Mapping[st
     numeric = {c for c in used if roles[c] == "numeric"}
     boolean = {c for c in used if roles[c] == "boolean"}
 
-    def batches():
+    def batches(as_text: bool):
         if kind == "parquet":
             import pyarrow.parquet as pq
 
             yield from pq.ParquetFile(str(path)).iter_batches(batch_size=BATCH_ROWS, columns=used)
             return
-        yield from _open_csv(path, spec, types=dict.fromkeys(used, pa.string()), include=used)
+        # First as pyarrow reads numbers (float64) and true/false, the fast way; a cell it cannot
+        # convert (or numbers the keys say are written with separators) means every cell as text,
+        # the way that finds and names it.
+        typed = {c: pa.float64() if c in numeric and not as_text else pa.bool_() if c in boolean and not as_text
+                 else pa.string() for c in used}
+        yield from _open_csv(path, spec, types=typed, include=used)
 
     try:
-        return scan(batches(), used, whole=whole, numeric=numeric, boolean=boolean, fmt=fmt, label=spec["label"])
+        if kind == "csv" and not fmt.declared:
+            try:
+                return scan(batches(False), used, whole=whole, numeric=numeric, boolean=boolean, fmt=fmt,
+                            label=spec["label"])
+            except pa.ArrowInvalid as exc:
+                if "conversion error" not in str(exc):
+                    raise
+        return scan(batches(True), used, whole=whole, numeric=numeric, boolean=boolean, fmt=fmt, label=spec["label"])
     except (pa.ArrowInvalid, OSError, EOFError, UnicodeDecodeError) as exc:
         raise _unreadable(where, exc, kind) from exc
 

@@ -124,7 +124,7 @@ def _bad_cell(name: str, stats: NumberStats, first_empty: int | None, where: str
     row, text = stats.first_bad
     others = f" (and {stats.other - 1:,} more)" if stats.other > 1 else ""
     if pc.match_substring_regex(pa.array([text]), NOT_FINITE, ignore_case=True)[0].as_py():
-        return f"{where}: column {name!r} data row {row + 1} holds {text!r}, not a finite number; fix the cell or " \
+        return f"{where}: column {name!r} data row {row + 1} holds {text}, not a finite number; fix the cell or " \
                "drop the column"
     if stats.numbers >= NUMERIC_SHARE * stats.filled:
         return (f"{where}: column {name!r} is numeric in {stats.numbers:,} rows but data row {row + 1} holds "

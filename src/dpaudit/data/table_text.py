@@ -85,7 +85,7 @@ def _decode_all(path: Path, codec: codecs.CodecInfo, where: str, key: str, delim
                 # the decoder's error counts from the bytes it held back from the last chunk
                 pending = len(error.object) - len(data)
                 bad, reason = error.start - pending, f"byte 0x{error.object[error.start]:02x}"
-                text = error.object[:error.start].decode(codec.name, errors="replace")[-(1 << 16):]
+                text = error.object[:error.start].decode(codec.name, errors="replace")
             if header is None and "\n" in tail + text:
                 header = (tail + text).split("\n", 1)[0].rstrip("\r")
             if bad is not None:
@@ -97,7 +97,8 @@ def _decode_all(path: Path, codec: codecs.CodecInfo, where: str, key: str, delim
             if not chunk:
                 return None
             newlines += text.count("\n")
-            tail = (tail + text).rsplit("\n", 1)[-1][-(1 << 16):] if "\n" in text else (tail + text)[-(1 << 16):]
+            last = text.rfind("\n")
+            tail = text[last + 1:][-(1 << 16):] if last >= 0 else (tail + text)[-(1 << 16):]
             offset += len(chunk)
 
 
@@ -114,8 +115,9 @@ def _bad_byte(where: str, key: str, encoding: str, utf8: bool, reason: str, offs
                 "UTF-8")
     fix = ("the file's encoding (e.g. cp1252 for Windows files, latin-1 for ISO 8859-1), or save the file as UTF-8"
            if utf8 else "the file's encoding")
+    cell = (_fields(current, delimiter) or [""])[-1]
     return (f"{where}: not {encoding} text: {place} holds {reason} (byte {offset:,} of the file) after "
-            f"{current[-20:]!r}; write {key}: {fix}")
+            f"{cell[-20:]!r}; write {key}: {fix}")
 
 
 # ---------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def number_format(spec: Mapping) -> NumberFormat:
 # The ways of writing numbers a cell that fails the declared one is tried against: plain numbers
 # (1234.5), thousands ',' (3,750), decimal ',' (39,1), and decimal ',' with thousands '.' or ' '
 # (1.234,5 and 1 234,5).
-GROUPS = r"^[+-]?[0-9]{1,3}(\.[0-9]{3})+$"
+DOTTED_SAMPLE = 1000
 ALTERNATIVES = (NumberFormat(), NumberFormat(thousands=","), NumberFormat(decimal=","),
                 NumberFormat(decimal=",", thousands="."), NumberFormat(decimal=",", thousands=" "))
 
@@ -181,17 +183,35 @@ class NumberStats:
     first_bad: tuple[int, str] | None = None
     other: int = 0
     alternatives: list[int] = field(default_factory=lambda: [0] * len(ALTERNATIVES))
-    # plain numbers with a '.', and those of them that are thousands groups (1.234): decimal ','
-    # reads neither, decimal ',' with thousands '.' the groups only
+    # plain numbers with a '.' (decimal ',' reads none of them), and the first few of them: thousands
+    # '.' beside a decimal ',' (1.234,5) reads them only when they are thousands groups (1.234)
     dotted: int = 0
-    grouped: int = 0
+    dotted_sample: list[str] = field(default_factory=list)
     first_alternative: tuple[int, str] | None = None
 
-    def add(self, text: pa.Array, fmt: NumberFormat, offset: int = 0) -> np.ndarray:
-        """Count a batch of trimmed text (its first row is data row offset + 1); the numbers' mask."""
+    def add(self, text: pa.Array, fmt: NumberFormat, offset: int = 0) -> np.ndarray | None:
+        """Count a batch of trimmed text (its first row is data row offset + 1); the numbers' mask, or
+        None when every filled cell is one."""
+        filled_count = len(text) - text.null_count
+        self.filled += filled_count
+        if not fmt.declared:
+            dots = pc.match_substring(text, ".")
+            self.dotted += int(pc.sum(dots).as_py() or 0)
+            if len(self.dotted_sample) < DOTTED_SAMPLE and self.dotted:
+                self.dotted_sample += text.filter(dots).slice(0, DOTTED_SAMPLE - len(self.dotted_sample)).to_pylist()
+            first = text.drop_null().slice(0, 1)
+            try:
+                if len(first) and not fmt.mask(first)[0]:
+                    raise pa.ArrowInvalid("text")  # a failing cast of a text column costs a pass over it
+                # pyarrow's cast reads exactly the cells of the pattern, and inf and nan spelled out
+                values = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+                if np.isfinite(values[~np.isnan(values)]).all() and not np.isnan(values).sum() > text.null_count:
+                    self.numbers += filled_count
+                    return None
+            except pa.ArrowInvalid:
+                pass
         filled = ~text.is_null().to_numpy(zero_copy_only=False)
         numbers = fmt.mask(text)
-        self.filled += int(filled.sum())
         self.numbers += int(numbers.sum())
         bad = np.flatnonzero(filled & ~numbers)
         if bad.size:
@@ -199,16 +219,18 @@ class NumberStats:
                 self.first_bad = (offset + int(bad[0]), text[int(bad[0])].as_py())
             self.other += int(bad.size)
             others = text.take(pa.array(bad))
+            if not fmt.declared:
+                self.dotted -= int(pc.sum(pc.match_substring(others, ".")).as_py() or 0)
             for k, alternative in enumerate(ALTERNATIVES):
+                # an alternative that missed a cell reads no column: not tried again (text columns cost
+                # one cell per alternative)
+                if self.alternatives[k] < self.other - bad.size or not alternative.mask(others.slice(0, 1))[0]:
+                    continue
                 hits = alternative.mask(others)
                 self.alternatives[k] += int(hits.sum())
                 if self.first_alternative is None and hits.any():
                     first = int(np.flatnonzero(hits)[0])
                     self.first_alternative = (offset + int(bad[first]), others[first].as_py())
-        if not fmt.declared and numbers.any():
-            plain = text.filter(pa.array(numbers))
-            self.dotted += int(pc.sum(pc.match_substring(plain, ".")).as_py() or 0)
-            self.grouped += int(pc.sum(pc.match_substring_regex(plain, GROUPS)).as_py() or 0)
         return numbers
 
     @property
@@ -227,8 +249,10 @@ def separator_problem(name: str, stats: NumberStats, fmt: NumberFormat, where: s
     keys do not declare (naming the keys that read them), else None."""
     if stats.other == 0 or stats.first_alternative is None:
         return None
+    grouped = bool(stats.dotted_sample) and bool(NumberFormat(thousands=".", decimal=",").mask(
+        pa.array(stats.dotted_sample, pa.string())).all())
     readers = [alt for k, alt in enumerate(ALTERNATIVES) if stats.alternatives[k] == stats.other
-               and not (alt.decimal == "," and stats.dotted > (stats.grouped if alt.thousands == "." else 0))]
+               and not (alt.decimal == "," and stats.dotted and not (alt.thousands == "." and grouped))]
     if not readers:
         return None
     row, text = stats.first_alternative
