@@ -357,3 +357,16 @@ def test_a_boolean_column_with_another_word_later_is_refused_before_any_job(tmp_
     frame.loc[55_000, "premium"] = "maybe"
     _refused(_write(frame, tmp_path / "t.csv"), r"column 'premium' is true/false in its first rows but data row "
                                                 r"55001 holds 'maybe'")
+
+
+def test_csv_numbers_with_leading_zeros_are_recorded_and_kept_as_written_under_categorical(tmp_path):
+    frame = _frame()
+    frame["zip"] = np.where(np.arange(len(frame)) % 2, "00037", "08001")
+    path = _write(frame, tmp_path / "t.csv")
+    _, info = _prepare(path)
+    assert _roles(info)["zip"]["role"] == "numeric"  # a CSV has no types: digits are numbers ...
+    assert "column 'zip': numbers written with leading zeros (data row 1: '08001') read as numbers; list it under " \
+           "categorical to keep them as written" in " ".join(info["table"]["decisions"])  # ... and it is said
+    _, kept = _prepare(path, categorical=["city", "zip"])
+    assert _roles(kept)["zip"]["levels"] == ["00037", "08001"]
+    assert not [d for d in kept["table"]["decisions"] if "leading zeros" in d]

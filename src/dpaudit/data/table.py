@@ -55,7 +55,7 @@ from dpaudit.data.table_columns import (
     number_collisions,
     trimmed,
 )
-from dpaudit.data.table_scan import column_decisions, missing_problem, scan
+from dpaudit.data.table_scan import column_decisions, missing_problem, padded_numbers, scan
 from dpaudit.data.table_text import NumberFormat, encoding_problem, number_format
 from dpaudit.logs import Refusal
 
@@ -429,6 +429,8 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
     found = _scan_file(path, kind, spec, roles, types, fmt, where)
     settled = column_decisions(found, roles, types, kind, spec, fmt, where, name, block.num_rows)
     roles, problems, decisions = settled.roles, list(settled.problems), list(settled.decisions)
+    if kind == "csv":
+        decisions += _padded_numbers(path, spec, [c for c, r in roles.items() if r == "numeric"])
     used = [c for c in names if roles[c] != "dropped"]
     problems += [p for c in used if c != spec["label"] and roles[c] != "id"
                  for p in [empty_column(c, found.missing[c][0], found.rows, where)] if p]
@@ -505,6 +507,12 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
                        ids_out_of_int64=kind_of_ids[1], rows_kept=int(kept.sum()),
                        missing_cells={c: found.missing[c][0] for c in used}, text_numbers=tuple(settled.text_numbers),
                        label_merge=merge, decisions=tuple(decisions))
+
+
+def _padded_numbers(path: Path, spec: Mapping[str, Any], numeric: list[str]) -> list[str]:
+    """padded_numbers of the first block, read as text."""
+    reader = _open_csv(path, spec, types=dict.fromkeys(numeric, pa.string()), include=numeric, block_size=SAMPLE_BYTES)
+    return padded_numbers(next(iter(reader), None), numeric) if numeric else []
 
 
 def _scan_file(path: Path, kind: str, spec: Mapping[str, Any], roles: Mapping[str, str],

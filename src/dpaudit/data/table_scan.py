@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from dpaudit.data.table_columns import NUMERIC_SHARE, trimmed
 from dpaudit.data.table_text import NumberFormat, NumberStats, separator_problem
 
-__all__ = ["FIRST_ROWS", "Scan", "column_decisions", "missing_problem", "scan"]
+__all__ = ["FIRST_ROWS", "Scan", "column_decisions", "missing_problem", "padded_numbers", "scan"]
 
 FIRST_ROWS = 5
 FIRST_COLUMNS = 5
@@ -158,8 +158,9 @@ def column_decisions(found: Scan, roles: Mapping[str, str], types: Mapping[str, 
         elif role == "numeric" and name in found.numbers:
             stats = found.numbers[name]
             if not stats.other:
-                if fmt.declared:
-                    out.text_numbers.append(name)
+                # read as text here (separators declared, or a cell pyarrow would not convert): prepare reads
+                # it the same way
+                out.text_numbers.append(name)
                 continue
             problem = separator_problem(name, stats, fmt, where, dataset)
             if problem is None and auto and first_empty is not None and stats.numbers < NUMERIC_SHARE * stats.filled:
@@ -194,4 +195,19 @@ def column_decisions(found: Scan, roles: Mapping[str, str], types: Mapping[str, 
                 out.decisions.append(f"column {name!r}: a string column of the Parquet file whose cells are all "
                                      "numbers, kept as text (categorical); write it as a number column in the file "
                                      "to use it as numbers")
+    return out
+
+
+def padded_numbers(block: pa.RecordBatch | None, numeric: list[str]) -> list[str]:
+    """The decision to read as numbers a column whose ``block`` (the first rows, as text) holds
+    numbers written with leading zeros (00037: a code, perhaps), one sentence per column."""
+    out = []
+    for name in numeric if block is not None else []:
+        text = trimmed(block.column(name))
+        padded = pc.match_substring_regex(text, r"^[+-]?0[0-9]").fill_null(False).to_numpy(zero_copy_only=False)
+        if padded.any():
+            row = int(np.flatnonzero(padded)[0])
+            out.append(f"column {name!r}: numbers written with leading zeros (data row {row + 1}: "
+                       f"{text[row].as_py()!r}) read as numbers; list it under categorical to keep them as written "
+                       "(codes such as zip codes)")
     return out
