@@ -2,25 +2,30 @@
 
 Two entry points, one set of rules:
 
-- :func:`inspect_table` (parse time, no job): the file exists and opens, a one-column
-  header holding ``;``, a tab or ``|`` names the ``delimiter`` key, the header has no empty
-  or duplicate names, the label, id, drop and categorical columns exist, the types of the
-  first block say each column's role, and the columns read whole (the label, the id, every
-  text column ``categorical: auto`` would one-hot encode and every column empty in the first
-  block; ``dpaudit.data.table_columns``) settle the rest from all their cells: a text column
-  of ≥ 95 % numbers is a numeric column with typos (refused, naming the first), a column
-  empty in every row is refused, no categorical column exceeds ``max_levels``, the label
-  has two or more classes each large enough for the stratified split and no two values
-  differing only in case (unless ``label_case: distinct``), and the ids are integers in
-  the int64 range or else mapped (``id_kind``). It also gives the members count for the
-  parse-time batch-size check and the file sizes for the job's memory.
+- :func:`inspect_table` (parse time, no job): the file exists and opens, decodes with the
+  ``encoding`` key's codec (``dpaudit.data.table_text``), a one-column header holding ``;``, a
+  tab or ``|`` names the ``delimiter`` key, the header has no empty or duplicate names, the
+  label, id, drop and categorical columns exist, the types of the first block propose each
+  column's role, and one pass over every cell (``dpaudit.data.table_scan``, issue 46) settles
+  it: numbers that are not numbers as the ``decimal`` and ``thousands`` keys write them are
+  refused naming the key, a column of ≥ 95 % numbers with typos is refused naming the first,
+  a column empty in every row is refused, missing cells are refused listing every column
+  (``missing: refuse``) or their rows are dropped and counted (``drop_rows``), no
+  categorical column exceeds ``max_levels``, the label (of the rows kept) has two or more
+  classes each large enough for the stratified split and no two values differing only in
+  case or equal as numbers (``label_case``, ``label_numbers``;
+  ``dpaudit.data.table_columns``), and the ids are kept as written: integers in the int64
+  range or else text, unique as written (``id_kind``, ``duplicate_ids``). A Parquet
+  column's declared type is kept: a string column is never read as numbers. It gives the
+  members count for the parse-time batch-size and canary checks, the file sizes for the
+  job's memory and each decision taken from the cells (``TableSketch.decisions``).
 - :func:`dpaudit.data.table_prepare.prepare_table` (the ``prepare_dataset`` job): streams the file batch by batch
-  through pyarrow's CSV or Parquet reader (no hand-written parser), checks every cell
-  (non-numeric or non-finite values in a numeric column, missing cells, levels above the
-  limit, duplicate ids) naming the file, the column and the data row (1 = the first row
-  after the header), splits stratified like the built-in tables, fits the scaling and
-  the categories on the chosen split only (``fit_on``: members by default, or holdout)
-  and records every column's role and encoding in ``dataset.json``.
+  through pyarrow's CSV or Parquet reader (no hand-written parser), checks every cell again
+  (the file may have changed since) naming the file, the column and the data row (1 = the
+  first row after the header), splits stratified like the built-in tables, fits the scaling
+  and the categories on the chosen split only (``fit_on``: members by default, or holdout),
+  refuses a column whose standardization overflows float64 naming its largest value's row,
+  and records every column's role and encoding and the decisions in ``dataset.json``.
 
 Roles: ``label`` (mapped to 0..k-1 in sorted order of its values, recorded), ``id``
 (int64 integers: the ``example_id``; text or larger integers: kept in ``ids.parquet`` and
@@ -461,40 +466,10 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
     if problems:
         raise TableError("\n  ".join(problems))
     kept = found.kept
-    label = found.whole[spec["label"]]
-    kept_label = label.filter(pa.array(kept))
-    merge: dict[str, str] = {}
-    problems = []
-    if not (pa.types.is_integer(label.type) or pa.types.is_floating(label.type) or pa.types.is_boolean(label.type)):
-        seen = first_rows(label)
-        collision, merge = number_collisions(seen, lambda values: fmt.to_float(pa.array(values, pa.string()))
-                                             .to_pylist() if values else [], spec["label"], where, name)
-        if collision and spec["label_numbers"] != "merge":
-            problems.append(collision)
-            merge = {}
-        elif merge:
-            decisions.append(f"label column {spec['label']!r}: values equal as numbers merged into one class each "
-                             f"(label_numbers: merge): " + "; ".join(f"{k!r} -> {v!r}" for k, v in merge.items()
-                                                                      if k != v))
-    counts: dict[str, int] = {}
-    for value, count in _value_counts(kept_label).items():
-        key = merge.get(str(value), str(value))
-        counts[key] = counts.get(key, 0) + int(count)
-    problems += _class_problems(counts, _fractions(spec), spec["label"], where)
-    collision = case_collisions(counts, spec["label"], where, name) if spec["label_case"] != "distinct" else None
-    problems += [collision] if collision else []
+    counts, merge, problems = _label_classes(found, spec, fmt, where, name, decisions)
     kind_of_ids: tuple[str, int] = ("integer", 0)
-    id_column = spec.get("id")
-    if id_column is not None:
-        ids = found.whole[id_column]
-        declared_text = _is_text(types[id_column]) and kind == "parquet"
-        kind_of_ids = id_kind(trimmed(ids), declared_text)
-        duplicate = duplicate_ids(trimmed(ids), kept, id_column, where, kind_of_ids[0] == "integer")
-        problems += [duplicate] if duplicate else []
-        if kind_of_ids[0] == "text":
-            example = next((v for v in trimmed(ids).drop_null().to_pylist()[:1]), "")
-            decisions.append(f"id column {id_column!r}: ids kept as written, as text (e.g. {example!r}); "
-                             "example_id is the 0-based data row, the ids are in ids.parquet")
+    if spec.get("id") is not None:
+        kind_of_ids = _ids(found, spec["id"], types, kind, where, problems, decisions)
     if problems:
         raise TableError("\n  ".join(problems))
     if spec["missing"] != "refuse" and not kept.all():
@@ -509,10 +484,53 @@ def _inspect(name: str, frozen: tuple, path_text: str, size: int, mtime: int) ->
                        label_merge=merge, decisions=tuple(decisions))
 
 
+def _label_classes(found, spec: Mapping[str, Any], fmt: NumberFormat, where: str, name: str,
+                   decisions: list[str]) -> tuple[dict[str, int], dict[str, str], list[str]]:
+    """The label's class counts over the rows kept, the merge of values equal as numbers
+    (``label_numbers: merge``) and the refusals of the label; a merge is appended to ``decisions``."""
+    label = found.whole[spec["label"]]
+    merge: dict[str, str] = {}
+    problems = []
+    if not (pa.types.is_integer(label.type) or pa.types.is_floating(label.type) or pa.types.is_boolean(label.type)):
+        collision, merge = number_collisions(first_rows(label), lambda values: fmt.to_float(
+            pa.array(values, pa.string())).to_pylist() if values else [], spec["label"], where, name)
+        if collision and spec["label_numbers"] != "merge":
+            problems.append(collision)
+            merge = {}
+        elif merge:
+            decisions.append(f"label column {spec['label']!r}: values equal as numbers merged into one class each "
+                             "(label_numbers: merge): " + "; ".join(f"{k!r} -> {v!r}" for k, v in merge.items()
+                                                                     if k != v))
+    counts: dict[str, int] = {}
+    for value, count in _value_counts(label.filter(pa.array(found.kept))).items():
+        key = merge.get(str(value), str(value))
+        counts[key] = counts.get(key, 0) + int(count)
+    problems += _class_problems(counts, _fractions(spec), spec["label"], where)
+    collision = case_collisions(counts, spec["label"], where, name) if spec["label_case"] != "distinct" else None
+    return counts, merge, problems + ([collision] if collision else [])
+
+
+def _ids(found, column: str, types: Mapping[str, pa.DataType], kind: str, where: str, problems: list[str],
+         decisions: list[str]) -> tuple[str, int]:
+    """id_kind of the id column, kept as written (a Parquet string column is text); a duplicate
+    among the rows kept is appended to ``problems``, text ids to ``decisions``."""
+    ids = trimmed(found.whole[column])
+    kind_of_ids = id_kind(ids, _is_text(types[column]) and kind == "parquet")
+    duplicate = duplicate_ids(ids, found.kept, column, where, kind_of_ids[0] == "integer")
+    problems += [duplicate] if duplicate else []
+    if kind_of_ids[0] == "text":
+        example = next(iter(ids.drop_null().slice(0, 1).to_pylist()), "")
+        decisions.append(f"id column {column!r}: ids kept as written, as text (e.g. {example!r}); example_id is the "
+                         "0-based data row, the ids are in ids.parquet")
+    return kind_of_ids
+
+
 def _padded_numbers(path: Path, spec: Mapping[str, Any], numeric: list[str]) -> list[str]:
     """padded_numbers of the first block, read as text."""
+    if not numeric:
+        return []
     reader = _open_csv(path, spec, types=dict.fromkeys(numeric, pa.string()), include=numeric, block_size=SAMPLE_BYTES)
-    return padded_numbers(next(iter(reader), None), numeric) if numeric else []
+    return padded_numbers(next(iter(reader), None), numeric)
 
 
 def _scan_file(path: Path, kind: str, spec: Mapping[str, Any], roles: Mapping[str, str],
