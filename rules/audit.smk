@@ -14,7 +14,7 @@ _unreachable = [
     problem for dataset in AUDIT_DATASETS for problem in _audit_target_problems(dataset, AUDIT["datasets"][dataset], AUDIT)
 ]
 if _unreachable:
-    raise WorkflowError("invalid configuration:\n  " + "\n  ".join(_unreachable))
+    refuse_config("invalid configuration:\n  " + "\n  ".join(_unreachable))
 AUDIT_CONFIGS = {
     dataset: _audit_configs(AUDIT["datasets"][dataset], AUDIT) for dataset in AUDIT_DATASETS
 }

@@ -11,9 +11,26 @@ from snakemake.logging import logger
 from dpaudit import config as dpconfig
 from dpaudit import resources as dpresources
 from dpaudit.codehash import ScriptCodeHashes
-from dpaudit.configfile import ConfigFileError, check_config_files, config_source_line, overridden_batch_size
+from dpaudit.configfile import (
+    ConfigFileError,
+    check_config_files,
+    config_source_line,
+    overridden_batch_size,
+    refusal_lines,
+)
 from dpaudit.contract import paths as P
 from dpaudit.io import read_json as _read_json
+
+
+def refuse_config(message):
+    """A refusal while the Snakefile is read: one line per problem naming the config file, and
+    exit 1. Snakemake prints any exception raised here with the frame of the file that raised it
+    (`File ".../rules/common.smk", line N, in <module>`, snakemake.exceptions.format_error), which
+    reads like a crash; SystemExit is the one exit its CLI lets through unprinted (issue 46)."""
+    for line in refusal_lines(message, workflow.config_settings.configfiles):
+        logger.error(line)
+    raise SystemExit(1)
+
 
 # The command line's config files as written (dpaudit.configfile): Snakemake runs the
 # default config/config.yaml when one holds {}, so an empty or all-default file is
@@ -21,13 +38,13 @@ from dpaudit.io import read_json as _read_json
 try:
     _config_files = check_config_files(workflow.config_settings.configfiles)
 except ConfigFileError as error:
-    raise WorkflowError(str(error)) from None
+    refuse_config(str(error))
 logger.info(config_source_line(workflow.config_settings.configfiles, root=workflow.basedir))
 
 try:
     _validated = dpconfig.validate_config(config)
 except dpconfig.ConfigError as error:
-    raise WorkflowError(str(error)) from None
+    refuse_config(str(error))
 config.clear()
 config.update(_validated)
 

@@ -21,7 +21,7 @@ _dossier_rules = {}
 for _dataset in DATASETS:
     _dossier_rules.setdefault(dossier_rule_name(_dataset), []).append(_dataset)
 if any(len(datasets) > 1 for datasets in _dossier_rules.values()):
-    raise WorkflowError("datasets whose dossier rules share a name (rename one): "
+    refuse_config("config.datasets: datasets whose dossier rules share a name (rename one): "
                         + "; ".join(" and ".join(d) for d in _dossier_rules.values() if len(d) > 1))
 
 

@@ -6,15 +6,13 @@ def ks_fit_runs(wildcards=None):
     """The first non-private and the first DP-SGD run of the Fig 6 dataset's grid."""
     dataset = config["simulations"]["ks_fit"]["dataset"]
     if dataset not in RUNS:
-        raise WorkflowError(
-            f"config.simulations.ks_fit.dataset: {dataset!r} is not among the datasets {DATASETS}"
-        )
+        refuse_config(f"config.simulations.ks_fit.dataset: {dataset!r} is not among the datasets {DATASETS}")
     runs = {}
     for run, params in RUNS[dataset].items():
         runs.setdefault(params["mechanism"], run)
     missing = {"baseline", "dpsgd"} - set(runs)
     if missing:
-        raise WorkflowError(f"config.simulations.ks_fit: the {dataset} grid has no {sorted(missing)} run")
+        refuse_config(f"config.simulations.ks_fit: the {dataset} grid has no {sorted(missing)} run")
     return {"dataset": dataset, "baseline": runs["baseline"], "dpsgd": runs["dpsgd"]}
 
 

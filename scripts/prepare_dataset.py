@@ -5,7 +5,7 @@ from pathlib import Path
 from dpaudit.contract.delta import resolve_delta
 from dpaudit.data.datasets import prepare_dataset_ids
 from dpaudit.io import write_json, write_parquet
-from dpaudit.logs import job_logging
+from dpaudit.logs import announce, job_logging
 
 sm = snakemake  # noqa: F821
 with job_logging(sm) as log:
@@ -15,6 +15,8 @@ with job_logging(sm) as log:
                                        name="config.training.delta")
     for warning in warnings:
         log.warning(warning)
+    for decision in info.get("table", {}).get("decisions", []):
+        announce(log, f"{sm.wildcards.dataset}: decided from the file: {decision}")
     info["delta"] = {"config": sm.params.delta, "resolved": resolved, "warnings": warnings}
     write_parquet(sm.output.examples, examples)
     write_parquet(sm.output.ids, ids)

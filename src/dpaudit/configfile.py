@@ -134,6 +134,17 @@ def config_source_line(paths: Iterable[str | Path], default: str = "config/confi
             f"'Config file {default} is replaced ...' says the same)")
 
 
+def refusal_lines(message: str, paths: Iterable[str | Path], default: str = "config/config.yaml") -> list[str]:
+    """A refusal made while the Snakefile is read, as the lines the workflow prints: one per problem,
+    each naming the config file(s) the experiment is (issue 46). ``message``: a ConfigError's or
+    ConfigFileError's text ("invalid configuration:" and one indented problem a line, or one line)."""
+    files = ", ".join(str(p) for p in paths) or default
+    problems = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if len(problems) > 1 and problems[0].rstrip(":") == "invalid configuration":
+        problems = problems[1:]
+    return [f"dpaudit refused (config {files}): {problem}" for problem in problems]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dpaudit.configfile FILE...``: one line per bad file on stderr, exit 1; silent when fine."""
     paths = sys.argv[1:] if argv is None else argv

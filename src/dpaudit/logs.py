@@ -38,6 +38,11 @@ class Refusal(Exception):
 
     Mixed into the project's error classes (``TableError(Refusal, ValueError)``, ...) so
     callers catching ValueError or OSError still do."""
+class InputRefusal(Refusal, ValueError):
+    """A value of the user's config or data a job refuses (a batch larger than the members, more input
+    canaries than non-members, a loss that became non-finite): one line, no traceback (issue 46)."""
+
+
 # The job's original stderr (a duplicated descriptor), its label, start and last terminal line,
 # while a job_logging block runs; None outside one.
 _TERMINAL: dict | None = None
@@ -127,6 +132,13 @@ def terminal_write(line: str, *, every: float) -> bool:
     except OSError:  # a closed terminal must not fail the job
         return False
     return True
+
+
+def announce(logger: logging.Logger, line: str) -> None:
+    """A line the user should read once (a decision taken from their data, issue 46): to the job's
+    log and, inside a ``job_logging`` block, to the terminal too."""
+    logger.info(line)
+    terminal_write(line, every=0)
 
 
 def _in_batch(snakemake) -> bool:

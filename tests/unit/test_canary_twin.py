@@ -399,3 +399,13 @@ def test_a_run_the_family_does_not_audit_loads_no_statistics():
             "if m in sys.modules]; assert not loaded, loaded")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_more_input_canaries_than_non_members_is_a_one_line_refusal():
+    from dpaudit.logs import InputRefusal
+
+    # a Refusal: the job prints one line, no traceback (dpaudit.logs.job_logging, issue 46)
+    with pytest.raises(InputRefusal, match=r"81 input canaries requested but the non-member split 'holdout' has 80 "
+                                           r"rows; set metrics.canary.input_canaries <= 80"):
+        plan_canaries(_frame(), SPLITS, gradient_canaries=0, input_canaries=81, gradient_norm=1.0, n_classes=2,
+                      seed=0)

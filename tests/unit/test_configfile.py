@@ -89,3 +89,14 @@ def test_the_start_line_names_the_experiment_config_once():
     # (`make lint` once said "config/config.yaml is not used" of config/config.yaml itself)
     assert config_source_line(["/elsewhere/project/config/config.yaml"], root="/elsewhere/project") == (
         "dpaudit: experiment config config/config.yaml")
+
+
+def test_a_refusal_while_the_snakefile_is_read_is_one_line_per_problem_naming_the_file():
+    from dpaudit.configfile import refusal_lines
+
+    message = "invalid configuration:\n  config.training.delta: 1.5 is not below 1\n  config.grid[0].seed: -1 < 0"
+    assert refusal_lines(message, ["mine.yaml"]) == [
+        "dpaudit refused (config mine.yaml): config.training.delta: 1.5 is not below 1",
+        "dpaudit refused (config mine.yaml): config.grid[0].seed: -1 < 0"]
+    assert refusal_lines("mine.yaml: the config file is empty ({})", []) == [
+        "dpaudit refused (config config/config.yaml): mine.yaml: the config file is empty ({})"]

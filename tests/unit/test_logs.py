@@ -94,7 +94,7 @@ REFUSING = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(("case", "words"), [
-    ("missing", "column 'x' has missing cells (first at data row(s) [6])"),
+    ("missing", "1 column(s) have missing cells: 'x' (1 cell, first at data row(s) [6])"),
     ("duplicate", "id column 'id' holds 3 twice (data rows 4 and 8)"),
     ("inf", "column 'x' data row 10 holds inf, not a finite number"),
     ("late_typo", "column 'x' is numeric in 59,999 rows but data row 55001 holds 'thirty'"),

@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from dpaudit.data.datasets import prepare_dataset, prepare_dataset_ids
-from dpaudit.data.table import TableError, inspect_table
+from dpaudit.data.table import TableError
 from dpaudit.data.table_columns import id_kind
 from tests.unit.test_table import _frame, _params, _prepare, _refused, _write
 
@@ -29,15 +29,13 @@ def test_a_typo_in_a_continuous_column_is_named_not_a_max_levels_refusal(tmp_pat
     assert "max_levels" not in message
 
 
-def test_a_typo_at_row_50000_of_a_larger_file_is_refused_by_prepare_with_the_same_words(tmp_path):
+def test_a_typo_at_row_50000_of_a_larger_file_is_refused_at_parse_time_with_the_same_words(tmp_path):
     frame = _frame(60_000).astype({"age": object})
     frame["city"] = np.where(np.arange(len(frame)) % 2, "Bern", "Basel")
     frame.loc[49_999, "age"] = "thirty"
     path = _write(frame, tmp_path / "t.csv")
-    assert inspect_table("credit", _params(path)).roles["age"] == "numeric"  # beyond the 1 MB pyarrow infers from
-    with pytest.raises(TableError, match=rf"table {path}: column 'age' is numeric in 59,999 rows but data row 50000 "
-                                          r"holds 'thirty'"):
-        _prepare(path)
+    # beyond the 1 MB pyarrow infers types from, and found before any job: every cell is read (issue 46)
+    _refused(path, r"column 'age' is numeric in 59,999 rows but data row 50000 holds 'thirty'")
 
 
 def test_numbers_with_a_minority_of_text_stay_categorical(tmp_path):
@@ -134,12 +132,22 @@ def test_id_kind_bounds_are_the_int64_range():
     assert id_kind(pc.cast(pa.array([1, 2]), pa.string())) == ("integer", 0)
 
 
-def test_numbers_stored_as_text_in_a_parquet_file_are_numeric(tmp_path):
+def test_a_parquet_string_column_of_numbers_keeps_its_type(tmp_path):
+    # issue 46: zip codes typed as string in the Parquet file stay text (categorical, padding kept),
+    # recorded; never re-typed to numbers and standardized
     frame = _frame()
-    frame["balance"] = [f"{v:.3f}" for v in frame["balance"]]  # a string column of the Parquet file
+    frame["zip"] = np.where(np.arange(len(frame)) % 3 == 0, "00037", np.where(np.arange(len(frame)) % 3 == 1,
+                                                                            "08001", "37"))
     table, info = _prepare(_write(frame, tmp_path / "t.parquet"))
-    balance = {c["name"]: c for c in info["table"]["column_roles"]}["balance"]
-    assert balance["role"] == "numeric" and balance["encoding"] == "standardized"
-    values = frame["balance"].astype(float).to_numpy()
-    split = table.column("split").to_numpy(zero_copy_only=False)
-    assert balance["mean"] == pytest.approx(values[split == "train"].mean(), rel=1e-12)
+    zip_code = {c["name"]: c for c in info["table"]["column_roles"]}["zip"]
+    assert zip_code["role"] == "categorical" and zip_code["levels"] == ["00037", "08001", "37"]
+    assert [d for d in info["table"]["decisions"] if d.startswith("column 'zip': a string column of the Parquet "
+                                                                 "file whose cells are all numbers, kept as text")]
+    # more distinct values than max_levels: refused naming the file's type, not read as numbers
+    frame["balance"] = [f"{v:.3f}" for v in frame["balance"]]
+    _refused(_write(frame, tmp_path / "many.parquet"), r"column 'balance' is a string column of the Parquet file "
+             r"whose 120 distinct values are all numbers, more than max_levels = 100; its type is kept \(never read "
+             r"as numbers\): write it as a number column in the file")
+    # not under a categorical list: refused, never cast
+    _refused(_write(frame, tmp_path / "many.parquet"), r"column 'balance' is a string column of the Parquet file and "
+             r"not under categorical; add it to categorical, or write it as a number column", categorical=["city"])

@@ -223,7 +223,10 @@ def test_dropout_dpsgd_trains_with_masked_ghost_clipping(tmp_path):
 
 def test_batch_size_above_member_count_is_refused_with_key_run_and_count(tmp_path):
     df = _frame()  # 120 members
-    with pytest.raises(ValueError, match=r"run 'batch_size~121': batch_size=121 exceeds the 120 members "
+    from dpaudit.logs import InputRefusal
+
+    # a Refusal: the job prints one line, no traceback (dpaudit.logs.job_logging, issue 46)
+    with pytest.raises(InputRefusal, match=r"run 'batch_size~121': batch_size=121 exceeds the 120 members "
                                          r"\(training examples\) of dataset toy; write batch_size <= 120"):
         train_model(df, SPLITS, _dp_params(batch_size=121), tmp_path / "m.keras", threads=2, log=LOG,
                     run="batch_size~121", dataset="toy")

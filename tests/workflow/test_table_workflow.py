@@ -52,20 +52,72 @@ def test_a_bad_header_is_refused_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
 
 
-def test_a_bad_cell_stops_prepare_dataset_and_nothing_after_it(tmp_path):
-    _table(tmp_path / "churn.csv", n=150_000, bad_row=149_000)  # beyond the first block read at parse time
+def test_a_late_bad_cell_is_refused_before_any_job_in_one_line(tmp_path):
+    _table(tmp_path / "churn.csv", n=150_000, bad_row=149_000)  # beyond the first block pyarrow infers from
+    config = _config(tmp_path)
+    result = snakemake(tmp_path, "--cores", "1", "--configfile", config, check=False)
+    assert result.returncode != 0, result.stdout[-3000:]
+    terminal = result.stdout + result.stderr
+    words = "table churn.csv: column 'amount' is numeric in 149,999 rows but data row 149001 holds 'twelve'"
+    # issue 46: every cell is read before any job, and the refusal is one line naming the config file
+    assert f"dpaudit refused (config {config}): config.datasets.churn: {words}" in terminal, terminal[-3000:]
+    assert "Traceback" not in terminal and "common.smk" not in terminal, terminal[-4000:]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_value_prepare_cannot_standardize_stops_prepare_dataset_and_nothing_after_it(tmp_path):
+    _table(tmp_path / "churn.csv")
+    frame = pd.read_csv(tmp_path / "churn.csv")
+    frame["amount"] = np.linspace(1e301, 5e301, len(frame))  # finite, but its variance is not in float64
+    frame.to_csv(tmp_path / "churn.csv", index=False)
     result = snakemake(tmp_path, "--cores", "1", "--configfile", _config(tmp_path), check=False)
     assert result.returncode != 0, result.stdout[-3000:]
-    assert "prepare_dataset" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
     log = (tmp_path / "logs" / "prepare_dataset" / "churn.log").read_text()
-    words = "table churn.csv: column 'amount' is numeric in 149,999 rows but data row 149001 holds 'twelve'"
-    assert words in log and "Traceback" not in log
+    words = "table churn.csv: column 'amount' cannot be standardized in float64"
+    assert words in log and "data row 200 holds 5e+301" in log and "Traceback" not in log
     # one clear line on the terminal, no traceback (issue 35)
     terminal = result.stdout + result.stderr
     assert f"dpaudit refused (prepare_dataset dataset=churn): config.datasets.churn: {words}" in terminal, terminal
     assert "Traceback" not in terminal, terminal[-4000:]
     assert not (tmp_path / "results" / "data" / "churn" / "examples.parquet").exists()
     assert not (tmp_path / "logs" / "train_model").exists()
+
+
+def test_drop_rows_keeps_the_input_canary_check_before_any_job(tmp_path):
+    _table(tmp_path / "churn.csv")
+    frame = pd.read_csv(tmp_path / "churn.csv")
+    frame.loc[frame.index % 2 == 0, "city"] = None  # drop_rows keeps 100 of 200 rows: 25 non-members
+    frame.to_csv(tmp_path / "churn.csv", index=False)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"churn": {"source": "table", "path": "churn.csv", "label": "churn",
+                                                           "missing": "drop_rows"}}, "grid": GRID,
+                                    "metrics": {"canary": {"enabled": True, "input_canaries": 40}}}))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    terminal = result.stdout + result.stderr
+    assert result.returncode != 0 and "Job stats" not in terminal
+    from dpaudit.data.examples import _share
+
+    kept = frame.dropna()["churn"].value_counts()  # oracle: the holdout of the rows drop_rows keeps
+    holdout = sum(_share(0.25, int(n)) for n in kept)
+    assert 20 <= holdout <= 30
+    assert (f"dpaudit refused (config {path}): config.metrics.canary.input_canaries: 40 input canaries are drawn from "
+            f"the non-members of table churn.csv (dataset churn), which has {holdout}; write input_canaries <= "
+            f"{holdout}") in terminal, terminal[-3000:]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_decision_from_the_file_is_recorded_and_printed_once(tmp_path):
+    _table(tmp_path / "churn.csv")
+    frame = pd.read_csv(tmp_path / "churn.csv")
+    frame.insert(0, "customer", [f"{i:06d}" for i in range(len(frame))])  # zero-padded ids: kept as text
+    frame.to_csv(tmp_path / "churn.csv", index=False)
+    config = _config(tmp_path, id="customer")
+    result = snakemake(tmp_path, "--cores", "1", "--configfile", config, "--until", "prepare_dataset")
+    terminal = result.stdout + result.stderr
+    decision = "id column 'customer': ids kept as written, as text (e.g. '000000')"
+    assert terminal.count(decision) == 1, terminal[-3000:]
+    info = yaml.safe_load((tmp_path / "results" / "data" / "churn" / "dataset.json").read_text())
+    assert any(d.startswith(decision) for d in info["table"]["decisions"])
 
 
 def test_a_changed_table_reruns_its_preparation(tmp_path):

@@ -164,6 +164,11 @@ def test_invalid_config_stops_before_any_job(tmp_path):
     assert "config.grid[1].target_epsilon[0]" in output and "config.training.delta" in output
     assert "Job stats" not in output
     assert not (tmp_path / "results").exists()
+    # one line per problem naming the config file, without the frame of rules/common.smk (issue 46)
+    refused = [line for line in output.splitlines() if line.startswith(f"dpaudit refused (config {path}): ")]
+    assert any("config.grid[1].target_epsilon[0]" in line for line in refused), output
+    assert any("config.training.delta" in line for line in refused), output
+    assert "common.smk" not in output and "File \"" not in output and "WorkflowError" not in output, output
 
 
 def test_unreachable_audit_target_stops_before_any_job(tmp_path):

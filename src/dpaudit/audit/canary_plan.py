@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpaudit.logs import InputRefusal
 from dpaudit.training.models import features
 
 __all__ = ["CanaryPlan", "plan_canaries"]
@@ -36,7 +37,7 @@ def plan_canaries(examples: pd.DataFrame, splits: dict[str, str], *, gradient_ca
     gradient_included = rng.random(int(gradient_canaries)) < 0.5
     pool = examples[examples["split"] == splits["nonmembers"]]
     if input_canaries > len(pool):
-        raise ValueError(
+        raise InputRefusal(
             f"{input_canaries} input canaries requested but the non-member split {splits['nonmembers']!r} "
             f"has {len(pool)} rows; set metrics.canary.input_canaries <= {len(pool)}"
         )

@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 
 from dpaudit.data.table import (
     BATCH_ROWS,
-    FIRST_ROWS,
     FIT_SPLITS,
     MEMBERS,
     TableError,
@@ -38,7 +37,9 @@ from dpaudit.data.table import (
     _where,
     inspect_table,
 )
-from dpaudit.data.table_columns import NUMERIC_SHARE, numeric_mask
+from dpaudit.data.table_columns import NUMERIC_SHARE
+from dpaudit.data.table_scan import FIRST_ROWS
+from dpaudit.data.table_text import NumberFormat, number_format
 
 __all__ = ["prepare_table"]
 
@@ -64,7 +65,7 @@ class _Levels:
 
 
 def _batches(path: Path, kind: str, spec: Mapping[str, Any], types: Mapping[str, pa.DataType],
-             used: list[str], where: str):
+             used: list[str], where: str, columns: tuple[str, ...] = (), empty_first: frozenset = frozenset()):
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -75,14 +76,16 @@ def _batches(path: Path, kind: str, spec: Mapping[str, Any], types: Mapping[str,
     except pa.ArrowInvalid as exc:
         match = re.search(r"CSV column #(\d+).*invalid value '(.*)'", str(exc))
         if match and kind == "csv":
-            column = used[int(match.group(1))] if int(match.group(1)) < len(used) else match.group(1)
-            raise _cell_error(path, spec, column, where) from exc
+            # pyarrow numbers the file's columns, the dropped ones included
+            index = int(match.group(1))
+            column = columns[index] if index < len(columns) else match.group(1)
+            raise _cell_error(path, spec, column, where, column in empty_first) from exc
         raise _unreadable(where, exc, kind) from exc
     except (OSError, EOFError) as exc:
         raise _unreadable(where, exc, kind) from exc
 
 
-def _cell_error(path: Path, spec: Mapping[str, Any], column: str, where: str) -> TableError:
+def _cell_error(path: Path, spec: Mapping[str, Any], column: str, where: str, empty_first: bool = False) -> TableError:
     """The first non-numeric cell of a numeric CSV column (read again as text to find its row),
     with how many of its rows are numbers: a few typos, or a column that turns to text."""
     import pyarrow.csv as pa_csv
@@ -93,13 +96,14 @@ def _cell_error(path: Path, spec: Mapping[str, Any], column: str, where: str) ->
                                     convert_options=convert).column(column))
     found = _first_non_numeric(text)
     cell = f"data row {found[0] + 1} holds {found[1]!r}" if found else "a cell is not a number"
-    numbers = int(numeric_mask(text).sum())
+    numbers = int(number_format(spec).mask(text).sum())
     filled = len(text) - text.null_count
     if numbers >= NUMERIC_SHARE * filled:
         return TableError(f"{where}: column {column!r} is numeric in {numbers:,} rows but {cell}; fix the cell, or "
                           "list the column under categorical (or drop) if it is not a number")
-    return TableError(f"{where}: column {column!r} holds numbers in its first rows but text in {filled - numbers:,} "
-                      f"of its {filled:,} filled rows (first: {cell}); list it under categorical, or under drop")
+    first = "is empty in its first rows" if empty_first else "holds numbers in its first rows"
+    return TableError(f"{where}: column {column!r} {first} but text in {filled - numbers:,} of its {filled:,} "
+                      f"filled rows (first: {cell}); list it under categorical, or under drop")
 
 
 def _missing_rows(column: pa.Array, offset: int) -> list[int]:
@@ -107,13 +111,15 @@ def _missing_rows(column: pa.Array, offset: int) -> list[int]:
     return [int(r) + offset + 1 for r in rows[:FIRST_ROWS]]
 
 
-def _numbers(column: pa.Array, name: str, offset: int, where: str) -> np.ndarray:
+def _numbers(column: pa.Array, name: str, offset: int, where: str, fmt: NumberFormat) -> np.ndarray:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        found = _first_non_numeric(column)
-        if found is not None:
-            raise TableError(f"{where}: column {name!r} is numeric but data row {found[0] + offset + 1} holds "
-                             f"{found[1]!r}; fix the cell, or list the column under categorical (or drop)")
-        column = pc.cast(_trimmed(column), pa.float64())
+        text = _trimmed(column)
+        bad = np.flatnonzero(~fmt.mask(text) & ~text.is_null().to_numpy(zero_copy_only=False))
+        if bad.size:
+            raise TableError(f"{where}: column {name!r} is numeric but data row {int(bad[0]) + offset + 1} holds "
+                             f"{text[int(bad[0])].as_py()!r} ({fmt.words()}); fix the cell, or list the column "
+                             "under categorical (or drop)")
+        column = fmt.to_float(text)
     values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
     bad = np.flatnonzero(~np.isfinite(values) & ~column.is_null().to_numpy(zero_copy_only=False))
     if bad.size:
@@ -138,6 +144,10 @@ def prepare_table(name: str, path: str | Path,
     text_ids = sketch.id_kind == "text"
     types = {c: {"numeric": pa.float64(), "boolean": pa.bool_(), "id": pa.string() if text_ids else pa.int64(),
                  "categorical": pa.string(), "label": pa.string()}[roles[c]] for c in used}
+    # numbers written with the declared separators, or typed as text by pyarrow: read as text, converted here
+    types.update(dict.fromkeys(sketch.text_numbers, pa.string()))
+    fmt = number_format(spec)
+    empty_first = frozenset(c for c in used if sketch.types.get(c) == "null")
     limit = int(spec["max_levels"])
     numeric: dict[str, list[np.ndarray]] = {c: [] for c in used if roles[c] in ("numeric", "boolean")}
     levels = {c: _Levels() for c in used if roles[c] in ("categorical", "label")}
@@ -145,7 +155,7 @@ def prepare_table(name: str, path: str | Path,
     keep: list[np.ndarray] = []
     missing_total = dict.fromkeys(used, 0)
     offset = 0
-    for batch in _batches(path, sketch.format, spec, types, used, where):
+    for batch in _batches(path, sketch.format, spec, types, used, where, sketch.columns, empty_first):
         size = batch.num_rows
         row_ok = np.ones(size, dtype=bool)
         for column_name in used:
@@ -164,7 +174,7 @@ def prepare_table(name: str, path: str | Path,
                 row_ok &= ~column.is_null().to_numpy(zero_copy_only=False)
             role = roles[column_name]
             if role in ("numeric",):
-                numeric[column_name].append(_numbers(column, column_name, offset, where))
+                numeric[column_name].append(_numbers(column, column_name, offset, where, fmt))
             elif role == "boolean":
                 numeric[column_name].append(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False))
             elif role == "id" and text_ids:
@@ -195,11 +205,15 @@ def prepare_table(name: str, path: str | Path,
             _check_ids(example_id, row_number, spec["id"], where)
 
     label_codes = levels[label].all_codes()[kept]
-    values = list(levels[label].index)
-    order = sorted(range(len(values)), key=lambda k: _sort_key(values[k]))
-    position = np.empty(len(values), dtype=np.int64)
-    position[order] = np.arange(len(values))
-    y = position[label_codes]
+    # label_numbers: merge: every spelling of a value becomes the class named as first written
+    spelled = [str(v) if sketch.label_merge else v for v in levels[label].index]
+    classes = list(dict.fromkeys(sketch.label_merge.get(v, v) for v in spelled))
+    order = sorted(range(len(classes)), key=lambda k: _sort_key(classes[k]))
+    position = np.empty(len(classes), dtype=np.int64)
+    position[order] = np.arange(len(classes))
+    of_class = {c: k for k, c in enumerate(classes)}
+    y = position[np.asarray([of_class[sketch.label_merge.get(v, v)] for v in spelled], dtype=np.int64)[label_codes]]
+    values = classes
     label_names = [str(values[k]) for k in order]
     counts = {label_names[k]: int(c) for k, c in enumerate(np.bincount(y, minlength=len(values)))}
     problems = _class_problems({k: v for k, v in counts.items() if v}, _fractions(params), label, where)
@@ -238,10 +252,11 @@ def prepare_table(name: str, path: str | Path,
                     scale = std if std > 0 else 1.0
                     x[:, start] = (data - mean) / scale
                 if not (math.isfinite(mean) and math.isfinite(std) and np.isfinite(x[:, start]).all()):
+                    largest = int(np.argmax(np.abs(data)))
                     raise TableError(f"{where}: column {column_name!r} cannot be standardized in float64 (mean "
-                                     f"{mean:.4g}, std {std:.4g} over the {fit_on} split, values up to "
-                                     f"{float(np.abs(data).max()):.4g}); rescale the column (e.g. divide it by a "
-                                     "power of ten) or list it under drop")
+                                     f"{mean:.4g}, std {std:.4g} over the {fit_on} split; data row "
+                                     f"{int(row_number[largest]) + 1} holds {float(data[largest]):.4g}); rescale "
+                                     "the column (e.g. divide it by a power of ten) or list it under drop")
                 entry.update(encoding="standardized", mean=mean, std=std, scale=scale, features=[start])
                 feature_names.append(column_name)
                 start += 1
@@ -280,11 +295,15 @@ def prepare_table(name: str, path: str | Path,
     digest = _sha256(path)
     table_record = {
         "path": str(spec.get("path", path)), "format": sketch.format, "sha256": digest,
-        **({"delimiter": spec["delimiter"]} if sketch.format == "csv" else {}),
+        **({"delimiter": spec["delimiter"], "encoding": spec.get("encoding") or "utf-8", "decimal": fmt.decimal,
+            "thousands": fmt.thousands} if sketch.format == "csv" else {}),
         "bytes": path.stat().st_size, "rows": offset, "columns": len(sketch.columns),
         "rows_dropped": rows_dropped, "rows_used": int(y.size),
         "columns_dropped": [c for c in sketch.columns if roles[c] == "dropped"],
         "column_roles": column_info,
+        # what was decided from the file's cells (dpaudit.data.table_scan), printed by prepare_dataset
+        "decisions": list(sketch.decisions),
+        **({"label_merged": sketch.label_merge} if sketch.label_merge else {}),
     }
     preprocessing = {
         "split": {"method": "stratified", "split_seed": seed, "fractions": list(fractions)},

@@ -29,6 +29,7 @@ import pandas as pd
 
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
+from dpaudit.logs import InputRefusal
 from dpaudit.progress import Progress
 from dpaudit.training import sampling
 from dpaudit.training.architectures import build_model, shaping_keys
@@ -214,14 +215,14 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     members = examples[examples["split"] == splits["members"]]
     utility = examples[examples["split"] == splits["utility"]]
     if len(members) < 2:
-        raise ValueError(f"members split {splits['members']!r} has {len(members)} examples")
+        raise InputRefusal(f"members split {splits['members']!r} has {len(members)} examples")
     n = len(members)
     # The message of the parse-time check (dpaudit.config), which catches it already
     # where n is known before the data are downloaded.
     problem = sampling.batch_size_problem(p["batch_size"], n, dataset or "(unnamed)",
                                  f"run {run!r}" if run is not None else "grid")
     if problem is not None:
-        raise ValueError(problem)
+        raise InputRefusal(problem)
 
     from dpaudit import _tf
 
@@ -251,7 +252,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     k = p["microbatches"]
     if k is not None and k > batch_size:
         # Most groups would be empty in every step; almost surely a config error.
-        raise ValueError(f"microbatches={k} exceeds the batch size {batch_size}")
+        raise InputRefusal(f"microbatches={k} exceeds the batch size {batch_size}")
 
     implementation, noise_multiplier, privacy = _privacy(p, q, steps, log, policy)
 
@@ -392,7 +393,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
                              len(observations), run, s.implementation, groups=positions if k is not None else None)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
-                raise ValueError(
+                raise InputRefusal(
                     f"{label} (dataset {dataset}): training loss became non-finite ({loss}) at epoch {epoch}, "
                     f"learning_rate={p['learning_rate']:g}; the model file is not written. Lower learning_rate "
                     "(grid key learning_rate) or check the features for huge values"
