@@ -371,9 +371,15 @@ CANARY = [
            "actually drawn, steps executed, noise multiplier) and ε recomputed from those values by a second "
            "accountant (recomputed_epsilon, dp_accounting's PLD) stays within 1 % of the published claimed_epsilon.",
            "—", "diagnostic", (*_MECHANISM[:1], *_ACCOUNTED, *_MECHANISM[-4:]), dtype="bool"),
+    Metric("canary", "sampler_check_passed", "sampler check passed",
+           "Whether the rows every training step drew, read from the sampler's calls, follow the claimed "
+           "sampler's law at its rate (Poisson: the batch sizes' law with both tails, each row's participation "
+           "count, rows never drawn, independence across steps; shuffle: exactly B rows a batch, each row at most "
+           "once an epoch, a fresh permutation) at the family-wise level family_alpha, for the model "
+           "checked_model names.", "—", "diagnostic", _MECHANISM, dtype="bool"),
     Metric("canary", "measured_above_promise", "measured above promise",
-           "Whether the audit caught the mechanism leaking more than its claim: its noise certificate or "
-           "accounting check failed, the claim-curve test "
+           "Whether the audit caught the mechanism leaking more than its claim: its noise certificate, sampler "
+           "check or accounting check failed, the claim-curve test "
            "rejected, or a distribution-free bound exceeds the accountant's ε (verdict above_promise, consistent, "
            "or too_weak when the audit could not have caught a 2× noise shortfall; decided_by names the test).",
            "—", "diagnostic", ("verdict", "decided_by", "checked_model", "ceiling_max", "confidence",

@@ -16,8 +16,8 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
   row copied unchanged (``ladder_rows``; the figure's Parquet holds them, one row per rung).
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
-is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
-``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red.
+is in the title, with the released model's mechanism checks (issues 32, 45: ``noise_check_passed``,
+``sampler_check_passed``, ``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red.
 ``plot_ladder_grid`` draws a dataset's models as small multiples, each model's ladder on one line
 of a shared ε axis, with its verdict.
 """
@@ -145,6 +145,7 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
 # The mechanism's own checks (issue 32): canary rows whose checked_model names the model checked
 # (the released one, or its audit twin). A failed one decides the verdict (decided_by = its key).
 MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certificate"),
+                    "sampler": ("sampler_check_passed", "sampler_check", "sampler check"),
                     "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
 for _metric, _, _ in MECHANISM_CHECKS.values():
     declared("canary", _metric)  # the contract's names: a renamed metric fails here, at import

@@ -29,6 +29,7 @@ import pandas as pd
 
 from dpaudit.contract import paths as P
 from dpaudit.contract.metrics import declared
+from dpaudit.metrics.canary.mechanism import READS
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
 from dpaudit.plots.attacks import ATTACK_LABELS
 from dpaudit.plots.ladder import (
@@ -190,8 +191,9 @@ def _failed_detail(what, name: str) -> str:
 
 
 def _checks(row) -> tuple[str, str]:
-    """The released model's mechanism checks (issue 32): passed, FAILED (which), or — with the
-    reason; a failed check of the audit twin is said below it (it decides the verdict too)."""
+    """The released model's mechanism checks (issues 32, 45): passed, FAILED (which), or — with the
+    reason; a failed check of the audit twin is said below it (it decides the verdict too); then
+    what the checks read of the training (noise, rows, ...)."""
     failed, passed, notes = [], [], []
     for check, (_, _, name) in MECHANISM_CHECKS.items():
         if not bool(row.get(f"{check}_released_row")):
@@ -221,6 +223,10 @@ def _checks(row) -> tuple[str, str]:
     if twin:
         notes.append(f'<div class="small">audit twin: <strong class="fail">FAILED</strong> ({esc(", ".join(twin))})'
                      "</div>")
+    read = [READS[metric][0] for check, (metric, _, _) in MECHANISM_CHECKS.items()
+            if metric in READS and not is_missing(row.get(f"{check}_released"))]
+    if read:  # what the checks read of the training (issue 45)
+        notes.append(f'<div class="small">read: {esc(", ".join(dict.fromkeys(read)))}</div>')
     # sort: a failure first, then a check not run, then all passed
     rank = 0 if failed or twin else (2 if len(passed) == len(MECHANISM_CHECKS) else 1)
     return ("; ".join(head) or "—") + "".join(notes), str(rank)
