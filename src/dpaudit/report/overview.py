@@ -194,7 +194,7 @@ def _checks(row) -> tuple[str, str]:
     """The released model's mechanism checks (issues 32, 45): passed, FAILED (which), or — with the
     reason; a failed check of the audit twin is said below it (it decides the verdict too); then
     what the checks read of the training (noise, rows, ...)."""
-    failed, passed, notes = [], [], []
+    failed, passed, notes, not_run = [], [], [], 0
     for check, (_, _, name) in MECHANISM_CHECKS.items():
         if not bool(row.get(f"{check}_released_row")):
             continue
@@ -203,6 +203,7 @@ def _checks(row) -> tuple[str, str]:
             note = row.get(f"{check}_released_note")
             notes.append(f'<div class="small">{esc(name)} {_missing(str(note) if not is_missing(note) else "not run")}'
                          "</div>")
+            not_run += 1
         elif bool(value):
             passed.append(name)
         else:
@@ -228,7 +229,7 @@ def _checks(row) -> tuple[str, str]:
     if read:  # what the checks read of the training (issue 45)
         notes.append(f'<div class="small">read: {esc(", ".join(dict.fromkeys(read)))}</div>')
     # sort: a failure first, then a check not run, then all passed
-    rank = 0 if failed or twin else (2 if len(passed) == len(MECHANISM_CHECKS) else 1)
+    rank = 0 if failed or twin else (1 if not_run else 2)
     return ("; ".join(head) or "—") + "".join(notes), str(rank)
 
 
