@@ -149,7 +149,8 @@ MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certif
                     "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
 for _metric, _, _ in MECHANISM_CHECKS.values():
     declared("canary", _metric)  # the contract's names: a renamed metric fails here, at import
-CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin"}
+CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin",
+                  "releases": "its many-runs audit's releases"}
 # How a verdict's decided_by (dpaudit.metrics.canary.rows.verdict) is said.
 DECIDED_BY_WORDS = {
     **{decided: f"the {name}" for _, decided, name in MECHANISM_CHECKS.values()},

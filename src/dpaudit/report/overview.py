@@ -209,8 +209,11 @@ def _checks(row) -> tuple[str, str]:
         else:
             failed.append(name)
             notes.insert(0, _failed_detail(row.get(f"{check}_released_failed"), name))
-    twin = [name for check, (_, _, name) in MECHANISM_CHECKS.items()
-            if not is_missing(row.get(f"{check}_twin")) and not bool(row[f"{check}_twin"])]
+    # the audit's own copies of the mechanism: a DP-SGD run's twin, a linear run's many-runs releases
+    others = {who: [name for check, (_, _, name) in MECHANISM_CHECKS.items()
+                    if not is_missing(row.get(f"{check}_{model}")) and not bool(row[f"{check}_{model}"])]
+              for model, who in (("twin", "audit twin"), ("releases", "many-runs releases"))}
+    twin = [name for names in others.values() for name in names]
     if not (failed or passed or notes or twin):
         return _missing(_no_checks_reason(row)), ""
     head = []
@@ -221,9 +224,10 @@ def _checks(row) -> tuple[str, str]:
     if MECHANISM_CHECKS["noise"][2] in passed and not is_missing(row.get("noise_ratio")):
         ratio = _num(row["noise_ratio"], "canary", "noise_variance_ratio_min", {"checked_model": "released"})
         notes.append(f'<div class="small">{esc(declared("canary", "noise_variance_ratio_min").label)} {ratio}</div>')
-    if twin:
-        notes.append(f'<div class="small">audit twin: <strong class="fail">FAILED</strong> ({esc(", ".join(twin))})'
-                     "</div>")
+    for who, names in others.items():
+        if names:
+            notes.append(f'<div class="small">{who}: <strong class="fail">FAILED</strong> ({esc(", ".join(names))})'
+                         "</div>")
     read = [READS[metric][0] for check, (metric, _, _) in MECHANISM_CHECKS.items()
             if metric in READS and not is_missing(row.get(f"{check}_released"))]
     if read:  # what the checks read of the training (issue 45)

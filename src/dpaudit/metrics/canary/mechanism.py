@@ -3,7 +3,8 @@ certificate and the accounting check that training recorded (train.json of the r
 model, audit.json of its twin), read, never recomputed.
 
 * ``noise_check_passed``: the noise certificate (``dpaudit.dp.noise_certificate``) of the
-  released model's training (``checked_model`` = released) and of its audit twin (twin);
+  released model's training (``checked_model`` = released) and of its audit twin (twin), or of
+  a linear mechanism's many-runs releases certified in aggregate (releases);
 * ``noise_variance_ratio_min``: the smallest measured variance over σ²C² of a variable;
 * ``accounting_reproduced``: the accountant's inputs against the loop, ε recomputed by a
   second accountant (``dpaudit.dp.accounting_check``);
@@ -95,6 +96,9 @@ def mechanism_rows(train: Mapping[str, Any], record: Mapping[str, Any] | None) -
         rows.append(_sampler_row(train.get("sampler_check"), "released"))
         rows.append(_accounting_row(train.get("accounting_check"), "released"))
     if record is not None and "noise_check" in record:
+        if train.get("mechanism") != "dpsgd":  # a linear mechanism's many-runs releases (issue 45)
+            rows.extend(_noise_rows(record.get("noise_check"), "releases"))
+            return rows
         rows.extend(_noise_rows(record.get("noise_check"), "twin"))
         rows.append(_sampler_row(record.get("sampler_check"), "twin"))
         rows.append(_accounting_row(record.get("accounting_check"), "twin"))
