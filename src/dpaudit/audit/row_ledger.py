@@ -35,7 +35,7 @@ import numpy as np
 __all__ = ["CHUNK_ROWS", "RowLedger", "decode_varints", "encode_varints"]
 
 # Rows decoded at once by ``summary`` (a chunk holds a few arrays of this length, ~8 bytes each).
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 _FLUSH_ROWS = 1 << 16  # positions buffered before they are encoded together
 _MAX_VARINT_BYTES = 10  # 70 bits: any uint64
 
