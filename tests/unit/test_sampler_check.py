@@ -297,7 +297,7 @@ def test_a_correct_run_records_its_ledger_and_passes():
     assert mechanism_failure(mechanism_rows(info, None)) == (None, None)
 
 
-def _twin(policy, params):
+def _twin(policy, params, input_canaries=0):
     import logging
 
     from dpaudit.audit.twin import run_canary_twin
@@ -305,7 +305,7 @@ def _twin(policy, params):
     from tests.unit.test_training import SPLITS
 
     return run_canary_twin(_frame(), SPLITS, {**PARAMS, "epochs": 4, **params}, gradient_canaries=400,
-                           input_canaries=0, gradient_norm_factor=10.0, seed=0, threads=1,
+                           input_canaries=input_canaries, gradient_norm_factor=10.0, seed=0, threads=1,
                            log=logging.getLogger("test_sampler_check"), policy=policy)[1]
 
 
@@ -321,11 +321,17 @@ def test_the_twins_canary_rows_go_through_the_same_tests():
     assert failed == {"all rows", "canary rows"}
     rows = mechanism_rows({"mechanism": "dpsgd"}, record)
     assert mechanism_failure(rows) == ("sampler_check", "twin")
-    # shuffled batches: the canaries keep their own Poisson draw, checked as Poisson
-    record = _twin(MechanismPolicy(), {"sampling": "shuffle"})
+    # shuffled batches: the canaries keep their own Poisson draw at the released q = B/n, checked as
+    # Poisson. With included input canaries ⌊n_train/B⌋ exceeds the loop's steps an epoch: each of
+    # the loop's epochs must still be one permutation (before issue 45 its epochs straddled two
+    # permutations and this check found rows drawn twice within an epoch)
+    record = _twin(MechanismPolicy(), {"sampling": "shuffle"}, input_canaries=40)
     groups = {g["name"]: g for g in record["sampler_check"]["groups"]}
-    assert record["sampler_check"]["passed"]
+    assert record["input_included"] >= 20 and groups["all rows"]["rows"] == 200 + record["input_included"]
+    assert record["sampler_check"]["passed"], record["sampler_check"]["failures"]
     assert (groups["all rows"]["claim"], groups["canary rows"]["claim"]) == ("shuffle", "poisson")
+    assert groups["canary rows"]["rate"] == pytest.approx(20 / 200, rel=RTOL)
+    assert groups["all rows"]["tests"]["once_per_epoch"]["statistic"] == 0
 
 
 def test_the_claimed_curve_is_built_from_the_accountants_inputs():

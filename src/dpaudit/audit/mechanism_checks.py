@@ -47,6 +47,7 @@ class SamplerLedger:
     steps_per_epoch: int
     canary_rows: int = 0
     canaries_shared: bool = False
+    canary_rate: float | None = None  # the canaries' own sampler's (None: the population's rate)
     steps_executed: int = 0
     empty_batches: int = 0
     rows: RowLedger = field(init=False)
@@ -81,11 +82,12 @@ class SamplerLedger:
         if self.canary_rows and self.canaries_shared:
             ranges["canary rows"] = (self.population - self.canary_rows, self.population)
         summary = self.rows.summary(ranges, steps_per_epoch=self.steps_per_epoch)
-        groups = [{"name": name, "claim": self.sampling if name == "all rows" else "poisson", **stats}
-                  for name, stats in summary.items()]
+        groups = [{"name": name, "claim": self.sampling if name == "all rows" else "poisson", "rate": self.rate,
+                   **stats} for name, stats in summary.items()]
         if self.canaries is not None:
             own = self.canaries.summary({"canary rows": (0, self.canary_rows)}, steps_per_epoch=self.steps_per_epoch)
-            groups.append({"name": "canary rows", "claim": "poisson", **own["canary rows"]})
+            rate = self.rate if self.canary_rate is None else self.canary_rate
+            groups.append({"name": "canary rows", "claim": "poisson", "rate": rate, **own["canary rows"]})
         return groups
 
     def record(self) -> dict[str, Any]:
@@ -162,9 +164,10 @@ class MechanismObserver:
         return self.monitor
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
-                steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False) -> None:
+                steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False,
+                canary_rate: float | None = None) -> None:
         self.ledger = SamplerLedger(sampling, population, rate, batch_size, steps_per_epoch,
-                                    canary_rows=canary_rows, canaries_shared=canaries_shared)
+                                    canary_rows=canary_rows, canaries_shared=canaries_shared, canary_rate=canary_rate)
 
     def drew(self, rows: np.ndarray) -> None:
         self.ledger.drew(rows)

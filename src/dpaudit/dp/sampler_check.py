@@ -249,16 +249,18 @@ def _shuffle_tests(g: Mapping[str, Any], batch_size: int) -> dict[str, dict[str,
 def check_sampler(groups: Sequence[Mapping[str, Any]], *, rate: float, batch_size: int,
                   alpha: float = FAMILY_ALPHA) -> dict[str, Any]:
     """The record train.json keeps under ``sampler_check``. ``groups``: per group of rows its
-    ``name``, ``claim`` (poisson or shuffle) and the statistics of ``RowLedger.summary``."""
+    ``name``, ``claim`` (poisson or shuffle), optionally its own ``rate`` (default ``rate``) and
+    the statistics of ``RowLedger.summary``."""
     per_group, tests = [], []
     for g in groups:
         if not int(g["rows"]) or not int(g["steps"]):
             continue
-        claim = str(g["claim"])
-        found = _poisson_tests(g, float(rate)) if claim == "poisson" else _shuffle_tests(g, int(batch_size))
+        claim, q = str(g["claim"]), float(g.get("rate", rate))
+        found = _poisson_tests(g, q) if claim == "poisson" else _shuffle_tests(g, int(batch_size))
         run = {name: result for name, result in found.items() if result is not None}
-        per_group.append({"name": str(g["name"]), "claim": claim, "rows": int(g["rows"]), "steps": int(g["steps"]),
-                          "tests": run, "skipped": sorted(k for k, v in found.items() if v is None)})
+        per_group.append({"name": str(g["name"]), "claim": claim, "rate": q, "rows": int(g["rows"]),
+                          "steps": int(g["steps"]), "tests": run,
+                          "skipped": sorted(k for k, v in found.items() if v is None)})
         tests.extend((str(g["name"]), name, float(result["p_value"])) for name, result in run.items())
     level = alpha / max(1, len(tests))
     failures = [{"group": group, "test": name, "p_value": p} for group, name, p in tests if p <= level]
@@ -285,13 +287,19 @@ def _problem(failure: Mapping[str, Any], groups: Mapping[str, Mapping[str, Any]]
     test = failure["test"]
     said = {
         "sizes_dispersion": lambda: f"{who}: batch sizes vary {result.get('ratio', math.nan):.3g}× as much as "
-                                    f"Poisson sampling's Binomial({rows:,}, q) would",
-        "sizes_max": lambda: f"{who}: the largest of {steps:,} batches holds {result.get('statistic')} rows "
-                             f"(expected {result.get('expected', math.nan):.4g} a batch; probability of a largest "
-                             f"batch this {'small' if result.get('p_below', 1) < result.get('p_above', 1) else 'large'}"
-                             f" {min(result.get('p_below', 1), result.get('p_above', 1)):.2g}: capped batches?)",
-        "sizes_min": lambda: f"{who}: the smallest of {steps:,} batches holds {result.get('statistic')} rows "
-                             f"(expected {result.get('expected', math.nan):.4g} a batch)",
+                                    f"Poisson sampling's Binomial({rows:,}, {group.get('rate', math.nan):.4g}) would",
+        "sizes_max": lambda: (f"{who}: no batch of {steps:,} holds more than {result.get('statistic')} rows "
+                              f"(expected {result.get('expected', math.nan):.4g} a batch; Binomial batches stay this "
+                              f"small with probability {result.get('p_below', math.nan):.2g}): batches capped?"
+                              if result.get("p_below", 1) < result.get("p_above", 1) else
+                              f"{who}: a batch of {result.get('statistic')} rows (expected "
+                              f"{result.get('expected', math.nan):.4g}), beyond Binomial({rows:,}, q)'s reach in "
+                              f"{steps:,} steps"),
+        "sizes_min": lambda: (f"{who}: no batch of {steps:,} holds fewer than {result.get('statistic')} rows "
+                              f"(expected {result.get('expected', math.nan):.4g} a batch): batches padded?"
+                              if result.get("p_above", 1) < result.get("p_below", 1) else
+                              f"{who}: a batch of only {result.get('statistic')} rows (expected "
+                              f"{result.get('expected', math.nan):.4g})"),
         "sizes_law": lambda: f"{who}: the batch sizes do not follow Binomial({rows:,}, q)",
         "counts_dispersion": lambda: f"{who}: the rows' participation counts vary {result.get('ratio', math.nan):.3g}× "
                                      f"as much as Binomial({steps:,}, q) would (shuffled or repeated batches, or "
@@ -322,10 +330,11 @@ def summary_sentence(check: Mapping[str, Any] | None) -> str:
     if not check.get("checked", False):
         return f"the rows drawn were not checked: {check.get('reason', 'no record')}"
     groups = {g["name"]: g for g in check.get("groups", [])}
-    read = "; ".join(f"{g['name']}: {g['rows']:,} rows × {g['steps']:,} steps, {g['claim']}" for g in groups.values())
+    read = "; ".join(f"{g['name']}: {g['rows']:,} rows × {g['steps']:,} steps, {g['claim']} at q = "
+                     f"{g.get('rate', check['rate']):.4g}" for g in groups.values())
     if check["passed"]:
-        return (f"the rows every step drew were read ({read}): consistent with the claimed sampler at q = "
-                f"{check['rate']:.4g} ({check['tests']} tests, family-wise level {check['family_alpha']:g})")
+        return (f"the rows every step drew were read ({read}): consistent with the claimed samplers "
+                f"({check['tests']} tests, family-wise level {check['family_alpha']:g})")
     problems = "; ".join(dict.fromkeys(_problem(f, groups) for f in check["failures"]))
     if not check.get("privacy_failure", True):
         return (f"the rows every step drew were read ({read}): each row at most once an epoch as the accountant "

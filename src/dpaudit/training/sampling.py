@@ -20,16 +20,23 @@ def poisson_batches(n: int, q: float, steps: int, rng: np.random.Generator) -> I
 
 
 def shuffle_batches(
-    n: int, batch_size: int, epochs: int, rng: np.random.Generator
+    n: int, batch_size: int, epochs: int, rng: np.random.Generator, per_epoch: int | None = None
 ) -> Iterator[np.ndarray]:
     """Yield fixed-size batches of a fresh permutation per epoch; the last short batch is dropped.
 
     Dropping it keeps every batch size equal to ``batch_size``, the quantity the
     update divides by, and each example still appears at most once per epoch.
+    ``per_epoch`` (default ⌊n/B⌋, at most that): the batches an epoch of the loop takes. An
+    audit twin's included input canaries enlarge n but not the released run's steps per epoch,
+    so each of the loop's epochs must be one permutation (issue 45: with ⌊n/B⌋ batches a
+    permutation, the loop's epochs straddled two permutations and drew rows twice in an epoch).
     """
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in [1, n={n}], got {batch_size}")
-    per_epoch = n // batch_size
+    most = n // batch_size
+    per_epoch = most if per_epoch is None else int(per_epoch)
+    if not 1 <= per_epoch <= most:
+        raise ValueError(f"per_epoch must be in [1, n // batch_size = {most}], got {per_epoch}")
     for _ in range(int(epochs)):
         order = rng.permutation(n)
         for b in range(per_epoch):

@@ -295,10 +295,11 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
                    if policy.sampler_bug else sampling.poisson_batches(population, rate, steps, rng))
     else:
         rate = batch_size / n_train
-        batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
+        batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng, per_epoch=spe)
     if observer is not None:
         observer.sampler(sampling=p["sampling"], population=population, rate=rate, batch_size=batch_size,
-                         steps_per_epoch=spe, canary_rows=canary_rows.size, canaries_shared=shared_sampler)
+                         steps_per_epoch=spe, canary_rows=canary_rows.size, canaries_shared=shared_sampler,
+                         canary_rate=q)
     member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
     return _Setup(p=p, x=x, y=y, x_util=x_util, y_util=y_util, member_ids=member_ids, n=n, d=d,
                   n_classes=n_classes, n_train=n_train, m_gradient=m_gradient, steps=steps, spe=spe,
