@@ -7,12 +7,17 @@ step traced once, alternated over rounds in one process; the ratio is of the med
 accounting check (``dpaudit.dp.accounting_check.reproduce_accounting``: binomial test, the
 PLD and RDP recomputations) at ε = 1, 4, 16 with the run's settings.
 
-    python bench/bench_noise_check.py [--rounds 7]
+Issue 45: the row ledger's memory and the sampler check's time at the default run and at the
+Purchase-100 paper configuration (132,207 members, B = 256, 50 epochs; the sampler mirrored in
+numpy by geometric skips), and the observer's cost on train_model's loop.
+
+    python bench/bench_noise_check.py [--rounds 7] [--only certificate|train_model|accounting|rows]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -77,13 +82,15 @@ def certificate_overhead(rounds: int) -> None:
 
 
 def train_model_overhead(rounds: int) -> None:
-    """The released loop as train_model runs it (train_seconds: tracing, sampler, ledger, epochs'
-    utility passes), with the monitor and with ``monitor_for`` patched to give none."""
+    """The released loop as train_model runs it (train_seconds: tracing, sampler, epochs' utility
+    passes) with the mechanism's observer (noise monitor, row ledger) and without one; then the
+    checks after training (mechanism_check_seconds: certificate, accounting, sampler check)."""
     import logging
 
     import pandas as pd
 
-    from dpaudit.training import train as train_module
+    from dpaudit.audit.mechanism_checks import MechanismObserver
+    from dpaudit.training.train import train_model
 
     rng = np.random.default_rng(1)
     n = N + 500
@@ -94,19 +101,65 @@ def train_model_overhead(rounds: int) -> None:
     params = {"mechanism": "dpsgd", "epochs": 10, "batch_size": BATCH, "hidden_units": [HIDDEN], "clip_norm": 1.0,
               "target_epsilon": 4.0, "delta": DELTA, "seed": 0}
     splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
-    real = train_module.monitor_for
     times = {False: [], True: []}
+    checks, sampler = [], []
     log = logging.getLogger("bench")
     for r in range(rounds):
-        for monitored in ((False, True) if r % 2 == 0 else (True, False)):
-            train_module.monitor_for = real if monitored else (lambda *a, **k: None)
-            info = train_module.train_model(frame, splits, params, "/tmp/bench_noise.keras", threads=2, log=log)
-            times[monitored].append(info["train_seconds"])
-    train_module.monitor_for = real
-    plain, checked = np.min(times[False]), np.min(times[True])
-    print(f"train_model's loop (train_seconds, tracing included), {rounds} alternated rounds: without monitor "
-          f"{plain:.3f} s, with {checked:.3f} s (fastest of the rounds: the least disturbed): ratio {checked / plain:.3f}; mechanism checks after "
-          f"training {info['mechanism_check_seconds']:.3f} s")
+        for observed in ((False, True) if r % 2 == 0 else (True, False)):
+            info = train_model(frame, splits, params, "/tmp/bench_noise.keras", threads=2, log=log,
+                               observer=MechanismObserver() if observed else None)
+            times[observed].append(info["train_seconds"])
+            if observed:
+                checks.append(info["mechanism_check_seconds"])
+                sampler.append(info["sampler_check"]["seconds"])
+    plain, watched = np.min(times[False]), np.min(times[True])
+    print(f"train_model's loop (train_seconds, tracing included), {rounds} alternated rounds: without observer "
+          f"{plain:.3f} s, with {watched:.3f} s (fastest of the rounds: the least disturbed): ratio "
+          f"{watched / plain:.3f}; mechanism checks after training {np.median(checks):.3f} s (median), of which "
+          f"the sampler check {np.median(sampler) * 1e3:.1f} ms: (loop + checks) / loop = "
+          f"{(watched + np.median(checks)) / plain:.3f}")
+
+
+def _poisson_rows(n: int, q: float, rng: np.random.Generator) -> np.ndarray:
+    """One Poisson batch by geometric skips (the law of ``sampling.poisson_batches``, without n uniforms)."""
+    gaps = rng.geometric(q, size=int(n * q + 10 * math.sqrt(n * q) + 10))
+    rows = np.cumsum(gaps) - 1
+    while rows[-1] < n:  # rare: draw on
+        rows = np.concatenate([rows, rows[-1] + np.cumsum(rng.geometric(q, size=rows.size))])
+    return rows[rows < n]
+
+
+def row_ledger_cost(n: int, batch: int, epochs: int, label: str) -> None:
+    """The row ledger's memory and the sampler check's time at one sampler configuration (issue 45)."""
+    import tracemalloc
+
+    from dpaudit.audit.mechanism_checks import SamplerLedger
+    from dpaudit.dp import sampler_check
+
+    q, spe = batch / n, n // batch
+    steps = spe * epochs
+    rng = np.random.default_rng(0)
+    ledger = SamplerLedger("poisson", n, q, batch, spe)
+    recording = 0.0
+    for _ in range(steps):
+        rows = _poisson_rows(n, q, rng)
+        start = time.perf_counter()
+        ledger.drew(rows)
+        recording += time.perf_counter() - start
+    nbytes = ledger.ledger_bytes()
+    drawn = int(ledger.batch_sizes.sum())
+    budget = min(n * steps, 50 * 2**20)
+    tracemalloc.start()
+    start = time.perf_counter()
+    check = sampler_check.check_sampler(ledger.groups(), rate=q, batch_size=batch)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"row ledger, {label}: N = {n:,}, B = {batch}, {steps:,} steps, {drawn:,} rows drawn: {nbytes:,} bytes "
+          f"({nbytes / drawn:.2f} bytes a row drawn, {nbytes / (n * steps):.5f} bytes per row and step; budget "
+          f"min(1 byte per row and step = {n * steps:,}, 50 MiB) = {budget:,} bytes, used {nbytes / budget:.1%}); "
+          f"recording {recording:.2f} s ({recording / steps * 1e6:.1f} µs a step); sampler check {seconds:.2f} s, "
+          f"peak {peak / 2**20:.1f} MiB while checking; passed {check['passed']} ({check['tests']} tests)")
 
 
 def accounting_cost() -> None:
@@ -129,10 +182,18 @@ def accounting_cost() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", choices=("certificate", "train_model", "accounting", "rows"))
     args = parser.parse_args()
-    certificate_overhead(args.rounds)
-    train_model_overhead(args.rounds)
-    accounting_cost()
+    if args.only in (None, "certificate"):
+        certificate_overhead(args.rounds)
+    if args.only in (None, "train_model"):
+        train_model_overhead(args.rounds)
+    if args.only in (None, "accounting"):
+        accounting_cost()
+    if args.only in (None, "rows"):
+        row_ledger_cost(N, BATCH, 10, "the default run's MLP")
+        # Purchase-100 at the paper's setting (config/paper/epsilon_star.yaml): 197,324 records, 67 % members
+        row_ledger_cost(132_207, 256, 50, "Purchase-100 paper config")
 
 
 if __name__ == "__main__":

@@ -180,9 +180,11 @@ def test_overview_has_one_row_per_model_verdict_order_and_dossier_links(table):
 NOISE_FAILED = "dense/kernel: variance; dense/bias: variance; dense_1/kernel: kurtosis"
 
 
-def mechanism_rows(run: str, *, noise, accounting, twin_noise=True, ratio=0.98, noise_note=None) -> pd.DataFrame:
+def mechanism_rows(run: str, *, noise, accounting, twin_noise=True, ratio=0.98, noise_note=None,
+                   sampler=True) -> pd.DataFrame:
     """The canary rows dpaudit.metrics.canary.mechanism writes: per checked model a noise_check_passed
-    (value_bool NA when not certified) with its noise_variance_ratio_min, and an accounting_reproduced."""
+    (value_bool NA when not certified) with its noise_variance_ratio_min, a sampler_check_passed
+    (``sampler`` None: a table written before the sampler check) and an accounting_reproduced."""
     rows = []
     for model, passed in (("released", noise), ("twin", twin_noise)):
         rows.append({"metric": "noise_check_passed", "checked_model": model, "value": np.nan, "value_bool": passed,
@@ -190,6 +192,10 @@ def mechanism_rows(run: str, *, noise, accounting, twin_noise=True, ratio=0.98, 
                      "failed": None if passed is pd.NA or passed else NOISE_FAILED})
         if passed is not pd.NA:
             rows.append({"metric": "noise_variance_ratio_min", "checked_model": model, "value": ratio})
+    if sampler is not None:
+        rows.append({"metric": "sampler_check_passed", "checked_model": "released", "value": np.nan,
+                     "value_bool": sampler, "applicable": True,
+                     "failed": None if sampler else "all rows: counts_dispersion"})
     rows.append({"metric": "accounting_reproduced", "checked_model": "released", "value": np.nan,
                  "value_bool": accounting, "applicable": True, "failed": None if accounting else "steps: 10 ≠ 12"})
     frame = pd.DataFrame(rows)
@@ -241,15 +247,30 @@ def test_a_failed_check_is_said_in_the_ladder_the_grid_and_the_verdict(checked, 
     title, colour = L._title(LD.ladder_rows(checked).query("run == @BROKEN").iloc[0], verdicts.loc[BROKEN])
     assert "measured above the promise (decided by the noise certificate of the released model)" in title
     assert LD.checks_line(verdicts.loc[BROKEN]) == ("mechanism checks of the released model: noise certificate FAILED, "
-                                                   "accounting check passed")
-    assert LD.checks_line(verdicts.loc[DPSGD]).endswith("noise certificate passed, accounting check passed")
+                                                   "sampler check passed, accounting check passed")
+    assert LD.checks_line(verdicts.loc[DPSGD]).endswith("noise certificate passed, sampler check passed, "
+                                                       "accounting check passed")
     assert LD.checks_line(verdicts.loc[BASELINE]) is None and LD.checks_line(verdicts.loc[LINEAR]) is None
     assert LD.decided_words("accounting_check", "twin") == "decided by the accounting check of its audit twin"
+    assert LD.decided_words("sampler_check", "released") == "decided by the sampler check of the released model"
     assert LD.decided_words("claim_curve_test") == "decided by the claim-curve test"
     rows = LD.ladder_rows(checked)
     L.plot_ladder(rows[rows["run"] == BROKEN], verdicts.loc[BROKEN], tmp_path / "l.png", tmp_path / "l.pdf")
     L.plot_ladder_grid(rows, LD.run_verdicts(checked), tmp_path / "g.png")
     assert (tmp_path / "l.png").read_bytes().startswith(b"\x89PNG") and (tmp_path / "g.png").stat().st_size > 10_000
+
+
+def test_dossier_section_one_says_what_each_check_read(checked):
+    # issue 45: the promise section names what each mechanism check read of the training
+    from dpaudit.report.dossier import _mechanism_lines
+    from dpaudit.report.run_view import RunView
+
+    lines = {line.what: line for line in _mechanism_lines(RunView(checked, DATASET, BROKEN))}
+    assert [lines[k].value for k in ("noise certificate passed", "sampler check passed", "accounting reproduced")] == [
+        "FAILED", "passed", "passed"]
+    assert lines["noise certificate passed"].meaning.startswith("Read: the noise: the update handed to the optimizer")
+    assert lines["sampler check passed"].meaning.startswith("Read: the rows: the positions every sampler call drew")
+    assert lines["accounting reproduced"].meaning.startswith("Read: the accountant&#x27;s inputs")
 
 
 def _cells(html: str) -> dict[str, list[str]]:
@@ -264,10 +285,12 @@ def test_overview_mechanism_checks_column(checked):
     cells = _cells(html)
     sort = {run: c[column][0] for run, c in cells.items()}
     text = {run: c[column][1] for run, c in cells.items()}
-    assert text[DPSGD].startswith('<span class="pass">passed</span> (noise certificate, accounting check)')
+    assert text[DPSGD].startswith('<span class="pass">passed</span> (noise certificate, sampler check, '
+                                  'accounting check)')
+    assert "read: noise, rows, accountant&#x27;s inputs" in text[DPSGD]  # what the checks read (issue 45)
     assert 'data-metric="noise_variance_ratio_min"' in text[DPSGD] and 'data-value="0.98"' in text[DPSGD]
     assert text[BROKEN].startswith('<strong class="fail">FAILED</strong> (noise certificate); '
-                                   '<span class="pass">passed</span> (accounting check)')
+                                   '<span class="pass">passed</span> (sampler check, accounting check)')
     # the first two of three failures, and how many more
     assert "noise certificate: dense/kernel: variance; dense/bias: variance; … (+1 more, in the dossier)" in text[BROKEN]
     assert "—" in text[BASELINE] and "no DP: nothing to check" in text[BASELINE]

@@ -38,3 +38,16 @@ def test_shuffle_each_example_once_per_epoch():
     for epoch in (batches[:10], batches[10:]):
         flat = np.concatenate(epoch)
         assert len(np.unique(flat)) == 100
+
+
+def test_shuffle_takes_the_loops_steps_from_each_permutation():
+    # an audit twin's input canaries enlarge n but not the steps an epoch: each epoch is one permutation
+    batches = list(shuffle_batches(230, 20, 3, np.random.default_rng(0), per_epoch=10))
+    assert len(batches) == 30
+    for e in range(3):
+        flat = np.concatenate(batches[10 * e:10 * (e + 1)])
+        assert len(np.unique(flat)) == flat.size == 200
+    import pytest
+
+    with pytest.raises(ValueError, match="per_epoch must be in"):
+        next(shuffle_batches(230, 20, 3, np.random.default_rng(0), per_epoch=12))

@@ -38,6 +38,7 @@ __all__ = [
     "SOLVERS",
     "objective_log_ratio",
     "objective_perturbation_noise",
+    "objective_perturbation_noise_of",
     "objective_perturbation_releases",
     "output_log_ratio",
     "perturbed_minimizers",
@@ -154,6 +155,20 @@ def objective_perturbation_releases(x: np.ndarray, t: np.ndarray, epsilon: float
     noise = noise_factor * objective_perturbation_noise(rng, count, d, params["noise_scale"])
     releases, iterations = perturbed_minimizers(x, t, info["ridge"], noise)
     return releases, info | {"newton_iterations": iterations}
+
+
+def objective_perturbation_noise_of(releases: np.ndarray, x: np.ndarray, t: np.ndarray, ridge: float) -> np.ndarray:
+    """The noise b = −∇L(w) that objective perturbation releases w (R × d) on (x, t) were drawn with:
+    the first-order condition ∇L(w) + b = 0 (exact at the exact minimizer; with L-BFGS off by the
+    residual gradient). The many-runs audit certifies these draws (issue 45)."""
+    releases = np.atleast_2d(releases)
+    out = np.empty_like(releases, dtype=np.float64)
+    block = int(max(1, _BLOCK_ELEMENTS // max(x.shape[0], 1)))
+    for start in range(0, releases.shape[0], block):
+        w = releases[start:start + block]
+        s = expit(-(w @ x.T) * t[None, :])
+        out[start:start + block] = (t[None, :] * s) @ x - ridge * w
+    return out
 
 
 def objective_log_ratio(releases: np.ndarray, x: np.ndarray, t: np.ndarray, ridge: float, scale: float,

@@ -1,11 +1,12 @@
-"""The DP-SGD mechanism measured whole (issue 32): the noise certificate's monitor and the
-sampler's bookkeeping of one training, and the two checks train.json records.
+"""The DP-SGD mechanism measured whole (issues 32, 45): the noise certificate's monitor and the
+sampler's bookkeeping of one training, and the three checks train.json records.
 
-``SamplerLedger`` counts what the loop's sampler did (population, rate, rows drawn,
-updates executed, empty-batch noise steps included); ``monitor_for`` builds the graph-side
-``NoiseMonitor`` over a model's trainable variables (and the twin's canary coordinates);
-``mechanism_checks`` turns both into ``noise_check`` (``dpaudit.dp.noise_certificate``)
-and ``accounting_check`` (``dpaudit.dp.accounting_check``). ``MechanismObserver`` is the
+``SamplerLedger`` keeps what the loop's sampler did (population, rate, the rows every step
+drew in a ``dpaudit.audit.row_ledger.RowLedger``, updates executed, empty-batch noise steps
+included); ``monitor_for`` builds the graph-side ``NoiseMonitor`` over a model's trainable
+variables (and the twin's canary coordinates); ``mechanism_checks`` turns both into
+``noise_check`` (``dpaudit.dp.noise_certificate``), ``accounting_check``
+(``dpaudit.dp.accounting_check``) and ``sampler_check`` (``dpaudit.dp.sampler_check``). ``MechanismObserver`` is the
 training observer (``dpaudit.training.observer.TrainingObserver``) that does all three for
 one training: the released run and its audit twin pass one to ``train_model``.
 """
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dpaudit.audit.noise_monitor import NoiseMonitor
-from dpaudit.dp import accounting_check, noise_certificate
+from dpaudit.audit.row_ledger import RowLedger
+from dpaudit.dp import accounting_check, noise_certificate, sampler_check
 
 __all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "MechanismObserver", "SamplerLedger",
            "mechanism_checks", "monitor_for", "not_certified"]
@@ -33,27 +36,65 @@ VECTORIZED_REASON = ("the vectorized_optimizer path draws its noise inside tenso
 
 @dataclass
 class SamplerLedger:
-    """What the training loop's sampler actually did."""
+    """What the training loop's sampler actually did: every step's rows (``RowLedger``), the
+    updates executed; an audit twin's canary rows (the population's last ``canary_rows`` when
+    ``canaries_shared``, else their own Poisson sampler's ledger)."""
 
     sampling: str
     population: int
     rate: float
     batch_size: int
     steps_per_epoch: int
+    canary_rows: int = 0
+    canaries_shared: bool = False
+    canary_rate: float | None = None  # the canaries' own sampler's (None: the population's rate)
     steps_executed: int = 0
     empty_batches: int = 0
-    batch_sizes: list[int] = field(default_factory=list)
+    rows: RowLedger = field(init=False)
+    canaries: RowLedger | None = field(init=False)
 
-    def drew(self, rows: int) -> None:
-        self.batch_sizes.append(int(rows))
+    def __post_init__(self) -> None:
+        self.rows = RowLedger(self.population)
+        self.canaries = RowLedger(self.canary_rows) if self.canary_rows and not self.canaries_shared else None
+
+    def drew(self, positions) -> None:
+        self.rows.drew(positions)
+
+    def drew_canaries(self, positions) -> None:
+        if self.canaries is None:
+            raise RuntimeError("drew_canaries: this sampler has no canary rows of their own")
+        self.canaries.drew(positions)
 
     def executed(self, empty: bool = False) -> None:
         self.steps_executed += 1
         self.empty_batches += int(empty)
 
+    @property
+    def batch_sizes(self) -> np.ndarray:
+        return self.rows.sizes()
+
+    def ledger_bytes(self) -> int:
+        return self.rows.nbytes + (self.canaries.nbytes if self.canaries is not None else 0)
+
+    def groups(self) -> list[dict[str, Any]]:
+        """The row groups the sampler check tests (``dpaudit.dp.sampler_check.check_sampler``)."""
+        ranges = {"all rows": (0, self.population)}
+        if self.canary_rows and self.canaries_shared:
+            ranges["canary rows"] = (self.population - self.canary_rows, self.population)
+        summary = self.rows.summary(ranges, steps_per_epoch=self.steps_per_epoch)
+        groups = [{"name": name, "claim": self.sampling if name == "all rows" else "poisson", "rate": self.rate,
+                   **stats} for name, stats in summary.items()]
+        if self.canaries is not None:
+            own = self.canaries.summary({"canary rows": (0, self.canary_rows)}, steps_per_epoch=self.steps_per_epoch)
+            rate = self.rate if self.canary_rate is None else self.canary_rate
+            groups.append({"name": "canary rows", "claim": "poisson", "rate": rate, **own["canary rows"]})
+        return groups
+
     def record(self) -> dict[str, Any]:
-        sizes = np.asarray(self.batch_sizes, dtype=np.int64)
+        sizes = self.batch_sizes
         rows_drawn = int(sizes.sum())
+        cells = self.rows.steps * self.population + (self.canaries.steps * self.canary_rows if self.canaries else 0)
+        ledger = self.ledger_bytes()
         return {"sampling": self.sampling, "population": int(self.population), "rate": float(self.rate),
                 "batch_size": int(self.batch_size), "steps_per_epoch": int(self.steps_per_epoch),
                 "rows_drawn": rows_drawn, "steps_executed": int(self.steps_executed),
@@ -62,7 +103,9 @@ class SamplerLedger:
                                   if self.steps_executed and self.population else math.nan),
                 "batch_size_min": int(sizes.min()) if sizes.size else None,
                 "batch_size_max": int(sizes.max()) if sizes.size else None,
-                "batch_sizes": sizes.tolist()}
+                "batch_sizes": sizes.tolist(),
+                "canary_rows": int(self.canary_rows), "canaries_shared": bool(self.canaries_shared),
+                "ledger_bytes": int(ledger), "ledger_bytes_per_row_step": ledger / cells if cells else None}
 
 
 def monitor_for(net, *, steps: int, seed: int, canaries: int = 0) -> NoiseMonitor:
@@ -100,13 +143,17 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
     accounting = accounting_check.reproduce_accounting(
         published_epsilon=published_epsilon, delta=delta, accountant_inputs=inputs, loop=ledger.record(),
         noise_multiplier_drawn=noise_multiplier, noise_check=noise, accountant=privacy["accountant"])
-    return {"noise_check": noise, "accounting_check": accounting}
+    t0 = time.perf_counter()
+    sampler = sampler_check.check_sampler(ledger.groups(), rate=ledger.rate, batch_size=ledger.batch_size)
+    sampler.update(seconds=time.perf_counter() - t0, ledger_bytes=ledger.ledger_bytes())
+    return {"noise_check": noise, "accounting_check": accounting, "sampler_check": sampler}
 
 
 class MechanismObserver:
     """The mechanism checks of one DP-SGD training, as its observer (``train_model(observer=...)``):
-    the noise monitor the step records into, the sampler's ledger, and at the end ``noise_check``,
-    ``accounting_check``, ``sampler`` and ``accountant_inputs`` for train.json (logged in one line each)."""
+    the noise monitor the step records into, the sampler's ledger (every step's rows), and at the
+    end ``noise_check``, ``accounting_check``, ``sampler_check``, ``sampler`` and
+    ``accountant_inputs`` for train.json (logged in one line each)."""
 
     def __init__(self) -> None:
         self.monitor: NoiseMonitor | None = None
@@ -117,11 +164,16 @@ class MechanismObserver:
         return self.monitor
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
-                steps_per_epoch: int) -> None:
-        self.ledger = SamplerLedger(sampling, population, rate, batch_size, steps_per_epoch)
+                steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False,
+                canary_rate: float | None = None) -> None:
+        self.ledger = SamplerLedger(sampling, population, rate, batch_size, steps_per_epoch,
+                                    canary_rows=canary_rows, canaries_shared=canaries_shared, canary_rate=canary_rate)
 
     def drew(self, rows: np.ndarray) -> None:
-        self.ledger.drew(len(rows))
+        self.ledger.drew(rows)
+
+    def drew_canaries(self, rows: np.ndarray) -> None:
+        self.ledger.drew_canaries(rows)
 
     def executed(self, empty: bool = False) -> None:
         self.ledger.executed(empty=empty)
@@ -134,7 +186,9 @@ class MechanismObserver:
                 ("noise certificate", checks["noise_check"].get("passed"),
                  noise_certificate.summary_sentence(checks["noise_check"])),
                 ("accounting check", checks["accounting_check"]["reproduced"],
-                 accounting_check.summary_sentence(checks["accounting_check"]))):
+                 accounting_check.summary_sentence(checks["accounting_check"])),
+                ("sampler check", checks["sampler_check"]["passed"],
+                 sampler_check.summary_sentence(checks["sampler_check"]))):
             (log.info if passed is not False else log.warning)("%s: %s", name, sentence)
         return {**checks, "sampler": self.ledger.record(),
                 "accountant_inputs": checks["accounting_check"]["accountant_inputs"]}

@@ -44,7 +44,7 @@ from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
-from dpaudit.dp.tradeoff import twin_tradeoff
+from dpaudit.dp.tradeoff import claimed_inputs, twin_tradeoff
 from dpaudit.training.models import predict_logits
 from dpaudit.training.params import normalize_params
 from dpaudit.training.steps import CORRECT, MechanismPolicy
@@ -125,6 +125,9 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "noise_check": info.get("noise_check"),
         "accounting_check": info.get("accounting_check"),
         "sampler": info.get("sampler"),
+        "sampler_check": info.get("sampler_check"),
+        # what the accountant was given: the claim the canaries test (dpaudit.dp.tradeoff.claimed_inputs)
+        "accountant_inputs": info.get("accountant_inputs"),
     }
     record["accountant_profile"] = accountant_profile(record)
     # the claim the canary rows and figures test against, computed here where the accountant is
@@ -174,26 +177,25 @@ PROFILE_DELTAS = tuple(float(d) for d in np.geomspace(1e-12, 0.1, 23))
 
 
 def accountant_profile(record: dict[str, Any]) -> list[list[float]]:
-    """[[δ, ε(δ)], ...]: the run's accountant (its σ, q, the steps it accounted for, batch
-    scheme) at ``PROFILE_DELTAS`` and the run's δ, through the same code path as the run's ε."""
+    """[[δ, ε(δ)], ...]: the run's accountant (the σ, q and steps it was given, batch scheme) at
+    ``PROFILE_DELTAS`` and the run's δ, through the same code path as the run's ε."""
     deltas = sorted({*PROFILE_DELTAS, float(record["delta"])})
-    eps = accounting.dpsgd_profile(record["noise_multiplier"], record["sampling_probability"],
-                                   record["accounted_steps"], deltas, record["accountant"], record["sampling"])
+    sigma, q, steps = claimed_inputs(record)
+    eps = accounting.dpsgd_profile(sigma, q, steps, deltas, record["accountant"], record["sampling"])
     return [[float(d), float(e)] for d, e in zip(deltas, eps, strict=True)]
 
 
 def one_run_claims(record: dict[str, Any], *, alpha: float, canaries: dict[str, int]) -> dict[str, dict[str, float]]:
     """Per threat model with canaries, the δ′ = ``one_run_delta`` its one-run bound is computed
-    at and the accountant's ε there (the twin's σ, q, accounted steps, accountant and
-    sampling): {"white_box": {"canaries": m, "delta": δ′, "epsilon": ε(δ′)}, ...}. Recorded
+    at and the accountant's ε there (the σ, q and steps the twin's accountant was given, its
+    accountant and sampling): {"white_box": {"canaries": m, "delta": δ′, "epsilon": ε(δ′)}, ...}. Recorded
     once in audit.json; ``dpaudit.metrics.canary.rows`` and the figures read it."""
     claims = {}
     for threat, m in canaries.items():
         if m <= 0:
             continue
         at = one_run_delta(record["delta"], alpha, m)
-        eps = accounting.dpsgd_epsilon(record["noise_multiplier"], record["sampling_probability"],
-                                       record["accounted_steps"], at, record["accountant"],
-                                       record["sampling"])["epsilon"]
+        sigma, q, steps = claimed_inputs(record)
+        eps = accounting.dpsgd_epsilon(sigma, q, steps, at, record["accountant"], record["sampling"])["epsilon"]
         claims[threat] = {"canaries": int(m), "delta": float(at), "epsilon": float(eps)}
     return claims

@@ -41,24 +41,9 @@ import pandas as pd
 from dpaudit.contract.renamed import RENAMED
 
 __all__ = [
-    "FAMILIES",
-    "KEY_COLUMNS",
-    "ATTACK_NAMES",
-    "KINDS",
-    "METRICS",
-    "RENAMED",
-    "SCHEMA_VERSION",
-    "SCHEMA_VERSION_KEY",
-    "VALUE_COLUMNS",
-    "Family",
-    "Metric",
-    "check_metric_table",
-    "declared",
-    "glossary_entry",
-    "loss_attack_rows",
-    "metric_rows",
-    "read_schema_version",
-    "write_metric_table",
+    "FAMILIES", "KEY_COLUMNS", "ATTACK_NAMES", "KINDS", "METRICS", "RENAMED", "SCHEMA_VERSION",
+    "SCHEMA_VERSION_KEY", "VALUE_COLUMNS", "Family", "Metric", "check_metric_table", "declared",
+    "glossary_entry", "loss_attack_rows", "metric_rows", "read_schema_version", "write_metric_table",
 ]
 
 # ------------------------------------------------------------------- the table
@@ -382,8 +367,8 @@ CANARY = [
            "Whether the noise the training actually added, read from the updates handed to the optimizer on every "
            "coordinate at every step, passed every test of N(0, σ²C²) drawn afresh (variance, mean, lag-one "
            "correlation, skewness, kurtosis, goodness of fit, independence across coordinates and steps) at the "
-           "family-wise level family_alpha, for the model checked_model names.", "—", "diagnostic",
-           _MECHANISM, dtype="bool"),
+           "family-wise level family_alpha, for the model checked_model names.", "—", "diagnostic", _MECHANISM,
+           dtype="bool"),
     Metric("canary", "noise_variance_ratio_min", "noise variance ratio (min)",
            "Smallest measured noise variance over the claimed σ²C² among the trainable variables (and canary "
            "coordinates) of the model checked_model names; below 1 is less noise than the accountant assumes.",
@@ -393,10 +378,14 @@ CANARY = [
            "actually drawn, steps executed, noise multiplier) and ε recomputed from those values by a second "
            "accountant (recomputed_epsilon, dp_accounting's PLD) stays within 1 % of the published claimed_epsilon.",
            "—", "diagnostic", (*_MECHANISM[:1], *_ACCOUNTED, *_MECHANISM[-4:]), dtype="bool"),
+    Metric("canary", "sampler_check_passed", "sampler check passed", "Whether the rows every step drew follow the "
+           "claimed sampler's law at its rate (batch sizes with both tails, each row's count, rows never drawn, "
+           "independence across steps; shuffle's exact promises) at family_alpha, for checked_model's training.",
+           "—", "diagnostic", _MECHANISM, dtype="bool"),
     Metric("canary", "measured_above_promise", "measured above promise",
-           "Whether the audit caught the mechanism leaking more than its claim: its noise certificate or "
-           "accounting check failed, the claim-curve test "
-           "rejected, or a distribution-free bound exceeds the accountant's ε (verdict above_promise, consistent, "
+           "Whether the audit caught the mechanism leaking more than its claim: its noise certificate, sampler check "
+           "or accounting check failed, the claim-curve test rejected, or a distribution-free bound exceeds the "
+           "accountant's ε (verdict above_promise, consistent, "
            "or too_weak when the audit could not have caught a 2× noise shortfall; decided_by names the test).",
            "—", "diagnostic", ("verdict", "decided_by", "checked_model", "ceiling_max", "confidence",
                              "applicable", "note"), dtype="bool"),

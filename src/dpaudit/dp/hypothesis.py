@@ -21,6 +21,7 @@ from dpaudit.contract.delta import check_delta
 __all__ = [
     "two_sided_binomial_p",
     "two_sided_chi2_p",
+    "two_sided_hypergeom_p",
     "two_sided_normal_p",
     "clopper_pearson",
     "clopper_pearson_lower",
@@ -141,6 +142,16 @@ def two_sided_binomial_p(k: int, n: int, p: float) -> float:
     lower = float(special.bdtr(k, n, p))
     upper = float(special.bdtrc(k - 1, n, p)) if k > 0 else 1.0
     return float(min(1.0, 2.0 * min(lower, upper)))
+
+
+def two_sided_hypergeom_p(k: int, population: int, marked: int, drawn: int) -> float:
+    """Two-sided exact p-value (twice the smaller tail) of k marked items among ``drawn`` items
+    drawn without replacement from ``population`` holding ``marked`` (Fisher's exact test of a
+    2 × 2 table given its margins)."""
+    from scipy.stats import hypergeom
+
+    law = hypergeom(int(population), int(marked), int(drawn))
+    return float(min(1.0, 2.0 * min(law.cdf(int(k)), law.sf(int(k) - 1))))
 
 
 def _count_arrays(k, n) -> tuple[np.ndarray, np.ndarray]:

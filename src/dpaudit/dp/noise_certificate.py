@@ -57,7 +57,8 @@ import numpy as np
 
 from dpaudit.dp.hypothesis import two_sided_chi2_p, two_sided_normal_p
 
-__all__ = ["FAMILY_ALPHA", "SHAPE_MIN_VALUES", "certify", "certify_l2_laplace", "moments_p_values", "summary_sentence"]
+__all__ = ["FAMILY_ALPHA", "SHAPE_MIN_VALUES", "certify", "certify_l2_laplace", "certify_l2_laplace_releases",
+           "moments_p_values", "summary_sentence"]
 
 # A run's certificate fails by chance with probability ≤ FAMILY_ALPHA: the validity test
 # runs 120 correct trainings (20 seeds, ε ∈ {1, 4}, three gradient paths) and allows one
@@ -251,6 +252,64 @@ def certify_l2_laplace(noise_norm: float, dimension: int, scale: float, *, claim
             "untested": "the direction's uniformity (one draw)"}
 
 
+def certify_l2_laplace_releases(noise: np.ndarray, scale: float, *, claimed_from: str,
+                                alpha: float = FAMILY_ALPHA) -> dict[str, Any]:
+    """The certificate of R draws of one L2-Laplace mechanism's noise (R × d, density ∝
+    exp(−‖b‖/scale) each, independent): the many-runs audit's releases certified in aggregate
+    (issue 45). Under the claim the norms are Gamma(d, scale) and the directions uniform on the
+    sphere, independent of the norms. Tests, Bonferroni at ``alpha``:
+
+    * ``norm``: Σ‖b‖/scale ~ Gamma(R·d, 1), exact, two-sided (the scale; below it: too little noise);
+    * ``norm_law``: the R norms against Gamma(d, their measured scale), Kolmogorov–Smirnov (the
+      law's shape; the scale is the norm test's);
+    * ``direction_mean``: Rayleigh's test, d·R·‖ū‖² ~ χ²_d for the mean ū of the unit directions
+      (a preferred direction, e.g. noise biased by the data);
+    * ``direction_spread``: Bingham's test, R·d(d + 2)/2·(tr T² − 1/d) ~ χ²_{(d−1)(d+2)/2} for the
+      scatter T = Σ u uᵀ / R (more noise on some coordinates than on others);
+    * ``direction_axes``: the mean of Σ_j u_j⁴, 3/(d + 2) under uniformity with variance
+      ((9d + 96)/((d + 2)(d + 4)(d + 6)) − 9/(d + 2)²)/R, normal, two-sided (directions drawn
+      towards the axes, e.g. independent Laplace coordinates rescaled to the right norm).
+
+    One draw repeated (a seeding bug) shows in every test. The three direction tests are
+    asymptotic in R (their far tails want R ≥ 100)."""
+    from scipy.special import chdtrc, gammainc, gammaincc
+    from scipy.stats import gamma, kstest
+
+    b = np.atleast_2d(np.asarray(noise, dtype=np.float64))
+    r, d = b.shape
+    scale = float(scale)
+    norms = np.linalg.norm(b, axis=1)
+    total = float(norms.sum() / scale)
+    p_values = {"norm": float(min(1.0, 2.0 * min(gammainc(r * d, total), gammaincc(r * d, total))))}
+    if r >= 2 and total > 0:
+        # the shape at the measured scale (the norm test judges the scale): conservative, as Lilliefors
+        p_values["norm_law"] = float(kstest(norms, gamma(d, scale=float(norms.mean()) / d).cdf).pvalue)
+    out: dict[str, Any] = {"releases": int(r), "norm_ratio": total / (r * d)}
+    if d >= 2 and r >= 2 and np.all(norms > 0):
+        u = b / norms[:, None]
+        mean = u.mean(axis=0)
+        rayleigh = float(d * r * mean @ mean)
+        # tr T² = ‖Uᵀ U‖²_F / R²: the d × d or the R × R Gram matrix, whichever is smaller
+        gram = u.T @ u if d <= r else u @ u.T
+        trace = float(np.sum(gram * gram)) / r ** 2
+        bingham = r * d * (d + 2) / 2.0 * (trace - 1.0 / d)
+        fourth = float(np.mean(np.sum(u ** 4, axis=1)))
+        variance = ((9.0 * d + 96.0) / ((d + 2.0) * (d + 4.0) * (d + 6.0)) - 9.0 / (d + 2.0) ** 2) / r
+        p_values["direction_mean"] = float(chdtrc(d, rayleigh))
+        p_values["direction_spread"] = float(chdtrc((d - 1) * (d + 2) / 2.0, bingham))
+        p_values["direction_axes"] = two_sided_normal_p((fourth - 3.0 / (d + 2.0)) / math.sqrt(variance))
+        out.update(rayleigh=rayleigh, bingham=bingham, fourth_moment=fourth)
+    level = alpha / len(p_values)
+    failures = [{"variable": "release noise", "test": k, "p_value": p} for k, p in p_values.items() if p <= level]
+    # more noise than claimed, and nothing else, costs utility only
+    utility_only = bool(failures) and all(f["test"] == "norm" for f in failures) and out["norm_ratio"] > 1.0
+    return {"certified": True, "passed": not failures, "privacy_failure": bool(failures) and not utility_only,
+            "family_alpha": float(alpha), "tests": len(p_values), "level": level, "law": "l2_laplace_releases",
+            "coordinates": int(d), "steps": int(r), "claimed_scale": scale, "claimed_from": claimed_from,
+            "variance_ratio_min": out["norm_ratio"] ** 2, "variance_ratio_max": out["norm_ratio"] ** 2,
+            "p_values": p_values, "failures": failures, **out}
+
+
 def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> str:
     test, name = failure["test"], failure["variable"]
     result = variables.get(name, {})
@@ -267,6 +326,10 @@ def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> st
     if test in ("kurtosis", "skewness", "goodness_of_fit"):
         return (f"{name}: noise not Gaussian ({test}; kurtosis {result.get('kurtosis', math.nan):.3g}, 3 for a "
                 "Gaussian)")
+    if test.startswith("direction_") or test == "norm_law":
+        what = {"direction_mean": "a preferred direction", "direction_spread": "more noise on some coordinates",
+                "direction_axes": "directions drawn towards the axes", "norm_law": "norms not Gamma(d, scale)"}
+        return f"the releases' noise is not L2-Laplace: {what[test]}"
     if test == "coordinates_independent":
         return "noise shared between coordinates"
     if test == "steps_independent":
@@ -281,6 +344,13 @@ def summary_sentence(check: Mapping[str, Any] | None) -> str:
     if not check.get("certified", False):
         return f"the noise actually added was not measured: {check.get('reason', 'no certificate')}"
     coordinates, steps = int(check["coordinates"]), int(check["steps"])
+    if check.get("law") == "l2_laplace_releases":
+        verdict = "consistent with" if check["passed"] else "NOT consistent with"
+        problems = "; ".join(dict.fromkeys(_problem(f, {"release noise": check}) for f in check["failures"]))
+        return (f"the noise of the audit's {steps:,} releases ({coordinates} coordinates each) was read: norms "
+                f"{check['norm_ratio']:.3g}× their expectation, {verdict} the L2-Laplace law of scale "
+                f"{check['claimed_scale']:.4g} ({check['claimed_from']}; norm and direction tests, family-wise level "
+                f"{check['family_alpha']:g})" + (f": {problems}" if problems else ""))
     if check.get("law") == "l2_laplace":
         verdict = "consistent with" if check["passed"] else "NOT consistent with"
         return (f"the one noise vector drawn ({coordinates} coordinates) has norm {check['noise_norm']:.4g}, "

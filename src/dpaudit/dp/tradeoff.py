@@ -38,7 +38,7 @@ from scipy import special
 from dpaudit.dp import accounting
 from dpaudit.dp.hypothesis import dp_tradeoff_curve
 
-__all__ = ["ClaimedCurve", "accountant_tradeoff", "pure_tradeoff", "twin_tradeoff"]
+__all__ = ["ClaimedCurve", "accountant_tradeoff", "claimed_inputs", "pure_tradeoff", "twin_tradeoff"]
 
 PLD_DISCRETIZATION = 1e-3
 _EPS_MAX = 40.0
@@ -187,14 +187,26 @@ def accountant_tradeoff(noise_multiplier: float, sampling_probability: float, st
                         parameters={**parameters, "curve": "pld", "pld_discretization": float(discretization)})
 
 
+def claimed_inputs(record) -> tuple[float, float, int]:
+    """(σ, q, T) the accountant was given, from a training's record: its ``accountant_inputs``
+    (what ``dpaudit.dp.accounting.dpsgd_epsilon`` received, issue 45), or in a record written
+    before it kept them the record's noise multiplier, sampling probability (the loop's B/n)
+    and accounted steps."""
+    inputs = record.get("accountant_inputs")
+    if inputs:
+        return float(inputs["noise_multiplier"]), float(inputs["sampling_probability"]), int(inputs["steps"])
+    return (float(record["noise_multiplier"]), float(record["sampling_probability"]),
+            int(record.get("accounted_steps", record["steps"])))
+
+
 def twin_tradeoff(record) -> ClaimedCurve:
     """The claimed curve of an audit twin's mechanism from its record (audit.json): the
-    accountant's event (σ, q, the steps it accounted for, batch scheme) joined with the
-    accountant's own profile points [[δ, ε(δ)], ...] (``accountant_profile``)."""
+    accountant's event from its published inputs (σ, q, T: ``claimed_inputs``, not what the loop
+    did: the canaries test the claim, and the accounting check compares the two), the batch
+    scheme, joined with the accountant's own profile points [[δ, ε(δ)], ...] (``accountant_profile``)."""
     points = [(float(eps), float(at)) for at, eps in record.get("accountant_profile", [])]
-    return accountant_tradeoff(float(record["noise_multiplier"]), float(record["sampling_probability"]),
-                               int(record.get("accounted_steps", record["steps"])), str(record["sampling"]),
-                               points=points)
+    sigma, q, steps = claimed_inputs(record)
+    return accountant_tradeoff(sigma, q, steps, str(record["sampling"]), points=points)
 
 
 def pure_tradeoff(epsilon: float) -> ClaimedCurve:

@@ -126,10 +126,12 @@ def strongest_attacks(table: pd.DataFrame) -> pd.DataFrame:
 # The mechanism's own checks (issue 32): canary rows whose checked_model names the model checked
 # (the released one, or its audit twin). A failed one decides the verdict (decided_by = its key).
 MECHANISM_CHECKS = {"noise": ("noise_check_passed", "noise_check", "noise certificate"),
+                    "sampler": ("sampler_check_passed", "sampler_check", "sampler check"),
                     "accounting": ("accounting_reproduced", "accounting_check", "accounting check")}
 for _metric, _, _ in MECHANISM_CHECKS.values():
     declared("canary", _metric)  # the contract's names: a renamed metric fails here, at import
-CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin"}
+CHECKED_MODELS = {"released": "the released model", "twin": "its audit twin",
+                  "releases": "its many-runs audit's releases"}
 # How a verdict's decided_by (dpaudit.metrics.canary.rows.verdict) is said.
 DECIDED_BY_WORDS = {
     **{decided: f"the {name}" for _, decided, name in MECHANISM_CHECKS.values()},

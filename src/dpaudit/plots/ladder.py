@@ -16,8 +16,8 @@ One horizontal ε axis (symlog, linear below 1, once the values pass ``LOG_FROM`
   row copied unchanged (``ladder_rows``; the figure's Parquet holds them, one row per rung).
 
 The verdict of the canary audit (``measured_above_promise``'s ``verdict`` and ``decided_by``)
-is in the title, with the released model's mechanism checks (issue 32: ``noise_check_passed``,
-``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red, one
+is in the title, with the released model's mechanism checks (issues 32, 45: ``noise_check_passed``,
+``sampler_check_passed``, ``accounting_reproduced``) below the model's name; a run flagged as not trained says so in red, one
 that shows no skill above the majority rate says that, in orange (issue 46). Where a dataset has
 several architectures, each model's name carries its own (``dpaudit.contract.architectures``).
 ``plot_ladder_grid`` draws a dataset's models as small multiples, each model's ladder on one line

@@ -38,6 +38,7 @@ from dpaudit.contract.architectures import shown_architectures
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
+from dpaudit.metrics.canary.mechanism import MECHANISM_ORDER, READS
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE, LADDER, verdict_sentence
 from dpaudit.report.attack_rows import attack_table
 from dpaudit.report.banner import TRAINING_FLAGS, model_banner
@@ -447,14 +448,16 @@ SHUFFLE_CANARY_SCOPE = (
     "With shuffled batches the audit twin's gradient canaries are drawn by their own Poisson sampler at the run's "
     "rate, not through the permutation (a permutation of the members and the canaries would change the batch "
     "size or the step count of the run it mirrors). The canary audit therefore covers the noise and the clipping; "
-    "the permutation sampler is covered by the accounting check (every batch exactly B rows, the steps executed).")
+    "the permutation sampler is covered by the sampler check (every batch exactly B rows, each row at most once "
+    "an epoch, a fresh permutation) and the accounting check (the steps executed), and the canaries' own Poisson "
+    "draws by the twin's sampler check.")
 
 
 def _mechanism_lines(view: RunView) -> list[Line]:
-    """The released model's mechanism measured whole (issue 32): its noise certificate and
-    accounting check, in the words their rows carry."""
+    """The released model's mechanism measured whole (issues 32, 45): its noise certificate,
+    sampler check and accounting check, each with what it read, in the words their rows carry."""
     lines = []
-    for metric in ("noise_check_passed", "accounting_reproduced"):
+    for metric, _ in MECHANISM_ORDER:
         found = view.find("canary", metric, checked_model="released")
         if found is None:
             continue
@@ -462,7 +465,8 @@ def _mechanism_lines(view: RunView) -> list[Line]:
         value = "not measured" if passed is None else ("passed" if bool(passed) else "FAILED")
         flag = "" if passed is None else (f"family-wise level {found.get('family_alpha'):g}"
                                           if found.get("family_alpha") is not None else "")
-        lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(found.get("note") or ""),
+        read = f"Read: {READS[metric][1]}. " if metric in READS else ""
+        lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(read + (found.get("note") or "")),
                           kind_of("canary", metric)))
     if lines and view.column("sampling") == "shuffle":
         lines.append(Line("what the canaries cover", "noise and clipping", "", esc(SHUFFLE_CANARY_SCOPE), ""))

@@ -30,6 +30,7 @@ import pandas as pd
 from dpaudit.contract import paths as P
 from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.metrics import declared
+from dpaudit.metrics.canary.mechanism import READS
 from dpaudit.metrics.canary.rows import DISTRIBUTION_FREE
 from dpaudit.metrics.ladder import (
     MECHANISM_CHECKS,
@@ -199,9 +200,10 @@ def _failed_detail(what, name: str) -> str:
 
 
 def _checks(row) -> tuple[str, str]:
-    """The released model's mechanism checks (issue 32): passed, FAILED (which), or — with the
-    reason; a failed check of the audit twin is said below it (it decides the verdict too)."""
-    failed, passed, notes = [], [], []
+    """The released model's mechanism checks (issues 32, 45): passed, FAILED (which), or — with the
+    reason; a failed check of the audit twin is said below it (it decides the verdict too); then
+    what the checks read of the training (noise, rows, ...)."""
+    failed, passed, notes, not_run = [], [], [], 0
     for check, (_, _, name) in MECHANISM_CHECKS.items():
         if not bool(row.get(f"{check}_released_row")):
             continue
@@ -210,13 +212,17 @@ def _checks(row) -> tuple[str, str]:
             note = row.get(f"{check}_released_note")
             notes.append(f'<div class="small">{esc(name)} {_missing(str(note) if not is_missing(note) else "not run")}'
                          "</div>")
+            not_run += 1
         elif bool(value):
             passed.append(name)
         else:
             failed.append(name)
             notes.insert(0, _failed_detail(row.get(f"{check}_released_failed"), name))
-    twin = [name for check, (_, _, name) in MECHANISM_CHECKS.items()
-            if not is_missing(row.get(f"{check}_twin")) and not bool(row[f"{check}_twin"])]
+    # the audit's own copies of the mechanism: a DP-SGD run's twin, a linear run's many-runs releases
+    others = {who: [name for check, (_, _, name) in MECHANISM_CHECKS.items()
+                    if not is_missing(row.get(f"{check}_{model}")) and not bool(row[f"{check}_{model}"])]
+              for model, who in (("twin", "audit twin"), ("releases", "many-runs releases"))}
+    twin = [name for names in others.values() for name in names]
     if not (failed or passed or notes or twin):
         return _missing(_no_checks_reason(row)), ""
     head = []
@@ -227,11 +233,16 @@ def _checks(row) -> tuple[str, str]:
     if MECHANISM_CHECKS["noise"][2] in passed and not is_missing(row.get("noise_ratio")):
         ratio = _num(row["noise_ratio"], "canary", "noise_variance_ratio_min", {"checked_model": "released"})
         notes.append(f'<div class="small">{esc(declared("canary", "noise_variance_ratio_min").label)} {ratio}</div>')
-    if twin:
-        notes.append(f'<div class="small">audit twin: <strong class="fail">FAILED</strong> ({esc(", ".join(twin))})'
-                     "</div>")
+    for who, names in others.items():
+        if names:
+            notes.append(f'<div class="small">{who}: <strong class="fail">FAILED</strong> ({esc(", ".join(names))})'
+                         "</div>")
+    read = [READS[metric][0] for check, (metric, _, _) in MECHANISM_CHECKS.items()
+            if metric in READS and not is_missing(row.get(f"{check}_released"))]
+    if read:  # what the checks read of the training (issue 45)
+        notes.append(f'<div class="small">read: {esc(", ".join(dict.fromkeys(read)))}</div>')
     # sort: a failure first, then a check not run, then all passed
-    rank = 0 if failed or twin else (2 if len(passed) == len(MECHANISM_CHECKS) else 1)
+    rank = 0 if failed or twin else (1 if not_run else 2)
     return ("; ".join(head) or "—") + "".join(notes), str(rank)
 
 

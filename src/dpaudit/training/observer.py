@@ -24,11 +24,19 @@ class TrainingObserver(Protocol):
         or None; not called on a path whose noise the step cannot expose (vectorized_optimizer)."""
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
-                steps_per_epoch: int) -> None:
-        """The sampler the loop draws from: its law, population and rate."""
+                steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False,
+                canary_rate: float | None = None) -> None:
+        """The sampler the loop draws from: its law, population and rate. ``canary_rows``: an audit
+        twin's included gradient canaries, the last ``canary_rows`` positions of the population when
+        ``canaries_shared`` (one Poisson sampler for all), else drawn by their own Poisson sampler at
+        ``canary_rate`` (``drew_canaries``)."""
 
     def drew(self, rows: np.ndarray) -> None:
         """The positions in the population that one step's sampler call drew (before any canary split)."""
+
+    def drew_canaries(self, rows: np.ndarray) -> None:
+        """The positions among the canary rows that one step's own canary sampler drew (a twin
+        whose canaries are not shared with the population's sampler)."""
 
     def executed(self, empty: bool = False) -> None:
         """One update ran (``empty``: the noise-only update of an empty batch)."""

@@ -72,6 +72,7 @@ import numpy as np
 from dpaudit.training.gradient_paths import BUILDERS as DENSE_BUILDERS
 from dpaudit.training.gradient_paths import ONE_REPLICA, StepContext
 from dpaudit.training.layer_path import layerwise_clipping
+from dpaudit.training.sampling import SAMPLER_BUGS
 
 # layer_path builds on gradient_paths' StepContext, so it is registered here (no import cycle).
 BUILDERS = {**DENSE_BUILDERS, "layerwise_clipping": layerwise_clipping}
@@ -109,7 +110,10 @@ class MechanismPolicy:
     * ``noiseless_variable``: the trainable variable at this position gets no noise;
     * ``noise_reuse``: one noise draw, added again at every step;
     * ``accountant_rate_factor``, ``accountant_steps_factor``: the accountant is given f·q
-      (f·T steps) while the sampler draws at q for T steps (``dpaudit.training.train``).
+      (f·T steps) while the sampler draws at q for T steps (``dpaudit.training.train``);
+    * ``sampler_bug``: a Poisson sampler that draws other rows than Poisson sampling would
+      (``dpaudit.training.sampling.planted_batches``: ``shuffled``, ``truncated``,
+      ``half_rows``, ``repeated_epochs``) while the loop and the accountant claim Poisson.
     """
 
     noise_factor: float = 1.0
@@ -121,6 +125,7 @@ class MechanismPolicy:
     noise_reuse: bool = False
     accountant_rate_factor: float = 1.0
     accountant_steps_factor: float = 1.0
+    sampler_bug: str | None = None
 
     def __post_init__(self):
         for name in _FACTORS:
@@ -129,6 +134,8 @@ class MechanismPolicy:
                 raise ValueError(f"MechanismPolicy.{name} must be a finite number > 0, got {value!r}")
         if self.noise_law not in NOISE_LAWS:
             raise ValueError(f"MechanismPolicy.noise_law must be one of {NOISE_LAWS}, got {self.noise_law!r}")
+        if self.sampler_bug is not None and self.sampler_bug not in SAMPLER_BUGS:
+            raise ValueError(f"MechanismPolicy.sampler_bug must be one of {SAMPLER_BUGS}, got {self.sampler_bug!r}")
 
     @property
     def correct(self) -> bool:
@@ -143,7 +150,7 @@ class MechanismPolicy:
         """The departures from the correct mechanism (empty when correct)."""
         default = MechanismPolicy()
         out: dict[str, Any] = {}
-        for k in (*_FACTORS, "noise_law", "noiseless_variable", "noise_reuse"):
+        for k in (*_FACTORS, "noise_law", "noiseless_variable", "noise_reuse", "sampler_bug"):
             value = getattr(self, k)
             if value != getattr(default, k):
                 out[k] = float(value) if k in _FACTORS else value

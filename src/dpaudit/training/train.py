@@ -130,8 +130,8 @@ def train_model(
     if canaries is not None or not policy.correct:
         if p["mechanism"] != "dpsgd":
             raise ValueError(f"canary twins and planted bugs apply to dpsgd runs, not {p['mechanism']}")
-    if policy.sample_rate_factor != 1.0 and p["sampling"] != "poisson":
-        raise ValueError("MechanismPolicy.sample_rate_factor applies to Poisson sampling only")
+    if (policy.sample_rate_factor != 1.0 or policy.sampler_bug) and p["sampling"] != "poisson":
+        raise ValueError("MechanismPolicy.sample_rate_factor and sampler_bug apply to Poisson sampling only")
     if model_path is not None or canaries is None:
         model_path = Path(model_path)
         if model_path.suffix not in (".keras", ".h5"):
@@ -292,13 +292,15 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     population = n_train + (canary_rows.size if shared_sampler else 0)
     if p["sampling"] == "poisson":
         rate = q * policy.sample_rate_factor
-        batches = sampling.poisson_batches(population, rate, steps, rng)
+        batches = (sampling.planted_batches(policy.sampler_bug, population, rate, steps, spe, rng)
+                   if policy.sampler_bug else sampling.poisson_batches(population, rate, steps, rng))
     else:
         rate = batch_size / n_train
-        batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng)
+        batches = sampling.shuffle_batches(n_train, batch_size, p["epochs"], rng, per_epoch=spe)
     if observer is not None:
         observer.sampler(sampling=p["sampling"], population=population, rate=rate, batch_size=batch_size,
-                         steps_per_epoch=spe)
+                         steps_per_epoch=spe, canary_rows=canary_rows.size, canaries_shared=shared_sampler,
+                         canary_rate=q)
     member_ids = members["example_id"].to_numpy() if "example_id" in members.columns else np.arange(n)
     return _Setup(p=p, x=x, y=y, x_util=x_util, y_util=y_util, member_ids=member_ids, n=n, d=d,
                   n_classes=n_classes, n_train=n_train, m_gradient=m_gradient, steps=steps, spe=spe,
@@ -335,7 +337,10 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
         if s.shared_sampler:
             mask[s.canary_rows[idx[idx >= n_train] - n_train]] = 1.0
             return idx[idx < n_train], mask
-        mask[s.canary_rows[own_canary_rng.random(s.canary_rows.size) < q]] = 1.0
+        own = np.flatnonzero(own_canary_rng.random(s.canary_rows.size) < q)
+        if s.observer is not None:
+            s.observer.drew_canaries(own)
+        mask[s.canary_rows[own]] = 1.0
         return idx, mask
 
     # As TF Privacy: with fixed-size batches, drop the remainder so k divides the batch.

@@ -149,8 +149,8 @@ def verdict(bounds: Sequence[tuple[float, float, float]], *, curve_rejected: boo
     """(verdict, decided_by) from (bound, ceiling_max, claimed ε) triples of distribution-free
     bounds (each against the accountant's ε at the δ the bound was computed at), the
     claim-curve test's outcome (None: no test), its detectable noise factor (module
-    docstring) and the mechanism's own checks (``mechanism_failed``: ``noise_check`` or
-    ``accounting_check`` when one failed, ``dpaudit.metrics.canary.mechanism``), which
+    docstring) and the mechanism's own checks (``mechanism_failed``: ``noise_check``,
+    ``sampler_check`` or ``accounting_check`` when one failed, ``dpaudit.metrics.canary.mechanism``), which
     decide first: a mechanism that does not add the noise or account the steps its claim
     assumes voids the claim whatever the canaries saw."""
     if mechanism_failed:
@@ -301,7 +301,8 @@ def canary_rows(scores: pd.DataFrame, *, accountant_epsilon: float, delta: float
     rows.extend({**base, **row} for row in frame_rows(mechanism))
     outcome, decided_by = verdict(distribution_free, curve_rejected=curve_rejected, detectable_factor=factor,
                                   mechanism_failed=failed)
-    note = ("the mechanism's own checks (noise certificate, accounting check), then the claim-curve test on "
+    note = ("the mechanism's own checks (noise certificate, sampler check, accounting check), then the claim-curve "
+            "test on "
             "independent trials and the distribution-free bounds (one-run, many-runs, many-trials) against the "
             "accountant's claim; the GDP estimate never decides")
     rows.append({**base, "metric": "measured_above_promise", "value_bool": outcome == "above_promise",
@@ -398,8 +399,8 @@ def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
         caught = (f"this audit rejects, {times}, an implementation whose noise is below {factor:.2f}× the claim"
                   if factor > 0 else f"this audit cannot reject, {times}, even a noiseless implementation")
     decided = flag.get("decided_by")
-    if outcome == "above_promise" and decided in ("noise_check", "accounting_check"):
-        what = "noise certificate" if decided == "noise_check" else "accounting check"
+    if outcome == "above_promise" and decided in ("noise_check", "sampler_check", "accounting_check"):
+        what = {"noise_check": "noise certificate", "sampler_check": "sampler check"}.get(decided, "accounting check")
         detail = flag.get("note")
         detail = "" if detail is None or pd.isna(detail) else f": {detail}"
         return outcome, f"measured above the promise by the mechanism's {what}{detail}"
