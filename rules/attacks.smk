@@ -131,7 +131,7 @@ for _batch in recipe_batches("reference_pool", pooled_recipes()):
             "../scripts/reference_pool.py"
 
 
-for _batch in run_batches("metric_attacks"):
+for _batch in run_batches("metric_attacks", TRAINED):  # a model trained elsewhere has no recipe pool (issue 44)
     _files = batch_files(_batch, unpack=attack_pool_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
                          output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
                          log=P.log("metric_attacks", P.RUN_KEY))

@@ -13,6 +13,7 @@ from dpaudit import resources as dpresources
 from dpaudit.codehash import ScriptCodeHashes
 from dpaudit.configfile import ConfigFileError, check_config_files, config_source_line, overridden_batch_size
 from dpaudit.contract import paths as P
+from dpaudit.contract.external import EXTERNAL as EXTERNAL_MECHANISM
 from dpaudit.io import read_json as _read_json
 
 # The command line's config files as written (dpaudit.configfile): Snakemake runs the
@@ -39,7 +40,13 @@ if _overridden:
 
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
-RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
+# Models trained elsewhere (issue 44, rules/external.smk): runs of their dataset, grid values NA but the
+# mechanism; TRAINED lists the runs dpaudit trains itself (training, extraction and the recipes read it).
+EXTERNAL = {dataset: {name: {**dict.fromkeys(dpconfig.GRID_COLUMNS), "mechanism": EXTERNAL_MECHANISM}
+                      for name, entry in config["external_models"].items() if entry["dataset"] == dataset}
+            for dataset in DATASETS}
+TRAINED = {dataset: list(dpconfig.run_lookup(table)) for dataset, table in GRIDS.items()}
+RUNS = {dataset: {**dpconfig.run_lookup(table), **EXTERNAL[dataset]} for dataset, table in GRIDS.items()}
 # allow_large_delta is a check made in prepare_dataset, not a training setting;
 # a dataset's own training block overrides the shared one (its architecture).
 TRAINING = {
@@ -88,7 +95,8 @@ def run_params(wildcards):
 
 # Training recipes (issue 24): a grid row without its seed (dpaudit.config.recipe_lookup); a
 # recipe's seeds share a reference pool and are batched together (issue 36).
-RECIPES = {dataset: dpconfig.recipe_lookup(RUNS[dataset]) for dataset in DATASETS}
+RECIPES = {dataset: dpconfig.recipe_lookup({run: RUNS[dataset][run] for run in TRAINED[dataset]})
+           for dataset in DATASETS}
 RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
               for dataset in DATASETS}
 
