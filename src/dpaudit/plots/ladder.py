@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISM_SHORT_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES, declared
 from dpaudit.metrics.canary.rows import LADDER
@@ -156,6 +157,9 @@ DECIDED_BY_WORDS = {
     "distribution_free_bound": "a distribution-free bound",
     "detectable_noise_factor": "the detectable noise factor",
     "ceilings": "the bounds' ceilings",
+    # a model trained outside dpaudit (issue 44, dpaudit.metrics.canary.outside): no canaries
+    "black_box_bound": "the loss-threshold attack's certified bound (no canary audit: trained elsewhere)",
+    "black_box_ceiling": "the loss-threshold attack's ceiling (no canary audit: trained elsewhere)",
 }
 
 
@@ -396,6 +400,8 @@ def _label(key: str) -> str:
 def model_name(row) -> str:
     mechanism = str(row["mechanism"])
     name = MECHANISM_LABELS.get(mechanism, mechanism)
+    if mechanism == EXTERNAL:  # a model trained elsewhere is named by its config entry (issue 44)
+        return f"{row['run']} ({name})"
     target = row.get("target_epsilon")
     parts = [name] + ([f"ε = {float(target):g}"] if target is not None and not pd.isna(target)
                       and math.isfinite(float(target)) else [])
