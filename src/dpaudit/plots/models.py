@@ -42,8 +42,10 @@ def run_frame(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of one dataset with ``target`` (+inf for baselines; a model trained elsewhere: its
     promise's ε, +inf without one) in plotting order."""
     runs = runs.copy()
-    target = np.where(runs["mechanism"] == EXTERNAL, runs["accountant_epsilon"].astype(float),
-                      runs["target_epsilon"].astype(float))
+    target = runs["target_epsilon"].astype(float).to_numpy()
+    outside = (runs["mechanism"] == EXTERNAL).to_numpy(bool)
+    if outside.any():
+        target = np.where(outside, runs["accountant_epsilon"].astype(float), target)
     runs["target"] = np.where(runs["mechanism"] == "baseline", np.inf, target)
     return runs.sort_values(["target", "seed"], ignore_index=True)
 
