@@ -4,7 +4,7 @@
 # family that needs only outputs reads them as a trained run's; the files were checked at parse
 # time (dpaudit.external.checks) and are checked again here against the prepared dataset.
 
-EXTERNAL_ENTRY_FILES = ("outputs", "members", "held_out", "utility")
+EXTERNAL_ENTRY_FILES = ("outputs", "model", "members", "held_out", "utility")
 
 
 def external_inputs(wildcards):

@@ -9,7 +9,8 @@ for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         frame, record = external_outputs(
             job.params.entry, name=job.wildcards.run, dataset=job.wildcards.dataset,
-            examples=read_parquet(job.input.examples, columns=["example_id", "label"]),
+            examples=read_parquet(job.input.examples, columns=["example_id", "label",
+                                                               *(["x"] if "model" in job.params.entry else [])]),
             ids=read_parquet(job.input.ids), dataset_info=read_json(job.input.info),
             delta=job.params.delta, allow_large_delta=job.params.allow_large_delta)
         write_parquet(job.output.outputs, frame)

@@ -1,15 +1,18 @@
 """A model trained outside dpaudit, as a practitioner's own script would (README, "Audit a model you already trained").
 
-Trains a small Keras MLP on scikit-learn's breast cancer data with tensorflow-privacy's DP-SGD
-optimizer in ``model.fit``, then writes what dpaudit audits (config/trained_elsewhere.yaml):
+Trains a small Keras MLP on breast cancer rows with tensorflow-privacy's DP-SGD optimizer in
+``model.fit``, then writes what dpaudit audits (config/trained_elsewhere.yaml):
 
-* ``outputs.parquet``: one row per example id (the 0-based row of ``load_breast_cancer()``, which is
-  dpaudit's example_id of its built-in breast_cancer dataset) with the model's logits, the convention
-  of tensorflow-privacy's membership-inference ``AttackInputData`` (logits, probs or loss per example);
-* ``members.csv`` and ``held_out.csv``: the ids it trained on and the ids it never saw;
-* ``probabilities.csv``: the same model's class probabilities with a ``member`` column, as a
-  PyTorch or JAX user would write them with pandas;
+* ``model.keras``: the model file (Keras' own format: architecture as data, weights), with
+  ``members.csv`` and ``held_out.csv``, the ids it trained on and the ids it never saw;
+* ``outputs.parquet``: the same model's logits, one row per example id, with a ``member`` column:
+  the convention of tensorflow-privacy's membership-inference ``AttackInputData`` (logits, probs
+  or loss per example), as a PyTorch or JAX user would write it with pandas;
 * ``promise.json``: the DP-SGD inputs and tensorflow-privacy's own privacy statement for them.
+
+The features are those dpaudit prepares for its built-in breast_cancer dataset (scikit-learn's
+rows, standardized; example_id = the row of ``load_breast_cancer()``): dpaudit runs a model file on
+them, so a model file must be trained on them (an outputs file may come from any features).
 
 Run from the repository root: ``.venv/bin/python examples/trained_elsewhere/train.py [OUT_DIR]``
 (default: this folder; about 10 s on one core). The files in this folder were written by it.
@@ -34,11 +37,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
-from sklearn.datasets import load_breast_cancer  # noqa: E402
 from tensorflow_privacy.privacy.analysis.compute_dp_sgd_privacy_lib import (  # noqa: E402
     compute_dp_sgd_privacy_statement,
 )
 from tensorflow_privacy.privacy.optimizers.dp_optimizer_keras import DPKerasSGDOptimizer  # noqa: E402
+
+from dpaudit.data.datasets import prepare_dataset_ids  # noqa: E402  (the features dpaudit runs a model file on)
 
 BATCH, EPOCHS, NOISE, CLIP, LEARNING_RATE, DELTA, SEED = 32, 15, 1.3, 1.0, 0.1, 1e-5, 0
 
@@ -47,14 +51,13 @@ def train(out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(SEED)
     tf.config.experimental.enable_op_determinism()
-    data = load_breast_cancer()
-    x, y = data.data.astype(np.float64), data.target.astype(np.int64)
-    ids = np.arange(len(y))
-    rng = np.random.default_rng(SEED)
+    table, _, _ = prepare_dataset_ids("breast_cancer", {}, {})
+    ids = table.column("example_id").to_numpy()
+    y = table.column("label").to_numpy().astype(np.int64)
+    features = np.stack(table.column("x").to_numpy(zero_copy_only=False)).astype(np.float32)
+    rng = np.random.default_rng(SEED)  # this script's own split: half the rows are members
     order = rng.permutation(len(y))
     members, held_out = np.sort(order[: len(y) // 2]), np.sort(order[len(y) // 2:])
-    mean, std = x[members].mean(axis=0), x[members].std(axis=0)  # fitted on the training rows only
-    features = ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
 
     model = keras.Sequential([keras.Input(shape=(features.shape[1],)), keras.layers.Dense(16, activation="relu"),
                               keras.layers.Dense(2)])
@@ -67,14 +70,12 @@ def train(out: Path) -> dict:
                .batch(BATCH, drop_remainder=True))  # every batch holds num_microbatches examples
     model.fit(batches, epochs=EPOCHS, verbose=0)
 
+    model.save(out / "model.keras")
     logits = model.predict(features, verbose=0).astype(np.float32)
-    probs = tf.nn.softmax(logits).numpy()
-    pd.DataFrame({"example_id": ids, "logits": list(logits)}).to_parquet(out / "outputs.parquet", index=False)
     pd.DataFrame({"example_id": members}).to_csv(out / "members.csv", index=False)
     pd.DataFrame({"example_id": held_out}).to_csv(out / "held_out.csv", index=False)
-    pd.DataFrame({"example_id": ids, "probs_0": probs[:, 0], "probs_1": probs[:, 1],
-                  "member": np.isin(ids, members)}).to_csv(out / "probabilities.csv", index=False, float_format="%.9g")
-    model.save(out / "model.keras")
+    pd.DataFrame({"example_id": ids, "logits": list(logits), "member": np.isin(ids, members)}).to_parquet(
+        out / "outputs.parquet", index=False)
 
     # tensorflow-privacy's statement of this training: its "Poisson sampling" line is the ε of
     # q = batch / n over ceil(epochs / q) steps, RDP accounting (dpaudit recomputes it from these inputs)

@@ -149,7 +149,7 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
         external_problems,  # issue 44: models trained elsewhere, empty grids
     )
 
-    problems.extend(external_problems(config, dataset_classes, table_sketch))
+    problems.extend(external_problems(config, dataset_classes, table_sketch, dataset_features))
     if not problems:  # the model is built on the dataset's shape: only once the datasets are valid
         from dpaudit.training.model_checks import model_problems
 

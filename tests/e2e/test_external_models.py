@@ -23,7 +23,7 @@ from dpaudit.io import read_json, read_parquet
 from tests.workflow.helpers import ROOT, copy_project, snakemake
 
 SHIPPED = ROOT / "config" / "trained_elsewhere.yaml"
-MODELS = ("keras_dpsgd", "probabilities_csv")
+MODELS = ("keras_file", "outputs_parquet")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_each_dossier_says_what_was_and_was_not_checked(shipped):
             assert what in page
         assert "Verdict: audit too weak to say: trained elsewhere" in page or "Verdict: consistent" in page \
             or "Verdict: measured above" in page
-    keras = (shipped["workdir"] / P.DOSSIER.format(dataset="breast_cancer", run="keras_dpsgd")).read_text()
+    keras = (shipped["workdir"] / P.DOSSIER.format(dataset="breast_cancer", run="keras_file")).read_text()
     assert "recomputed by dpaudit&#x27;s rdp accountant" in keras or "recomputed by dpaudit's rdp accountant" in keras
 
 
@@ -76,9 +76,19 @@ def test_the_rows_of_a_model_trained_elsewhere(shipped):
         assert (flag["verdict"] == "above_promise") == (bound > rows["accountant_epsilon"].iloc[0])
         for family in ("mia", "epsilon_star", "privacy_card", "identifiability"):
             assert (rows["family"] == family).any(), family
-    train = read_json(shipped["workdir"] / P.TRAIN_INFO.format(dataset="breast_cancer", run="keras_dpsgd"))
+    train = read_json(shipped["workdir"] / P.TRAIN_INFO.format(dataset="breast_cancer", run="keras_file"))
     # the example's promise is tensorflow-privacy's printed statement: the recomputation agrees to 3 decimals
     assert f"{train['epsilon']:.3f}" == "6.466" and train["promise"]["mismatch"] is False
+    assert train["source"]["format"] == "keras"
+
+
+def test_the_model_file_and_its_outputs_file_are_the_same_model(shipped):
+    """dpaudit's safe-mode load of model.keras on the dataset's features gives the logits train.py wrote."""
+    frames = [read_parquet(shipped["workdir"] / P.OUTPUTS.format(dataset="breast_cancer", run=run)) for run in MODELS]
+    assert np.array_equal(np.stack(frames[0]["logits"].to_numpy()), np.stack(frames[1]["logits"].to_numpy()))
+    rows = [read_parquet(shipped["workdir"] / P.metric("mia").format(dataset="breast_cancer", run=run)) for run in MODELS]
+    shared = [r[r["metric"] != "accountant_epsilon"].drop(columns="run").reset_index(drop=True) for r in rows]
+    pd.testing.assert_frame_equal(*shared)
 
 
 # ------------------------------------------------------------------ equivalence with a run dpaudit trained

@@ -337,3 +337,91 @@ def test_identifiability_of_dpsgd_inputs_is_that_of_a_dpsgd_run():
         "epsilon", "delta", "accountant", "sampling", "neighbouring_relation", "noise_multiplier",
         "sampling_probability", "steps")}})
     pd.testing.assert_frame_equal(external, internal)
+
+
+# ------------------------------------------------------------------ a Keras model file, read as data
+
+
+def _keras_archive(path, layers, compile_config=None):
+    """A .keras archive's config.json as Keras writes it (no weights: enough for the parse-time checks)."""
+    import json
+    import zipfile
+
+    config = {"module": "keras", "class_name": "Sequential", "config": {"name": "s", "layers": layers}}
+    if compile_config is not None:
+        config["compile_config"] = compile_config
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+    return str(path)
+
+
+def _input(d):
+    return {"module": "keras.layers", "class_name": "InputLayer", "config": {"batch_input_shape": [None, d]}}
+
+
+def _dense(units, **extra):
+    return {"module": "keras.layers", "class_name": "Dense", "config": {"name": "dense", "units": units, **extra}}
+
+
+def model_entry(tmp_path, model):
+    members, held_out = halves()
+    return {"dataset": "synthetic", "model": model, "members": write_ids(tmp_path / "members.csv", members),
+            "held_out": write_ids(tmp_path / "held_out.csv", held_out)}
+
+
+def test_a_model_file_with_a_lambda_layer_is_refused_before_any_job(tmp_path):
+    lam = {"module": "keras.layers", "class_name": "Lambda", "config": {"name": "shift", "function": "4wEAAAAA"}}
+    path = _keras_archive(tmp_path / "m.keras", [_input(3), lam, _dense(3)])
+    message = refused(model_entry(tmp_path, path))
+    assert f"{path}: layer 'shift' is a Lambda layer, whose function is code" in message and "safe mode" in message
+
+
+def test_a_custom_layer_loads_only_from_the_module_the_config_names(tmp_path):
+    custom = {"module": "my_layers", "class_name": "Scale", "config": {"name": "scale"}}
+    path = _keras_archive(tmp_path / "m.keras", [_input(3), custom, _dense(3)])
+    assert "Scale (layer 'scale') comes from module 'my_layers'; custom objects are loaded only from the module " \
+           "the config names: write custom_objects_module: my_layers" in refused(model_entry(tmp_path, path))
+    other = refused({**model_entry(tmp_path, path), "custom_objects_module": "their_layers"})
+    assert "not from custom_objects_module 'their_layers'" in other
+    validate_config(config({**model_entry(tmp_path, path), "custom_objects_module": "my_layers"}))
+    # an optimizer of another library in compile_config is never deserialized (compile=False): not refused
+    dp = {"optimizer": {"module": "tensorflow_privacy.privacy.optimizers.dp_optimizer_keras", "class_name": "DP"}}
+    validate_config(config(model_entry(tmp_path, _keras_archive(tmp_path / "c.keras", [_input(3), _dense(3)], dp))))
+
+
+def test_a_model_file_of_another_input_shape_or_format_is_refused(tmp_path):
+    path = _keras_archive(tmp_path / "m.keras", [_input(7), _dense(3)])
+    assert f"{path} expects input shape [7] (7 features) but dataset synthetic has d = 3 features" in refused(
+        model_entry(tmp_path, path))
+    h5 = tmp_path / "m.h5"
+    h5.write_bytes(b"\x89HDF")
+    assert "only .keras model files are read (.h5 and SavedModel files can carry code)" in refused(
+        model_entry(tmp_path, str(h5)))
+    broken = tmp_path / "b.keras"
+    broken.write_bytes(b"not a zip")
+    assert f"{broken} does not load: not a .keras archive with a config.json" in refused(
+        model_entry(tmp_path, str(broken)))
+    both = {**model_entry(tmp_path, path), "outputs": "o.parquet"}
+    assert "give the model as outputs: <outputs file> or as model: <file.keras>, exactly one" in refused(both)
+
+
+def test_a_model_file_is_run_in_safe_mode_on_the_datasets_features(tmp_path, dataset):
+    """The job's outputs are the model's own predictions on examples.parquet's x (oracle: Keras' predict)."""
+    from dpaudit import _tf
+    from dpaudit.training.models import features
+
+    keras = _tf.keras
+    model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(3)])
+    path = tmp_path / "m.keras"
+    model.save(path)
+    x = features(dataset["examples"])
+    frame, record = imported(model_entry(tmp_path, str(path)), dataset)
+    expected = model.predict(x, verbose=0)
+    at = dataset["examples"].set_index("example_id").index.get_indexer(frame["example_id"])
+    np.testing.assert_array_equal(np.stack(frame["logits"].to_numpy()), expected[at].astype(np.float32))
+    assert record["source"]["format"] == "keras" and record["source"]["outputs_kind"] == "logits"
+    # a softmax head: its outputs are read as probabilities
+    soft = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(3, activation="softmax")])
+    soft.save(tmp_path / "s.keras")
+    _, record = imported(model_entry(tmp_path, str(tmp_path / "s.keras")), dataset)
+    assert record["source"]["outputs_kind"] == "probs"

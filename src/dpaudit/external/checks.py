@@ -73,39 +73,55 @@ def known_dataset_ids(name: str, params: Mapping, sketch=None) -> np.ndarray | N
     return None
 
 
-def _entry_problems(name: str, entry: Mapping, config: Mapping, classes_of: Callable, sketch_of: Callable) -> list[str]:
+def _unknown(ids: np.ndarray, known: np.ndarray, what: str, where: str, dataset: str, shown: np.ndarray | None = None):
+    unknown = np.flatnonzero(~np.isin(ids.astype(str), known))
+    if not unknown.size:
+        return None
+    return (f"{where}: {what}: {unknown.size} id(s) are not in dataset {dataset}: {shown_rows(unknown, ids)}; write "
+            "the dataset's example ids (its table's id column, or the 0-based row) or drop those rows")
+
+
+def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping[str, Callable]) -> list[str]:
     from dpaudit.external.importer import read_entry_outputs, width_problem
+    from dpaudit.external.keras_file import input_problem, inspect_keras_file
 
     where = f"config.external_models.{name}"
     dataset = entry["dataset"]
     if dataset not in config["datasets"]:
         return [f"{where}.dataset: {dataset!r} is not under config.datasets ({', '.join(config['datasets'])}); add it "
                 "there (its rows, labels and ids) or name one of those"]
+    if ("outputs" in entry) == ("model" in entry):
+        return [f"{where}: give the model as outputs: <outputs file> or as model: <file.keras>, exactly one"]
     params = config["datasets"][dataset]
+    problems = []
     try:
-        outputs = read_entry_outputs(entry, where)
+        if "model" in entry:  # its architecture read as data; the job runs it on the dataset's features
+            sketch = inspect_keras_file(entry["model"], where, entry.get("custom_objects_module"))
+            problem = input_problem(sketch, lookups["features"](dataset, params), dataset, where)
+            problems += [problem] if problem else []
+            outputs = None
+        else:
+            outputs = read_entry_outputs(entry, where)
         membership = membership_of(entry, outputs, where)
     except ExternalModelError as error:
-        return str(error).split("\n  ")
-    problems = []
-    problem = width_problem(outputs, classes_of(dataset, params), dataset, where)
-    if problem is not None:
-        problems.append(problem)
-    known = known_dataset_ids(dataset, params, sketch_of(dataset, params))
+        return problems + str(error).split("\n  ")
+    if outputs is not None:
+        problem = width_problem(outputs, lookups["classes"](dataset, params), dataset, where)
+        problems += [problem] if problem else []
+    known = known_dataset_ids(dataset, params, lookups["sketch"](dataset, params))
     if known is not None:
-        unknown = np.flatnonzero(~np.isin(outputs.ids.astype(str), known))
-        if unknown.size:
-            problems.append(f"{where}: {outputs.path}: {unknown.size} id(s) are not in dataset {dataset}: "
-                            f"{shown_rows(unknown, outputs.ids)}; write the dataset's example ids (its table's id "
-                            "column, or the 0-based row) or drop those rows")
+        listed = ([(outputs.path, outputs.ids)] if outputs is not None else
+                  [(entry[key], ids) for key, ids in (("members", membership.members), ("held_out", membership.held_out),
+                                                      ("utility", membership.utility)) if ids is not None])
+        problems += [p for path, ids in listed if (p := _unknown(ids, known, str(path), where, dataset))]
     problems.extend(promise_problems(entry.get("promise"), int(membership.members.size), f"{where}.promise",
                                      bool(config["training"]["allow_large_delta"])))
     return problems
 
 
-def external_problems(config: Mapping, classes_of: Callable, sketch_of: Callable) -> list[str]:
-    """Every problem of the config's ``external_models`` (module docstring); ``classes_of(name, params)``
-    and ``sketch_of(name, params)`` are dpaudit.config's dataset lookups. An empty grid trains nothing: it
+def external_problems(config: Mapping, classes_of: Callable, sketch_of: Callable, features_of: Callable) -> list[str]:
+    """Every problem of the config's ``external_models`` (module docstring); ``classes_of``, ``sketch_of``
+    and ``features_of`` (each of a dataset's name and params) are dpaudit.config's dataset lookups. An empty grid trains nothing: it
     is allowed only for a dataset a model trained elsewhere is audited on, so no dataset has no model."""
     entries = config.get("external_models") or {}
     audited = {entry["dataset"] for entry in entries.values()}
@@ -116,5 +132,6 @@ def external_problems(config: Mapping, classes_of: Callable, sketch_of: Callable
             problems.append(f"{where}: empty, so dataset {name} would have no model; give it grid blocks, or audit a "
                             f"model trained elsewhere on it (external_models.<name>.dataset: {name})")
     for name, entry in entries.items():
-        problems.extend(_entry_problems(name, entry, config, classes_of, sketch_of))
+        problems.extend(_entry_problems(name, entry, config,
+                                        {"classes": classes_of, "sketch": sketch_of, "features": features_of}))
     return problems

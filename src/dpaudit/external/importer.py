@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,9 @@ from dpaudit.external.membership import Membership, membership_of
 from dpaudit.external.outputs_file import (
     ExternalModelError,
     OutputsFile,
+    check_values,
     read_outputs_file,
+    sha256_of,
     shown_rows,
 )
 from dpaudit.external.promise import promise_record
@@ -36,11 +39,27 @@ __all__ = ["external_outputs", "read_entry_outputs", "width_problem"]
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-def read_entry_outputs(entry: Mapping, where: str) -> OutputsFile:
-    """The outputs file an ``external_models`` entry names, read and checked."""
-    return read_outputs_file(entry["outputs"], where=where, id_column=entry.get("id_column", "example_id"),
-                             kind=entry.get("outputs_kind", "auto"), membership_column=entry.get("membership_column"),
-                             format=entry.get("outputs_format"))
+def read_entry_outputs(entry: Mapping, where: str, *, ids: np.ndarray | None = None,
+                       x: np.ndarray | None = None) -> OutputsFile:
+    """The outputs an ``external_models`` entry names, read and checked: its outputs file, or its model
+    file run on the dataset's features ``x`` (the rows of ``ids``, the dataset's ids as text)."""
+    if "model" not in entry:
+        return read_outputs_file(entry["outputs"], where=where, id_column=entry.get("id_column", "example_id"),
+                                 kind=entry.get("outputs_kind", "auto"),
+                                 membership_column=entry.get("membership_column"), format=entry.get("outputs_format"))
+    from dpaudit.external.keras_file import inspect_keras_file, keras_outputs
+
+    module = entry.get("custom_objects_module")
+    kind = entry.get("outputs_kind", "auto")
+    if kind == "auto":
+        kind = "probs" if inspect_keras_file(entry["model"], where, module).softmax_output else "logits"
+    if kind == "loss":
+        raise ExternalModelError(f"{where}.outputs_kind: a model file outputs logits or probs, not a loss")
+    values = keras_outputs(entry["model"], x, where, module).astype(np.float64)
+    ids = np.asarray(ids, dtype=object)
+    check_values(kind, values, ids, Path(entry["model"]), where)
+    return OutputsFile(path=str(entry["model"]), format="keras", kind=kind, ids=ids, values=values, labels=None,
+                       correct=None, membership=None, sha256=sha256_of(entry["model"]))
 
 
 def width_problem(outputs: OutputsFile, classes: int | None, dataset: str, where: str) -> str | None:
@@ -113,7 +132,12 @@ def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.Da
     ``examples``: the dataset's example_id and label; ``ids``: its ids.parquet; ``delta``: the
     config's training.delta, the δ the attacks are evaluated at when the entry states no promise."""
     where = f"config.external_models.{name}"
-    outputs = read_entry_outputs(entry, where)
+    x = None
+    if "model" in entry:  # a model file is scored on every row of the dataset, its features as prepared
+        from dpaudit.training.models import features
+
+        x = features(examples.set_index("example_id").loc[ids["example_id"].to_numpy(np.int64)].reset_index())
+    outputs = read_entry_outputs(entry, where, ids=ids["id"].astype(str).to_numpy(), x=x)
     classes = int(dataset_info["classes"])
     problem = width_problem(outputs, classes, dataset, where)
     if problem is not None:

@@ -83,8 +83,9 @@ class Membership:
     sources: dict = field(default_factory=dict)
 
 
-def membership_of(entry: Mapping, outputs: OutputsFile, where: str) -> Membership:
-    """The membership an ``external_models`` entry states, checked against its outputs file."""
+def membership_of(entry: Mapping, outputs: OutputsFile | None, where: str) -> Membership:
+    """The membership an ``external_models`` entry states, checked against its outputs file (None: a model
+    file, scored on every row of the dataset)."""
     files = [key for key in ("members", "held_out") if key in entry]
     column = entry.get("membership_column")
     if column is not None and files:
@@ -92,6 +93,9 @@ def membership_of(entry: Mapping, outputs: OutputsFile, where: str) -> Membershi
     if column is None and len(files) < 2:
         raise ExternalModelError(f"{where}: say which rows were members and which were held out: members: <ids file> "
                                  "and held_out: <ids file>, or membership_column: <column of the outputs file>")
+    if column is not None and outputs is None:
+        raise ExternalModelError(f"{where}.membership_column: a model file has no columns; give members and held_out "
+                                 "ids files")
     if column is not None:
         if "utility" in entry:
             raise ExternalModelError(f"{where}.utility: with membership_column the utility rows are the held-out "
@@ -117,9 +121,9 @@ def membership_of(entry: Mapping, outputs: OutputsFile, where: str) -> Membershi
             if both.size:
                 raise ExternalModelError(f"{where}: {both.size} member id(s) are also utility rows ({entry['utility']}): "
                                          f"{_listed(both)}; test accuracy needs rows the model did not train on")
-        known = outputs.ids.astype(str)
+        known = outputs.ids.astype(str) if outputs is not None else None
         for key, ids in (("members", members), ("held_out", held_out), ("utility", utility)):
-            if ids is None:
+            if ids is None or known is None:
                 continue
             absent = ids[~np.isin(ids.astype(str), known)]
             if absent.size:

@@ -28,8 +28,8 @@ import pandas as pd
 
 from dpaudit.logs import Refusal
 
-__all__ = ["KINDS", "PROBABILITY_TOLERANCE", "ExternalModelError", "OutputsFile", "file_format", "read_outputs_file",
-           "shown_rows"]
+__all__ = ["KINDS", "PROBABILITY_TOLERANCE", "ExternalModelError", "OutputsFile", "check_values", "file_format",
+           "read_outputs_file", "sha256_of", "shown_rows"]
 
 KINDS = ("logits", "probs", "loss")
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".csv.gz": "csv", ".npz": "npz"}
@@ -202,7 +202,7 @@ def _membership(raw: np.ndarray, name: str, path: Path, where: str) -> np.ndarra
     return out
 
 
-def _check_values(kind: str, values: np.ndarray, ids: np.ndarray, path: Path, where: str) -> None:
+def check_values(kind: str, values: np.ndarray, ids: np.ndarray, path: Path, where: str) -> None:
     column = repr(kind)
     flat = values.reshape(len(values), -1)
     bad = np.flatnonzero(~np.isfinite(flat).all(axis=1))
@@ -260,7 +260,7 @@ def read_outputs_file(path: str | Path, *, where: str, id_column: str = "example
     if kind != "loss" and values.shape[1] < 2:
         raise ExternalModelError(f"{where}: {path}: {kind} has {values.shape[1]} value per row; write one per class "
                                  "(two for a binary model: [1 − p, p] or its two logits)")
-    _check_values(kind, values, ids, path, where)
+    check_values(kind, values, ids, path, where)
     labels = correct = membership = None
     if "label" in columns:
         raw = np.asarray(columns["label"])
