@@ -4,7 +4,15 @@
 # family that needs only outputs reads them as a trained run's; the files were checked at parse
 # time (dpaudit.external.checks) and are checked again here against the prepared dataset.
 
-EXTERNAL_ENTRY_FILES = ("outputs", "model", "members", "held_out", "utility")
+EXTERNAL_ENTRY_FILES = ("outputs", "model", "members", "held_out", "utility", "reference_outputs")
+# The models trained elsewhere whose entry gives reference outputs: the reference-model attacks read them.
+REFERENCED = {dataset: [run for run in EXTERNAL[dataset] if "reference_outputs" in config["external_models"][run]]
+              for dataset in DATASETS}
+
+
+def external_pool(pattern):
+    """An output of the runs with reference outputs only (none for the others)."""
+    return lambda wildcards: pattern.format(**wildcards) if wildcards.run in REFERENCED[wildcards.dataset] else []
 
 
 def external_inputs(wildcards):
@@ -20,7 +28,9 @@ def external_entry(wildcards):
 
 
 for _batch in run_batches("external_outputs", {dataset: list(EXTERNAL[dataset]) for dataset in DATASETS}):
-    _files = batch_files(_batch, unpack=external_inputs, output={"outputs": P.OUTPUTS, "info": P.TRAIN_INFO},
+    _files = batch_files(_batch, unpack=external_inputs, output={"outputs": P.OUTPUTS, "info": P.TRAIN_INFO,
+                                                                  "pool": external_pool(P.EXTERNAL_POOL),
+                                                                  "pool_info": external_pool(P.EXTERNAL_POOL_INFO)},
                          log=P.log("external_outputs", P.RUN_KEY), params={"entry": external_entry})
 
     rule:
@@ -49,4 +59,6 @@ for _batch in run_batches("external_outputs", {dataset: list(EXTERNAL[dataset]) 
 def external_files():
     """Every model trained elsewhere: its per-example outputs and its record."""
     return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in EXTERNAL[dataset]
-            for pattern in (P.OUTPUTS, P.TRAIN_INFO)]
+            for pattern in (P.OUTPUTS, P.TRAIN_INFO)] + [
+        pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in REFERENCED[dataset]
+        for pattern in (P.EXTERNAL_POOL, P.EXTERNAL_POOL_INFO)]

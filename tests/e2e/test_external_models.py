@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dpaudit.config import dataset_grids, run_lookup, validate_config
+from dpaudit.config import dataset_grids, recipe_lookup, run_lookup, validate_config
 from dpaudit.contract import paths as P
 from dpaudit.io import read_json, read_parquet
 from tests.workflow.helpers import ROOT, copy_project, snakemake
@@ -99,10 +99,10 @@ TINY = {
     "training": {"hidden_units": [8]},
     "grid": [{"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2], "batch_size": [32],
               "seed": [0]}],
-    "metrics": {"identifiability": {"enabled": True},
+    "metrics": {"identifiability": {"enabled": True}, "attacks": {"enabled": True, "reference_models": 4},
                 "epsilon_star": {"grid_size": 10000, "bootstrap": {"resamples": 20, "grid_size": 1000}}},
 }
-SHARED = ("mia", "epsilon_star", "privacy_card", "identifiability")
+SHARED = ("mia", "epsilon_star", "privacy_card", "identifiability")  # the families both run
 
 
 def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identical_rows(tmp_path):
@@ -112,10 +112,15 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
     env = {"PYTHONPATH": str(project / "src")}
     first = tmp_path / "first.yaml"
     first.write_text(yaml.safe_dump(TINY))
-    (run,) = run_lookup(dataset_grids(validate_config(TINY))["synthetic"])  # the grid's one run
+    runs = run_lookup(dataset_grids(validate_config(TINY))["synthetic"])  # the grid's one run and its recipe
+    ((run, _),), ((recipe, _),) = runs.items(), recipe_lookup(runs).items()
     keys = {"dataset": "synthetic", "run": run}
-    snakemake(workdir, P.OUTPUTS.format(**keys), P.TRAIN_INFO.format(**keys), "--cores", "2", "--configfile",
-              str(first), env=env, root=project)
+    pool_path = workdir / P.REFERENCE_POOL.format(dataset="synthetic", recipe=recipe)
+    snakemake(workdir, P.OUTPUTS.format(**keys), P.TRAIN_INFO.format(**keys), str(pool_path.relative_to(workdir)),
+              "--cores", "2", "--configfile", str(first), env=env, root=project)
+    # the recipe's reference models, handed over as a practitioner's reference outputs (LiRA's convention)
+    read_parquet(pool_path, columns=["example_id", "model", "included", "logits"]).to_parquet(
+        tmp_path / "references.parquet", index=False)
     outputs = read_parquet(workdir / P.OUTPUTS.format(**keys))
     train = read_json(workdir / P.TRAIN_INFO.format(**keys))
     info = read_json(workdir / P.DATASET_INFO.format(dataset="synthetic"))
@@ -133,7 +138,8 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
                "delta": float(train["delta"]), "sampling": train["sampling"], "accountant": train["accountant"]}
     second = tmp_path / "second.yaml"
     second.write_text(yaml.safe_dump({**TINY, "external_models": {"again": {
-        "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files, "promise": promise}}}))
+        "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files, "promise": promise,
+        "reference_outputs": str(tmp_path / "references.parquet")}}}))
     snakemake(workdir, P.METRICS_TABLE, "--cores", "2", "--configfile", str(second), env=env, root=project)
     record = read_json(workdir / P.TRAIN_INFO.format(dataset="synthetic", run="again"))
     assert record["epsilon"] == train["epsilon"]  # the accountant's own ε, recomputed from its inputs
@@ -142,5 +148,12 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
         external = read_parquet(workdir / P.METRIC.format(family=family, dataset="synthetic", run="again"))
         assert len(internal) > 0
         pd.testing.assert_frame_equal(external.drop(columns="run"), internal.drop(columns="run"), obj=family)
+    # LiRA and RMIA from the given reference outputs equal LiRA and RMIA from the recipe's pool they are
+    for pattern in (P.ATTACK_METRIC, P.ATTACK_SCORES):
+        internal = read_parquet(workdir / pattern.format(dataset="synthetic", run=run))
+        external = read_parquet(workdir / pattern.format(dataset="synthetic", run="again"))
+        assert len(internal) > 0
+        pd.testing.assert_frame_equal(external.drop(columns="run", errors="ignore"),
+                                      internal.drop(columns="run", errors="ignore"), obj=pattern)
     again = read_parquet(workdir / P.OUTPUTS.format(dataset="synthetic", run="again"))
     assert np.array_equal(np.stack(again["logits"].to_numpy()), np.stack(outputs["logits"].to_numpy()))

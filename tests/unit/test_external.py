@@ -425,3 +425,53 @@ def test_a_model_file_is_run_in_safe_mode_on_the_datasets_features(tmp_path, dat
     soft.save(tmp_path / "s.keras")
     _, record = imported(model_entry(tmp_path, str(tmp_path / "s.keras")), dataset)
     assert record["source"]["outputs_kind"] == "probs"
+
+
+# ------------------------------------------------------------------ reference outputs (LiRA's convention)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".npz"])
+def test_lira_from_given_reference_outputs_equals_lira_from_the_pool_they_are(tmp_path, dataset, suffix):
+    """A recipe pool's table (dpaudit.reference.pool.pool_frame, what reference_pool writes) handed over as
+    reference outputs gives the same pool table, hence the same LiRA and RMIA rows and scores."""
+    from dpaudit.external.importer import external_references
+    from dpaudit.metrics.attack_rows import attack_rows
+    from dpaudit.reference.pool import pool_frame
+
+    rng = np.random.default_rng(11)
+    model = entry(tmp_path)
+    frame, record = imported(model, dataset)
+    population = frame[frame["split"].isin(["train", "holdout"])]
+    ids, labels = population["example_id"].to_numpy(), population["label"].to_numpy()
+    k = 6
+    logits = rng.normal(size=(k, len(ids), CLASSES)).astype(np.float32)
+    inclusion = rng.random((k, len(ids))) < 0.5
+    pool = pool_frame(logits, inclusion, ids, labels)
+    path = tmp_path / f"refs{suffix}"
+    if suffix == ".npz":
+        np.savez(path, example_id=ids, logits=logits, keep=inclusion)
+    else:
+        pool[["example_id", "model", "included", "logits"]].sample(frac=1.0, random_state=0).to_parquet(path)
+    given, info = external_references({**model, "reference_outputs": str(path)}, name="m", dataset="synthetic",
+                                      ids=dataset["ids"], outputs=frame)
+    pd.testing.assert_frame_equal(given.reset_index(drop=True), pool)
+    assert info["runs"] == ["m"] and info["models"] == k
+    options = validate_config(config(model))["metrics"]["attacks"]
+    ours = attack_rows(frame, given, options, delta=float(record["delta"]), accountant_epsilon=math.inf)
+    theirs = attack_rows(frame, pool, options, delta=float(record["delta"]), accountant_epsilon=math.inf)
+    for a, b in zip(ours, theirs, strict=True):
+        pd.testing.assert_frame_equal(a, b)
+    assert {"lira_online", "rmia"} <= set(ours[0]["attack"])
+
+
+def test_reference_outputs_on_rows_the_model_is_not_audited_on_are_refused(tmp_path):
+    members, held_out = halves()
+    keep = members[:-10]  # ten members left out of the membership
+    model = entry(tmp_path, members=write_ids(tmp_path / "m2.csv", keep))
+    ids = np.arange(N)
+    path = tmp_path / "refs.npz"
+    np.savez(path, example_id=ids, logits=np.zeros((2, N, CLASSES)), keep=np.zeros((2, N), bool))
+    message = refused({**model, "reference_outputs": str(path)})
+    assert "reference_outputs" in message and "10 example(s) are neither members nor held out" in message
+    np.savez(path, example_id=ids, logits=np.zeros((2, N, 4)), keep=np.zeros((2, N), bool))
+    assert "4 logits per row but the dataset has 3 classes" in refused(entry(tmp_path, reference_outputs=str(path)))

@@ -116,6 +116,31 @@ def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping
         problems += [p for path, ids in listed if (p := _unknown(ids, known, str(path), where, dataset))]
     problems.extend(promise_problems(entry.get("promise"), int(membership.members.size), f"{where}.promise",
                                      bool(config["training"]["allow_large_delta"])))
+    if "reference_outputs" in entry:
+        problems.extend(_reference_problems(entry, membership, lookups["classes"](dataset, params), f"{where}."
+                                            "reference_outputs"))
+    return problems
+
+
+def _reference_problems(entry: Mapping, membership, classes: int | None, where: str) -> list[str]:
+    """The reference outputs read, as wide as the classes, on rows the model is audited on."""
+    from dpaudit.external.references import read_references
+
+    try:
+        references = read_references(entry["reference_outputs"], where)
+    except ExternalModelError as error:
+        return [str(error)]
+    problems = []
+    if classes is not None and references.logits.shape[2] != int(classes):
+        problems.append(f"{where}: {references.path}: {references.logits.shape[2]} logits per row but the dataset has "
+                        f"{classes} classes")
+    audited = np.concatenate([ids.astype(str) for ids in (membership.members, membership.held_out, membership.utility)
+                              if ids is not None])
+    outside = np.flatnonzero(~np.isin(references.ids.astype(str), audited))
+    if outside.size:
+        problems.append(f"{where}: {references.path}: {outside.size} example(s) are neither members nor held out of the "
+                        f"model: {shown_rows(outside, references.ids)}; give reference outputs on the rows the model is "
+                        "audited on")
     return problems
 
 

@@ -11,6 +11,7 @@ checks is made again here against the prepared dataset, with the same messages.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +34,7 @@ from dpaudit.external.outputs_file import (
 from dpaudit.external.promise import promise_record
 from dpaudit.losses import losses_from_loss, losses_from_probabilities, per_example_losses
 
-__all__ = ["external_outputs", "read_entry_outputs", "width_problem"]
+__all__ = ["external_outputs", "external_references", "read_entry_outputs", "width_problem"]
 
 # The smallest positive normal float32: log(0) of a probability becomes its log in the logits column.
 _TINY = float(np.finfo(np.float32).tiny)
@@ -185,3 +186,37 @@ def _record(entry: Mapping, name: str, dataset: str, outputs: OutputsFile, membe
         "not_checked": [{"what": what, "reason": TRAINED_OUTSIDE} for what in NOT_CHECKED],
         **promise,
     }
+
+
+def external_references(entry: Mapping, *, name: str, dataset: str, ids: pd.DataFrame, outputs: pd.DataFrame,
+                        ) -> tuple[pd.DataFrame, dict]:
+    """(pool table, record) of an entry's ``reference_outputs`` (``dpaudit.external.references``): its
+    examples mapped to the dataset's example ids and labels; every one must be a row the model is audited
+    on (``outputs``: its P.OUTPUTS table), so the attacks compare the same examples."""
+    from dpaudit.external.references import read_references, reference_pool, reference_record
+
+    where = f"config.external_models.{name}.reference_outputs"
+    references = read_references(entry["reference_outputs"], where)
+    index = pd.Index(ids["id"].astype(str).to_numpy())
+    at = index.get_indexer(references.ids.astype(str))
+    unknown = np.flatnonzero(at < 0)
+    if unknown.size:
+        raise ExternalModelError(f"{where}: {references.path}: {unknown.size} example id(s) are not in dataset "
+                                 f"{dataset}: {shown_rows(unknown, references.ids)}")
+    example_ids = ids["example_id"].to_numpy(np.int64)[at]
+    target = outputs.set_index("example_id")
+    absent = np.flatnonzero(~np.isin(example_ids, target.index.to_numpy()))
+    if absent.size:
+        raise ExternalModelError(f"{where}: {references.path}: {absent.size} example(s) are neither members nor held "
+                                 f"out of the model: {shown_rows(absent, references.ids)}; give reference outputs on "
+                                 "the rows the model is audited on")
+    width = references.logits.shape[2]
+    classes = len(target["logits"].iloc[0]) if "logits" in target.columns else None
+    if classes is not None and width != classes:
+        raise ExternalModelError(f"{where}: {references.path}: {width} logits per row, the model has {classes}")
+    order = np.argsort(example_ids, kind="stable")  # the pool table's order: by model, then example_id
+    references = dataclasses.replace(references, ids=references.ids[order], logits=references.logits[:, order],
+                                     inclusion=references.inclusion[:, order])
+    example_ids = example_ids[order]
+    labels = target.loc[example_ids, "label"].to_numpy(np.int64)
+    return reference_pool(references, example_ids, labels), reference_record(references, name, labels, entry)

@@ -87,7 +87,7 @@ class OutputsFile:
         return None if self.kind == "loss" else int(self.values.shape[1])
 
 
-def _columns_npz(path: Path, where: str) -> dict[str, np.ndarray]:
+def columns_npz(path: Path, where: str) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
@@ -99,7 +99,7 @@ def _columns_npz(path: Path, where: str) -> dict[str, np.ndarray]:
                                  "numpy.savez") from None
 
 
-def _columns_table(path: Path, kind: str, id_column: str, where: str) -> dict[str, np.ndarray]:
+def columns_table(path: Path, kind: str, id_column: str, where: str) -> dict[str, np.ndarray]:
     import pyarrow as pa
 
     try:
@@ -141,7 +141,7 @@ def _class_columns(columns: dict[str, np.ndarray], kind: str) -> list[str]:
     return [name for index, name in found] if [i for i, _ in found] == list(range(len(found))) else []
 
 
-def _matrix(columns: dict[str, np.ndarray], kind: str, path: Path, where: str) -> np.ndarray | None:
+def values_matrix(columns: dict[str, np.ndarray], kind: str, path: Path, where: str) -> np.ndarray | None:
     if kind in columns:
         values = np.asarray(columns[kind])
         if kind != "loss" and values.ndim != 2:
@@ -240,12 +240,12 @@ def read_outputs_file(path: str | Path, *, where: str, id_column: str = "example
     if not path.is_file():
         raise ExternalModelError(f"{where}: outputs file {path} does not exist; write the path of the file (relative "
                                  "to the working directory) or create it")
-    columns = _columns_npz(path, where) if fmt == "npz" else _columns_table(path, fmt, id_column, where)
+    columns = columns_npz(path, where) if fmt == "npz" else columns_table(path, fmt, id_column, where)
     if id_column not in columns:
         raise ExternalModelError(f"{where}: {path} has no id column {id_column!r} (it has {sorted(columns)}); add "
                                  "the example ids there or name the column with id_column")
     ids = _text_ids(columns[id_column], id_column, path, where)
-    found = {name: matrix for name in KINDS if (matrix := _matrix(columns, name, path, where)) is not None}
+    found = {name: matrix for name in KINDS if (matrix := values_matrix(columns, name, path, where)) is not None}
     if kind == "auto":
         if not found:
             raise ExternalModelError(f"{where}: {path} has none of the output columns logits, probs, loss (or "
