@@ -475,3 +475,15 @@ def test_reference_outputs_on_rows_the_model_is_not_audited_on_are_refused(tmp_p
     assert "reference_outputs" in message and "10 example(s) are neither members nor held out" in message
     np.savez(path, example_id=ids, logits=np.zeros((2, N, 4)), keep=np.zeros((2, N), bool))
     assert "4 logits per row but the dataset has 3 classes" in refused(entry(tmp_path, reference_outputs=str(path)))
+
+
+def test_utility_rows_apart_from_members_and_held_out(tmp_path, dataset):
+    members, held_out = halves()
+    model = entry(tmp_path, members=write_ids(tmp_path / "m3.csv", members[:80]),
+                  held_out=write_ids(tmp_path / "h3.csv", held_out[:80]),
+                  utility=write_ids(tmp_path / "u3.csv", np.concatenate([members[80:], held_out[80:]])))
+    frame, record = imported(model, dataset)
+    assert record["membership"]["n_utility"] == N - 160 and "splits" not in record
+    assert (frame["split"] == "test").sum() == N - 160 and not frame.loc[frame["split"] == "test", "is_member"].any()
+    overlap = entry(tmp_path, utility=write_ids(tmp_path / "u4.csv", held_out[:5]))
+    assert "5 held-out id(s) are also utility rows" in refused(overlap)

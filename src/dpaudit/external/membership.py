@@ -121,6 +121,11 @@ def membership_of(entry: Mapping, outputs: OutputsFile | None, where: str) -> Me
             if both.size:
                 raise ExternalModelError(f"{where}: {both.size} member id(s) are also utility rows ({entry['utility']}): "
                                          f"{_listed(both)}; test accuracy needs rows the model did not train on")
+            both = np.intersect1d(held_out.astype(str), utility.astype(str))
+            if both.size:  # a row is scored once: as a non-member of the attacks or as a utility row
+                raise ExternalModelError(f"{where}: {both.size} held-out id(s) are also utility rows "
+                                         f"({entry['utility']}): {_listed(both)}; leave utility out to measure test "
+                                         "accuracy on the held-out rows, or give rows apart from them")
         known = outputs.ids.astype(str) if outputs is not None else None
         for key, ids in (("members", members), ("held_out", held_out), ("utility", utility)):
             if ids is None or known is None:
