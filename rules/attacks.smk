@@ -38,9 +38,23 @@ def recipe_train_info(wildcards):
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 
+# The attacked runs of each dataset: every trained run (its recipe's pool) and every model trained
+# elsewhere whose entry gives reference outputs (REFERENCED, rules/external.smk; issue 44).
+ATTACKED = {dataset: [run for run in RUNS[dataset] if run in RUN_RECIPE[dataset] or run in REFERENCED[dataset]]
+            for dataset in DATASETS}
+
+
+def attack_inputs(wildcards):
+    """The reference outputs a run is attacked with: its recipe's pool, or the ones its entry gives."""
+    if wildcards.run in REFERENCED[wildcards.dataset]:
+        keys = {"dataset": wildcards.dataset, "run": wildcards.run}
+        return {"pool": P.EXTERNAL_POOL.format(**keys), "pool_info": P.EXTERNAL_POOL_INFO.format(**keys)}
+    return attack_pool_inputs(wildcards)
+
+
 def attacked_runs(wildcards):
     """Params function: the dataset's attacked runs, in the order attack_dataset_files lists them."""
-    return [run for run in RUNS[wildcards.dataset] if run in RUN_RECIPE[wildcards.dataset]]
+    return ATTACKED[wildcards.dataset]
 
 
 def attack_dataset_files(pattern):
@@ -67,7 +81,7 @@ def attack_metric_files():
     """aggregate_metrics' extra inputs: every attacked run's mia rows (attack column)."""
     if not ATTACKS["enabled"]:
         return []
-    return [P.ATTACK_METRIC.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d] if r in RUN_RECIPE[d]]
+    return [P.ATTACK_METRIC.format(dataset=d, run=r) for d in DATASETS for r in ATTACKED[d]]
 
 
 @intermediates
@@ -76,7 +90,7 @@ def attack_intermediate_files():
     if not ATTACKS["enabled"]:
         return []
     pools = [P.REFERENCE_POOL.format(dataset=d, recipe=name) for d in DATASETS for name in RECIPES[d]]
-    scores = [P.ATTACK_SCORES.format(dataset=d, run=r) for d in DATASETS for r in RUNS[d] if r in RUN_RECIPE[d]]
+    scores = [P.ATTACK_SCORES.format(dataset=d, run=r) for d in DATASETS for r in ATTACKED[d]]
     return pools + scores + attack_metric_files()
 
 
@@ -131,8 +145,9 @@ for _batch in recipe_batches("reference_pool", pooled_recipes()):
             "../scripts/reference_pool.py"
 
 
-for _batch in run_batches("metric_attacks"):
-    _files = batch_files(_batch, unpack=attack_pool_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
+# the trained runs first, then the models trained elsewhere with reference outputs (issue 44)
+for _batch in run_batches("metric_attacks", {d: TRAINED[d] + REFERENCED[d] for d in DATASETS}):
+    _files = batch_files(_batch, unpack=attack_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
                          output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
                          log=P.log("metric_attacks", P.RUN_KEY))
 

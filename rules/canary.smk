@@ -12,6 +12,8 @@ def canary_audited(wildcards):
 def canary_metric_inputs(wildcards):
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
     inputs = {"train": P.TRAIN_INFO.format(**keys)}
+    if wildcards.run in EXTERNAL[wildcards.dataset]:  # issue 44: its verdict from the black-box bound
+        inputs["mia"] = P.metric("mia").format(**keys)
     if canary_audited(wildcards):
         inputs["scores"] = P.CANARY_SCORES.format(**keys)
         inputs["record"] = P.CANARY_AUDIT.format(**keys)

@@ -19,6 +19,7 @@ from dpaudit.configfile import (
     refusal_lines,
 )
 from dpaudit.contract import paths as P
+from dpaudit.contract.external import EXTERNAL as EXTERNAL_MECHANISM
 from dpaudit.io import read_json as _read_json
 
 
@@ -56,7 +57,11 @@ if _overridden:
 
 DATASETS = sorted(config["datasets"])
 GRIDS = dpconfig.dataset_grids(config)
-RUNS = {dataset: dpconfig.run_lookup(table) for dataset, table in GRIDS.items()}
+# Models trained elsewhere (issue 44, rules/external.smk): runs of their dataset, grid values NA but the
+# mechanism; TRAINED lists the runs dpaudit trains itself (training, extraction and the recipes read it).
+EXTERNAL = dpconfig.external_runs(config)
+TRAINED = {dataset: list(dpconfig.run_lookup(table)) for dataset, table in GRIDS.items()}
+RUNS = {dataset: {**dpconfig.run_lookup(table), **EXTERNAL[dataset]} for dataset, table in GRIDS.items()}
 # allow_large_delta is a check made in prepare_dataset, not a training setting;
 # a dataset's own training block overrides the shared one (its architecture).
 TRAINING = {
@@ -105,7 +110,8 @@ def run_params(wildcards):
 
 # Training recipes (issue 24): a grid row without its seed (dpaudit.config.recipe_lookup); a
 # recipe's seeds share a reference pool and are batched together (issue 36).
-RECIPES = {dataset: dpconfig.recipe_lookup(RUNS[dataset]) for dataset in DATASETS}
+RECIPES = {dataset: dpconfig.recipe_lookup({run: RUNS[dataset][run] for run in TRAINED[dataset]})
+           for dataset in DATASETS}
 RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
               for dataset in DATASETS}
 

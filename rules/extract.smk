@@ -33,7 +33,7 @@ def pmp_extract_params():
 # family on, the job may use PMP_THREADS (Snakemake scales it down to the cores it has).
 EXTRACT_THREADS = PMP_THREADS if PMP["enabled"] else 1
 
-for _batch in run_batches("extract_per_example"):
+for _batch in run_batches("extract_per_example", TRAINED):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "model": P.MODEL,
                                         "train": P.TRAIN_INFO, **pmp_extract_inputs()},
                          output={"outputs": P.OUTPUTS, "gradients": P.GRADIENTS, **pmp_extract_outputs()},
@@ -65,5 +65,5 @@ for _batch in run_batches("extract_per_example"):
 @intermediates
 def per_example_files():
     """Every trained model's per-example tables."""
-    return [f.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
+    return [f.format(dataset=dataset, run=run) for dataset in DATASETS for run in TRAINED[dataset]
             for f in (P.OUTPUTS, P.GRADIENTS, *pmp_extract_outputs().values())]

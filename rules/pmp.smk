@@ -25,7 +25,8 @@ def pmp_metric_inputs(wildcards):
         "examples": P.EXAMPLES.format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
-        "pairs": P.PMP_PAIRS.format(**keys),
+        # a model trained elsewhere has no extraction (issue 44): its rows are not applicable
+        **({} if wildcards.run in EXTERNAL[wildcards.dataset] else {"pairs": P.PMP_PAIRS.format(**keys)}),
         **pmp_pool_inputs(wildcards),
     }
 

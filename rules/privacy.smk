@@ -21,6 +21,8 @@ def card_labels(wildcards):
     (U+2007, digit-wide, sorted before digits): ε = 4 comes before ε = 16.
     """
     params = RUNS[wildcards.dataset][wildcards.run]
+    if params["mechanism"] == EXTERNAL_MECHANISM:  # named by its config entry (issue 44)
+        return {"model": f"{wildcards.run} (trained elsewhere)"}
     target = params.get("target_epsilon")
     has_target = target is not None and target == target
     seed = params.get("seed")

@@ -46,7 +46,7 @@ def train_gpus():
 
 # One job per batch of whole recipes (issue 36): the seeds of a recipe, one after the other in one
 # TensorFlow process (dpaudit.training.train is safe to call again in the same process).
-for _batch in run_batches("train_model", whole_recipes=True):
+for _batch in run_batches("train_model", TRAINED, whole_recipes=True):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO},
                         output={"model": P.MODEL, "info": P.TRAIN_INFO, **pmp_train_outputs()},
                         log=P.log("train_model", P.RUN_KEY),
@@ -77,5 +77,5 @@ for _batch in run_batches("train_model", whole_recipes=True):
 @intermediates
 def model_files():
     """Every trained model with train.json (and checkpoints)."""
-    return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
+    return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in TRAINED[dataset]
             for pattern in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())]

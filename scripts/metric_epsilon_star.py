@@ -2,6 +2,7 @@
 
 from dpaudit.batching import run_jobs
 from dpaudit.contract.delta import evaluation_delta
+from dpaudit.contract.external import run_splits
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
@@ -10,10 +11,11 @@ from dpaudit.metrics.epsilon_star import epsilon_star_run_metrics
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         dataset, train, options = read_json(job.input.info), read_json(job.input.train), job.params.options
+        splits = run_splits(dataset, train)
         metrics = epsilon_star_run_metrics(
             read_parquet(job.input.outputs),
-            members_split=dataset["splits"]["members"], nonmembers_split=dataset["splits"]["nonmembers"],
-            utility_split=dataset["splits"]["utility"], classes=int(dataset["classes"]),
+            members_split=splits["members"], nonmembers_split=splits["nonmembers"],
+            utility_split=splits["utility"], classes=int(dataset["classes"]),
             delta=evaluation_delta(train),
             grid_size=options["grid_size"], alpha=options["alpha"], empirical_filter=options["empirical_filter"],
             bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,

@@ -2,6 +2,7 @@
 
 from dpaudit.batching import run_jobs
 from dpaudit.contract.delta import evaluation_delta
+from dpaudit.contract.external import run_splits
 from dpaudit.contract.metrics import metric_rows
 from dpaudit.io import read_json, read_parquet, write_parquet
 from dpaudit.logs import job_logging
@@ -11,12 +12,12 @@ for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         dataset = read_json(job.input.info)
         train = read_json(job.input.train)
-        options = job.params.mia
+        splits, options = run_splits(dataset, train), job.params.mia
         metrics = mia_metrics(
             read_parquet(job.input.outputs),
-            members_split=dataset["splits"]["members"],
-            nonmembers_split=dataset["splits"]["nonmembers"],
-            utility_split=dataset["splits"]["utility"],
+            members_split=splits["members"],
+            nonmembers_split=splits["nonmembers"],
+            utility_split=splits["utility"],
             delta=evaluation_delta(train),
             accountant_epsilon=float(train["epsilon"]),
             seed=options["seed"],

@@ -15,7 +15,7 @@ for job in run_jobs(snakemake):  # noqa: F821
         with_pool = "pool" in job.input.keys()  # Recipe C: the run's recipe reference pool
         rows, per_example = pmp_run_metrics(
             read_parquet(job.input.examples), dataset["splits"], read_json(job.input.train),
-            gradients_path=job.input.pairs, options=job.params.options, log=log,
+            gradients_path=job.input.pairs if "pairs" in job.input.keys() else None, options=job.params.options, log=log,
             pool=read_parquet(job.input.pool, columns=list(POOL_COLUMNS)) if with_pool else None,
             pool_info=read_json(job.input.pool_info) if with_pool else None,
         )

@@ -23,6 +23,7 @@ from dpaudit.config_schema import (
     _schema_errors,
     load_schema,
 )
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISMS  # noqa: F401  (declared there, read here)
 from dpaudit.logs import Refusal
 from dpaudit.profile.config_checks import (  # noqa: F401  (the profile block's checks, re-exported)
@@ -145,6 +146,11 @@ def validate_config(config: Mapping, schema: Mapping | None = None) -> dict:
                     f"write classes <= {params['n'] // 4} or a larger n"
                 )
     problems.extend(_size_problems(config, schema))
+    from dpaudit.external.checks import (
+        external_problems,  # issue 44: models trained elsewhere, empty grids
+    )
+
+    problems.extend(external_problems(config, dataset_classes, table_sketch, dataset_features))
     if not problems:  # the model is built on the dataset's shape: only once the datasets are valid
         from dpaudit.training.model_checks import model_problems
 
@@ -320,6 +326,7 @@ def _path_problems(config: Mapping) -> list[str]:
     names += [(f"config.profile.samples.views[{i}]", name)
               for i, name in enumerate(config["profile"]["samples"]["views"])]
     names += [("config.simulations.ks_fit.dataset", config["simulations"]["ks_fit"]["dataset"])]
+    names += [(f"config.external_models key {name!r}", name) for name in config.get("external_models") or {}]
     return [problem for where, value in names if (problem := path_safe_problem(value, where)) is not None]
 
 
@@ -476,8 +483,9 @@ def grid_table(grid: list[dict], schema: Mapping | None = None, model: str = DEF
                 if key not in MECHANISM_COLUMNS[row["mechanism"]]:
                     row[key] = None
             rows.append(row)
-    if not rows:
+    if not rows and grid:
         raise ConfigError("the grid expands to no runs")
+    # an empty grid (a dataset audited only through external_models, issue 44) trains no run
     table = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
     table = table.astype(GRID_COLUMNS)
     return table.drop_duplicates(ignore_index=True)
@@ -491,9 +499,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def external_runs(config: Mapping) -> dict[str, dict[str, dict]]:
+    """dataset -> the runs of its models trained elsewhere (issue 44): grid values NA but the mechanism."""
+    return {dataset: {name: {**dict.fromkeys(GRID_COLUMNS), "mechanism": EXTERNAL}
+                      for name, entry in config["external_models"].items() if entry["dataset"] == dataset}
+            for dataset in sorted(config["datasets"])}
+
+
 def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
     """Map each run name (from Snakemake's Paramspace) to its plain-Python parameters."""
-    names = _grid_names(table)
+    names = _grid_names(table) if len(table) else []
     records = table.to_dict("records")
     lookup = {name: {k: _plain(v) for k, v in rec.items()} for name, rec in zip(names, records, strict=True)}
     if len(lookup) != len(records):
@@ -517,7 +532,7 @@ def recipe_lookup(runs: Mapping[str, Mapping]) -> dict[str, dict]:
         params.setdefault(key, {c: row.get(c) for c in columns})
     table = pd.DataFrame([params[key] for key in keys], columns=columns).astype(
         {c: GRID_COLUMNS[c] for c in columns})
-    names = _grid_names(table)
+    names = _grid_names(table) if len(table) else []
     return {name: {"params": params[key], "runs": keys[key]} for name, key in zip(names, keys, strict=True)}
 
 

@@ -92,3 +92,35 @@ def logit_confidence(logits, labels, temperature: float = 1.0) -> np.ndarray:
     others = z.copy()
     np.put_along_axis(others, at, -np.inf, axis=-1)
     return true - special.logsumexp(others, axis=-1)
+
+
+def losses_from_probabilities(probs: np.ndarray, labels: np.ndarray, example_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``per_example_losses``' columns from class probabilities (a model trained elsewhere, issue 44).
+
+    ``loss_ce`` = −log p_y and ``loss_logit`` = log Σ_{j≠y} p_j − log p_y (the same ℓ as from
+    logits, taken from the other classes' mass so it stays finite when p_y rounds to 1); a zero
+    probability of the label (an infinite loss) raises ValueError naming the example ids.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    ids = np.asarray(example_ids)
+    rows = np.arange(p.shape[0])
+    p_true = p[rows, y]
+    zero = p_true <= 0
+    if zero.any():
+        raise ValueError(f"probability 0 of the label for {int(zero.sum())} example(s), example_id: "
+                         f"{ids[zero][:20].tolist()} (an infinite loss); write logits instead")
+    others = p.sum(axis=1) - p_true
+    with np.errstate(divide="ignore"):
+        loss_logit = np.log(np.maximum(others, 0.0)) - np.log(p_true)
+    return {"loss_ce": -np.log(p_true), "loss_logit": loss_logit, "p_true": p_true,
+            "correct": np.argmax(p, axis=1) == y}
+
+
+def losses_from_loss(loss: np.ndarray, correct: np.ndarray) -> dict[str, np.ndarray]:
+    """``per_example_losses``' columns from the cross-entropy alone (issue 44): p_y = e^(−loss) and
+    ``loss_logit`` = log(e^loss − 1), the ℓ with log(1 + e^ℓ) = loss; ``correct`` is given."""
+    loss = np.asarray(loss, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        loss_logit = np.log(np.expm1(loss))
+    return {"loss_ce": loss, "loss_logit": loss_logit, "p_true": np.exp(-loss), "correct": np.asarray(correct, bool)}

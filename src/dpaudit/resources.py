@@ -380,7 +380,7 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
                                attempt=attempt)
     if rule == "audit_neighbours":
         return neighbour_resources(audit_n or n, n, d, attempt)
-    if rule in ("metric_mia", "metric_identifiability"):
+    if rule in ("metric_mia", "metric_identifiability", "external_outputs"):  # external: an outputs file (issue 44)
         return metric_resources(n, attempt=attempt)
     if rule == "privacy_card":
         return card_resources(n, attempt)

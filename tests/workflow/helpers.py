@@ -110,6 +110,8 @@ def shipped_dry_run(config: str) -> subprocess.CompletedProcess:
     """``snakemake -n`` of a config under ``config/`` (``"config/cnn.yaml"``) in an empty work
     directory: every job of its DAG (what ``--forceall`` would list), run once per test process."""
     with tempfile.TemporaryDirectory() as workdir:
+        # the files of config/trained_elsewhere.yaml's models are read at parse time, relative to the work dir
+        shutil.copytree(ROOT / "examples", Path(workdir) / "examples")
         return snakemake(Path(workdir), "-n", "--configfile", str(ROOT / config))
 
 

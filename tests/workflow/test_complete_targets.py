@@ -17,7 +17,8 @@ from tests.workflow.helpers import ROOT, SHIPPED_CONFIGS, shipped_dry_run, snake
 
 # Together these configs enable every rule (every family, simulation, the audit and the profile).
 CONFIGS = ["config/config.yaml", "config/paper/epsilon_star_lite.yaml", "config/paper/pmp_lite.yaml",
-           "config/paper/identifiability_lite.yaml", "config/paper/privacy_profile_lite.yaml"]
+           "config/paper/identifiability_lite.yaml", "config/paper/privacy_profile_lite.yaml",
+           "config/trained_elsewhere.yaml"]
 
 
 def _outputs_and_targets(dry_run: str) -> tuple[dict[str, str], set[str]]:

@@ -18,6 +18,8 @@ MECHANISM_LABELS: dict[str, str] = {
     "dpsgd": "DP-SGD",
     "output_perturbation": "output perturbation (logistic regression)",
     "objective_perturbation": "objective perturbation (logistic regression)",
+    # a model trained outside dpaudit (issue 44, dpaudit.contract.external): not a grid mechanism
+    "external": "trained elsewhere",
 }
 # Where space is short (the report's privacy-card labels).
 MECHANISM_SHORT_LABELS: dict[str, str] = {
@@ -25,4 +27,5 @@ MECHANISM_SHORT_LABELS: dict[str, str] = {
     "dpsgd": "DP-SGD",
     "output_perturbation": "output perturbation",
     "objective_perturbation": "objective perturbation",
+    "external": "trained elsewhere",
 }

@@ -102,6 +102,10 @@ EXPOSED_ROWS = f"{RESULTS}/exposed/{{dataset}}.html"
 REFERENCE_POOL = f"{RESULTS}/attacks/{{dataset}}/recipes/{{recipe}}/reference_outputs.parquet"
 REFERENCE_POOL_INFO = f"{RESULTS}/attacks/{{dataset}}/recipes/{{recipe}}/reference_pool.json"
 ATTACK_SCORES = f"{RESULTS}/attacks/{{dataset}}/{{run}}/scores.parquet"
+# A model trained elsewhere (issue 44): the reference outputs its entry gives (K models' outputs with
+# their inclusion bits), as a pool table (dpaudit.reference.pool.POOL_COLUMNS), and its record.
+EXTERNAL_POOL = f"{RESULTS}/attacks/{{dataset}}/{{run}}/given_reference_outputs.parquet"
+EXTERNAL_POOL_INFO = f"{RESULTS}/attacks/{{dataset}}/{{run}}/given_reference_outputs.json"
 ATTACK_METRIC = f"{RESULTS}/attacks/{{dataset}}/{{run}}/mia_rows.parquet"
 RECIPE_KEY = "{dataset}/{recipe}"
 PMP_PER_EXAMPLE = f"{RESULTS}/pmp/{{dataset}}/{{run}}/per_example.parquet"

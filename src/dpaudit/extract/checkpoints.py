@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dpaudit.contract.external import TRAINED_OUTSIDE, is_external
 from dpaudit.io import reading
 
 __all__ = ["FLAT_GRADIENT_LIMIT", "load_checkpoints", "not_applicable"]
@@ -25,6 +26,9 @@ FLAT_GRADIENT_LIMIT = 2**28
 
 def not_applicable(train: Mapping) -> str | None:
     """Why Recipes A, B and C do not apply to a run (its ``train.json``), or None when they do."""
+    if is_external(train):  # issue 44: no gradients, checkpoints or reference pool of its training
+        return (f"not applicable: {TRAINED_OUTSIDE}; Recipes A and B need its per-example gradients at its "
+                "weights and checkpoints, Recipe C reference models trained like it")
     eps = float(train["epsilon"])
     if not math.isfinite(eps):
         return ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "

@@ -431,7 +431,23 @@ def run_identifiability(train: dict) -> pd.DataFrame:
             {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
             {**base, "metric": "rho_alpha_rdp", "value": math.nan, "applicable": False, "formula": gaussian_only},
         ])
-    if train.get("mechanism") != "dpsgd" or not math.isfinite(eps) or delta is None:
+    if train.get("accountant") == "stated" and math.isfinite(eps) and delta is not None:
+        # issue 44: an (ε, δ) promise of a model trained elsewhere, no mechanism named: the rows that
+        # hold for any (ε, δ)-DP mechanism; the two ρ_α rows describe the Gaussian mechanism
+        unnamed = "not applicable: the Gaussian mechanism's advantage; the promise names no mechanism"
+        base["conversion"] = "none: (epsilon, delta) as stated"
+        return pd.DataFrame([
+            {**base, "metric": "rho_beta", "value": rho_beta(eps), "formula": "expit(eps)"},
+            {**base, "metric": "rho_beta_expected", "value": rho_beta_expected(eps, float(delta)),
+             "formula": "rho_beta + delta (1 - rho_beta)"},
+            {**base, "metric": "rho_alpha_thm2", "value": math.nan, "applicable": False, "formula": unnamed},
+            {**base, "metric": "advantage_bound_any_dp", "value": max_advantage(eps, float(delta)),
+             "formula": ANY_DP_FORMULA},
+            {**base, "metric": "yeom_bound", "value": yeom_bound(eps), "formula": "min(1, e^eps - 1)"},
+            {**base, "metric": "rho_alpha_rdp", "value": math.nan, "applicable": False, "formula": unnamed},
+        ])
+    # a model trained elsewhere whose promise is DP-SGD inputs is judged as DP-SGD (issue 44)
+    if train.get("promised_mechanism", train.get("mechanism")) != "dpsgd" or not math.isfinite(eps) or delta is None:
         return pd.DataFrame([
             {**base, "metric": m, "value": math.nan, "applicable": False,
              "formula": "not applicable: no finite (epsilon, delta) guarantee"}

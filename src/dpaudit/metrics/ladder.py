@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract.architectures import shown_architectures
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import ATTACK_NAMES, declared
@@ -139,6 +140,9 @@ DECIDED_BY_WORDS = {
     "distribution_free_bound": "a distribution-free bound",
     "detectable_noise_factor": "the detectable noise factor",
     "ceilings": "the bounds' ceilings",
+    # a model trained outside dpaudit (issue 44, dpaudit.metrics.canary.outside): no canaries
+    "black_box_bound": "the loss-threshold attack's certified bound (no canary audit: trained elsewhere)",
+    "black_box_ceiling": "the loss-threshold attack's ceiling (no canary audit: trained elsewhere)",
 }
 
 
@@ -304,6 +308,8 @@ def verdict_of(verdict) -> tuple[str, str]:
 def model_name(row) -> str:
     mechanism = str(row["mechanism"])
     name = MECHANISM_LABELS.get(mechanism, mechanism)
+    if mechanism == EXTERNAL:  # a model trained elsewhere is named by its config entry (issue 44)
+        return f"{row['run']} ({name})"
     target = row.get("target_epsilon")
     parts = [name] + ([f"ε = {float(target):g}"] if target is not None and not pd.isna(target)
                       and math.isfinite(float(target)) else [])

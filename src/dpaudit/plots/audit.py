@@ -238,7 +238,10 @@ def plot_audit(audit: pd.DataFrame, png: str | Path, pdf: str | Path | None = No
     if len(baseline):
         positions = np.arange(1, len(baseline) + 1, dtype=float)
         draw(ax_inf, positions, baseline, not len(private))
-        ax_inf.set_xticks(positions, [f"seed {int(s)}" for s in baseline["seed"]], fontsize=7, rotation=90)
+        # a model trained elsewhere without a promise has no seed: its name (issue 44)
+        ax_inf.set_xticks(positions, [f"seed {int(s)}" if not pd.isna(s) else str(run)
+                                      for s, run in zip(baseline["seed"], baseline["run"], strict=True)],
+                          fontsize=7, rotation=90)
         ax_inf.set_xlim(0.4, len(baseline) + 0.6)
     ax_inf.set_xlabel("baselines\nε = ∞ (no DP)", labelpad=4)
     ax.set_yscale("symlog", linthresh=1.0)

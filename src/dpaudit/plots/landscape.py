@@ -22,6 +22,7 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 
 from dpaudit.config import GRID_COLUMNS
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.metrics.epsilon_star import aggregate_strategies, strategy_epsilon_bar
 from dpaudit.metrics.pareto import pareto_frontier
@@ -61,6 +62,11 @@ def strategy_table(summary: pd.DataFrame, diagnostics: pd.DataFrame | None = Non
     """
     frames = []
     for dataset, rows in summary.groupby("dataset", sort=True):
+        # each model trained elsewhere is a strategy of its own (issue 44): its name in the model column
+        outside = (rows["mechanism"] == EXTERNAL).to_numpy(bool)
+        if outside.any():
+            rows = rows.astype({"model": "string"}).copy()
+            rows.loc[outside, "model"] = rows.loc[outside, "run"].astype("string")
         table = aggregate_strategies(rows, STRATEGY_COLUMNS, eps_col="epsilon_star", util_col="landscape_utility")
         front = pareto_frontier(table["eps_star_mean"].to_numpy(), table["util_mean"].to_numpy())
         table["nondominated"] = front.nondominated
@@ -91,6 +97,9 @@ def strategy_labels(table: pd.DataFrame) -> list[str]:
     for row in table.itertuples(index=False):
         target = row.target_epsilon
         head = "non-DP" if row.mechanism == "baseline" or pd.isna(target) else f"ε = {float(target):g}"
+        if row.mechanism == EXTERNAL:  # the model column holds its name (strategy_table)
+            labels.append(f"{row.model} (trained elsewhere)")
+            continue
         if row.mechanism in _MECHANISM_SHORT:
             head = f"{_MECHANISM_SHORT[row.mechanism]} {head}"
         extra = [f"{_SHORT.get(c, c)}={_text(getattr(row, c))}" for c in varying if not pd.isna(getattr(row, c))]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.metrics import loss_attack_rows
 from dpaudit.dp.roc import roc_curve
 from dpaudit.plots.privacy_utility import save_figure
@@ -38,9 +39,14 @@ def epsilon_colours(targets) -> dict[float, str]:
 
 
 def run_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of one dataset with ``target`` (+inf for baselines) in plotting order."""
+    """The runs of one dataset with ``target`` (+inf for baselines; a model trained elsewhere: its
+    promise's ε, +inf without one) in plotting order."""
     runs = runs.copy()
-    runs["target"] = np.where(runs["mechanism"] == "baseline", np.inf, runs["target_epsilon"].astype(float))
+    target = runs["target_epsilon"].astype(float).to_numpy()
+    outside = (runs["mechanism"] == EXTERNAL).to_numpy(bool)
+    if outside.any():
+        target = np.where(outside, runs["accountant_epsilon"].astype(float), target)
+    runs["target"] = np.where(runs["mechanism"] == "baseline", np.inf, target)
     return runs.sort_values(["target", "seed"], ignore_index=True)
 
 
@@ -135,7 +141,8 @@ def plot_loss_histograms(runs: pd.DataFrame, outputs: Mapping[str, pd.DataFrame]
             ax.hist(losses, bins=bins, histtype="step", lw=1.5, color=colour, density=True,
                     label=f"{label}, n = {losses.size}")
         eps = "∞ (no DP)" if not np.isfinite(row.accountant_epsilon) else f"{row.accountant_epsilon:.3g}"
-        ax.set_title(f"{title}: {row.mechanism}, accountant ε = {eps}, seed {int(row.seed)}", fontsize=9)
+        which = f"seed {int(row.seed)}" if not pd.isna(row.seed) else row.run  # a model trained elsewhere: its name
+        ax.set_title(f"{title}: {row.mechanism}, accountant ε = {eps}, {which}", fontsize=9)
         ax.set_xscale("log")
         ax.set_xlabel(f"per-example loss {loss} (log scale; < {low:.1g} drawn at {low:.1g})")
         ax.legend(fontsize=8, loc="upper left")
@@ -151,8 +158,8 @@ def history_frame(train_infos: Mapping[str, Mapping]) -> pd.DataFrame:
     """Long per-epoch rows (run, epoch, loss, accuracy, clipped_fraction, ...) from train.json histories."""
     frames = [pd.DataFrame(info.get("history", [])).assign(run=run) for run, info in train_infos.items()]
     frames = [f for f in frames if len(f)]
-    if not frames:
-        raise ValueError("no train.json carries a per-epoch history")
+    if not frames:  # only models trained elsewhere (issue 44): no curve to draw
+        return pd.DataFrame({"run": pd.Series(dtype=str), "epoch": pd.Series(dtype="int64")})
     return pd.concat(frames, ignore_index=True)
 
 

@@ -35,6 +35,7 @@ import pandas as pd
 
 from dpaudit.config import GRID_COLUMNS
 from dpaudit.contract.architectures import shown_architectures
+from dpaudit.contract.external import EXTERNAL, is_external
 from dpaudit.contract.mechanisms import MECHANISM_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.dp.card import GUARANTEE_SCOPE
@@ -51,6 +52,7 @@ from dpaudit.report.exposure import most_exposed as most_exposed
 
 # The guidance page has its own module; importable from here as before.
 from dpaudit.report.guidance import build_guidance as build_guidance
+from dpaudit.report.outside import outside_section, outside_title
 from dpaudit.report.pages import (
     DOSSIER_STYLE,
     SIG,
@@ -111,7 +113,10 @@ def _promise(view: RunView, train: Mapping) -> tuple[str, float]:
     lines = [Line(esc(label_of("mia", "accountant_epsilon")), eps_html,
                   f"accountant: {esc(accountant or '—')}" if private else "no accountant (no DP)",
                   (f"The accountant certifies ({eps_html}, δ)-DP for this training run."
-                   if private else "Trained without differential privacy: nothing bounds what it reveals."),
+                   if private and not is_external(train) else
+                   f"Promised for this model: ({eps_html}, δ)-DP; dpaudit could not see its training keep it."
+                   if private else "Trained without differential privacy: nothing bounds what it reveals."
+                   if not is_external(train) else "No promise stated: nothing bounds what it reveals."),
                   kind_of("mia", "accountant_epsilon"))]
     if private:
         delta_html = view.column_num("accountant_delta", ".3g")
@@ -119,12 +124,15 @@ def _promise(view: RunView, train: Mapping) -> tuple[str, float]:
         lines.append(Line("δ", delta_html, "pure ε-DP (δ = 0)" if delta == 0 else "",
                           "The probability with which the ε bound may fail." if delta
                           else "No failure probability: the ε bound holds for every outcome.", "guarantee"))
+        stated_only = is_external(train) and relation is None  # an (ε, δ) promise without its mechanism
         lines.append(Line("neighbouring relation", esc(relation or "—"), "",
+                          "not stated with the promise" if stated_only else
                           "replacing one training example by another" if relation == "replace_one"
                           else "adding or removing one training example", ""))
         lines.append(Line("sampling", esc(sampling or "—"), "",
                           "The batch sampling the accountant assumes; another sampling voids the ε."
-                          if sampling else "No batch sampling: one exact fit of all rows.", ""))
+                          if sampling else "not stated with the promise" if stated_only
+                          else "No batch sampling: one exact fit of all rows.", ""))
         exp = view.find("privacy_card", "exp_epsilon")
         accuracy = view.find("privacy_card", "max_attack_accuracy_bound")
         if exp is not None:
@@ -242,6 +250,8 @@ def _verdict(view: RunView, eps: float) -> str:
         note = flag.get("note") or "not applicable"
         return f'<p class="verdict weak">Verdict: no promise to audit ({esc(note)}).</p>'
     bounds = [f for metric in DISTRIBUTION_FREE for f in view.find_all("canary", metric) if not math.isnan(f.value)]
+    if not bounds and str(flag.get("decided_by", "")).startswith("black_box"):  # trained elsewhere (issue 44)
+        bounds = [f for f in view.find_all("mia", "epsilon_lower_bound") if not math.isnan(f.value)]
     best = max(bounds, key=lambda f: f.value - _claim(f, eps)[0]) if bounds else None
     best_html = best.num() if best is not None else "—"
     claim_text = _claim(best, eps)[1] if best is not None else f"the promise ε = {fmt(eps)}"
@@ -383,6 +393,8 @@ def _distributional(view: RunView, eps: float) -> str:
 def _configuration(table: pd.DataFrame, view: RunView) -> pd.DataFrame:
     """Rows of the runs that share this run's grid row except the seed."""
     same = table[table["dataset"] == view.dataset]
+    if view.column("mechanism") == EXTERNAL:  # a model trained elsewhere has no siblings (issue 44)
+        return same[same["run"] == view.run]
     for column in CONFIGURATION_COLUMNS:
         if column not in same.columns:
             continue
@@ -512,6 +524,9 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
     title = model_title(view.column("mechanism") or train.get("mechanism", "?"), view.column("target_epsilon"),
                         view.column("seed"), dataset, _architecture(table, dataset, run))
     promise, eps = _promise(view, train)
+    outside = is_external(train)  # issue 44: its own split and what was and was not checked open section 1
+    if outside:
+        title, promise = outside_title(run, dataset), outside_section(train) + promise
     # train.json's flag, or the metrics table's copy of it (every row of the run carries it)
     flagged = {**train, **{key: view.column(key) for key in TRAINING_FLAGS
                            if view.column(key) is not None and not train.get("loss_diverged")}}
@@ -520,7 +535,7 @@ def build_dossier(table: pd.DataFrame, dataset: str, run: str, *, train: Mapping
             f'<p class="sub">Run {esc(run)}. Every number below is read from results/tables/metrics.parquet '
             "(or, in section 4, the model's per-example outputs or attack scores and audit record); kinds: guarantee, bound "
             "(certified at the stated confidence), point estimate, measurement, diagnostic.</p>",
-            *(["<h2>Dataset</h2>", dataset_card(dataset_info)] if dataset_info else []),
+            *(["<h2>Dataset</h2>", dataset_card(dataset_info)] if dataset_info and not outside else []),
             "<h2>1 Promise</h2>", promise,
             "<h2>2 Measured</h2>", _measured(view, eps),
             "<h2>3 Distributional and practical</h2>", _distributional(view, eps),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS, MECHANISM_LABELS
 from dpaudit.report.pages import DOSSIER_STYLE, SIG, esc, fmt, number, page
 from dpaudit.report.run_view import label_of
@@ -132,7 +133,8 @@ def guidance_choices(table: pd.DataFrame, dataset: str,
                      targets: Sequence[Target] = DEFAULT_TARGETS) -> list[Choice]:
     """For each target and private mechanism of the dataset: the largest grid ε meeting it."""
     rows = table[table["dataset"] == dataset]
-    mechanisms = [m for m in MECHANISM_LABELS if m != "baseline" and (rows["mechanism"] == m).any()]
+    # a model trained elsewhere has no grid ε to choose (issue 44)
+    mechanisms = [m for m in MECHANISM_LABELS if m not in ("baseline", EXTERNAL) and (rows["mechanism"] == m).any()]
     return [_choose(table, dataset, m, t) for t in targets for m in mechanisms]
 
 

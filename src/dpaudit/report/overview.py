@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.contract import paths as P
+from dpaudit.contract.external import EXTERNAL, TRAINED_OUTSIDE
 from dpaudit.contract.labels import ATTACK_LABELS
 from dpaudit.contract.metrics import declared
 from dpaudit.metrics.canary.mechanism import READS
@@ -185,6 +186,8 @@ def _no_checks_reason(row) -> str:
     mechanism = str(row["mechanism"])
     if mechanism == "baseline":
         return "no DP: nothing to check"
+    if mechanism == EXTERNAL:  # issue 44: no training loop to read
+        return f"{TRAINED_OUTSIDE}: the checks read the training loop"
     if mechanism != "dpsgd":
         return "not DP-SGD: the checks read the DP-SGD training loop"
     if not bool(row.get("has_canary")):

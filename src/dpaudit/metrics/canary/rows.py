@@ -380,6 +380,20 @@ def _number(row: Mapping | None, column: str) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
 
+# The verdicts of a model trained elsewhere, decided by its black-box bound alone (issue 44):
+# (decided_by, verdict) -> the sentence.
+BLACK_BOX_SENTENCES = {
+    ("black_box_bound", "above_promise"): "measured above the promise: the loss-threshold attack's certified bound "
+                                          "exceeds the promised ε",
+    ("black_box_bound", "consistent"): "consistent with the promise as far as a black-box bound sees: the "
+                                       "loss-threshold attack's certified bound stays at or below the promised ε, "
+                                       "which its ceiling could have exceeded; the training itself was not checked",
+    ("black_box_ceiling", "too_weak"): "audit too weak to say: trained elsewhere, so only the loss-threshold attack "
+                                       "could run, and even perfect separation of its members and held-out rows "
+                                       "would certify less than the promised ε",
+}
+
+
 def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
     """(verdict, sentence): the canary verdict of one run's rows said in words, with what
     the audit could have caught (the one phrasing the dossier, the privacy card and the
@@ -399,6 +413,8 @@ def verdict_sentence(table: pd.DataFrame) -> tuple[str | None, str]:
         caught = (f"this audit rejects, {times}, an implementation whose noise is below {factor:.2f}× the claim"
                   if factor > 0 else f"this audit cannot reject, {times}, even a noiseless implementation")
     decided = flag.get("decided_by")
+    if (decided, outcome) in BLACK_BOX_SENTENCES:  # trained elsewhere (issue 44, dpaudit.metrics.canary.outside)
+        return outcome, BLACK_BOX_SENTENCES[(decided, outcome)]
     if outcome == "above_promise" and decided in ("noise_check", "sampler_check", "accounting_check"):
         what = {"noise_check": "noise certificate", "sampler_check": "sampler check"}.get(decided, "accounting check")
         detail = flag.get("note")
