@@ -31,11 +31,21 @@ def recipe_runs(wildcards):
     return RECIPES[wildcards.dataset][wildcards.recipe]["runs"]
 
 
+def recipe_class(wildcards):
+    """The linear mechanisms' pools and the Keras ones read different training keys: never one batch."""
+    return recipe_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS
+
+
 def recipe_train_info(wildcards):
     """The train.json of the recipe's first run: its σ is the pool's and its ε the pool's record of
     the target's (no second calibration); each reference model's own ε (its rate B/n_k on its half)
     is the accountant's (dpaudit.training.reference_accounting)."""
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
+
+
+def run_recipe(wildcards):
+    """Params function: the name of the run's recipe (its pool's record says which recipe it is)."""
+    return RUN_RECIPE[wildcards.dataset][wildcards.run]
 
 
 def attacked_runs(wildcards):
@@ -51,8 +61,8 @@ def attack_dataset_files(pattern):
 
 
 def dataset_recipes(wildcards):
-    """Params function: the dataset's recipes, in the order recipe_pool_files lists them."""
-    return list(RECIPES[wildcards.dataset])
+    """Params function: the dataset's recipes with their runs, in the order recipe_pool_files lists them."""
+    return {name: recipe["runs"] for name, recipe in RECIPES[wildcards.dataset].items()}
 
 
 def recipe_pool_files(wildcards):
@@ -101,12 +111,14 @@ def pooled_recipes():
             for dataset in DATASETS}
 
 
-for _batch in recipe_batches("reference_pool", pooled_recipes()):
+# A pool's params are its recipe's values and training settings, not the recipe's runs (issue 47): a
+# seed added to the recipe reruns no pool.
+for _batch in recipe_batches("reference_pool", pooled_recipes(), classes=recipe_class):
     _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
                                                       "train": recipe_train_info},
                          output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},
                          log=P.log("reference_pool", P.RECIPE_KEY),
-                         params={"recipe": recipe_params, "runs": recipe_runs, "training": recipe_training})
+                         params={"recipe": recipe_params, "training": recipe_training})
 
     rule:
         name:
@@ -134,7 +146,7 @@ for _batch in recipe_batches("reference_pool", pooled_recipes()):
 for _batch in run_batches("metric_attacks"):
     _files = batch_files(_batch, unpack=attack_pool_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
                          output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
-                         log=P.log("metric_attacks", P.RUN_KEY))
+                         log=P.log("metric_attacks", P.RUN_KEY), params={"recipe": run_recipe})
 
     rule:
         name:

@@ -24,17 +24,35 @@ def training_params(wildcards):
     return model_training(wildcards.dataset, run_params(wildcards))
 
 
-def pmp_train_outputs():
-    """train_model writes weight checkpoints only when the pmp family is enabled."""
-    if not PMP["enabled"]:
-        return {}
-    return {"checkpoints": P.CHECKPOINTS}
+def keeps_checkpoints(wildcards):
+    """A run whose weight checkpoints the pmp family reads (Recipe B): a DP-SGD run clipping each
+    example (microbatches clip group means; every other mechanism has no PMP rows to compute);
+    dpaudit.extract.checkpoints.not_applicable says the same of its train.json."""
+    params = run_params(wildcards)
+    return PMP["enabled"] and params["mechanism"] == "dpsgd" and not params.get("microbatches")
 
 
-def pmp_train_params():
-    if not PMP["enabled"]:
-        return {}
-    return {"checkpoints": PMP["checkpoints"]}
+def train_outputs(wildcards):
+    """A run's model and train.json, and its checkpoints when the pmp family reads them."""
+    return {"model": P.MODEL, "info": P.TRAIN_INFO, **({"checkpoints": P.CHECKPOINTS} if keeps_checkpoints(wildcards)
+                                                       else {})}
+
+
+def train_run_params(wildcards):
+    """A run's grid values and training settings, and metrics.pmp.checkpoints only for a run that
+    keeps them (issue 47: a changed count retrains those runs alone)."""
+    params = {"run": run_params(wildcards), "training": training_params(wildcards)}
+    if keeps_checkpoints(wildcards):
+        params["checkpoints"] = PMP["checkpoints"]
+    return params
+
+
+def training_class(wildcards):
+    """Runs that read different settings never share a batch: the linear mechanisms' training keys
+    are not the Keras runs' (dpaudit.config.training_for_mechanism), and only some runs keep
+    checkpoints (issue 47)."""
+    linear = run_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS
+    return ("linear" if linear else "keras", keeps_checkpoints(wildcards))
 
 
 def train_gpus():
@@ -45,12 +63,11 @@ def train_gpus():
 
 
 # One job per batch of whole recipes (issue 36): the seeds of a recipe, one after the other in one
-# TensorFlow process (dpaudit.training.train is safe to call again in the same process).
-for _batch in run_batches("train_model", whole_recipes=True):
-    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO},
-                        output={"model": P.MODEL, "info": P.TRAIN_INFO, **pmp_train_outputs()},
-                        log=P.log("train_model", P.RUN_KEY),
-                        params={"run": run_params, "training": training_params})
+# TensorFlow process (dpaudit.training.train is safe to call again in the same process); a recipe's
+# seeds added later form a batch of their own (issue 47).
+for _batch in run_batches("train_model", whole_recipes=True, classes=training_class):
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO}, output=train_outputs,
+                        log=P.log("train_model", P.RUN_KEY), params=train_run_params)
 
     rule:
         name:
@@ -61,7 +78,6 @@ for _batch in run_batches("train_model", whole_recipes=True):
             _files.output,
         params:
             jobs=_files.jobs,
-            **pmp_train_params(),
             code=CODE["train_model"],
         threads: 1
         resources:
@@ -78,4 +94,4 @@ for _batch in run_batches("train_model", whole_recipes=True):
 def model_files():
     """Every trained model with train.json (and checkpoints)."""
     return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in RUNS[dataset]
-            for pattern in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())]
+            for pattern in train_outputs(RunWildcards(dataset=dataset, run=run)).values()]

@@ -404,13 +404,14 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         return train_resources(n, d, n_params, run, attempt=attempt)
     pmp = config["metrics"]["pmp"]
     if rule == "extract_per_example":
-        job = extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
-        if pmp["enabled"]:  # plus the parent set's factors at the final weights and every checkpoint
-            width = mlp_factor_width(d, training.get("hidden_units") or [], classes)
-            pairs = pmp_pairs_resources(n, width, checkpoints=pmp["checkpoints"], partners_max=pmp["partners_max"])
-            job = {"mem_mb": job["mem_mb"] + _mb(pairs["bytes"], 0, attempt),
-                   "runtime": job["runtime"] + _minutes(pairs["seconds"], 0, attempt)}
-        return job
+        return extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
+    if rule == "pmp_pairs":  # the parent set's factors at the final weights and every checkpoint (issue 47)
+        width = mlp_factor_width(d, training.get("hidden_units") or [], classes)
+        pairs = pmp_pairs_resources(n, width, checkpoints=pmp["checkpoints"], partners_max=pmp["partners_max"])
+        # the model and the examples as extraction reads them (float32 matrix, Arrow column, keys)
+        examples = n * (2 * 4 * d + 64)
+        return {"mem_mb": _mb(examples + pairs["bytes"], NUMPY_BASE_MB, attempt),
+                "runtime": _minutes(30 + pairs["seconds"], 10, attempt)}
     if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
         return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"],

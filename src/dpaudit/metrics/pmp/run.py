@@ -106,13 +106,14 @@ def _summary(res: Mapping, delta: float) -> dict:
     }
 
 
-def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Mapping, *,
-                    gradients_path: str | Path, options: Mapping, pool: pd.DataFrame | None = None,
+def pmp_run_metrics(examples: pd.DataFrame | None, splits: Mapping[str, str] | None, train: Mapping, *,
+                    gradients_path: str | Path | None, options: Mapping, pool: pd.DataFrame | None = None,
                     pool_info: Mapping | None = None,
                     log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(long ``pmp`` rows, per-example frame) of one run; see the module docstring.
 
-    ``gradients_path``: the run's ``pmp_pairs.parquet`` (read only when the recipes apply);
+    ``examples``, ``splits`` and ``gradients_path`` (the run's ``pmp_pairs.parquet``) are read only
+    when the recipes apply (None for a run they do not apply to: issue 47, no pairs are computed);
     without checkpoints Recipe B is not computed. ``pool``: the run's recipe reference pool
     (``dpaudit.metrics.pmp.pool.POOL_COLUMNS`` of ``P.REFERENCE_POOL``) and ``pool_info`` its
     record, for Recipe C (None: not computed).
@@ -137,6 +138,9 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         log.info("PMP rows marked not applicable (mechanism=%s, epsilon=%s): %s",
                  train.get("mechanism"), eps_accountant, reason)
         return pd.DataFrame(rows), pd.DataFrame()
+    if examples is None or splits is None or gradients_path is None:
+        raise ValueError(f"PMP Recipes A and B apply to this run ({train.get('mechanism')}, epsilon = {eps_accountant:g}) "
+                         "but its examples or pmp pairs were not given")
     delta = float(delta)
     parent = build_parent_set(examples, splits, seed=int(o["parent_seed"]), pool=o["nonmember_pool"], log=log)
     ids = parent["ids"]
