@@ -31,11 +31,6 @@ def recipe_runs(wildcards):
     return RECIPES[wildcards.dataset][wildcards.recipe]["runs"]
 
 
-def recipe_class(wildcards):
-    """The linear mechanisms' pools and the Keras ones read different training keys: never one batch."""
-    return recipe_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS
-
-
 def recipe_train_info(wildcards):
     """The train.json of the recipe's first run: its σ is the pool's and its ε the pool's record of
     the target's (no second calibration); each reference model's own ε (its rate B/n_k on its half)
@@ -113,7 +108,7 @@ def pooled_recipes():
 
 # A pool's params are its recipe's values and training settings, not the recipe's runs (issue 47): a
 # seed added to the recipe reruns no pool.
-for _batch in recipe_batches("reference_pool", pooled_recipes(), classes=recipe_class):
+for _batch in recipe_batches("reference_pool", pooled_recipes()):
     _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
                                                       "train": recipe_train_info},
                          output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},

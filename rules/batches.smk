@@ -29,30 +29,58 @@ class RunWildcards(dict):
             raise AttributeError(name) from None
 
 
+def keeps_checkpoints(wildcards):
+    """A run whose weight checkpoints the pmp family reads (Recipe B): a DP-SGD run clipping each
+    example (microbatches clip group means; every other mechanism has no PMP rows to compute);
+    dpaudit.extract.checkpoints.not_applicable says the same of its train.json."""
+    return _keeps_checkpoints(run_params(wildcards))
+
+
+def _keeps_checkpoints(params):
+    return PMP["enabled"] and params["mechanism"] == "dpsgd" and not params.get("microbatches")
+
+
+def grid_class(params):
+    """The class of a run (or recipe) with grid values ``params`` (issue 47): its mechanism (the two
+    linear ones read the same settings) and whether it keeps PMP checkpoints. Each class reads
+    settings the others do not (the linear training keys, the DP-SGD twin's canary options, a
+    non-DP run no canary option, metrics.pmp.checkpoints only the DP-SGD runs that keep them), so
+    runs of two classes never share a batch of any per-run rule: a setting one class reads reruns
+    that class's jobs and, by modification time, its own runs' later jobs, never another class's."""
+    mechanism = params["mechanism"]
+    return ("linear" if mechanism in dpconfig.LINEAR_MECHANISMS else mechanism, _keeps_checkpoints(params))
+
+
+def run_class(wildcards):
+    return grid_class(run_params(wildcards))
+
+
+def recipe_class(wildcards):
+    return grid_class(RECIPES[wildcards.dataset][wildcards.recipe]["params"])
+
+
 def _classes(runs, classes, key):
     """dataset -> run -> class of ``classes(wildcards)`` (runs of two classes never share a batch)."""
-    if classes is None:
-        return None
     return {dataset: {name: classes(RunWildcards(dataset=dataset, **{key: name})) for name in names}
             for dataset, names in runs.items()}
 
 
-def run_batches(kind, runs=None, whole_recipes=False, classes=None):
+def run_batches(kind, runs=None, whole_recipes=False):
     """The batches of per-run rule ``kind`` over ``runs`` (dataset -> run names in grid order; every
-    run by default); with ``whole_recipes`` a recipe's new seeds share a batch (its TensorFlow jobs);
-    ``classes(wildcards)``: runs of different values never share one (a setting only some runs
-    read, in their own params, reruns only theirs)."""
+    run by default), runs of one class each (``run_class``); with ``whole_recipes`` a recipe's new
+    seeds share a batch (its TensorFlow jobs)."""
     runs = {dataset: list(RUNS[dataset]) for dataset in DATASETS} if runs is None else runs
     found = batching.batches(kind, runs, RUNS_PER_JOB, RUN_RECIPE if whole_recipes else None,
-                             _classes(runs, classes, "run"), BATCH_RECORDS)
+                             _classes(runs, run_class, "run"), BATCH_RECORDS)
     BATCHES.extend(found)
     return found
 
 
-def recipe_batches(kind, recipes=None, classes=None):
-    """The batches of per-recipe rule ``kind`` (at most workflow.runs_per_job recipes each)."""
+def recipe_batches(kind, recipes=None):
+    """The batches of per-recipe rule ``kind`` (at most workflow.runs_per_job recipes of one class each)."""
     recipes = {dataset: list(RECIPES[dataset]) for dataset in DATASETS} if recipes is None else recipes
-    found = batching.batches(kind, recipes, RUNS_PER_JOB, None, _classes(recipes, classes, "recipe"), BATCH_RECORDS)
+    found = batching.batches(kind, recipes, RUNS_PER_JOB, None, _classes(recipes, recipe_class, "recipe"),
+                             BATCH_RECORDS)
     BATCHES.extend(found)
     return found
 

@@ -59,11 +59,6 @@ def canary_scores_params(wildcards):
             "options": canary_options.subset(CANARY, keys)}
 
 
-def canary_twin_class(wildcards):
-    """A DP-SGD twin and a linear run's releases read different options: never one batch."""
-    return run_params(wildcards)["mechanism"] == "dpsgd"
-
-
 def canary_metric_params(wildcards):
     """The options an audited run's rows read (none for a run without an audit)."""
     return {"options": canary_options.subset(CANARY, canary_options.ROW_OPTIONS)} if canary_audited(wildcards) else {}
@@ -76,7 +71,7 @@ def canary_runs():
 
 
 # The audit twins, in batches of whole recipes (issue 36): one TensorFlow process per batch.
-for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True, classes=canary_twin_class):
+for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "train": P.TRAIN_INFO},
                          output={"scores": P.CANARY_SCORES, "record": P.CANARY_AUDIT},
                          log=P.log("canary_scores", P.RUN_KEY), params=canary_scores_params)
@@ -102,7 +97,7 @@ for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True, cl
             "../scripts/canary_scores.py"
 
 
-for _batch in run_batches("metric_canary", classes=canary_audited):
+for _batch in run_batches("metric_canary"):
     _files = batch_files(_batch, unpack=canary_metric_inputs, output=P.metric("canary"),
                          log=P.log("metric_canary", P.RUN_KEY), params=canary_metric_params)
 

@@ -118,7 +118,7 @@ def pmp_pairs_files():
     return [P.PMP_PAIRS.format(dataset=dataset, run=run) for dataset, runs in pmp_runs().items() for run in runs]
 
 
-for _batch in run_batches("metric_pmp", classes=keeps_checkpoints):
+for _batch in run_batches("metric_pmp"):
     _files = batch_files(_batch, unpack=pmp_metric_inputs,
                          output={"metrics": P.metric("pmp"), "per_example": P.PMP_PER_EXAMPLE},
                          log=P.log("metric_pmp", P.RUN_KEY), params=pmp_metric_params)

@@ -24,14 +24,6 @@ def training_params(wildcards):
     return model_training(wildcards.dataset, run_params(wildcards))
 
 
-def keeps_checkpoints(wildcards):
-    """A run whose weight checkpoints the pmp family reads (Recipe B): a DP-SGD run clipping each
-    example (microbatches clip group means; every other mechanism has no PMP rows to compute);
-    dpaudit.extract.checkpoints.not_applicable says the same of its train.json."""
-    params = run_params(wildcards)
-    return PMP["enabled"] and params["mechanism"] == "dpsgd" and not params.get("microbatches")
-
-
 def train_outputs(wildcards):
     """A run's model and train.json, and its checkpoints when the pmp family reads them."""
     return {"model": P.MODEL, "info": P.TRAIN_INFO, **({"checkpoints": P.CHECKPOINTS} if keeps_checkpoints(wildcards)
@@ -47,14 +39,6 @@ def train_run_params(wildcards):
     return params
 
 
-def training_class(wildcards):
-    """Runs that read different settings never share a batch: the linear mechanisms' training keys
-    are not the Keras runs' (dpaudit.config.training_for_mechanism), and only some runs keep
-    checkpoints (issue 47)."""
-    linear = run_params(wildcards)["mechanism"] in dpconfig.LINEAR_MECHANISMS
-    return ("linear" if linear else "keras", keeps_checkpoints(wildcards))
-
-
 def train_gpus():
     """GPUs per training job on SLURM: DPAUDIT_SLURM_TRAIN_GPUS (none unless a site sets it; a GPU
     site also needs a TensorFlow build with CUDA: docs/stack.md, SLURM and GPUs)."""
@@ -65,7 +49,7 @@ def train_gpus():
 # One job per batch of whole recipes (issue 36): the seeds of a recipe, one after the other in one
 # TensorFlow process (dpaudit.training.train is safe to call again in the same process); a recipe's
 # seeds added later form a batch of their own (issue 47).
-for _batch in run_batches("train_model", whole_recipes=True, classes=training_class):
+for _batch in run_batches("train_model", whole_recipes=True):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO}, output=train_outputs,
                         log=P.log("train_model", P.RUN_KEY), params=train_run_params)
 
