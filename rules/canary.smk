@@ -2,7 +2,7 @@
 # canaries), many releases per output/objective-perturbation run, and the canary
 # rows of every run (baselines: a not-applicable row).
 
-from dpaudit.metrics.canary import options as canary_options
+from dpaudit.contract import job_options
 
 CANARY_MECHANISMS = ("dpsgd", *dpconfig.LINEAR_MECHANISMS)
 CANARY = config["metrics"]["canary"]
@@ -54,14 +54,14 @@ def canary_scores_params(wildcards):
     for a DP-SGD run, the releases' for a linear one (issue 47: the rows' own options, such as the
     GDP thresholds of a twin's rows, rerun no twin)."""
     dpsgd = run_params(wildcards)["mechanism"] == "dpsgd"
-    keys = canary_options.TWIN_OPTIONS if dpsgd else canary_options.LINEAR_OPTIONS
+    keys = job_options.CANARY_TWIN if dpsgd else job_options.CANARY_LINEAR
     return {"run": run_params(wildcards), "training": training_params(wildcards),
-            "options": canary_options.subset(CANARY, keys)}
+            "options": job_options.subset(CANARY, keys)}
 
 
 def canary_metric_params(wildcards):
     """The options an audited run's rows read (none for a run without an audit)."""
-    return {"options": canary_options.subset(CANARY, canary_options.ROW_OPTIONS)} if canary_audited(wildcards) else {}
+    return {"options": job_options.subset(CANARY, job_options.CANARY_ROWS)} if canary_audited(wildcards) else {}
 
 
 def canary_runs():

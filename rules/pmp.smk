@@ -5,6 +5,8 @@
 # metrics.attacks.reference_models either way.
 from types import SimpleNamespace
 
+from dpaudit.contract import job_options
+
 PMP_RECIPE_C = PMP["enabled"] and PMP["recipe_c"]
 
 
@@ -42,9 +44,8 @@ def pmp_metric_params(wildcards):
     """The pmp options a run's rows read: every one the recipes use for a run they apply to, the
     parent set's (columns of every row) for the others (issue 47: a recipe option reruns only the
     runs the recipes apply to)."""
-    if not keeps_checkpoints(wildcards):
-        return {"options": {key: PMP[key] for key in ("parent_seed", "nonmember_pool")}}
-    return {"options": {key: value for key, value in PMP.items() if key not in ("enabled", "checkpoints")}}
+    keys = job_options.PMP_ROWS if keeps_checkpoints(wildcards) else job_options.PMP_NOT_APPLICABLE_ROWS
+    return {"options": job_options.subset(PMP, keys)}
 
 
 def pmp_chosen_partners(wildcards, size):
@@ -82,8 +83,7 @@ def pmp_pool_files():
 # every checkpoint (dpaudit.extract.pmp_pairs), a rule of its own (issue 47; it was part of the
 # extraction): only the options that draw the pairs are its params, and no PMP option reruns an
 # extraction.
-PMP_PAIR_OPTIONS = {key: PMP[key] for key in ("parent_seed", "nonmember_pool", "partners_relative_standard_error",
-                                               "partners_max", "seed")}
+PMP_PAIR_OPTIONS = job_options.subset(PMP, job_options.PMP_PAIRS)
 
 for _batch in run_batches("pmp_pairs", pmp_runs()):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "model": P.MODEL,

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpaudit.contract import job_options
 from dpaudit.extract.dense_model import DenseModel
 from dpaudit.extract.keras_model import KerasModel, read_model
 from dpaudit.extract.pmp_pairs import norms_sq, sized_trajectory_chi_sums, write_pmp_pairs
@@ -32,7 +33,7 @@ from dpaudit.training.models import features
 # What extraction reads: a Dense stack in numpy, any other model in TensorFlow (same interface).
 Model = DenseModel | KerasModel
 # The pmp options the pairs file is drawn with (rules/pmp.smk's pmp_pairs passes them; metric_pmp checks them)
-PMP_PAIR_OPTIONS = ("parent_seed", "nonmember_pool", "partners_relative_standard_error", "partners_max", "seed")
+PMP_PAIR_OPTIONS = job_options.PMP_PAIRS
 # Rows per chunk: every product is computed on chunks of this many rows, so values do not
 # depend on N; a chunk's float64 factors take (inputs + units) × 8 bytes per row.
 _CHUNK_ROWS = 4096

@@ -243,9 +243,7 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
     if not res_a["partners_sampled"]:
         return "", None
     k = res_a["n_partners"]
-    distance = ("exact" if res_a["distance_exact"] else
-                "an upper bound (largest clipped distance: the search's pair budget ran out, "
-                f"parent_set_distance_method = {res_a['distance_method']})")
+    distance = "exact" if res_a["distance_exact"] else f"an upper bound ({distance_search_note(res_a)})"
     note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
             f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
             f"estimated on n_partners = {k} drawn partners (sized as Recipe B's, seed {int(o['seed'])}; "
@@ -254,9 +252,25 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
             "bound's; epsilon_global (and mia_success_bound_global) are exact, epsilon_parent_set is "
             f"{distance}")
     log.warning("Recipe A on %d points: per-target means over %d drawn partners of %d (Monte Carlo estimate of "
-                "the Prop. 12 bound; epsilon_parent_set %s)", n_parent, k, n_parent - 1,
-                "exact" if res_a["distance_exact"] else "an upper bound")
+                "the Prop. 12 bound; epsilon_parent_set %s)", n_parent, k, n_parent - 1, distance)
     return note, f"Monte Carlo estimate ({k} drawn partners per target) of the {METHOD_LABELS['gauss_single_step']}"
+
+
+def distance_search_note(res_a: Mapping) -> str:
+    """How the largest-distance search behind an upper-bound epsilon_parent_set ended (issue 47): the
+    pairs it evaluated, its budget, and why it stopped (``dpaudit.extract.max_distance``)."""
+    evaluated, budget, block = (res_a.get("distance_pairs_evaluated"), res_a.get("distance_pair_budget"),
+                                res_a.get("distance_next_block"))
+    method = f"parent_set_distance_method = {res_a['distance_method']}"
+    if evaluated is None or budget is None or block is None:
+        return f"largest clipped distance: the search stopped before certifying it, {method}"
+    if evaluated > budget:  # its lower-bound sweeps come before the budget applies
+        spent = f"{evaluated:,} pairs, more than its budget of {budget:,} (its lower-bound sweeps alone passed it),"
+    else:
+        spent = f"{evaluated:,} pairs of its budget of {budget:,} ({evaluated / budget:.1%})"
+    return (f"largest clipped distance: the search evaluated {spent} without certifying the maximum and stopped "
+            f"because the next cluster pair's block of {block:,} pairs would have passed the budget "
+            f"({evaluated + block:,} pairs); the value is that block's bound, {method}")
 
 
 def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
