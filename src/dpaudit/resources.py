@@ -412,7 +412,10 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         examples = n * (2 * 4 * d + 64)
         return {"mem_mb": _mb(examples + pairs["bytes"], NUMPY_BASE_MB, attempt),
                 "runtime": _minutes(30 + pairs["seconds"], 10, attempt)}
-    if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
+    if rule == "metric_pmp" and (run["mechanism"] != "dpsgd" or run.get("microbatches")):
+        # the recipes do not apply: its rows from train.json alone (rules/pmp.smk, issue 47)
+        return metric_resources(0, attempt=attempt)
+    if rule == "metric_pmp":  # reads the run's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
         return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"],
                                     partners=pmp_partners or pmp["partners_max"],
@@ -420,6 +423,28 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
                                     factor_width=mlp_factor_width(d, training.get("hidden_units") or [], classes),
                                     attempt=attempt)
     raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
+
+
+def declared_for_job(rule: str, config: Mapping[str, Any], *, dataset: str, key: str | None = None,
+                     pmp_partners: int | None = None, attempt: int = 1) -> dict[str, int]:
+    """``declared`` for the job of ``rule`` on ``dataset`` and, for a per-run (per-recipe) rule, the
+    run (recipe) named ``key``, with the sizes rules/common.smk's ``job_resources`` gives it: the
+    dataset's shape from the config (a synthetic set's n, d, classes), the dataset's training block
+    over the shared one, the run's (recipe's) grid values. ``config``: validated. What the committed
+    peaks (bench/measured_peaks.json, issue 47) are held to."""
+    from dpaudit import config as dpconfig
+
+    params = config["datasets"][dataset]
+    n, d, classes = dataset_shape(None, dataset, params)
+    training = {**{k: v for k, v in config["training"].items() if k != "allow_large_delta"},
+                **params.get("training", {})}
+    run = None
+    if key is not None:
+        runs = dpconfig.run_lookup(dpconfig.dataset_grids(config)[dataset])
+        recipes = dpconfig.recipe_lookup(runs)
+        run = runs[key] if key in runs else recipes[key]["params"]
+    return declared(rule, config, n=n, d=d, classes=classes, training=training, run=run, pmp_partners=pmp_partners,
+                    attempt=attempt)
 
 
 def _number(value: Any, default: float) -> float:
