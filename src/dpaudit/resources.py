@@ -143,7 +143,10 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
     exact = min(n, int(exact_max))  # X has at most n points: the exact path's worst case
     recipe_a, seconds = 6 * 8 * exact * exact, 1.5e-6 * exact * exact
     if n > int(exact_max):
-        search = 3 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
+        # the float64 clipped factor views and a gathered copy: 3 × 8 bytes a factor until issue 47
+        # measured the whole job's kernel peak (bench/bench_scale.py, 32 partners: 1,065 MB at n =
+        # 10^5 and 1,858 MB at 2·10^5, where that declared 1,800 and 3,000), 2 × 8 since
+        search = 2 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
         # one block of targets at a time (Gram, μ, the solver's cells), a few n-vectors, the search's
         # 1,024 × 8,192 distance blocks
         drawn = 12 * 8 * PMP_PARTNER_BLOCK * (partners + 1) + 8 * 8 * n + 3 * 8 * 1024 * 8192
@@ -317,9 +320,16 @@ def reference_pool_resources(n: int, d: int, classes: int, n_params: int, run: M
     # bench/bench_scale.py (K = 16, d = 100, 10 classes, 2 epochs of batch 256; issue 37): 1,965 MB
     # at n = 10^5 and 2,522 MB at 2·10^5 where the examples twice and 3 float32 copies of the
     # logits declared 1,400 and 1,800 MB: the examples as train_model holds them (6 copies) and
-    # 8 copies of the K × n logits with 8 columns
+    # 8 copies of the K × n logits with 8 columns. Issue 47, the kernel's peaks (VmHWM, which
+    # Snakemake's max_rss missed): 934 / 1,945 / 2,923 MB for the baseline recipe and 1,251 /
+    # 2,115 / 3,652 MB for the DP-SGD one at n = 10^4 / 10^5 / 2·10^5, where this declared
+    # 1,100 / 2,000 / 3,000: 12 columns a model and row, and for DP-SGD the K models' per-example
+    # gradients of a batch (3 float32 copies) and about 2 bytes per step, model and parameter
+    # (fitted: the DP-SGD pool's peak grew faster than n past 10^5 rows)
+    steps = math.ceil(int(n) / max(batch, 1)) * epochs
     working = (n * (6 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
-               * 4 + k * n * (int(classes) * 4 * 8 + 8 * 8))
+               * 4 + k * n * (int(classes) * 4 * 8 + 12 * 8)
+               + (k * 3 * batch * n_params * 4 + k * steps * n_params * 2 if dp else 0))
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1) * k
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
