@@ -38,6 +38,13 @@ Seconds / peak RSS MB at n = 10^5 and 2·10^5 (declared mem_mb at 2·10^5 after 
     metric_epsilon_star   11.1 /   477     8.8 /   508  (1,000)
     every other rule      ≤ 4 s, ≤ 600 MB
 
+Issue 47, the kernel's peaks (VmHWM, MB; bench/measured_peaks.json) at 10^4 / 10^5 / 2·10^5, each
+job its own batch (the baseline and the DP-SGD run never share one): reference_pool 1,251 / 2,115 /
+3,652 (DP-SGD recipe; Snakemake's max_rss showed 1,018 / 2,085 / 1,867), metric_attacks 290 / 1,473
+/ 2,327, canary_scores 930 / 1,660 / 2,049, metric_pmp 260 / 1,065 / 1,858, pmp_pairs 263 / 991 /
+1,619, train_model 818 / 1,238 / 1,352, extract_per_example 215 / 449 / 692; workflow wall 102 /
+109 / 244 s.
+
 Every job ≤ 35 s at 2·10^5 in the full run (≤ 65 s for metric_pmp alone); slopes between 10^5 and
 2·10^5 ≤ 0.99 (PMP-only run) and ≤ 0.5 in the full run. Before issue 37: extraction 805 s
 (the issue's figure) and metric_pmp > 8 min, declared 23,600 and 18,400 MB; metric_attacks,
