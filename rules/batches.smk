@@ -86,9 +86,12 @@ def recipe_batches(kind, recipes=None):
 
 
 def write_batch_records():
-    """The Snakefile's onstart: record every batch of this parse that no record holds yet, before
-    any job runs (a cluster job's own parse then finds the same batches)."""
-    written = batching.write_records(BATCHES, P.BATCH_RECORD, BATCH_RECORDS)
+    """The Snakefile's onstart: record every batch of this run's DAG (a job to run or one up to date;
+    not a disabled family's) that no record holds yet, before any job runs (a cluster job's own
+    parse then finds the same batches)."""
+    in_dag = {job.rule.name for job in workflow.dag.jobs}
+    written = batching.write_records([batch for batch in BATCHES if batch.rule in in_dag], P.BATCH_RECORD,
+                                     BATCH_RECORDS)
     if written:
         logger.info(f"dpaudit: {len(written)} new batches recorded under {P.BATCHES}/")
 
