@@ -49,7 +49,7 @@ def pmp_metric_params(wildcards):
 
 
 def pmp_chosen_partners(wildcards, size):
-    """The partners per target the run's extraction chose (issue 37: a pilot sizes them), read from
+    """The partners per target the run's pmp_pairs job chose (issue 37: a pilot sizes them), read from
     its pmp pairs file's metadata once it exists; metrics.pmp.partners_max before (resources only)."""
     import json
 

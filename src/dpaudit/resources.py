@@ -124,7 +124,7 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
 
     It reads ``pmp_pairs.parquet`` (``dpaudit.extract.pmp_pairs``: the final gradients'
     Dense-layer factors, ``factor_width`` = Σ (inputs + units) ≤ P floats per example, float32
-    with their Arrow copy, and Recipe B's n × ``partners`` sums: the count the extraction chose,
+    with their Arrow copy, and Recipe B's n × ``partners`` sums: the count the pmp_pairs job chose,
     read from the file when it exists (``rules/pmp.smk``), else metrics.pmp.partners_max). Recipe A
     (``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``) up to ``exact_max`` points: the 2n × 2n
     Gram and distances with their temporaries (6 float64 copies; μ and the solver go by row
@@ -159,8 +159,8 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
 
 
 def pmp_pairs_resources(n: int, factor_width: int, *, checkpoints: int, partners_max: int) -> dict[str, float]:
-    """Bytes and seconds the pmp pairs add to ``extract_per_example`` (issue 37), for a parent set of
-    at most ``n`` points: the final weights' factors kept (float32) and one checkpoint's (float32,
+    """Bytes and seconds of the pmp pairs in their ``pmp_pairs`` job (issue 37; the extraction's until
+    issue 47), for a parent set of at most ``n`` points: the final weights' factors kept (float32) and one checkpoint's (float32,
     with float64 norms' copy and the chunks' concatenation: 20 bytes a factor), the pilot's sums and
     its solve (6 float64 copies of n × 32), the chosen count's sums (at most ``partners_max``) held
     three times when written (the array, its Arrow column, the writer's pages) and one Gram block of
@@ -367,7 +367,7 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
     audit's runs over every block (``audit_aggregate``); ``audit_n``: the members the audit
     keeps (``audit.datasets.<name>.n``); ``table_sketch``: a table dataset's parse-time
     inspection (``prepare_dataset`` of a table); ``pmp_partners``: the partners per target of a run's
-    pmp pairs file once the extraction chose them (``metric_pmp``); ``config``: the validated config.
+    pmp pairs file once its pmp_pairs job chose them (``metric_pmp``); ``config``: the validated config.
     """
     training = training or {}
     if rule == "prepare_dataset":
