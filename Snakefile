@@ -19,6 +19,8 @@ from dpaudit.scheduling import drop_unbinding_rate_limit
 
 onstart:
     drop_unbinding_rate_limit(workflow)
+    # issue 47: the new batches are recorded before any job, so a grown grid keeps them (rules/batches.smk)
+    write_batch_records()
 
 
 onsuccess:

@@ -4,8 +4,13 @@ Runs the default families (identifiability, PMP, canary, attacks, ε*, MIA; no a
 simulations, which do not grow with a dataset) on a synthetic dataset (d = 100, 10 classes) with
 one baseline and one DP-SGD run (ε = 4, 2 epochs, batch 256, hidden 64) in a throw-away project
 copy, for each n, one job at a time (``--cores 1``), and reads every job's Snakemake benchmark
-(``s``, ``max_rss``). Prints one JSON line per (n, rule), then per rule the log-log slope
-between the last two sizes and its declared ``mem_mb`` (``dpaudit.resources``) against the peak,
+(``s``, ``max_rss``) and every run's kernel peak (issue 47: ``VmHWM``, the closing line of its
+log, ``dpaudit.logs``; Snakemake's ``max_rss`` samples every 30 s after the first 15 s and missed
+``reference_pool``'s peak, 3.78 GB at 2·10^5 against the 2.0-2.7 GB it showed). Prints one JSON
+line per (n, rule) and per run's peak, then per rule the log-log slope between the last two sizes
+and its declared ``mem_mb`` (``dpaudit.resources``) against the peaks; ``--record`` keeps every
+peak in ``bench/measured_peaks.json``, which tests/unit/test_measured_peaks.py holds the
+declarations to;
 then the projected cost of the Purchase-100 paper config (``config/paper/epsilon_star.yaml``'s
 purchase100 grid: 15 baselines and 240 DP-SGD runs, hidden [100, 100, 100], 50 DP epochs)
 from each rule's time at the largest n scaled by its slope to n = 197,324 and by epochs for
@@ -15,6 +20,7 @@ allocation (jobs in parallel, at least the longest job).
     python bench/bench_scale.py                                  # n = 10^4, 10^5, 2·10^5 (long)
     python bench/bench_scale.py --sizes 2000 5000 --rules extract_per_example metric_pmp
     python bench/bench_scale.py --sizes 10000 100000 200000 --until metric_pmp   # PMP jobs alone
+    python bench/bench_scale.py --sizes 10000 100000 --record    # keep the kernel peaks (issue 47)
 
 ``--until RULE ...`` runs only those rules and what they need (Snakemake's ``--until``).
 ``DPAUDIT_PROGRESS_SECONDS`` is passed through: the jobs' logs show their progress lines.
@@ -32,6 +38,13 @@ Seconds / peak RSS MB at n = 10^5 and 2·10^5 (declared mem_mb at 2·10^5 after 
     metric_epsilon_star   11.1 /   477     8.8 /   508  (1,000)
     every other rule      ≤ 4 s, ≤ 600 MB
 
+Issue 47, the kernel's peaks (VmHWM, MB; bench/measured_peaks.json) at 10^4 / 10^5 / 2·10^5, each
+job its own batch (the baseline and the DP-SGD run never share one): reference_pool 1,251 / 2,115 /
+3,652 (DP-SGD recipe; Snakemake's max_rss showed 1,018 / 2,085 / 1,867), metric_attacks 290 / 1,473
+/ 2,327, canary_scores 930 / 1,660 / 2,049, metric_pmp 260 / 1,065 / 1,858, pmp_pairs 263 / 991 /
+1,619, train_model 818 / 1,238 / 1,352, extract_per_example 215 / 449 / 692; workflow wall 102 /
+109 / 244 s.
+
 Every job ≤ 35 s at 2·10^5 in the full run (≤ 65 s for metric_pmp alone); slopes between 10^5 and
 2·10^5 ≤ 0.99 (PMP-only run) and ≤ 0.5 in the full run. Before issue 37: extraction 805 s
 (the issue's figure) and metric_pmp > 8 min, declared 23,600 and 18,400 MB; metric_attacks,
@@ -47,10 +60,12 @@ Purchase-100 projection from these slopes (per-job time at n = 197,324, training
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -86,7 +101,65 @@ def config_for(n: int) -> dict:
     return config
 
 
-def run_size(n: int, base: Path, until: list[str], cores: int) -> list[dict]:
+# A run's log closes with its kernel peak (dpaudit.logs.job_logging, issue 47)
+_PEAK = re.compile(r"done in ([0-9.]+) s; peak resident memory ([0-9]+) MB \(kernel VmHWM\)")
+PEAKS_FILE = ROOT / "bench" / "measured_peaks.json"
+
+
+def kernel_peaks(workdir: Path, config: dict) -> list[dict]:
+    """Every job's (a batch's: every run's) kernel peak from the closing line of its log, with the
+    declaration dpaudit.resources makes for it (``declared_for_job``; None for a rule that declares
+    none: the local rules, which run in Snakemake's own process on a cluster)."""
+    from dpaudit.config import validate_config
+    from dpaudit.resources import declared_for_job
+
+    full = validate_config(copy.deepcopy(config))
+    found = []
+    for path in sorted((workdir / "logs").rglob("*.log")):
+        parts = path.relative_to(workdir / "logs").parts
+        match = _PEAK.search(path.read_text(errors="replace").splitlines()[-1] if path.stat().st_size else "")
+        if not match:
+            continue
+        rule = parts[0].removesuffix(".log")
+        dataset = parts[1] if len(parts) == 3 else (path.stem if len(parts) == 2 else None)
+        key = path.stem if len(parts) == 3 else None
+        partners = _chosen_partners(workdir, dataset, key) if rule == "metric_pmp" else None
+        try:
+            declared = declared_for_job(rule, full, dataset=dataset, key=key, pmp_partners=partners)["mem_mb"]
+        except (ValueError, KeyError, TypeError):
+            declared = None
+        found.append({"rule": rule, "dataset": dataset, "key": key, "seconds": float(match.group(1)),
+                      "peak_mb": int(match.group(2)), "declared_mb": declared,
+                      **({"pmp_partners": partners} if partners else {})})
+    return found
+
+
+def _chosen_partners(workdir: Path, dataset: str, run: str) -> int | None:
+    """The partners per target the run's pmp pairs hold (what rules/pmp.smk declares metric_pmp from)."""
+    import pyarrow.parquet as pq
+
+    path = workdir / "results" / "per_example" / dataset / run / "pmp_pairs.parquet"
+    if not path.exists():
+        return None
+    meta = json.loads((pq.read_schema(path).metadata or {}).get(b"dpaudit.pmp_pairs", b"{}"))
+    return int(meta["partners"]) if meta.get("partners") else None
+
+
+def record_peaks(n: int, config: dict, peaks: list[dict], path: Path = PEAKS_FILE) -> None:
+    """Keep ``peaks`` of size ``n`` (those with a declaration) in the committed file, beside the
+    other sizes' (tests/unit/test_measured_peaks.py holds dpaudit.resources to every one)."""
+    data = json.loads(path.read_text()) if path.exists() else {"sizes": {}}
+    data["about"] = ("Kernel peaks (VmHWM) of every job that declares memory, from bench/bench_scale.py "
+                     "--record: each run's own peak, from its log's closing line (dpaudit.logs); config: "
+                     "the bench's config at that size")
+    data["sizes"][str(n)] = {"config": config, "measured": time.strftime("%Y-%m-%d"),
+                             "peaks": [{k: v for k, v in row.items() if k not in ("declared_mb", "seconds")}
+                                       | {"seconds": round(row["seconds"], 1)}
+                                       for row in peaks if row["declared_mb"] is not None]}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def run_size(n: int, base: Path, until: list[str], cores: int, record: bool = False) -> list[dict]:
     from tests.workflow.helpers import copy_project, snakemake
 
     folder = base / f"n{n}"
@@ -110,6 +183,21 @@ def run_size(n: int, base: Path, until: list[str], cores: int) -> list[dict]:
                      "seconds": float(record["s"]), "max_rss_mb": _number(record.get("max_rss")),
                      "declared_mb": _declared(rule, n, table)})
     print(json.dumps({"n": n, "workflow_wall_seconds": round(wall, 1), "jobs": len(rows)}), flush=True)
+    peaks = kernel_peaks(workdir, config_for(n))
+    for row in peaks:
+        print(json.dumps({"n": n, "kernel_peak": row}), flush=True)
+    by_rule: dict[str, float] = defaultdict(float)
+    declared_by_rule: dict[str, float] = {}
+    for row in peaks:
+        by_rule[row["rule"]] = max(by_rule[row["rule"]], row["peak_mb"])
+        if row["declared_mb"] is not None:
+            declared_by_rule[row["rule"]] = max(declared_by_rule.get(row["rule"], 0), row["declared_mb"])
+    for row in rows:
+        # the batch's declaration: the largest of its runs' (a batch is named by a hash: issue 47)
+        row["kernel_peak_mb"] = by_rule.get(row["rule"], math.nan)
+        row["declared_mb"] = declared_by_rule.get(row["rule"], row["declared_mb"])
+    if record:
+        record_peaks(n, config_for(n), peaks)
     return rows
 
 
@@ -160,6 +248,7 @@ def slopes(rows: list[dict]) -> dict[str, dict]:
         last = by_n[sizes[-1]]
         out[rule] = {"sizes": sizes, "seconds": [round(by_n[s]["seconds"], 2) for s in sizes],
                      "max_rss_mb": [round(by_n[s]["max_rss_mb"], 0) for s in sizes],
+                     "kernel_peak_mb": [round(by_n[s].get("kernel_peak_mb", math.nan), 0) for s in sizes],
                      "declared_mb": last["declared_mb"], "slope": round(slope, 3), "n_last": sizes[-1],
                      "seconds_last": last["seconds"]}
     return out
@@ -196,11 +285,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--workstation-cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--keep", action="store_true", help="keep the project copies (printed)")
+    parser.add_argument("--record", action="store_true",
+                        help=f"keep every job's kernel peak at each size in {PEAKS_FILE.relative_to(ROOT)}")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench_scale_"))
     rows = []
     for n in args.sizes:
-        for row in run_size(n, base, args.until, args.cores):
+        for row in run_size(n, base, args.until, args.cores, record=args.record):
             if args.rules is None or row["rule"] in args.rules:
                 print(json.dumps(row), flush=True)
                 rows.append(row)

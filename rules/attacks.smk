@@ -52,6 +52,11 @@ def attack_inputs(wildcards):
     return attack_pool_inputs(wildcards)
 
 
+def run_recipe(wildcards):
+    """Params function: the name of the run's recipe (its pool's record says which recipe it is)."""
+    return RUN_RECIPE[wildcards.dataset][wildcards.run]
+
+
 def attacked_runs(wildcards):
     """Params function: the dataset's attacked runs, in the order attack_dataset_files lists them."""
     return ATTACKED[wildcards.dataset]
@@ -65,8 +70,8 @@ def attack_dataset_files(pattern):
 
 
 def dataset_recipes(wildcards):
-    """Params function: the dataset's recipes, in the order recipe_pool_files lists them."""
-    return list(RECIPES[wildcards.dataset])
+    """Params function: the dataset's recipes with their runs, in the order recipe_pool_files lists them."""
+    return {name: recipe["runs"] for name, recipe in RECIPES[wildcards.dataset].items()}
 
 
 def recipe_pool_files(wildcards):
@@ -115,12 +120,14 @@ def pooled_recipes():
             for dataset in DATASETS}
 
 
+# A pool's params are its recipe's values and training settings, not the recipe's runs (issue 47): a
+# seed added to the recipe reruns no pool.
 for _batch in recipe_batches("reference_pool", pooled_recipes()):
     _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
                                                       "train": recipe_train_info},
                          output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},
                          log=P.log("reference_pool", P.RECIPE_KEY),
-                         params={"recipe": recipe_params, "runs": recipe_runs, "training": recipe_training})
+                         params={"recipe": recipe_params, "training": recipe_training})
 
     rule:
         name:
@@ -149,7 +156,7 @@ for _batch in recipe_batches("reference_pool", pooled_recipes()):
 for _batch in run_batches("metric_attacks", {d: TRAINED[d] + REFERENCED[d] for d in DATASETS}):
     _files = batch_files(_batch, unpack=attack_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
                          output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
-                         log=P.log("metric_attacks", P.RUN_KEY))
+                         log=P.log("metric_attacks", P.RUN_KEY), params={"recipe": run_recipe})
 
     rule:
         name:

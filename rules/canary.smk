@@ -2,7 +2,10 @@
 # canaries), many releases per output/objective-perturbation run, and the canary
 # rows of every run (baselines: a not-applicable row).
 
+from dpaudit.contract import job_options
+
 CANARY_MECHANISMS = ("dpsgd", *dpconfig.LINEAR_MECHANISMS)
+CANARY = config["metrics"]["canary"]
 
 
 def canary_audited(wildcards):
@@ -48,6 +51,21 @@ def canary_score_files():
             for run, params in RUNS[dataset].items() if params["mechanism"] in CANARY_MECHANISMS]
 
 
+def canary_scores_params(wildcards):
+    """A run's grid values and training settings, and the canary options its scores read: the twin's
+    for a DP-SGD run, the releases' for a linear one (issue 47: the rows' own options, such as the
+    GDP thresholds of a twin's rows, rerun no twin)."""
+    dpsgd = run_params(wildcards)["mechanism"] == "dpsgd"
+    keys = job_options.CANARY_TWIN if dpsgd else job_options.CANARY_LINEAR
+    return {"run": run_params(wildcards), "training": training_params(wildcards),
+            "options": job_options.subset(CANARY, keys)}
+
+
+def canary_metric_params(wildcards):
+    """The options an audited run's rows read (none for a run without an audit)."""
+    return {"options": job_options.subset(CANARY, job_options.CANARY_ROWS)} if canary_audited(wildcards) else {}
+
+
 def canary_runs():
     """The runs of each dataset the canary audit trains a twin of or releases many times."""
     return {dataset: [run for run, params in RUNS[dataset].items() if params["mechanism"] in CANARY_MECHANISMS]
@@ -58,8 +76,7 @@ def canary_runs():
 for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True):
     _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "train": P.TRAIN_INFO},
                          output={"scores": P.CANARY_SCORES, "record": P.CANARY_AUDIT},
-                         log=P.log("canary_scores", P.RUN_KEY),
-                         params={"run": run_params, "training": training_params})
+                         log=P.log("canary_scores", P.RUN_KEY), params=canary_scores_params)
 
     rule:
         name:
@@ -70,7 +87,6 @@ for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True):
             _files.output,
         params:
             jobs=_files.jobs,
-            options=config["metrics"]["canary"],
             code=CODE["canary_scores"],
         threads: 1
         resources:
@@ -85,7 +101,7 @@ for _batch in run_batches("canary_scores", canary_runs(), whole_recipes=True):
 
 for _batch in run_batches("metric_canary"):
     _files = batch_files(_batch, unpack=canary_metric_inputs, output=P.metric("canary"),
-                         log=P.log("metric_canary", P.RUN_KEY))
+                         log=P.log("metric_canary", P.RUN_KEY), params=canary_metric_params)
 
     rule:
         name:
@@ -96,7 +112,6 @@ for _batch in run_batches("metric_canary"):
             _files.output,
         params:
             jobs=_files.jobs,
-            options=config["metrics"]["canary"],
             code=CODE["metric_canary"],
         localrule: True
         log:
@@ -129,7 +144,7 @@ rule plot_canary:
         ),
         tradeoff_pdf=P.beside(P.fill(P.CANARY_FIGURE, kind="tradeoff"), "pdf"),
     params:
-        alpha=1.0 - config["metrics"]["canary"]["confidence"],
+        alpha=1.0 - CANARY["confidence"],
         code=CODE["plot_canary"],
     localrule: True
     log:

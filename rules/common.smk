@@ -96,7 +96,7 @@ wildcard_constraints:
 # wait. A new quick rule says so in its own rule; a new expensive rule does not.
 
 # ---- the runs: every (dataset, run) of the grids. The pmp family's options are read by
-# training (checkpoints), extraction (the parent set's gradients) and its own rules.
+# training (checkpoints, rules/batches.smk keeps_checkpoints) and its own rules (the pairs, the rows).
 PMP = config["metrics"]["pmp"]
 
 

@@ -5,22 +5,32 @@
 # metrics.attacks.reference_models either way.
 from types import SimpleNamespace
 
+from dpaudit.contract import job_options
+
 PMP_RECIPE_C = PMP["enabled"] and PMP["recipe_c"]
 
 
 def pmp_pool_inputs(wildcards):
     """Recipe C's pool of a run: its recipe's reference outputs on P and their record (the
     attack family's lookup, attack_pool_inputs), for a DP-SGD run with per-example clipping
-    (the runs Recipes A-C apply to); {} otherwise or when Recipe C is off."""
-    params = RUNS[wildcards.dataset][wildcards.run]
-    if (not PMP_RECIPE_C or params["mechanism"] != "dpsgd" or params.get("microbatches")
-            or wildcards.run not in RUN_RECIPE[wildcards.dataset]):
+    (the runs Recipes A-C apply to, keeps_checkpoints); {} otherwise or when Recipe C is off."""
+    if not PMP_RECIPE_C or not keeps_checkpoints(wildcards) or wildcards.run not in RUN_RECIPE[wildcards.dataset]:
         return {}
     return attack_pool_inputs(wildcards)
 
 
+def pmp_runs():
+    """The runs of each dataset Recipes A and B apply to: their pmp pairs are computed (issue 47)."""
+    return {dataset: [run for run in RUNS[dataset] if keeps_checkpoints(RunWildcards(dataset=dataset, run=run))]
+            for dataset in DATASETS}
+
+
 def pmp_metric_inputs(wildcards):
+    """train.json of every run (its rows say why the recipes do not apply to one); the examples, the
+    pmp pairs and Recipe C's pool of a run they apply to."""
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
+    if not keeps_checkpoints(wildcards):
+        return {"train": P.TRAIN_INFO.format(**keys)}
     return {
         "examples": P.EXAMPLES.format(**keys),
         "info": P.DATASET_INFO.format(**keys),
@@ -31,8 +41,16 @@ def pmp_metric_inputs(wildcards):
     }
 
 
+def pmp_metric_params(wildcards):
+    """The pmp options a run's rows read: every one the recipes use for a run they apply to, the
+    parent set's (columns of every row) for the others (issue 47: a recipe option reruns only the
+    runs the recipes apply to)."""
+    keys = job_options.PMP_ROWS if keeps_checkpoints(wildcards) else job_options.PMP_NOT_APPLICABLE_ROWS
+    return {"options": job_options.subset(PMP, keys)}
+
+
 def pmp_chosen_partners(wildcards, size):
-    """The partners per target the run's extraction chose (issue 37: a pilot sizes them), read from
+    """The partners per target the run's pmp_pairs job chose (issue 37: a pilot sizes them), read from
     its pmp pairs file's metadata once it exists; metrics.pmp.partners_max before (resources only)."""
     import json
 
@@ -62,10 +80,16 @@ def pmp_pool_files():
                               for path in pmp_pool_inputs(SimpleNamespace(dataset=dataset, run=run)).values()))
 
 
-for _batch in run_batches("metric_pmp"):
-    _files = batch_files(_batch, unpack=pmp_metric_inputs,
-                         output={"metrics": P.metric("pmp"), "per_example": P.PMP_PER_EXAMPLE},
-                         log=P.log("metric_pmp", P.RUN_KEY))
+# What Recipes A and B need of the parent set's per-example gradients at the final weights and at
+# every checkpoint (dpaudit.extract.pmp_pairs), a rule of its own (issue 47; it was part of the
+# extraction): only the options that draw the pairs are its params, and no PMP option reruns an
+# extraction.
+PMP_PAIR_OPTIONS = job_options.subset(PMP, job_options.PMP_PAIRS)
+
+for _batch in run_batches("pmp_pairs", pmp_runs()):
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO, "model": P.MODEL,
+                                        "train": P.TRAIN_INFO, "checkpoints": P.CHECKPOINTS},
+                         output=P.PMP_PAIRS, log=P.log("pmp_pairs", P.RUN_KEY))
 
     rule:
         name:
@@ -76,7 +100,39 @@ for _batch in run_batches("metric_pmp"):
             _files.output,
         params:
             jobs=_files.jobs,
-            options=config["metrics"]["pmp"],
+            pmp=PMP_PAIR_OPTIONS,
+            code=CODE["pmp_pairs"],
+        # Recipe B's Gram blocks are BLAS matrix products (dpaudit.extract.pmp_partners)
+        threads: PMP_THREADS
+        resources:
+            **batch_resources("pmp_pairs", _batch, threads=PMP_THREADS),
+        log:
+            _files.log,
+        benchmark:
+            P.benchmark("pmp_pairs", _batch.key)
+        script:
+            "../scripts/pmp_pairs.py"
+
+
+@intermediates
+def pmp_pairs_files():
+    return [P.PMP_PAIRS.format(dataset=dataset, run=run) for dataset, runs in pmp_runs().items() for run in runs]
+
+
+for _batch in run_batches("metric_pmp"):
+    _files = batch_files(_batch, unpack=pmp_metric_inputs,
+                         output={"metrics": P.metric("pmp"), "per_example": P.PMP_PER_EXAMPLE},
+                         log=P.log("metric_pmp", P.RUN_KEY), params=pmp_metric_params)
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            _files.input,
+        output:
+            _files.output,
+        params:
+            jobs=_files.jobs,
             code=CODE["metric_pmp"],
         # Recipe A's Gram blocks and the largest-distance search are BLAS matrix products (issue 37)
         threads: PMP_THREADS

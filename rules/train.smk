@@ -24,17 +24,19 @@ def training_params(wildcards):
     return model_training(wildcards.dataset, run_params(wildcards))
 
 
-def pmp_train_outputs():
-    """train_model writes weight checkpoints only when the pmp family is enabled."""
-    if not PMP["enabled"]:
-        return {}
-    return {"checkpoints": P.CHECKPOINTS}
+def train_outputs(wildcards):
+    """A run's model and train.json, and its checkpoints when the pmp family reads them."""
+    return {"model": P.MODEL, "info": P.TRAIN_INFO, **({"checkpoints": P.CHECKPOINTS} if keeps_checkpoints(wildcards)
+                                                       else {})}
 
 
-def pmp_train_params():
-    if not PMP["enabled"]:
-        return {}
-    return {"checkpoints": PMP["checkpoints"]}
+def train_run_params(wildcards):
+    """A run's grid values and training settings, and metrics.pmp.checkpoints only for a run that
+    keeps them (issue 47: a changed count retrains those runs alone)."""
+    params = {"run": run_params(wildcards), "training": training_params(wildcards)}
+    if keeps_checkpoints(wildcards):
+        params["checkpoints"] = PMP["checkpoints"]
+    return params
 
 
 def train_gpus():
@@ -45,12 +47,11 @@ def train_gpus():
 
 
 # One job per batch of whole recipes (issue 36): the seeds of a recipe, one after the other in one
-# TensorFlow process (dpaudit.training.train is safe to call again in the same process).
+# TensorFlow process (dpaudit.training.train is safe to call again in the same process); a recipe's
+# seeds added later form a batch of their own (issue 47).
 for _batch in run_batches("train_model", TRAINED, whole_recipes=True):
-    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO},
-                        output={"model": P.MODEL, "info": P.TRAIN_INFO, **pmp_train_outputs()},
-                        log=P.log("train_model", P.RUN_KEY),
-                        params={"run": run_params, "training": training_params})
+    _files = batch_files(_batch, input={"examples": P.EXAMPLES, "info": P.DATASET_INFO}, output=train_outputs,
+                        log=P.log("train_model", P.RUN_KEY), params=train_run_params)
 
     rule:
         name:
@@ -61,7 +62,6 @@ for _batch in run_batches("train_model", TRAINED, whole_recipes=True):
             _files.output,
         params:
             jobs=_files.jobs,
-            **pmp_train_params(),
             code=CODE["train_model"],
         threads: 1
         resources:
@@ -78,4 +78,4 @@ for _batch in run_batches("train_model", TRAINED, whole_recipes=True):
 def model_files():
     """Every trained model with train.json (and checkpoints)."""
     return [pattern.format(dataset=dataset, run=run) for dataset in DATASETS for run in TRAINED[dataset]
-            for pattern in (P.MODEL, P.TRAIN_INFO, *pmp_train_outputs().values())]
+            for pattern in train_outputs(RunWildcards(dataset=dataset, run=run)).values()]

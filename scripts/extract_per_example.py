@@ -10,10 +10,6 @@ from dpaudit.logs import job_logging
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log, threadpool_limits(limits=job.threads):
         dataset = read_json(job.input.info)
-        pmp_pairs = None
-        if "pmp_pairs" in job.output.keys():  # what the pmp family's Recipes A and B need, same process
-            pmp_pairs = {"path": job.output.pmp_pairs, "train": read_json(job.input.train),
-                         "checkpoints_path": job.input.checkpoints, "parent": job.params.pmp}
         count = write_per_example(
             job.input.model,
             job.input.examples,
@@ -22,7 +18,6 @@ for job in run_jobs(snakemake):  # noqa: F821
             job.output.gradients,
             clip_norm=job.params.run["clip_norm"],
             full_gradients=job.params.extract["full_gradients"],
-            pmp_pairs=pmp_pairs,
             threads=job.threads,
         )
         log.info("wrote %d examples", count)

@@ -11,8 +11,9 @@ for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         train = read_json(job.input.train)
         pool_info = read_json(job.input.pool_info)
-        if job.wildcards.run not in pool_info["runs"]:
-            raise ValueError(f"{job.input.pool_info} is the pool of runs {pool_info['runs']}, not of {job.wildcards.run}")
+        if pool_info.get("recipe_name") != job.params.recipe:
+            raise ValueError(f"{job.input.pool_info} is the pool of recipe {pool_info.get('recipe_name')!r}, not of "
+                             f"run {job.wildcards.run}'s recipe {job.params.recipe!r}")
         rows, scores = attack_rows(read_parquet(job.input.outputs), read_parquet(job.input.pool), job.params.options,
                                    delta=evaluation_delta(train), accountant_epsilon=float(train["epsilon"]))
         rows = metric_rows("mia", rows, dataset=job.wildcards.dataset, run=job.wildcards.run)

@@ -17,7 +17,7 @@ for job in run_jobs(snakemake):  # noqa: F821
             rows = outside_rows(train, read_parquet(job.input.mia))
         else:
             rows = run_canary_metrics(train, read_parquet(job.input.scores) if audited else None,
-                                      read_json(job.input.record) if audited else None, job.params.options,
+                                      read_json(job.input.record) if audited else None, job.params.get("options", {}),
                                       delta=evaluation_delta(train))
         rows = metric_rows("canary", rows, dataset=job.wildcards.dataset, run=job.wildcards.run)
         write_parquet(job.output[0], rows)

@@ -11,11 +11,12 @@ from dpaudit.metrics.pmp.run import pmp_run_metrics
 
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log, threadpool_limits(limits=job.threads):
-        dataset = read_json(job.input.info)
+        applies = "pairs" in job.input.keys()  # a run Recipes A and B apply to (rules/pmp.smk)
         with_pool = "pool" in job.input.keys()  # Recipe C: the run's recipe reference pool
         rows, per_example = pmp_run_metrics(
-            read_parquet(job.input.examples), dataset["splits"], read_json(job.input.train),
-            gradients_path=job.input.pairs if "pairs" in job.input.keys() else None, options=job.params.options, log=log,
+            read_parquet(job.input.examples) if applies else None,
+            read_json(job.input.info)["splits"] if applies else None, read_json(job.input.train),
+            gradients_path=job.input.get("pairs"), options=job.params.options, log=log,
             pool=read_parquet(job.input.pool, columns=list(POOL_COLUMNS)) if with_pool else None,
             pool_info=read_json(job.input.pool_info) if with_pool else None,
         )

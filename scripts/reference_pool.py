@@ -12,8 +12,9 @@ for job in run_jobs(snakemake):  # noqa: F821
                   "n_classes": int(dataset["classes"])}
         frame, info = build_reference_pool(read_parquet(job.input.examples), dataset["splits"], params,
                                            count=job.params.reference_models, seed=job.params.seed,
-                                           threads=job.threads, runs=list(job.params.runs),
-                                           recorded=read_json(job.input.train), log=log)
+                                           threads=job.threads, recorded=read_json(job.input.train), log=log)
+        # the recipe names the pool, not its runs: a seed added to the recipe leaves the pool as it is (issue 47)
+        info.pop("runs", None)
         info.update(dataset=job.wildcards.dataset, recipe_name=job.wildcards.recipe)
         write_parquet(job.output.outputs, frame)
         write_json(job.output.info, info)

@@ -10,22 +10,35 @@ Snakemake job reads and writes the files of all its runs, where the contract put
 reads as it did when a job was one run, and ``dpaudit.logs.job_logging`` writes each run's
 own log.
 
-A batch is consecutive runs of one dataset in grid order, at most ``size`` of them; with
-groups (a recipe's seeds), a group is never split, and a group larger than ``size`` is a
-batch of its own. A run that fails stops its batch: Snakemake deletes every output of a
-failed job, so the runs finished before it are written again on the next attempt (the
-terminal and the run's log name the run).
+Batches that keep their runs (issue 47). Snakemake reruns a whole job when its list of inputs
+or its params change, so a batch that gained a run would redo its old ones. A batch is
+therefore recorded when a run starts (``write_records``: one small JSON per batch under
+``results/batches/``, ``dpaudit.contract.paths.BATCH_RECORD``), and ``assign`` keeps every
+recorded batch whose runs are all still in the grid, whatever the grid around them became;
+only the runs no kept batch holds are packed into new batches (consecutive in grid order, at
+most ``size``; a group, a recipe's seeds, never split, a group larger than ``size`` a batch of
+its own; runs of different ``classes`` never share one: a setting only some runs read reruns
+only theirs). A batch's name is a hash of its runs, so it never depends on its position. A run
+that fails stops its batch: Snakemake deletes every output of a failed job, so the runs
+finished before it are written again on the next attempt (the terminal and the run's log
+name the run).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # Snakemake rule names must be identifiers; dataset names may hold '-' or '.'.
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+# The record's format (``write_records``); a record of another version is not read.
+RECORD_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -34,22 +47,36 @@ class Batch:
 
     kind: str
     dataset: str
-    index: int
     keys: tuple[str, ...]
 
     @property
+    def name(self) -> str:
+        """``b`` and 12 hex digits of the SHA-256 of its runs (in order): the same runs, the same name."""
+        return "b" + hashlib.sha256("\n".join(self.keys).encode()).hexdigest()[:12]
+
+    @property
     def rule(self) -> str:
-        """The generated rule's name: ``<kind>__<dataset>_<index>`` (the kind before the ``__``)."""
-        return f"{self.kind}__{_NOT_IDENTIFIER.sub('_', self.dataset)}_{self.index}"
+        """The generated rule's name: ``<kind>__<dataset>_<name>`` (the kind before the ``__``)."""
+        return f"{self.kind}__{_NOT_IDENTIFIER.sub('_', self.dataset)}_{self.name}"
 
     @property
     def key(self) -> str:
-        """The batch's benchmark key: ``<dataset>/batch<index>``."""
-        return f"{self.dataset}/batch{self.index}"
+        """The batch's benchmark key: ``<dataset>/<name>``."""
+        return f"{self.dataset}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """A batch as ``write_records`` wrote it: its runs and when (seconds since the epoch)."""
+
+    kind: str
+    dataset: str
+    keys: tuple[str, ...]
+    written: float
 
 
 def rule_kind(rule: str) -> str:
-    """The per-run rule a (possibly generated) rule name stands for: ``metric_mia__digits_0`` → ``metric_mia``."""
+    """The per-run rule a (possibly generated) rule name stands for: ``metric_mia__digits_b1f…`` → ``metric_mia``."""
     return rule.split("__", 1)[0]
 
 
@@ -71,18 +98,86 @@ def partition(keys: Sequence[str], size: int, groups: Mapping[str, str] | None =
     return [tuple(chunk) for chunk in chunks]
 
 
+def assign(kind: str, dataset: str, keys: Sequence[str], size: int, *, groups: Mapping[str, str] | None = None,
+           classes: Mapping[str, Hashable] | None = None, records: Iterable[Record] = ()) -> list[Batch]:
+    """The batches of ``kind`` over one dataset's ``keys`` (grid order): every recorded batch whose
+    keys are all in ``keys`` and of one class, newest record first, a key in at most one; then the
+    other keys, per class in order of first appearance, packed by ``partition``. Listed in the
+    order of their first key."""
+    if size < 1:
+        raise ValueError(f"workflow.runs_per_job must be at least 1, got {size}")
+    position = {key: i for i, key in enumerate(keys)}
+    classes = classes or {}
+    claimed: set[str] = set()
+    found: list[Batch] = []
+    mine = [r for r in records if r.kind == kind and r.dataset == dataset and r.keys]
+    for record in sorted(mine, key=lambda r: (-r.written, r.keys)):
+        if (len(set(record.keys)) != len(record.keys) or any(k not in position or k in claimed for k in record.keys)
+                or len({classes.get(k) for k in record.keys}) > 1):
+            continue
+        claimed.update(record.keys)
+        found.append(Batch(kind, dataset, tuple(record.keys)))
+    by_class: dict[Hashable, list[str]] = {}
+    for key in keys:
+        if key not in claimed:
+            by_class.setdefault(classes.get(key), []).append(key)
+    for members in by_class.values():
+        found += [Batch(kind, dataset, chunk) for chunk in partition(members, size, groups)]
+    return sorted(found, key=lambda batch: min(position[k] for k in batch.keys))
+
+
 def batches(kind: str, keys_by_dataset: Mapping[str, Sequence[str]], size: int,
-            groups: Mapping[str, Mapping[str, str]] | None = None) -> list[Batch]:
-    """Every batch of ``kind`` over the datasets' keys (runs or recipes), datasets in the given order."""
+            groups: Mapping[str, Mapping[str, str]] | None = None,
+            classes: Mapping[str, Mapping[str, Hashable]] | None = None,
+            records: Iterable[Record] = ()) -> list[Batch]:
+    """Every batch of ``kind`` over the datasets' keys (runs or recipes), datasets in the given order
+    (``assign`` per dataset)."""
     names: dict[str, str] = {}
     for dataset in keys_by_dataset:
         other = names.setdefault(_NOT_IDENTIFIER.sub("_", dataset), dataset)
         if other != dataset:
             raise ValueError(f"datasets {other!r} and {dataset!r} name the same batch rules; rename one "
                              "(letters, digits and '_' are kept, every other character becomes '_')")
-    return [Batch(kind, dataset, index, chunk)
-            for dataset, keys in keys_by_dataset.items()
-            for index, chunk in enumerate(partition(list(keys), size, None if groups is None else groups[dataset]))]
+    records = list(records)
+    return [batch for dataset, keys in keys_by_dataset.items()
+            for batch in assign(kind, dataset, list(keys), size, groups=None if groups is None else groups[dataset],
+                                classes=None if classes is None else classes[dataset], records=records)]
+
+
+def read_records(paths: Iterable[str | Path]) -> list[Record]:
+    """The batch records at ``paths`` (``write_records``'s files); an unreadable one, or one of another
+    format, is left out (its runs are packed anew)."""
+    found = []
+    for path in paths:
+        try:
+            payload = json.loads(Path(path).read_text())
+            if payload.get("version") != RECORD_VERSION:
+                continue
+            found.append(Record(str(payload["kind"]), str(payload["dataset"]), tuple(map(str, payload["keys"])),
+                                float(payload["written"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def write_records(found: Iterable[Batch], pattern: str, records: Iterable[Record] = (),
+                  now: Callable[[], float] = time.time) -> list[str]:
+    """Record every batch of ``found`` that no record of ``records`` holds already, at ``pattern``
+    (``{kind}``, ``{dataset}``, ``{name}``); returns the paths written. An existing record is never
+    rewritten: its time orders it against the others (``assign``)."""
+    from dpaudit.io import write_json
+
+    known = {(r.kind, r.dataset, r.keys) for r in records}
+    written = []
+    stamp = now()
+    for batch in found:
+        if (batch.kind, batch.dataset, batch.keys) in known:
+            continue
+        path = pattern.format(kind=batch.kind, dataset=batch.dataset, name=batch.name)
+        write_json(path, {"version": RECORD_VERSION, "kind": batch.kind, "dataset": batch.dataset,
+                          "keys": list(batch.keys), "written": stamp})
+        written.append(path)
+    return written
 
 
 class Files:

@@ -70,6 +70,8 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)
+    # the kernel's peak of this run alone (a batch's later runs start from the memory held then)
+    reset_peak_rss()
     start = time.perf_counter()
     wildcards = dict(getattr(snakemake, "wildcards", {}) or {})
     logger.info("start %s %s", getattr(snakemake, "rule", ""), wildcards)
@@ -93,7 +95,9 @@ def job_logging(snakemake, name: str | None = None) -> Iterator[logging.Logger]:
                                f"  (log: {path})\n".encode())
         raise
     else:
-        logger.info("done in %.2f s", time.perf_counter() - start)
+        peak = peak_rss_mb()
+        logger.info("done in %.2f s%s", time.perf_counter() - start,
+                    "" if peak is None else f"; peak resident memory {peak:.0f} MB (kernel VmHWM)")
         finished = True
     finally:
         _TERMINAL = None
@@ -139,6 +143,33 @@ def announce(logger: logging.Logger, line: str) -> None:
     log and, inside a ``job_logging`` block, to the terminal too."""
     logger.info(line)
     terminal_write(line, every=0)
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident set in MB (2^20 bytes) as the kernel counts it (``VmHWM`` of
+    /proc/self/status, every page it held at once, sampled by nothing), or None where there is no
+    such file (issue 47: Snakemake's benchmark ``max_rss`` samples every 30 s after the first 15 s
+    and missed a job's peak)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's ``VmHWM`` of this process to its resident set now (Linux 4.0 and later:
+    ``5`` written to /proc/self/clear_refs), so a batch's later run reports its own peak; False
+    where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def _in_batch(snakemake) -> bool:

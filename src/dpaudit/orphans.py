@@ -4,7 +4,8 @@ Removing a run from the grid (or a dataset, or a family) leaves its files under 
 logs/ and benchmarks/: Snakemake never deletes what no job of the current config writes.
 ``snakemake --list-untracked`` lists every file of the working directory the workflow
 does not use; this keeps those under the output folders (never resources/, the
-checksummed downloads, nor the report ``--report`` writes), prints them and, with
+checksummed downloads, the report ``--report`` writes, nor the batch records under
+results/batches/), prints them and, with
 ``--remove``, deletes them and the folders they leave empty.
 
 ``python -m dpaudit.orphans [--remove] [--workdir DIR] -- <snakemake command with --list-untracked>``
@@ -22,6 +23,9 @@ from dpaudit.contract import paths as P
 
 ROOTS = (P.RESULTS, P.LOGS, P.BENCHMARKS)
 KEPT = frozenset({P.REPORT})
+# The batch records (issue 47, dpaudit.batching): no job writes them, and the batches they keep would be
+# cut anew without them (a grown grid could then rerun runs whose batch changed); a stale one is ignored.
+KEPT_FOLDERS = (P.BATCHES,)
 
 
 def orphan_files(untracked: Iterable[str]) -> list[str]:
@@ -29,7 +33,7 @@ def orphan_files(untracked: Iterable[str]) -> list[str]:
     found = []
     for line in untracked:
         path = line.strip()
-        if not path or path in KEPT:
+        if not path or path in KEPT or any(Path(path).is_relative_to(folder) for folder in KEPT_FOLDERS):
             continue
         if Path(path).parts[:1] and Path(path).parts[0] in ROOTS:
             found.append(Path(path).as_posix())

@@ -124,7 +124,7 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
 
     It reads ``pmp_pairs.parquet`` (``dpaudit.extract.pmp_pairs``: the final gradients'
     Dense-layer factors, ``factor_width`` = Σ (inputs + units) ≤ P floats per example, float32
-    with their Arrow copy, and Recipe B's n × ``partners`` sums: the count the extraction chose,
+    with their Arrow copy, and Recipe B's n × ``partners`` sums: the count the pmp_pairs job chose,
     read from the file when it exists (``rules/pmp.smk``), else metrics.pmp.partners_max). Recipe A
     (``dpaudit.metrics.pmp.dpsgd.recipe_a_from_factors``) up to ``exact_max`` points: the 2n × 2n
     Gram and distances with their temporaries (6 float64 copies; μ and the solver go by row
@@ -143,7 +143,10 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
     exact = min(n, int(exact_max))  # X has at most n points: the exact path's worst case
     recipe_a, seconds = 6 * 8 * exact * exact, 1.5e-6 * exact * exact
     if n > int(exact_max):
-        search = 3 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
+        # the float64 clipped factor views and a gathered copy: 3 × 8 bytes a factor until issue 47
+        # measured the whole job's kernel peak (bench/bench_scale.py, 32 partners: 1,065 MB at n =
+        # 10^5 and 1,858 MB at 2·10^5, where that declared 1,800 and 3,000), 2 × 8 since
+        search = 2 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
         # one block of targets at a time (Gram, μ, the solver's cells), a few n-vectors, the search's
         # 1,024 × 8,192 distance blocks
         drawn = 12 * 8 * PMP_PARTNER_BLOCK * (partners + 1) + 8 * 8 * n + 3 * 8 * 1024 * 8192
@@ -156,8 +159,8 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
 
 
 def pmp_pairs_resources(n: int, factor_width: int, *, checkpoints: int, partners_max: int) -> dict[str, float]:
-    """Bytes and seconds the pmp pairs add to ``extract_per_example`` (issue 37), for a parent set of
-    at most ``n`` points: the final weights' factors kept (float32) and one checkpoint's (float32,
+    """Bytes and seconds of the pmp pairs in their ``pmp_pairs`` job (issue 37; the extraction's until
+    issue 47), for a parent set of at most ``n`` points: the final weights' factors kept (float32) and one checkpoint's (float32,
     with float64 norms' copy and the chunks' concatenation: 20 bytes a factor), the pilot's sums and
     its solve (6 float64 copies of n × 32), the chosen count's sums (at most ``partners_max``) held
     three times when written (the array, its Arrow column, the writer's pages) and one Gram block of
@@ -317,9 +320,16 @@ def reference_pool_resources(n: int, d: int, classes: int, n_params: int, run: M
     # bench/bench_scale.py (K = 16, d = 100, 10 classes, 2 epochs of batch 256; issue 37): 1,965 MB
     # at n = 10^5 and 2,522 MB at 2·10^5 where the examples twice and 3 float32 copies of the
     # logits declared 1,400 and 1,800 MB: the examples as train_model holds them (6 copies) and
-    # 8 copies of the K × n logits with 8 columns
+    # 8 copies of the K × n logits with 8 columns. Issue 47, the kernel's peaks (VmHWM, which
+    # Snakemake's max_rss missed): 934 / 1,945 / 2,923 MB for the baseline recipe and 1,251 /
+    # 2,115 / 3,652 MB for the DP-SGD one at n = 10^4 / 10^5 / 2·10^5, where this declared
+    # 1,100 / 2,000 / 3,000: 12 columns a model and row, and for DP-SGD the K models' per-example
+    # gradients of a batch (3 float32 copies) and about 2 bytes per step, model and parameter
+    # (fitted: the DP-SGD pool's peak grew faster than n past 10^5 rows)
+    steps = math.ceil(int(n) / max(batch, 1)) * epochs
     working = (n * (6 * 4 * d + 64) + k * 16 * n_params * 4 + k * 3 * batch * (d + 4 * max(n_params // max(d, 1), 1))
-               * 4 + k * n * (int(classes) * 4 * 8 + 8 * 8))
+               * 4 + k * n * (int(classes) * 4 * 8 + 12 * 8)
+               + (k * 3 * batch * n_params * 4 + k * steps * n_params * 2 if dp else 0))
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1) * k
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
@@ -357,7 +367,7 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
     audit's runs over every block (``audit_aggregate``); ``audit_n``: the members the audit
     keeps (``audit.datasets.<name>.n``); ``table_sketch``: a table dataset's parse-time
     inspection (``prepare_dataset`` of a table); ``pmp_partners``: the partners per target of a run's
-    pmp pairs file once the extraction chose them (``metric_pmp``); ``config``: the validated config.
+    pmp pairs file once its pmp_pairs job chose them (``metric_pmp``); ``config``: the validated config.
     """
     training = training or {}
     if rule == "prepare_dataset":
@@ -404,14 +414,18 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
         return train_resources(n, d, n_params, run, attempt=attempt)
     pmp = config["metrics"]["pmp"]
     if rule == "extract_per_example":
-        job = extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
-        if pmp["enabled"]:  # plus the parent set's factors at the final weights and every checkpoint
-            width = mlp_factor_width(d, training.get("hidden_units") or [], classes)
-            pairs = pmp_pairs_resources(n, width, checkpoints=pmp["checkpoints"], partners_max=pmp["partners_max"])
-            job = {"mem_mb": job["mem_mb"] + _mb(pairs["bytes"], 0, attempt),
-                   "runtime": job["runtime"] + _minutes(pairs["seconds"], 0, attempt)}
-        return job
-    if rule == "metric_pmp":  # reads the extraction's pmp pairs (no TensorFlow)
+        return extract_resources(n, d, n_params, full_gradients=config["extract"]["full_gradients"], attempt=attempt)
+    if rule == "pmp_pairs":  # the parent set's factors at the final weights and every checkpoint (issue 47)
+        width = mlp_factor_width(d, training.get("hidden_units") or [], classes)
+        pairs = pmp_pairs_resources(n, width, checkpoints=pmp["checkpoints"], partners_max=pmp["partners_max"])
+        # the model and the examples as extraction reads them (float32 matrix, Arrow column, keys)
+        examples = n * (2 * 4 * d + 64)
+        return {"mem_mb": _mb(examples + pairs["bytes"], NUMPY_BASE_MB, attempt),
+                "runtime": _minutes(30 + pairs["seconds"], 10, attempt)}
+    if rule == "metric_pmp" and (run["mechanism"] != "dpsgd" or run.get("microbatches")):
+        # the recipes do not apply: its rows from train.json alone (rules/pmp.smk, issue 47)
+        return metric_resources(0, attempt=attempt)
+    if rule == "metric_pmp":  # reads the run's pmp pairs (no TensorFlow)
         models = config["metrics"]["attacks"]["reference_models"] if pmp["recipe_c"] else 0
         return pmp_metric_resources(n, n_params, checkpoints=pmp["checkpoints"],
                                     partners=pmp_partners or pmp["partners_max"],
@@ -419,6 +433,28 @@ def declared(rule: str, config: Mapping[str, Any], *, n: int = 0, d: int = 0, cl
                                     factor_width=mlp_factor_width(d, training.get("hidden_units") or [], classes),
                                     attempt=attempt)
     raise ValueError(f"rule {rule!r}: no resources declared (dpaudit.resources.declared)")
+
+
+def declared_for_job(rule: str, config: Mapping[str, Any], *, dataset: str, key: str | None = None,
+                     pmp_partners: int | None = None, attempt: int = 1) -> dict[str, int]:
+    """``declared`` for the job of ``rule`` on ``dataset`` and, for a per-run (per-recipe) rule, the
+    run (recipe) named ``key``, with the sizes rules/common.smk's ``job_resources`` gives it: the
+    dataset's shape from the config (a synthetic set's n, d, classes), the dataset's training block
+    over the shared one, the run's (recipe's) grid values. ``config``: validated. What the committed
+    peaks (bench/measured_peaks.json, issue 47) are held to."""
+    from dpaudit import config as dpconfig
+
+    params = config["datasets"][dataset]
+    n, d, classes = dataset_shape(None, dataset, params)
+    training = {**{k: v for k, v in config["training"].items() if k != "allow_large_delta"},
+                **params.get("training", {})}
+    run = None
+    if key is not None:
+        runs = dpconfig.run_lookup(dpconfig.dataset_grids(config)[dataset])
+        recipes = dpconfig.recipe_lookup(runs)
+        run = runs[key] if key in runs else recipes[key]["params"]
+    return declared(rule, config, n=n, d=d, classes=classes, training=training, run=run, pmp_partners=pmp_partners,
+                    attempt=attempt)
 
 
 def _number(value: Any, default: float) -> float:

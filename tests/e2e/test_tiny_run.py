@@ -52,10 +52,16 @@ def test_every_job_wrote_its_log(tiny_run):
     train_logs = [p.read_text() for p in logs if "train_model" in p.parts]
     assert all("epoch 2/2" in text.lower() or "epoch 2 " in text.lower() for text in train_logs), train_logs[0][-2000:]
     # issue 37: with DPAUDIT_PROGRESS_SECONDS=0 (conftest) the DP-SGD extraction logs its progress:
-    # done/total, rate and ETA of the gradients and of Recipe B's pilot chi sums
+    # done/total, rate and ETA of the gradients, and its PMP pairs job (issue 47) Recipe B's pilot chi sums
     extraction = [p.read_text() for p in logs if "extract_per_example" in p.parts and "dpsgd" in p.name]
     assert extraction and all(re.search(r"per-example gradients: \d+/\d+ rows \(\d+%\), .* rows/s, ETA ", text)
-                              and re.search(r"Recipe B pilot chi sums: \d+/\d+ blocks", text) for text in extraction)
+                              for text in extraction)
+    pairs = [p.read_text() for p in logs if "pmp_pairs" in p.parts]
+    assert len(pairs) == 1 and "dpsgd" in str([p for p in logs if "pmp_pairs" in p.parts][0])
+    assert re.search(r"Recipe B pilot chi sums: \d+/\d+ blocks", pairs[0]), pairs[0][-2000:]
+    # every run's log closes with its kernel peak (issue 47)
+    assert all(re.search(r"peak resident memory \d+ MB \(kernel VmHWM\)", p.read_text().splitlines()[-1])
+               for p in logs if "train_model" in p.parts or "metric_mia" in p.parts)
 
 
 def test_library_change_reruns_exactly_the_affected_jobs(tiny_run):

@@ -11,22 +11,23 @@ from tests.scripts.fake import FakeSnakemake, run_script
 from tests.unit.test_attack_rows import OPTIONS, _case
 
 RUN = "mechanism~baseline_seed~0"
+RECIPE = "mechanism~baseline"
 
 
-def _metric_attacks(tmp_path, run=RUN):
+def _metric_attacks(tmp_path, recipe=RECIPE):
     outputs, pool = _case()
     paths = {name: tmp_path / f"{name}.parquet" for name in ("outputs", "pool")}
     write_parquet(paths["outputs"], outputs)
     write_parquet(paths["pool"], pool)
     write_json(tmp_path / "train.json", {"epsilon": "inf", "delta": 1e-5, "accountant": "rdp"})
-    write_json(tmp_path / "pool.json", {"runs": [RUN], "reference_models": 8})
+    write_json(tmp_path / "pool.json", {"recipe_name": RECIPE, "reference_models": 8})
     fake = FakeSnakemake(
         "metric_attacks",
         input={"pool": paths["pool"], "pool_info": tmp_path / "pool.json", "outputs": paths["outputs"],
                "train": tmp_path / "train.json"},
         output={"rows": tmp_path / "rows.parquet", "scores": tmp_path / "scores.parquet"},
-        params={"options": {**OPTIONS, "reference_models": 8}},
-        wildcards={"dataset": "synthetic", "run": run},
+        params={"options": {**OPTIONS, "reference_models": 8}, "recipe": recipe},
+        wildcards={"dataset": "synthetic", "run": RUN},
         log=[tmp_path / "metric_attacks.log"],
     )
     run_script("metric_attacks", fake)
@@ -46,8 +47,9 @@ def test_metric_attacks_writes_declared_mia_rows_and_scores(tmp_path):
 def test_metric_attacks_refuses_the_pool_of_another_recipe(tmp_path):
     import pytest
 
-    with pytest.raises(ValueError, match="not of"):
-        _metric_attacks(tmp_path, run="another_run")
+    # the pool's record names its recipe (issue 47: not its runs, which a seed added would change)
+    with pytest.raises(ValueError, match="is the pool of recipe 'mechanism~baseline', not of run"):
+        _metric_attacks(tmp_path, recipe="another_recipe")
 
 
 def test_plot_attacks_writes_three_figures(tmp_path):
@@ -60,7 +62,7 @@ def test_plot_attacks_writes_three_figures(tmp_path):
     table["mechanism"], table["target_epsilon"], table["seed"] = "baseline", math.nan, 0
     write_parquet(tmp_path / "metrics.parquet", table)
     write_json(tmp_path / "recipe.json", {"recipe": {"mechanism": "baseline", "target_epsilon": None},
-                                          "runs": [RUN], "in_accuracy": [0.9, 0.95, None],
+                                          "in_accuracy": [0.9, 0.95, None],
                                           "out_accuracy": [0.7, 0.72, 0.69]})
     figures = {kind: tmp_path / f"{kind}.png" for kind in ("roc", "tpr", "reference_accuracy")}
     fake = FakeSnakemake(
@@ -69,7 +71,7 @@ def test_plot_attacks_writes_three_figures(tmp_path):
                "pools": [tmp_path / "recipe.json"]},
         output={**figures, **{f"{k}_pdf": p.with_suffix(".pdf") for k, p in figures.items()}},
         params={"runs": [RUN], "run_params": {RUN: {"mechanism": "baseline", "target_epsilon": None, "seed": 0}},
-                "recipes": ["recipe"], "attacks": list(ATTACK_NAMES)},
+                "recipes": {"recipe": [RUN]}, "attacks": list(ATTACK_NAMES)},
         wildcards={"dataset": "synthetic"},
         log=[tmp_path / "plot.log"],
     )
@@ -125,7 +127,7 @@ def test_reference_pool_adapter_trains_a_linear_recipe(tmp_path):
         input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
                "train": tmp_path / "train.json"},
         output={"outputs": tmp_path / "pool.parquet", "info": tmp_path / "pool.json"},
-        params={"recipe": recipe, "runs": ["a", "b"], "training": {"linear_regularization": 1.0},
+        params={"recipe": recipe, "training": {"linear_regularization": 1.0},
                 "reference_models": 4, "seed": 0, "code": ""},
         wildcards={"dataset": "synthetic", "recipe": "r"},
         log=[tmp_path / "pool.log"],
@@ -134,7 +136,9 @@ def test_reference_pool_adapter_trains_a_linear_recipe(tmp_path):
     pool = read_parquet(tmp_path / "pool.parquet")
     assert len(pool) == 4 * 100 and set(pool["model"]) == {0, 1, 2, 3}
     info = read_json(tmp_path / "pool.json")
-    assert info["runs"] == ["a", "b"] and info["target_epsilon"] == 2.0 and info["noise_multiplier"] is None
+    # the recipe names the pool; its runs are no param of the job (issue 47: a seed added reruns no pool)
+    assert "runs" not in info and info["recipe_name"] == "r"
+    assert info["target_epsilon"] == 2.0 and info["noise_multiplier"] is None
     assert info["reference_epsilon"] == [2.0] * 4 and info["reference_epsilon_max"] == 2.0
     assert info["reference_sampling_probability"] is None and info["reference_steps"] is None
     assert sum(info["training_rows"]) == int(np.round(info["inclusion_rate"] * 4 * 100))

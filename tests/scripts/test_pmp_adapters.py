@@ -46,16 +46,15 @@ def test_simulate_pmp_writes_tables_and_six_figures(tmp_path):
 
 
 def test_metric_pmp_baseline_rows_and_report(tmp_path):
-    write_parquet(tmp_path / "examples.parquet", _examples())
-    write_json(tmp_path / "dataset.json", {"splits": SPLITS})
+    # issue 47: a run the recipes do not apply to gets its train.json and the parent set's two options
+    # only (rules/pmp.smk): no examples, no pmp pairs (none are computed for it)
     write_json(tmp_path / "train.json", {"mechanism": "baseline", "epsilon": math.inf, "delta": None,
                                          "accountant": None})
     fake = FakeSnakemake(
         "metric_pmp",
-        input={"examples": tmp_path / "examples.parquet", "info": tmp_path / "dataset.json",
-               "train": tmp_path / "train.json", "pairs": tmp_path / "absent.parquet"},
+        input={"train": tmp_path / "train.json"},
         output={"metrics": tmp_path / "m.parquet", "per_example": tmp_path / "pe.parquet"},
-        params={"options": {}},
+        params={"options": {"parent_seed": 0, "nonmember_pool": "nonmembers_and_utility"}},
         wildcards={"dataset": "toy", "run": "mechanism~baseline"},
         log=[tmp_path / "pmp.log"],
     )

@@ -111,3 +111,45 @@ def test_an_own_refusal_is_one_message_and_status_1_without_a_traceback(tmp_path
     assert done.stderr.rstrip().endswith(f"(log: {tmp_path / 'job.log'})")
     log = (tmp_path / "job.log").read_text()
     assert "refused: " in log and words in log and "Traceback" not in log
+
+
+PEAKS = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from pathlib import Path
+    from dpaudit.logs import job_logging
+
+    class Run:
+        rule, wildcards = "demo", {}
+
+        def __init__(self, name):
+            self.log = [str(Path(sys.argv[1]) / f"{name}.log")]
+
+    big = Run("big")
+    with job_logging(big):
+        held = np.ones(2**27 // 8)  # 128 MiB written: every page resident
+        del held
+    with job_logging(Run("small")):
+        held = np.ones(2**25 // 8)  # 32 MiB
+""")
+
+
+def test_each_run_logs_its_own_kernel_peak(tmp_path):
+    """Issue 47: the log's closing line gives the run's peak resident memory as the kernel counts it
+    (VmHWM), reset at each run's start, so a batch's later run reports its own peak. Oracle: the
+    bytes of the arrays written (a fresh interpreter holds far less than 128 MiB besides)."""
+    import re
+
+    script = tmp_path / "peaks.py"
+    script.write_text(PEAKS)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    peaks = {}
+    for name in ("big", "small"):
+        line = (tmp_path / f"{name}.log").read_text().splitlines()[-1]
+        found = re.search(r"done in [0-9.]+ s; peak resident memory ([0-9]+) MB \(kernel VmHWM\)", line)
+        assert found, line
+        peaks[name] = int(found.group(1))
+    assert peaks["big"] >= 128 and peaks["small"] >= 32
+    # the second run's peak was counted from its own start: not the first run's 128 MiB
+    assert peaks["small"] < peaks["big"] - 64, peaks

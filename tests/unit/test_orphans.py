@@ -6,10 +6,10 @@ from dpaudit.orphans import main, orphan_files, remove
 
 UNTRACKED = ["results/models/toy/old_run/train.json", "results/report.html", "logs/train_model/toy/old_run.log",
              "benchmarks/train_model/toy/old_run.tsv", "resources/raw/adult/adult.data", "config/mine.yaml",
-             "notes.txt", ""]
+             "notes.txt", "results/batches/train_model/toy/b0123456789ab.json", ""]
 
 
-def test_only_the_output_folders_and_never_the_report_or_downloads():
+def test_only_the_output_folders_and_never_the_report_downloads_or_batch_records():
     assert orphan_files(UNTRACKED) == ["benchmarks/train_model/toy/old_run.tsv", "logs/train_model/toy/old_run.log",
                                        "results/models/toy/old_run/train.json"]
 

@@ -93,6 +93,25 @@ def test_a_stated_upper_bound_is_never_below_the_exact_value(case, budget):
         assert got["value"] == pytest.approx(want, rel=1e-9)
     else:
         assert got["method"] == "branch_and_bound_upper_bound"
+        # issue 47: it stopped because the next block would pass the budget (the lower-bound sweeps
+        # before it may have passed a small one already)
+        assert got["pair_budget"] == budget and budget < got["pairs_evaluated"] + got["next_block"]
+
+
+def test_the_budget_note_says_the_pairs_counted_the_budget_and_why_the_search_stopped():
+    """Issue 47's case at 2·10^5 rows: 518,772,333 pairs evaluated of the 2²⁹ budget; the note said
+    the budget "ran out". It must give both counts and the reason (the next block would pass it)."""
+    from dpaudit.metrics.pmp.run import distance_search_note
+
+    note = distance_search_note({"distance_method": "branch_and_bound_upper_bound", "distance_exact": False,
+                                 "distance_pairs_evaluated": 518_772_333, "distance_pair_budget": 2**29,
+                                 "distance_next_block": 21_233_664})
+    assert "518,772,333 pairs of its budget of 536,870,912 (96.6%)" in note
+    assert "next cluster pair's block of 21,233,664 pairs would have passed the budget (540,005,997 pairs)" in note
+    assert "ran out" not in note and "branch_and_bound_upper_bound" in note
+    swept = distance_search_note({"distance_method": "branch_and_bound_upper_bound", "distance_pairs_evaluated": 178_000,
+                                  "distance_pair_budget": 2_000, "distance_next_block": 900})
+    assert "178,000 pairs, more than its budget of 2,000 (its lower-bound sweeps alone passed it)" in swept
 
 
 def test_the_exact_path_stays_below_exact_max():

@@ -177,13 +177,16 @@ def test_every_remote_job_went_through_the_scheduler(slurm_run):
     jobs, plan = slurm_run["jobs"], slurm_run["plan"]
     states = [job["JobState"] for job in jobs]
     # The dry-run's plan (bench_slurm, the scale figures' method) names the submissions: with
-    # profiles/slurm's 4 runs per job (issue 36) the tiny grid's two runs share one job of each
-    # per-run rule: prepare_dataset, training, extraction, the mia, ε*, card and PMP rows, the
-    # DP-SGD recipe's reference pool (PMP Recipe C) and the canary audit twin of the DP-SGD run;
-    # plus the one resubmission of the cancelled training job. metric_canary is a local rule.
-    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": 1, "extract_per_example": 1,
-                                       "metric_mia": 1, "metric_epsilon_star": 1, "privacy_card": 1,
-                                       "reference_pool": 1, "metric_pmp": 1, "canary_scores": 1}, plan.describe()
+    # profiles/slurm's 4 runs per job (issue 36) a batch could hold both runs of the tiny grid, but
+    # a baseline and a DP-SGD run that keeps PMP checkpoints read different settings and never share
+    # one (issue 47): one job per run of training, extraction, the mia, ε*, card and PMP rows, and
+    # prepare_dataset, the DP-SGD recipe's reference pool (PMP Recipe C), the DP-SGD run's PMP pairs
+    # and canary audit twin; plus the one resubmission of the cancelled training job. metric_canary
+    # is a local rule.
+    assert plan.single_submissions == {"prepare_dataset": 1, "train_model": 2, "extract_per_example": 2,
+                                       "metric_mia": 2, "metric_epsilon_star": 2, "privacy_card": 2,
+                                       "reference_pool": 1, "pmp_pairs": 1, "metric_pmp": 2,
+                                       "canary_scores": 1}, plan.describe()
     assert plan.group_submissions == {}, plan.describe()
     assert states.count("COMPLETED") == plan.submissions, (states, slurm_run["diagnostics"])
     assert states.count("CANCELLED") == 1, (states, slurm_run["diagnostics"])
@@ -203,25 +206,28 @@ def test_cancelled_training_job_was_retried_with_more_time(slurm_run):
     cancelled = [job for job in jobs if job["JobState"] == "CANCELLED"]
     assert [job["JobId"] for job in cancelled] == [fault["job_id"]]
     # train_model's resources come from its rule (dpaudit.resources, issue 19), times the
-    # attempt; the batch of both runs (issue 36) asks for the larger memory and the summed time.
-    runtime, memory = ([_tiny_training_batch(attempt)[key] for attempt in (1, 2)] for key in ("runtime", "mem_mb"))
-    assert _minutes(cancelled[0]["TimeLimit"]) == runtime[0]
-    assert _memory_mb(cancelled[0]) == memory[0]
-    retried = [job for job in jobs if job["JobState"] == "COMPLETED" and _minutes(job["TimeLimit"]) == runtime[1]]
-    assert len(retried) == 1, [(j["JobId"], j["JobState"], j["TimeLimit"]) for j in jobs]
-    assert int(retried[0]["JobId"]) > int(fault["job_id"])
-    assert _memory_mb(retried[0]) == memory[1]
+    # attempt; each of the two training jobs holds one run (issue 47), whichever was cancelled.
+    limits = {run: [(_tiny_training_batch(attempt, run)["runtime"], _tiny_training_batch(attempt, run)["mem_mb"])
+                    for attempt in (1, 2)] for run in range(len(TINY_CONFIG["grid"]))}
+    first = (_minutes(cancelled[0]["TimeLimit"]), _memory_mb(cancelled[0]))
+    run = next((run for run, pair in limits.items() if pair[0] == first), None)
+    assert run is not None, (first, limits)
+    runtime, memory = limits[run][1]
+    retried = [job for job in jobs if job["JobState"] == "COMPLETED"
+               and _minutes(job["TimeLimit"]) == runtime and _memory_mb(job) == memory
+               and int(job["JobId"]) > int(fault["job_id"])]
+    assert len(retried) >= 1, [(j["JobId"], j["JobState"], j["TimeLimit"]) for j in jobs]
     assert fault["job_id"] in slurm_run["stderr"], "Snakemake did not report the cancelled SLURM job"
 
 
-def _tiny_training_batch(attempt: int = 1) -> dict[str, int]:
-    """The declared resources of the tiny grid's one training job: its baseline and DP-SGD runs."""
+def _tiny_training_batch(attempt: int = 1, block: int = 0) -> dict[str, int]:
+    """The declared resources of the tiny grid's training job of grid block ``block`` (its one run:
+    the baseline and the DP-SGD run never share a batch, issue 47)."""
     dataset = TINY_CONFIG["datasets"]["synthetic"]
     n_params = mlp_parameters(dataset["d"], TINY_CONFIG["training"]["hidden_units"], dataset["classes"])
-    runs = [{"mechanism": block["mechanism"][0], **{k: v[0] for k, v in block.items() if k != "mechanism"}}
-            for block in TINY_CONFIG["grid"]]
-    return combined_resources([train_resources(dataset["n"], dataset["d"], n_params, run, attempt=attempt)
-                               for run in runs])
+    grid = TINY_CONFIG["grid"][block]
+    run = {"mechanism": grid["mechanism"][0], **{k: v[0] for k, v in grid.items() if k != "mechanism"}}
+    return combined_resources([train_resources(dataset["n"], dataset["d"], n_params, run, attempt=attempt)])
 
 
 def _parquet_files(root: Path) -> list[Path]:
@@ -277,17 +283,18 @@ def test_site_profile_adds_account_and_partition_and_keeps_rule_resources(tmp_pa
                        "--configfile", str(config), env={"DPAUDIT_SLURM_TRAIN_GPUS": "1"})
     resources = _resources_per_rule(result.stdout)
     train = resources["train_model"]
-    # mem_mb and runtime of training come from the rule (dpaudit.resources), not a profile; the one
-    # training job holds both runs (issue 36), cpus_per_task and gpu declared by the rule itself.
-    declared = _tiny_training_batch()
-    for expected in ("slurm_account=my_account", "slurm_partition=compute", f"mem_mb={declared['mem_mb']},",
-                     f"runtime={declared['runtime']},", "cpus_per_task=1", "gpu=1"):
+    # mem_mb and runtime of training come from the rule (dpaudit.resources), not a profile; a training
+    # job holds one run here (issue 47: the first listed, either), cpus_per_task and gpu declared by the rule.
+    declared = [_tiny_training_batch(1, block) for block in range(len(TINY_CONFIG["grid"]))]
+    assert any(f"mem_mb={one['mem_mb']}," in train and f"runtime={one['runtime']}," in train for one in declared), train
+    for expected in ("slurm_account=my_account", "slurm_partition=compute", "cpus_per_task=1", "gpu=1"):
         assert expected in train, train
     # A rule the project profile does not list takes the site's defaults.
     assert "mem_mb=2000" in resources["aggregate_metrics"] and "runtime=60" in resources["aggregate_metrics"]
     assert "gpu" not in resources["prepare_dataset"]
     # the PMP jobs' BLAS threads (PMP_THREADS) reach SLURM as cpus_per_task
-    assert "cpus_per_task=2" in resources["metric_pmp"] and "cpus_per_task=2" in resources["extract_per_example"]
+    assert "cpus_per_task=2" in resources["metric_pmp"] and "cpus_per_task=2" in resources["pmp_pairs"]
+    assert "cpus_per_task=1" in resources["extract_per_example"]
 
 
 def test_without_root_the_slurm_tests_fail_saying_how_to_run_them(monkeypatch):

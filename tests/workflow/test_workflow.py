@@ -96,6 +96,8 @@ def test_default_config_job_counts(tmp_path):
         "metric_epsilon_star": 24,
         "metric_identifiability": 24,
         "metric_pmp": 24,
+        # issue 47: the PMP pairs of each DP-SGD run, a rule of its own (no longer the extraction's)
+        "pmp_pairs": 18,
         "pmp_report": 1,
         "privacy_card": 24,
         "audit_neighbours": 1,
@@ -265,7 +267,7 @@ def test_paper_pmp_config_job_counts(tmp_path):
     # DP-SGD recipe (3; the baseline's rows are not applicable), built although the attacks
     # are disabled: no attack rows, no attack figures.
     assert counts["train_model"] == 4 and counts["extract_per_example"] == 4
-    assert counts["reference_pool"] == 3 and counts["metric_pmp"] == 4
+    assert counts["reference_pool"] == 3 and counts["metric_pmp"] == 4 and counts["pmp_pairs"] == 3
     assert "metric_attacks" not in counts and "plot_attacks" not in counts and "pmp_gather_shadows" not in counts
     assert counts["simulate_pmp"] == 1 and counts["pmp_report"] == 1
     assert counts["metric_mia"] == 4 and counts["privacy_card"] == 4
@@ -279,7 +281,7 @@ def test_lite_pmp_config_job_counts(tmp_path):
     result = shipped_dry_run("config/paper/pmp_lite.yaml")
     counts = run_counts(result.stdout)
     assert counts["train_model"] == 2 and counts["reference_pool"] == 1 and "metric_attacks" not in counts
-    assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2
+    assert counts["simulate_pmp"] == 1 and counts["metric_pmp"] == 2 and counts["pmp_pairs"] == 1
 
 
 def test_pmp_without_recipe_c_builds_no_pool(tmp_path):
@@ -291,6 +293,7 @@ def test_pmp_without_recipe_c_builds_no_pool(tmp_path):
     path.write_text(yaml.safe_dump(config))
     counts = run_counts(snakemake(tmp_path, "-n", "--configfile", str(path)).stdout)
     assert "reference_pool" not in counts and counts["metric_pmp"] == 2 and counts["train_model"] == 2
+    assert counts["pmp_pairs"] == 1
 
 
 LINEAR_GRID_CONFIG = {
@@ -317,6 +320,7 @@ def test_linear_mechanism_grid_job_counts(tmp_path):
     for rule in ("metric_mia", "metric_epsilon_star", "metric_identifiability", "metric_pmp", "privacy_card"):
         assert counts[rule] == runs, rule
     assert counts["reference_pool"] == 1 and counts["budget_ledger"] == 1 and counts["aggregate_metrics"] == 1
+    assert counts["pmp_pairs"] == 1  # the DP-SGD run's only (issue 47)
     linear = {job["run"] for job in job_wildcards(result.stdout)
               if job.get("run", "").startswith(("mechanism~output_perturbation", "mechanism~objective_perturbation"))}
     assert len(linear) == 8

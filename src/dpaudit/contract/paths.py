@@ -61,6 +61,10 @@ def benchmark(rule: str, key: str = "") -> str:
 DATASET_KEY = "{dataset}"
 RUN_KEY = "{dataset}/{run}"
 VIEW_KEY = "{view}"
+# Which runs one job of a per-run rule handled together (issue 47, dpaudit.batching.write_records):
+# written when a run starts, read at parse time, so a batch keeps its runs when the grid grows.
+BATCHES = f"{RESULTS}/batches"
+BATCH_RECORD = f"{BATCHES}/{{kind}}/{{dataset}}/{{name}}.json"
 
 # ------------------------------------------------------------------ raw downloads
 

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpaudit.contract import job_options
 from dpaudit.extract.dense_model import DenseModel
 from dpaudit.extract.keras_model import KerasModel, read_model
 from dpaudit.extract.pmp_pairs import norms_sq, sized_trajectory_chi_sums, write_pmp_pairs
@@ -31,8 +32,8 @@ from dpaudit.training.models import features
 
 # What extraction reads: a Dense stack in numpy, any other model in TensorFlow (same interface).
 Model = DenseModel | KerasModel
-# The pmp options the pairs file is drawn with (rules/extract.smk passes them; metric_pmp checks them)
-PMP_PAIR_OPTIONS = ("parent_seed", "nonmember_pool", "partners_relative_standard_error", "partners_max", "seed")
+# The pmp options the pairs file is drawn with (rules/pmp.smk's pmp_pairs passes them; metric_pmp checks them)
+PMP_PAIR_OPTIONS = job_options.PMP_PAIRS
 # Rows per chunk: every product is computed on chunks of this many rows, so values do not
 # depend on N; a chunk's float64 factors take (inputs + units) × 8 bytes per row.
 _CHUNK_ROWS = 4096
@@ -122,7 +123,6 @@ def write_per_example(
     *,
     clip_norm: float | None,
     full_gradients: bool,
-    pmp_pairs: Mapping[str, Any] | None = None,
     threads: int = 1,
 ) -> int:
     """Write ``extract_per_example``'s two tables; returns the number of examples.
@@ -131,22 +131,11 @@ def write_per_example(
     full gradients both files are byte for byte what writing the frames gives; with
     them, ``gradients.parquet`` gets one row group per gradient chunk (the same rows,
     types and values), and at most one chunk of vectors is in memory.
-    ``pmp_pairs`` (the pmp family): keyword arguments of ``write_pmp_pairs_of_model``
-    but the model and examples, run in the same process.
     """
-    from dpaudit.data.examples import features as arrow_features
-
     model = read_model(model_path, threads=threads)
-    with reading(examples_path):
-        table = pq.read_table(examples_path, columns=["example_id", "split", "label", "x"])
-    # The key columns convert exactly as dpaudit.io.read_parquet converts them.
-    keys = table.drop_columns(["x"]).to_pandas(ignore_metadata=True)
-    x = np.ascontiguousarray(arrow_features(table), dtype=np.float32)
-    del table
+    keys, x = _examples(examples_path)
     outputs = _outputs(model, keys, x, splits)
     write_parquet(outputs_path, outputs)
-    if pmp_pairs is not None:
-        write_pmp_pairs_of_model(model, keys, x, splits, **pmp_pairs)
     ids, labels = outputs["example_id"].to_numpy(), outputs["label"].to_numpy()
     is_member = outputs["is_member"].to_numpy()
     if not full_gradients:
@@ -171,6 +160,38 @@ def write_per_example(
         if len(x) == 0:
             writer.write_table(schema.empty_table())
     return len(outputs)
+
+
+def _examples(examples_path: str | os.PathLike) -> tuple[pd.DataFrame, np.ndarray]:
+    """(example_id, split, label) and the float32 features of ``examples.parquet``, the features read
+    as one Arrow buffer (no per-row objects)."""
+    from dpaudit.data.examples import features as arrow_features
+
+    with reading(examples_path):
+        table = pq.read_table(examples_path, columns=["example_id", "split", "label", "x"])
+    # The key columns convert exactly as dpaudit.io.read_parquet converts them.
+    keys = table.drop_columns(["x"]).to_pandas(ignore_metadata=True)
+    x = np.ascontiguousarray(arrow_features(table), dtype=np.float32)
+    return keys, x
+
+
+def write_run_pmp_pairs(
+    model_path: str | os.PathLike,
+    examples_path: str | os.PathLike,
+    splits: Mapping[str, str],
+    *,
+    path: str | os.PathLike,
+    train: Mapping[str, Any],
+    checkpoints_path: str | os.PathLike | None,
+    parent: Mapping[str, Any] | None,
+    threads: int = 1,
+) -> int:
+    """The ``pmp_pairs`` job of one run (issue 47: a rule of its own, so a PMP option reruns no
+    extraction): ``write_pmp_pairs_of_model`` on the saved model and its examples; returns the rows."""
+    model = read_model(model_path, threads=threads)
+    keys, x = _examples(examples_path)
+    return write_pmp_pairs_of_model(model, keys, x, splits, path=path, train=train, checkpoints_path=checkpoints_path,
+                                    parent=parent)
 
 
 def write_pmp_pairs_of_model(

@@ -8,8 +8,11 @@ the maximum over all pairs (``exact``) or an upper bound on it:
 * ``ceiling``: a pair found within a relative 1e-9 of the ceiling r₁ + r₂ (the two largest
   clipped norms, ≤ 2C) that no pair can pass: that pair's distance, exact to 1e-9.
 * ``branch_and_bound``: a certificate that no pair beats the best one found. Exact.
-* ``branch_and_bound_upper_bound``: the pair budget ran out first; the value is an upper bound
-  on the maximum (never below it): the next cluster pair's bound, at most the ceiling r₁ + r₂.
+* ``branch_and_bound_upper_bound``: the next cluster pair's block of pairs would have taken the
+  pairs evaluated past the budget, so the search stopped before it (the pairs evaluated are then
+  at most the budget, often somewhat below it: ``pairs_evaluated``, ``pair_budget`` and
+  ``next_block`` say by how much, issue 47); the value is an upper bound on the maximum (never
+  below it): the next cluster pair's bound, at most the ceiling r₁ + r₂.
 
 The search. c_i is the clipped gradient (Dense-layer factors, ``pmp_pairs``), r_i = ‖c_i‖.
 (1) A basis: the span of m sampled rows, orthonormalised through their Gram matrix K = V Λ Vᵀ
@@ -79,9 +82,10 @@ def _squared(views, sq, rows_a, rows_b) -> np.ndarray:
 def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.ndarray,
                              layers: Sequence[Sequence[int]], clip: float, *, exact_max: int = 4096,
                              pair_budget: int | None = None, seed: int = 0, log=None) -> dict:
-    """max_ij ‖clip_C(g_i) − clip_C(g_j)‖ with ``method``, ``exact`` and ``pairs_evaluated``
-    (module docstring). ``log``: where the search's progress lines go (``dpaudit.progress``, pairs
-    evaluated of the budget)."""
+    """max_ij ‖clip_C(g_i) − clip_C(g_j)‖ with ``method``, ``exact``, ``pairs_evaluated`` and, past
+    the exact path, ``pair_budget`` (and, when the budget stopped the search, ``next_block``: the
+    pairs of the block it did not evaluate) (module docstring). ``log``: where the search's progress
+    lines go (``dpaudit.progress``, pairs evaluated of the budget)."""
     from dpaudit.extract.pmp_pairs import clipped_factor_views, max_clipped_distance
 
     n = len(grad_norm)
@@ -122,7 +126,8 @@ def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: 
         if ends.size == 0:
             break
     if math.sqrt(best2) >= ceiling * (1.0 - CEILING_TOLERANCE):
-        return {"value": math.sqrt(best2), "method": "ceiling", "exact": True, "pairs_evaluated": evaluated}
+        return {"value": math.sqrt(best2), "method": "ceiling", "exact": True, "pairs_evaluated": evaluated,
+                "pair_budget": budget}
     # (3) clusters and the branch and bound
     n_clusters = max(1, n // CLUSTER_ROWS)
     centres = p[rng.choice(n, size=n_clusters, replace=False)]
@@ -156,20 +161,21 @@ def largest_clipped_distance(inputs: np.ndarray, deltas: np.ndarray, grad_norm: 
             b = bound[iu[0][idx], iu[1][idx]]
             if b <= best2:
                 return {"value": math.sqrt(best2), "method": "branch_and_bound", "exact": True,
-                        "pairs_evaluated": evaluated}
+                        "pairs_evaluated": evaluated, "pair_budget": budget}
             rows_c = _worth(p, rho, members[c], centres[d], radius[d], rho_max[d], eta, best2)
             rows_d = _worth(p, rho, members[d], centres[c], radius[c], rho_max[c], eta, best2)
             if rows_c.size == 0 or rows_d.size == 0:
                 continue
             if evaluated + rows_c.size * rows_d.size > budget:
                 value = min(ceiling, math.sqrt(max(best2, float(b))))  # no pair passes r₁ + r₂ either
-                return {"value": value, "method": "branch_and_bound_upper_bound",
-                        "exact": False, "pairs_evaluated": evaluated}
+                return {"value": value, "method": "branch_and_bound_upper_bound", "exact": False,
+                        "pairs_evaluated": evaluated, "pair_budget": budget,
+                        "next_block": int(rows_c.size * rows_d.size)}
             best2 = max(best2, _largest_squared(views, sq, rows_c, rows_d))
             evaluated += rows_c.size * rows_d.size
             progress.advance(rows_c.size * rows_d.size)
         return {"value": math.sqrt(max(best2, 0.0)), "method": "branch_and_bound", "exact": True,
-                "pairs_evaluated": evaluated}
+                "pairs_evaluated": evaluated, "pair_budget": budget}
 
 
 def _largest_squared(views, sq, rows_c, rows_d, block: int = 1024, wide: int = 8192) -> float:

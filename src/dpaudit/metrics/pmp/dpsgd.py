@@ -97,7 +97,8 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     ``partners_for_standard_error`` up to ``partners_max``, the pilot itself when that is its count,
     else a second draw whose solve starts at the pilot's roots); without, ``partners``. ε(X) from the largest distance over all pairs
     (``dpaudit.extract.max_distance.largest_clipped_distance``: exact, or an upper bound when its
-    pair budget runs out; ``distance_method`` and ``distance_exact`` say which). No n·k array is
+    pair budget runs out; ``distance_method`` and ``distance_exact`` say which, ``distance_pairs_evaluated``,
+    ``distance_pair_budget`` and ``distance_next_block`` how the search ended). No n·k array is
     held: each block of targets is solved as it is drawn (the solver's rows are independent). A
     sampled ε̃_x never exceeds the exact ε(X) (each δ_G(ε; μ) ≤ δ_G(ε; max μ)). ``n_partners``
     in the result: the partners each ε̃_x averages. ``log``: progress lines (``dpaudit.progress``).
@@ -131,7 +132,9 @@ def recipe_a_from_factors(inputs: np.ndarray, deltas: np.ndarray, grad_norm: np.
     res = pmp_result(eps_x, sigma, delta, sensitivity_global=2.0 * clip, sens_x=largest["value"],
                      mu_mean_x=mu_mean, mu_max_x=mu_max, upper_bound=False)
     return res | {"n_partners": k, "partners_sampled": True, "standard_error": float(se_x[np.argmax(eps_x)]),
-                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"])}
+                  "distance_method": largest["method"], "distance_exact": bool(largest["exact"]),
+                  "distance_pairs_evaluated": int(largest["pairs_evaluated"]),
+                  "distance_pair_budget": largest.get("pair_budget"), "distance_next_block": largest.get("next_block")}
 
 
 def _drawn_partners_pass(views, clipped_sq, k, seed, sigma, delta, log, label, start=None):

@@ -106,13 +106,14 @@ def _summary(res: Mapping, delta: float) -> dict:
     }
 
 
-def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Mapping, *,
-                    gradients_path: str | Path, options: Mapping, pool: pd.DataFrame | None = None,
+def pmp_run_metrics(examples: pd.DataFrame | None, splits: Mapping[str, str] | None, train: Mapping, *,
+                    gradients_path: str | Path | None, options: Mapping, pool: pd.DataFrame | None = None,
                     pool_info: Mapping | None = None,
                     log: logging.Logger) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(long ``pmp`` rows, per-example frame) of one run; see the module docstring.
 
-    ``gradients_path``: the run's ``pmp_pairs.parquet`` (read only when the recipes apply);
+    ``examples``, ``splits`` and ``gradients_path`` (the run's ``pmp_pairs.parquet``) are read only
+    when the recipes apply (None for a run they do not apply to: issue 47, no pairs are computed);
     without checkpoints Recipe B is not computed. ``pool``: the run's recipe reference pool
     (``dpaudit.metrics.pmp.pool.POOL_COLUMNS`` of ``P.REFERENCE_POOL``) and ``pool_info`` its
     record, for Recipe C (None: not computed).
@@ -137,6 +138,9 @@ def pmp_run_metrics(examples: pd.DataFrame, splits: Mapping[str, str], train: Ma
         log.info("PMP rows marked not applicable (mechanism=%s, epsilon=%s): %s",
                  train.get("mechanism"), eps_accountant, reason)
         return pd.DataFrame(rows), pd.DataFrame()
+    if examples is None or splits is None or gradients_path is None:
+        raise ValueError(f"PMP Recipes A and B apply to this run ({train.get('mechanism')}, epsilon = {eps_accountant:g}) "
+                         "but its examples or pmp pairs were not given")
     delta = float(delta)
     parent = build_parent_set(examples, splits, seed=int(o["parent_seed"]), pool=o["nonmember_pool"], log=log)
     ids = parent["ids"]
@@ -239,9 +243,7 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
     if not res_a["partners_sampled"]:
         return "", None
     k = res_a["n_partners"]
-    distance = ("exact" if res_a["distance_exact"] else
-                "an upper bound (largest clipped distance: the search's pair budget ran out, "
-                f"parent_set_distance_method = {res_a['distance_method']})")
+    distance = "exact" if res_a["distance_exact"] else f"an upper bound ({distance_search_note(res_a)})"
     note = (f"Monte Carlo estimate, not a bound: X has {n_parent} points > metrics.pmp.recipe_a_exact_max = "
             f"{int(o['recipe_a_exact_max'])}, so each target's mean over its 2n-1 = {n_parent - 1} partners is "
             f"estimated on n_partners = {k} drawn partners (sized as Recipe B's, seed {int(o['seed'])}; "
@@ -250,9 +252,25 @@ def _sampled_note(res_a: Mapping, n_parent: int, o: Mapping, log) -> tuple[str, 
             "bound's; epsilon_global (and mia_success_bound_global) are exact, epsilon_parent_set is "
             f"{distance}")
     log.warning("Recipe A on %d points: per-target means over %d drawn partners of %d (Monte Carlo estimate of "
-                "the Prop. 12 bound; epsilon_parent_set %s)", n_parent, k, n_parent - 1,
-                "exact" if res_a["distance_exact"] else "an upper bound")
+                "the Prop. 12 bound; epsilon_parent_set %s)", n_parent, k, n_parent - 1, distance)
     return note, f"Monte Carlo estimate ({k} drawn partners per target) of the {METHOD_LABELS['gauss_single_step']}"
+
+
+def distance_search_note(res_a: Mapping) -> str:
+    """How the largest-distance search behind an upper-bound epsilon_parent_set ended (issue 47): the
+    pairs it evaluated, its budget, and why it stopped (``dpaudit.extract.max_distance``)."""
+    evaluated, budget, block = (res_a.get("distance_pairs_evaluated"), res_a.get("distance_pair_budget"),
+                                res_a.get("distance_next_block"))
+    method = f"parent_set_distance_method = {res_a['distance_method']}"
+    if evaluated is None or budget is None or block is None:
+        return f"largest clipped distance: the search stopped before certifying it, {method}"
+    if evaluated > budget:  # its lower-bound sweeps come before the budget applies
+        spent = f"{evaluated:,} pairs, more than its budget of {budget:,} (its lower-bound sweeps alone passed it),"
+    else:
+        spent = f"{evaluated:,} pairs of its budget of {budget:,} ({evaluated / budget:.1%})"
+    return (f"largest clipped distance: the search evaluated {spent} without certifying the maximum and stopped "
+            f"because the next cluster pair's block of {block:,} pairs would have passed the budget "
+            f"({evaluated + block:,} pairs); the value is that block's bound, {method}")
 
 
 def _recipe_c(pool, pool_info, train, ids, delta, o, common, log) -> dict:
