@@ -102,22 +102,22 @@ def test_rule_agrees_with_tensorflow_kernels_within_its_rounding_bound(rule):
 def test_ledger_names_the_variable_and_the_update_of_a_small_departure():
     rule = OptimizerRule("sgd", 0.1, 0.9)
     rng = np.random.default_rng(1)
-    theta, accum = rng.normal(size=(2, 6)), np.zeros(6)
+    theta, accum = rng.normal(size=6), np.zeros(6)
     rows = []
     for t in range(1, 6):
         u = rng.normal(size=6)
         rows.append(np.concatenate([theta, accum, [t - 1.0], u]))
         (theta, accum), _ = rule.step(theta, [accum], u, np.array([t - 1.0]), 2.0 ** -23)
-        if t == 3:  # one coordinate of the second variable moves by 1e-4 of a typical step after update 3
+        if t == 3:  # one coordinate of the second variable moves by 1 % of a typical step after update 3
             theta = theta.copy()
-            theta[4] += 1e-4 * 0.1
+            theta[4] += 1e-2 * 0.1
     ledger = RuleLedger(rule, ["a", "b"], [4, 2], [], [], eps=2.0 ** -23)
     ledger.add(np.array(rows))
     record = ledger.finish(np.concatenate([theta, accum, [5.0]]))
     assert not record["passed"] and record["updates"] == 5
     assert record["failures"] == [{"variable": "b", "after_update": 3, "deviation": pytest.approx(
         record["largest_deviation"])}]
-    assert record["largest_deviation"] > 100 * TOLERANCE
+    assert record["largest_deviation"] > 10 * TOLERANCE
 
 
 # ------------------------------------------------------------------ the residual from the weights
@@ -176,7 +176,8 @@ def test_residual_from_the_weights_equals_the_residual_from_the_update(optimizer
         layers = [0] if optimizer != "adam" else [0, 1]
         stacked = np.stack([np.stack([s[0][i], *([s[1][i]] if optimizer == "adam" else [])]) for s in states])
         u = updates_from_states(OptimizerRule(**rule), stacked[:, layers])
-        from_weights.append((u * divisor - np.stack([c[i] for c in clipped])).reshape(steps, -1))
+        # the microbatch path divides by the number of groups k, the others by B
+        from_weights.append((u * (microbatches or divisor) - np.stack([c[i] for c in clipped])).reshape(steps, -1))
     from_weights = np.concatenate(from_weights, axis=1)
     assert np.max(np.abs(from_weights - got)) < 1e-3 * sigma * clip
     record = observer.weights.finish()
@@ -240,7 +241,7 @@ def test_stray_updates_are_flagged_naming_the_variable_and_the_update(policy, ov
     weights = info["noise_check"]["weights"]
     assert not weights["passed"] and weights["failures"][0] == {
         "variable": variable, "after_update": 1, "deviation": pytest.approx(weights["failures"][0]["deviation"])}
-    assert weights["failures"][0]["deviation"] > 1e4 * TOLERANCE
+    assert weights["failures"][0]["deviation"] > 1e3 * TOLERANCE  # ≥ 1e5 rounding units; clean runs < 8
     assert any(f["test"] == "weights_rule" for f in info["noise_check"]["failures"])
     assert _decided_by(info) == ("above_promise", "noise_check")
     assert "moved outside the optimizer's rule" in noise_certificate.summary_sentence(info["noise_check"])
