@@ -90,9 +90,10 @@ class StepContext:
         self.canary_slots: list = []
 
     def bind_optimizer(self, optimizer) -> None:
-        """The step's optimizer (its slots created now, so the step can read the canaries' state)."""
+        """The step's optimizer, its slots created now: the step can read the canaries' state, and
+        its first call traces once (a tf.function that creates variables is traced twice)."""
+        optimizer._create_all_weights(self.optimized())
         if self.m_canary:
-            optimizer._create_all_weights([*self.variables, self.canary_variable])
             self.canary_slots = [optimizer.get_slot(self.canary_variable, name) for name in optimizer.get_slot_names()]
 
     def optimized(self) -> list:
