@@ -231,18 +231,19 @@ def build_train_step(
     through every piece of the step a data row passes through after its gradient is
     formed: their norms are appended to the per-example (or per-group) norms and clipped
     by the same clip-weight computation, their clipped gradients join the clipped sum
-    before the same noise call, and the update is divided by the same divisor. The step
-    returns a fourth value: the noised sum at the canary coordinates divided by C
-    (s_i + σ·z for a clipped canary). ``noise_step`` then takes the mask too.
+    before the same noise call, and the update is divided by the same divisor. Their
+    coordinates are a variable of their own that the same optimizer call updates; the step
+    returns a fourth value, that variable's state after the call (below). ``noise_step``
+    then takes the mask too.
 
     ``check_norms`` (fast, ghost, layerwise and microbatch paths; the audit twin; with
     microbatches the positions are groups and the slow norm is one tape of the group's mean
-    loss): the step takes one more
-    argument, ``NORM_CHECK_EXAMPLES`` positions in the batch, recomputes those examples'
-    gradients the slow way (one tape per example, same Dropout masks) and returns two
-    more values: the fast path's norms at those positions and the slow ones (the caller
-    compares them; per-example norms cannot be shared with an injected gradient, so they
-    are checked instead).
+    loss): the step takes one more argument, ``NORM_CHECK_EXAMPLES`` positions in the batch,
+    and returns four more values per position: the path's clip norm, the norm of the
+    gradient it summed (one more backward pass on the step's own tape), the norm from one
+    tape of the example alone (same Dropout masks) and the relative gap of its logits there
+    (``StepContext.checked``; ``dpaudit.training.norm_check`` decides; per-example norms
+    cannot be shared with an injected gradient, so they are checked instead).
 
     ``policy`` (``MechanismPolicy``) plants a bug on purpose for power tests; the
     vectorized optimizer supports a noise factor and stray updates only. A planted noise bug
