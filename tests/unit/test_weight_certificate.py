@@ -271,6 +271,22 @@ def test_a_weight_moved_by_the_loop_between_two_steps_is_flagged():
     assert record["failures"][0]["after_update"] == 4
 
 
+def test_a_state_moved_before_the_first_update_is_flagged():
+    # e.g. a momentum buffer warm-started from the data after the step was built
+    net = _tiny(2)
+    observer = MechanismObserver()
+    step, _, opt = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, momentum=0.9,
+                                    clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8.0,
+                                    weight_monitor=observer.weight_monitor)
+    opt.get_slot(net.trainable_variables[2], "momentum").assign_add(tf.fill([4, 3], 1e-3))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        step(tf.constant(rng.normal(size=(8, 3)).astype(np.float32)), tf.constant(rng.integers(0, 3, 8)))
+    record = observer.weights.finish()
+    assert not record["passed"] and record["failures"][0]["after_update"] == 0
+    assert record["failures"][0]["variable"] == f"{net.trainable_variables[2].name} (momentum slot)"
+
+
 # ------------------------------------------------------------------ validity
 
 

@@ -203,6 +203,7 @@ class RuleLedger:
         self.segments = [s for s in segments if s.stop > s.start]
         self._starts = np.array([s.start for s in self.segments])
         self.missing = list(missing)
+        self.initial: np.ndarray | None = None
         self.previous: np.ndarray | None = None
         self.updates = 0
         self.compared = 0
@@ -226,8 +227,12 @@ class RuleLedger:
         scale = np.concatenate([*scales, np.zeros_like(frozen), np.zeros_like(iteration)], axis=1)
         return expected, scale
 
+    def start(self, state: np.ndarray) -> None:
+        """The state when the training's step was built: the first update must find it unchanged."""
+        self.initial = np.asarray(state, dtype=np.float64).reshape(self.state_width)
+
     def _compare(self, expected: np.ndarray, scale: np.ndarray, actual: np.ndarray, first_update: int,
-                 rows_before: np.ndarray) -> None:
+                 rows_before: np.ndarray, count: bool = True) -> None:
         absolute = np.abs(actual - expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             # an exact value (scale 0: a non-trainable variable, the step count) in units of eps·1e-30
@@ -248,7 +253,7 @@ class RuleLedger:
         failing = per_segment > self.tolerance
         for j in np.flatnonzero(failing.any(axis=0) & (self.first_failure < 0)):
             self.first_failure[j] = first_update + int(np.argmax(failing[:, j]))
-        self.compared += expected.shape[0]
+        self.compared += expected.shape[0] if count else 0
 
     def add(self, block: np.ndarray) -> None:
         """Rows of consecutive updates (each compared with the next; the last waits for the next block)."""
@@ -257,6 +262,9 @@ class RuleLedger:
             return
         if self.previous is not None:
             rows = np.concatenate([self.previous[None], rows])
+        elif self.initial is not None:  # before update 1: nothing may move the state from its start
+            start = self.initial[None]
+            self._compare(start, np.zeros_like(start), rows[:1, :self.state_width], 0, start, count=False)
         if rows.shape[0] > 1:
             expected, scale = self._expected(rows[:-1])
             self._compare(expected, scale, rows[1:, :self.state_width], self.compared + 1,

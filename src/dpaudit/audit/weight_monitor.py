@@ -7,8 +7,9 @@ the twin's canary coordinates, the optimizer's slots the rule reads, the model's
 variables, the optimizer's step count) and the update it hands the optimizer, and writes them as
 one row of a block (one concat and two stateful ops). Every ``block_steps`` updates the loop's
 ``after_step`` hands the block to the ``RuleLedger`` (numpy, vectorized over the block's rows),
-which compares each row's state with the rule applied to the row before; ``finish`` compares the
-last update with the state after training. Rows are float32 (the variables' own dtype), so the
+which compares each row's state with the rule applied to the row before (the first row with the
+state when the monitor was built or reset); ``finish`` compares the last update with the state
+after training. Rows are float32 (the variables' own dtype), so the
 ledger sees the exact values the kernels computed.
 
 The slots must exist before the step's first trace reads them; tf_keras creates them in its first
@@ -65,12 +66,18 @@ class WeightMonitor:
         self.ledger_args = (rule, names, sizes, [v.name for v in self.frozen], frozen_sizes)
         self.ledger_kwargs = {"eps": eps, "missing": missing}
         self.ledger = RuleLedger(*self.ledger_args, **self.ledger_kwargs)
+        self._start()
         width = self.ledger.width
         self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, 2 ** int(math.log2(max(1, BLOCK_FLOATS // width))))))
         self.block = tf.Variable(tf.zeros([self.block_steps, width], self.dtype), trainable=False)
         self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)
         self.pending = 0
         self.folded = 0
+
+    def _start(self) -> None:
+        """The state now (eager): the first update must find it unchanged (a weight or optimizer state
+        moved before training, a data-dependent start, fails as after update 0)."""
+        self.ledger.start(np.concatenate([t.numpy() for t in self._flat_state()]))
 
     def _flat_state(self) -> list:
         tf = self.tf
@@ -123,3 +130,4 @@ class WeightMonitor:
         self.pending = 0
         self.folded = 0
         self.ledger = RuleLedger(*self.ledger_args, **self.ledger_kwargs)
+        self._start()
