@@ -1,123 +1,214 @@
-"""Issue 32: the noise certificate's cost on the released training loop, and the accounting
-check's cost per run. No assertions (noisy machines); figures for the closing note.
+"""Issues 32 and 45: what the mechanism checks cost the released training loop, the accounting
+check's cost per run, and the checks' validity over many seeds. No assertions (noisy machines);
+figures for the closing note.
 
-The default run's synthetic DP-SGD model (d = 20, hidden 64, 2 classes, B = 64 of n = 1,000
-members, 150 steps of 10 epochs): the same loop with and without the noise monitor, each
-step traced once, alternated over rounds in one process; the ratio is of the medians. The
-accounting check (``dpaudit.dp.accounting_check.reproduce_accounting``: binomial test, the
-PLD and RDP recomputations) at ε = 1, 4, 16 with the run's settings.
+Two models, as the default run and config/cnn.yaml train them (SGD, momentum 0.9, B = 64, 10
+epochs, learning rate 0.05):
 
-Issue 45: the row ledger's memory and the sampler check's time at the default run and at the
-Purchase-100 paper configuration (132,207 members, B = 256, 50 epochs; the sampler mirrored in
-numpy by geometric skips), and the observer's cost on train_model's loop.
+* ``mlp``: the default run's synthetic model (d = 20, hidden 64, 2 classes, n = 1,000 members,
+  150 steps), fast_gradient_clipping;
+* ``cnn``: config/cnn.yaml's CNN on 8×8 images (conv 8 and 16 filters 3×3 same, max pooling,
+  hidden 32, 10 classes, n = 900 members, the digits run's size), layerwise_clipping.
 
-    python bench/bench_noise_check.py [--rounds 7] [--only certificate|train_model|accounting|rows]
+``loop``: the compiled step alone, without graph-side checks, with the noise monitor, with the
+weight monitor and with both (each with its per-block folds), each traced once and called in
+turn on the same batches in one process: the ratio of the median per-step times. ``train_model``:
+the released loop as the workflow runs it (train_seconds: tracing, sampler, its ledger, the
+epochs' utility passes) with no observer, with issue 32's checks alone and with
+``MechanismObserver()`` (every check of issues 32 and 45), alternated; and the checks' work after
+training (``mechanism_check_seconds``).
+
+``--validity N``: the correct mechanism over N seeds × ε ∈ {1, 4} on every gradient path and
+optimizer (tiny MLPs, the unit test's sizes): how many noise or weight certificates fail (the
+test suite runs 4 seeds).
+
+``--rows``: issue 45's row ledger, its memory and the sampler check's time at the default run and at the
+Purchase-100 paper configuration (132,207 members, B = 256, 50 epochs; the sampler mirrored in numpy by
+geometric skips).
+
+    python bench/bench_noise_check.py [--rounds 7] [--models mlp cnn] [--validity 20] [--rows]
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import time
 
 import numpy as np
+import pandas as pd
 
 from dpaudit import _tf
-from dpaudit.audit.mechanism_checks import monitor_for
-from dpaudit.dp import accounting, accounting_check
-from dpaudit.training.models import build_mlp, logits_model
+from dpaudit.audit.mechanism_checks import MechanismObserver, monitor_for
+from dpaudit.dp import accounting, accounting_check, noise_certificate
+from dpaudit.training.architectures import build_model
+from dpaudit.training.models import logits_model
 from dpaudit.training.steps import build_train_step
 
-N, D, HIDDEN, BATCH, STEPS = 1000, 20, 64, 64, 150
-DELTA = 1e-4
+BATCH, EPOCHS, LR, MOMENTUM, DELTA = 64, 10, 0.05, 0.9, 1e-4
+MODELS = {
+    "mlp": {"n": 1000, "d": 20, "classes": 2, "implementation": "fast_gradient_clipping",
+            "params": {"model": "mlp", "hidden_units": [64], "activation": "relu", "dropout": 0.0}},
+    "cnn": {"n": 900, "d": 64, "classes": 10, "implementation": "layerwise_clipping",
+            "params": {"model": "cnn", "conv_filters": [8, 16], "conv_kernel_size": 3, "conv_strides": 1,
+                       "conv_padding": "same", "pooling": "max", "hidden_units": [32], "activation": "relu",
+                       "dropout": 0.0, "image_shape": [8, 8, 1]}},
+}
 
 
-def _loop(step, noise_step, x, y, batches) -> float:
+def _data(spec, seed=0):
+    rng = np.random.default_rng(seed)
+    n, d, k = spec["n"], spec["d"], spec["classes"]
+    y = rng.integers(0, k, n + 300)
+    x = (rng.normal(size=(n + 300, d)) + np.outer(y - (k - 1) / 2, np.linspace(-1, 1, d))).astype(np.float32)
+    return x, y
+
+
+def _net(spec):
+    return logits_model(build_model(spec["d"], {**spec["params"], "n_classes": spec["classes"]}, seed=1))
+
+
+VARIANTS = ("none", "noise", "weights", "both")
+
+
+def loop_overhead(name: str, rounds: int) -> None:
+    """Per step, the four variants called in turn on the same batch (order reversed every other
+    step), so a busy machine slows them alike; medians of the per-step times."""
     tf = _tf.tf
-    start = time.perf_counter()
-    for idx in batches:
-        if idx.size == 0:
-            noise_step()
-        else:
-            step(tf.constant(x[idx]), tf.constant(y[idx]))
-    return time.perf_counter() - start
-
-
-def certificate_overhead(rounds: int) -> None:
-    tf = _tf.tf
+    spec = MODELS[name]
     _tf.configure(2, 0)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-    sigma = accounting.calibrate_noise(4.0, BATCH / N, STEPS, DELTA, "rdp", "poisson")
-    steps = {}
-    for monitored in (False, True):
-        net = logits_model(build_mlp(D, {"hidden_units": [HIDDEN], "n_classes": 2, "activation": "relu",
-                                         "dropout": 0.0}, seed=1))
-        monitor = monitor_for(net, steps=STEPS, seed=1) if monitored else None
-        step, noise_step, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1,
-                                               clip_norm=1.0, noise_multiplier=sigma, expected_batch_size=BATCH,
-                                               noise_monitor=monitor)
+    x, y = _data(spec)
+    n, steps = spec["n"], (spec["n"] // BATCH) * EPOCHS
+    sigma = accounting.calibrate_noise(4.0, BATCH / n, steps, DELTA, "rdp", "poisson")
+    calls = steps * rounds
+    built = {}
+    for variant in VARIANTS:
+        net = _net(spec)
+        observer = MechanismObserver()
+        monitor = monitor_for(net, steps=calls, seed=1) if variant in ("noise", "both") else None
+        step, _, _ = build_train_step(
+            net, mechanism="dpsgd", optimizer="sgd", learning_rate=LR, momentum=MOMENTUM, clip_norm=1.0,
+            noise_multiplier=sigma, expected_batch_size=BATCH, implementation=spec["implementation"],
+            noise_monitor=monitor, weight_monitor=observer.weight_monitor if variant in ("weights", "both") else None)
         step(tf.constant(x[:BATCH]), tf.constant(y[:BATCH]))  # trace outside the timing
-        noise_step()
-        steps[monitored] = (step, noise_step, monitor)
-    times = {False: [], True: []}
-    for r in range(rounds):
-        batches = [np.flatnonzero(rng.random(N) < BATCH / N) for _ in range(STEPS)]
-        for monitored in ((False, True) if r % 2 == 0 else (True, False)):
-            step, noise_step, monitor = steps[monitored]
-            if monitor is not None:
-                monitor.reset()
-            times[monitored].append(_loop(step, noise_step, x, y, batches))
-    plain, checked = np.min(times[False]), np.min(times[True])
-    print(f"released loop, {STEPS} steps, MLP {D}-{HIDDEN}-2, B={BATCH} of {N} ({rounds} alternated rounds):")
-    print(f"  without monitor {plain:.3f} s, with monitor {checked:.3f} s (fastest of the rounds: the least disturbed): ratio {checked / plain:.3f}")
-    # the statistics themselves, once after the loop
+        if monitor is not None:
+            monitor.reset()
+        if observer.weights is not None:
+            observer.weights.reset()
+        built[variant] = (step, monitor, observer.weights)
+    rng = np.random.default_rng(2)
+    times = {v: np.zeros(calls) for v in VARIANTS}
+    for i in range(calls):
+        idx = np.flatnonzero(rng.random(n) < BATCH / n)
+        xb, yb = tf.constant(x[idx]), tf.constant(y[idx])
+        for variant in (VARIANTS if i % 2 == 0 else VARIANTS[::-1]):
+            start = time.perf_counter()
+            built[variant][0](xb, yb)
+            times[variant][i] = time.perf_counter() - start
+    base = np.median(times["none"])
+    print(f"{name}: compiled step, {calls} calls of each variant interleaved (B={BATCH} of {n}; the monitors fold "
+          "every block): median per step " + ", ".join(
+              f"{v} {np.median(times[v]) * 1e3:.3f} ms ({np.median(times[v]) / base:.3f})" for v in VARIANTS))
+    _, monitor, weights = built["both"]
     start = time.perf_counter()
-    stats = steps[True][2].statistics()
-    from dpaudit.dp.noise_certificate import certify
+    stats = monitor.statistics()
+    noise_certificate.certify(stats["variables"], stats["samples"], stats["sample_columns"], noise_multiplier=sigma,
+                              clip_norm=1.0)
+    middle = time.perf_counter()
+    record = weights.finish()
+    print(f"  after {calls} steps: noise certificate {middle - start:.3f} s, weight certificate "
+          f"{time.perf_counter() - middle:.3f} s; largest deviation {record['largest_deviation']:.3g} rounding units "
+          f"({record['largest_deviation_variable']}), passed {record['passed']}")
 
-    certify(stats["variables"], stats["samples"], stats["sample_columns"], noise_multiplier=sigma, clip_norm=1.0)
-    print(f"  certificate after training: {time.perf_counter() - start:.3f} s")
+
+class _NoiseOnly(MechanismObserver):
+    """The checks of issue 32 alone (noise monitor, sampler ledger): no weight monitor."""
+
+    def weight_monitor(self, **_):
+        return None
 
 
-def train_model_overhead(rounds: int) -> None:
-    """The released loop as train_model runs it (train_seconds: tracing, sampler, epochs' utility
-    passes) with the mechanism's observer (noise monitor, row ledger) and without one; then the
-    checks after training (mechanism_check_seconds: certificate, accounting, sampler check)."""
-    import logging
-
-    import pandas as pd
-
-    from dpaudit.audit.mechanism_checks import MechanismObserver
+def train_model_overhead(name: str, rounds: int) -> None:
     from dpaudit.training.train import train_model
 
-    rng = np.random.default_rng(1)
-    n = N + 500
-    x = rng.normal(size=(n, D)).astype(np.float32)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-    split = np.array(["train"] * N + ["test"] * 500)
-    frame = pd.DataFrame({"example_id": np.arange(n), "split": split, "label": y, "x": list(x)})
-    params = {"mechanism": "dpsgd", "epochs": 10, "batch_size": BATCH, "hidden_units": [HIDDEN], "clip_norm": 1.0,
-              "target_epsilon": 4.0, "delta": DELTA, "seed": 0}
+    spec = MODELS[name]
+    x, y = _data(spec, seed=1)
+    n = spec["n"]
+    split = np.array(["train"] * n + ["test"] * 300)
+    frame = pd.DataFrame({"example_id": np.arange(len(y)), "split": split, "label": y, "x": list(x)})
+    params = {**spec["params"], "mechanism": "dpsgd", "epochs": EPOCHS, "batch_size": BATCH, "clip_norm": 1.0,
+              "learning_rate": LR, "momentum": MOMENTUM, "optimizer": "sgd", "target_epsilon": 4.0, "delta": DELTA,
+              "seed": 0, "n_classes": spec["classes"]}
     splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
-    times = {False: [], True: []}
-    checks, sampler = [], []
+    observers = {"none": lambda: None, "issue 32": _NoiseOnly, "all": MechanismObserver}
+    loops = {k: [] for k in observers}
+    steady = {k: [] for k in observers}  # epochs 2.. (the first traces the step)
+    checks = []
     log = logging.getLogger("bench")
+    order = list(observers)
     for r in range(rounds):
-        for observed in ((False, True) if r % 2 == 0 else (True, False)):
+        for kind in (order if r % 2 == 0 else order[::-1]):
             info = train_model(frame, splits, params, "/tmp/bench_noise.keras", threads=2, log=log,
-                               observer=MechanismObserver() if observed else None)
-            times[observed].append(info["train_seconds"])
-            if observed:
+                               observer=observers[kind]())
+            loops[kind].append(info["train_seconds"])
+            steady[kind].append(sum(h["seconds"] for h in info["history"][1:]))
+            if kind == "all":
                 checks.append(info["mechanism_check_seconds"])
-                sampler.append(info["sampler_check"]["seconds"])
-    plain, watched = np.min(times[False]), np.min(times[True])
-    print(f"train_model's loop (train_seconds, tracing included), {rounds} alternated rounds: without observer "
-          f"{plain:.3f} s, with {watched:.3f} s (fastest of the rounds: the least disturbed): ratio "
-          f"{watched / plain:.3f}; mechanism checks after training {np.median(checks):.3f} s (median), of which "
-          f"the sampler check {np.median(sampler) * 1e3:.1f} ms: (loop + checks) / loop = "
-          f"{(watched + np.median(checks)) / plain:.3f}")
+                assert info["noise_check"]["passed"], info["noise_check"]["failures"]
+    base, base_steady = np.median(loops["none"]), np.median(steady["none"])
+    print(f"{name}: train_model's released loop, {rounds} alternated rounds, medians; train_seconds (tracing "
+          "included): " + ", ".join(f"{k} {np.median(v):.3f} s ({np.median(v) / base:.3f})" for k, v in loops.items())
+          + f"; epochs 2-{EPOCHS}: " + ", ".join(f"{k} {np.median(v):.3f} s ({np.median(v) / base_steady:.3f})"
+                                                 for k, v in steady.items())
+          + f"; all checks after training {np.median(checks):.3f} s")
+
+
+def validity(seeds: int) -> None:
+    """The unit test's validity run (tests/unit/test_weight_certificate.py) with ``seeds`` seeds."""
+    from tests.unit import test_weight_certificate as t
+
+    flags, runs = [], 0
+    rng = np.random.default_rng(11)
+    x_all = rng.normal(size=(300, 3)).astype(np.float32)
+    y_all = rng.integers(0, 3, 300)
+    steps, q = 24, 0.05
+    tf = _tf.tf
+    for implementation, microbatches, dropout in t.PATHS:
+        for rule_name, rule in t.RULES.items():
+            for eps in (1.0, 4.0):
+                net = t._tiny(7, dropout)
+                noise = monitor_for(net, steps=steps, seed=1)
+                observer = MechanismObserver()
+                sigma = accounting.calibrate_noise(eps, q, steps, 1e-4, "rdp", "poisson")
+                step, noise_step, _ = build_train_step(
+                    net, mechanism="dpsgd", optimizer=rule["optimizer"], learning_rate=rule["learning_rate"],
+                    momentum=rule["momentum"], clip_norm=1.0, noise_multiplier=sigma, expected_batch_size=15.0,
+                    implementation=implementation, microbatches=microbatches, noise_monitor=noise,
+                    weight_monitor=observer.weight_monitor)
+                initial = [v.numpy() for v in net.trainable_variables]
+                for _ in range(seeds):
+                    for v, w in zip(net.trainable_variables, initial, strict=True):
+                        v.assign(w)
+                    noise.reset()
+                    observer.weights.reset()
+                    for _ in range(steps):
+                        idx = np.flatnonzero(rng.random(300) < q)
+                        if idx.size == 0:
+                            noise_step()
+                        else:
+                            step(tf.constant(x_all[idx]), tf.constant(y_all[idx]))
+                    got = noise.statistics()
+                    check = noise_certificate.certify(got["variables"], got["samples"], got["sample_columns"],
+                                                      noise_multiplier=sigma, clip_norm=1.0)
+                    record = observer.weights.finish()
+                    runs += 1
+                    if not check["passed"] or not record["passed"]:
+                        flags.append((implementation, rule_name, eps, check["failures"], record["failures"]))
+    print(f"validity: {runs} correct trainings (5 paths × 3 optimizers × 2 ε × {seeds} seeds): {len(flags)} flagged "
+          f"(expected {runs * noise_certificate.FAMILY_ALPHA:.2f} at family-wise {noise_certificate.FAMILY_ALPHA:g})")
+    for flag in flags:
+        print("  ", flag)
 
 
 def _poisson_rows(n: int, q: float, rng: np.random.Generator) -> np.ndarray:
@@ -163,12 +254,13 @@ def row_ledger_cost(n: int, batch: int, epochs: int, label: str) -> None:
 
 
 def accounting_cost() -> None:
-    q = BATCH / N
+    n, steps = 1000, (1000 // BATCH) * EPOCHS
+    q = BATCH / n
     for eps in (1.0, 4.0, 16.0):
-        sigma = accounting.calibrate_noise(eps, q, STEPS, DELTA, "rdp", "poisson")
-        published = accounting.dpsgd_epsilon(sigma, q, STEPS, DELTA, "rdp", "poisson")
-        loop = {"sampling": "poisson", "population": N, "rate": q, "rows_drawn": int(q * N * STEPS),
-                "steps_executed": STEPS, "steps_per_epoch": N // BATCH, "batch_size": BATCH}
+        sigma = accounting.calibrate_noise(eps, q, steps, DELTA, "rdp", "poisson")
+        published = accounting.dpsgd_epsilon(sigma, q, steps, DELTA, "rdp", "poisson")
+        loop = {"sampling": "poisson", "population": n, "rate": q, "rows_drawn": int(q * n * steps),
+                "steps_executed": steps, "steps_per_epoch": n // BATCH, "batch_size": BATCH}
         start = time.perf_counter()
         check = accounting_check.reproduce_accounting(
             published_epsilon=published["epsilon"], delta=DELTA, accountant_inputs=published, loop=loop,
@@ -182,16 +274,20 @@ def accounting_cost() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", choices=("certificate", "train_model", "accounting", "rows"))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--validity", type=int, default=0, help="seeds of the validity run (0: skip)")
+    parser.add_argument("--skip-accounting", action="store_true")
+    parser.add_argument("--rows", action="store_true", help="the row ledger's memory and the sampler check's time")
     args = parser.parse_args()
-    if args.only in (None, "certificate"):
-        certificate_overhead(args.rounds)
-    if args.only in (None, "train_model"):
-        train_model_overhead(args.rounds)
-    if args.only in (None, "accounting"):
+    for name in args.models:
+        loop_overhead(name, args.rounds)
+        train_model_overhead(name, args.rounds)
+    if not args.skip_accounting:
         accounting_cost()
-    if args.only in (None, "rows"):
-        row_ledger_cost(N, BATCH, 10, "the default run's MLP")
+    if args.validity:
+        validity(args.validity)
+    if args.rows:
+        row_ledger_cost(MODELS["mlp"]["n"], BATCH, EPOCHS, "the default run's MLP")
         # Purchase-100 at the paper's setting (config/paper/epsilon_star.yaml): 197,324 records, 67 % members
         row_ledger_cost(132_207, 256, 50, "Purchase-100 paper config")
 

@@ -198,8 +198,9 @@ def canary_twin_resources(n: int, d: int, classes: int, training: Mapping[str, A
     The twin is the released MLP (d inputs) plus m = gradient_canaries coordinates of the
     update that the loss does not depend on (``dpaudit.training.steps``): per step a few
     m-vectors (norms, clip weights, mask, noised coordinates), and it keeps every step's m
-    observations and sampling bits (float32 and bool, then stacked, then the float64
-    log-likelihood ratios and sums with their temporaries: ~45 bytes per step and canary).
+    coordinate states (weights and up to two optimizer slots, float32, then stacked; issue 45)
+    and sampling bits, then the float64 observations reconstructed from the states, the
+    log-likelihood ratios and sums with their temporaries: ~120 bytes per step and canary.
     ``n`` bounds the members (steps per epoch); the sampler draws over n + m rows per step.
     """
     m = int(gradient_canaries)
@@ -207,7 +208,7 @@ def canary_twin_resources(n: int, d: int, classes: int, training: Mapping[str, A
     batch = int(_number(run.get("batch_size"), 64))
     epochs = int(_number(run.get("epochs"), 10))
     steps = math.ceil(int(n) / max(batch, 1)) * epochs
-    working = (n * (2 * 4 * d + 64) + 16 * n_params * 4 + 3 * batch * d * 4 + 45 * steps * m + 64 * (n + m)
+    working = (n * (2 * 4 * d + 64) + 16 * n_params * 4 + 3 * batch * d * 4 + 120 * steps * m + 64 * (n + m)
                + 3 * 4 * int(input_canaries) * d)
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * 5 + 2e-8 * steps * m

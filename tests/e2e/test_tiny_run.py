@@ -171,6 +171,11 @@ def test_the_dp_run_was_measured_whole_and_says_so(tiny_run):
     assert train["sampler"]["steps_executed"] == train["accountant_inputs"]["steps"] == train["steps"]
     record = read_json(next((results / "canary").rglob("audit.json")))
     assert record["noise_check"]["passed"] and record["noise_check"]["coordinates"] == 5 * 8 + 8 + 8 * 2 + 2 + 300
+    # issue 45: the weights (and the twin's canary coordinates) moved only by the optimizer's rule
+    for checked in (train, record):
+        weights = checked["noise_check"]["weights"]
+        assert weights["passed"] and weights["updates"] == train["steps"] and weights["largest_deviation"] < 8
+    assert record["noise_check"]["weights"]["coordinates"] == 5 * 8 + 8 + 8 * 2 + 2 + 300
     table = read_parquet(results / "tables" / "metrics.parquet")
     dp = table[(table["family"] == "canary") & (table["mechanism"] == "dpsgd")]
     for metric in ("noise_check_passed", "accounting_reproduced"):
@@ -180,6 +185,7 @@ def test_the_dp_run_was_measured_whole_and_says_so(tiny_run):
     assert 0.5 < float(ratio.iloc[0]) < 1.5  # the smallest of 4 variables' ratios, ≥ 20 values each
     page = next(p for p in (results / "dossiers" / "synthetic").glob("*.html") if "dpsgd" in p.name).read_text()
     assert "the noise actually added was measured on all 66 coordinates" in page
+    assert "the weights moved only by the optimizer" in page and "what the white-box canaries observe" in page
     assert "the accountant&#x27;s inputs match the loop" in page or "the accountant's inputs match the loop" in page
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dpaudit.audit.mechanism_checks import MechanismObserver
-from dpaudit.audit.twin import plan_canaries, run_canary_twin
+from dpaudit.audit.twin import plan_canaries, run_canary_twin, twin_observations
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_power import subsampled_gaussian_llr
 from dpaudit.metrics.canary.rows import canary_rows, claimed_curve, recorded_claims, verdict
@@ -281,7 +281,8 @@ def test_canary_sampling_bits_are_independent_bernoulli_q_across_canaries_and_st
 def test_excluded_canary_observations_are_independent_gaussian_noise():
     plan, info = _twin_arrays(m=400, epochs=6)
     sigma = info["noise_multiplier"]
-    u = info["canary_observations"][:, ~plan.gradient_included].astype(np.float64) / sigma  # steps x m_out
+    # reconstructed from the canary coordinates' consecutive weights (SGD with momentum 0.9)
+    u = twin_observations(info, PARAMS)[:, ~plan.gradient_included] / sigma  # steps x m_out
     # N(0, 1) after dividing by σ: KS at 1e-3, and the pairwise correlation of coordinates
     # within 4/√steps of 0 on average (mean |r| of independent columns ≈ 0.8/√steps).
     assert stats.kstest(u.ravel(), "norm").pvalue > 1e-3
@@ -305,7 +306,7 @@ def test_data_logits_do_not_depend_on_the_canaries():
         info = train_model(_frame(), SPLITS, {**PARAMS, "epochs": 2}, None, threads=1, log=LOG, canaries=plan, observer=MechanismObserver())
         x = features(_frame()[_frame()["split"] == SPLITS["members"]])
         logits.append(predict_logits(info["canary_net"], x))
-        observations = info["canary_observations"]
+        observations = twin_observations(info, PARAMS)
     np.testing.assert_array_equal(logits[0], logits[1])
     assert np.abs(observations).max() > 0
 

@@ -378,3 +378,23 @@ def test_the_parametric_count_behind_the_ratio_is_called_expected():
     empirical = next(row for row in section.split("<tr") if "empirical" in row)
     assert "expected examples behind the ratio" in parametric and "argmax count" not in section
     assert "examples behind the ratio" in empirical and "expected examples" not in empirical
+
+
+def test_the_mechanism_section_says_what_the_white_box_canaries_observe():
+    # issue 45: the canaries keep a variable of their own; the dossier says what they observe
+    run = run_name("dpsgd", 1.0, 0)
+    rows = pd.DataFrame(model_rows("dpsgd", 1.0, 0))
+    mechanism = pd.DataFrame([
+        {"family": "canary", "metric": "noise_check_passed", "checked_model": "released", "value": np.nan,
+         "value_bool": True, "applicable": True, "family_alpha": 1e-3, "note": "the noise actually added was measured"},
+        {"family": "canary", "metric": "accounting_reproduced", "checked_model": "released", "value": np.nan,
+         "value_bool": True, "applicable": True, "family_alpha": 1e-3, "note": "reproduced"}])
+    mechanism["dataset"], mechanism["run"] = DATASET, run
+    for key, value in grid("dpsgd", 1.0, 0).items():
+        mechanism[key] = value
+    table = pd.concat([rows, mechanism], ignore_index=True)
+    page = D.build_dossier(table, DATASET, run)
+    assert "what the white-box canaries observe" in page and "consecutive states with the optimizer" in page
+    linear = pd.DataFrame(model_rows("output_perturbation", 1.0, 0))
+    assert "what the white-box canaries observe" not in D.build_dossier(
+        linear, DATASET, run_name("output_perturbation", 1.0, 0))

@@ -64,13 +64,17 @@ def _compare(net, x, y, seed=0, masks=None):
     return grads
 
 
-def _random_cnn(rng, seed):
-    h, w, c = int(rng.integers(5, 10)), int(rng.integers(5, 10)), int(rng.integers(1, 4))
+def _random_cnn(rng, seed, dilated=False):
+    """A random chain of Conv2D (and GroupNormalization) layers; ``dilated``: every conv layer has
+    stride 1 and a dilation of 2 or 3 along at least one axis (Keras refuses a stride > 1 with it)."""
+    low = 9 if dilated else 5  # room for a dilated kernel (up to 7 wide) twice with valid padding
+    h, w, c = int(rng.integers(low, low + 5)), int(rng.integers(low, low + 5)), int(rng.integers(1, 4))
     layers = [keras.Input(shape=(h * w * c,)), keras.layers.Reshape((h, w, c))]
     for j in range(int(rng.integers(1, 3))):
-        kernel = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
-        stride = int(rng.integers(1, 3))
-        dilation = 2 if stride == 1 and rng.random() < 0.3 else 1
+        kernel = (int(rng.integers(1, 4)), int(rng.integers(2 if dilated else 1, 4)))
+        stride = 1 if dilated else int(rng.integers(1, 3))
+        dilation = ((int(rng.integers(1, 4)), int(rng.integers(2, 4))) if dilated
+                    else 2 if stride == 1 and rng.random() < 0.3 else 1)
         layers.append(keras.layers.Conv2D(
             int(rng.integers(2, 6)), kernel, strides=stride, dilation_rate=dilation,
             padding=str(rng.choice(["valid", "same"])), activation="tanh", use_bias=bool(rng.random() < 0.8),
@@ -104,6 +108,23 @@ def test_conv_norms_and_clipped_sums_equal_one_tape_per_example(float64, monkeyp
     grads = _compare(net, x, y, seed)
     convs = [g for g in grads if type(g.layer).__name__ == "Conv2D"]
     assert convs and all(g.ghost == (branch == "ghost") for g in convs if branch != "chosen")
+
+
+@pytest.mark.parametrize("branch", ["chosen", "ghost", "explicit"])
+@pytest.mark.parametrize("seed", range(3))
+def test_dilated_conv_norms_and_clipped_sums_equal_one_tape_per_example(float64, monkeypatch, seed, branch):
+    # issue 45: every conv layer dilated (2 or 3 along the second axis, 1 to 3 along the first), in
+    # float64 (tf.nn.conv2d's CPU backprop refuses a dilation > 1 in float64; the tapped forward
+    # uses Keras' own convolution op, which does not)
+    rng = np.random.default_rng(100 + seed)
+    net, d = _random_cnn(rng, seed, dilated=True)
+    if branch != "chosen":
+        monkeypatch.setattr(lc, "_ghost_is_cheaper", lambda *_: branch == "ghost")
+    x = tf.constant(rng.normal(size=(5, d)))
+    y = tf.constant(rng.integers(0, 3, 5), tf.int64)
+    grads = _compare(net, x, y, seed)
+    convs = [g for g in grads if type(g.layer).__name__ == "Conv2D"]
+    assert convs and all(max(g.layer.dilation_rate) > 1 for g in convs)
 
 
 def test_mixed_choice_takes_ghost_for_few_positions_and_explicit_for_many():

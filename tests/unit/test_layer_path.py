@@ -88,9 +88,12 @@ def test_norm_check_agrees_on_a_correct_cnn_and_catches_a_planted_half_norm(drop
         rows = []
         for position in range(8):
             out = step(x, y, tf.constant([1.0, 0.0]), tf.constant([position], tf.int32))
-            assert len(out) == 6  # loss, correct, fraction, canary observation, fast, slow norms
-            assert out[3].shape == (2,)
-            rows.append(float(out[4][0]) / float(out[5][0]))
+            # loss, correct, fraction, canary state (weights; plain SGD keeps no slot), then the norm
+            # check's clip norm, norm of the summed gradient, norm alone and logits gap
+            assert len(out) == 8 and out[3].shape == (1, 2)
+            fast, batched, alone, gap = (float(t[0]) for t in out[4:])
+            assert abs(batched / alone - 1) < NORM_CHECK_RTOL and gap < 1e-5
+            rows.append(fast / batched)
         ratios[factor] = np.array(rows)
     np.testing.assert_allclose(ratios[1.0], 1.0, rtol=NORM_CHECK_RTOL)
     np.testing.assert_allclose(ratios[0.5], 0.5, rtol=NORM_CHECK_RTOL)

@@ -23,6 +23,8 @@ import numpy as np
 
 from dpaudit.audit.noise_monitor import NoiseMonitor
 from dpaudit.audit.row_ledger import RowLedger
+from dpaudit.audit.weight_certificate import OptimizerRule, merge_into
+from dpaudit.audit.weight_monitor import WeightMonitor
 from dpaudit.dp import accounting_check, noise_certificate, sampler_check
 
 __all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "MechanismObserver", "SamplerLedger",
@@ -123,8 +125,9 @@ def not_certified(reason: str) -> dict[str, Any]:
 
 def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noise_multiplier: float,
                      clip_norm: float, published_epsilon: float, delta: float, privacy: dict[str, Any],
-                     not_certified_reason: str | None = None) -> dict[str, Any]:
-    """``noise_check`` and ``accounting_check`` of one DP-SGD training (train.json keys)."""
+                     not_certified_reason: str | None = None, weights: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``noise_check`` and ``accounting_check`` of one DP-SGD training (train.json keys); ``weights``:
+    the weight certificate's record (``dpaudit.audit.weight_certificate``), joined to ``noise_check``."""
     if monitor is None:
         noise = not_certified(not_certified_reason or VECTORIZED_REASON)
     elif not noise_multiplier > 0:
@@ -143,6 +146,8 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
     accounting = accounting_check.reproduce_accounting(
         published_epsilon=published_epsilon, delta=delta, accountant_inputs=inputs, loop=ledger.record(),
         noise_multiplier_drawn=noise_multiplier, noise_check=noise, accountant=privacy["accountant"])
+    # after the accounting check, which asks only whether the noise drawn is N(0, σ²C²)
+    noise = merge_into(noise, weights, steps_executed=ledger.steps_executed)
     t0 = time.perf_counter()
     sampler = sampler_check.check_sampler(ledger.groups(), rate=ledger.rate, batch_size=ledger.batch_size)
     sampler.update(seconds=time.perf_counter() - t0, ledger_bytes=ledger.ledger_bytes())
@@ -151,17 +156,24 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
 
 class MechanismObserver:
     """The mechanism checks of one DP-SGD training, as its observer (``train_model(observer=...)``):
-    the noise monitor the step records into, the sampler's ledger (every step's rows), and at the
-    end ``noise_check``, ``accounting_check``, ``sampler_check``, ``sampler`` and
-    ``accountant_inputs`` for train.json (logged in one line each)."""
+    the noise monitor the step records into, the weight monitor (issue 45: the weights moved only by
+    the optimizer's rule on the certified update), the sampler's ledger (every step's rows), and at the
+    end ``noise_check``, ``accounting_check``, ``sampler_check``, ``sampler`` and ``accountant_inputs``
+    for train.json (logged in one line each)."""
 
     def __init__(self) -> None:
         self.monitor: NoiseMonitor | None = None
+        self.weights: WeightMonitor | None = None
         self.ledger: SamplerLedger | None = None
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
         self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries)
         return self.monitor
+
+    def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> WeightMonitor:
+        self.weights = WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
+                                     frozen=frozen)
+        return self.weights
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
                 steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False,
@@ -181,7 +193,8 @@ class MechanismObserver:
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
-                                  published_epsilon=published_epsilon, delta=delta, privacy=privacy)
+                                  published_epsilon=published_epsilon, delta=delta, privacy=privacy,
+                                  weights=self.weights.finish() if self.weights is not None else None)
         for name, passed, sentence in (
                 ("noise certificate", checks["noise_check"].get("passed"),
                  noise_certificate.summary_sentence(checks["noise_check"])),

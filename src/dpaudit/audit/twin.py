@@ -9,9 +9,15 @@ kinds of canaries, each included independently with probability ½:
   loss does not depend on (a first-layer weight of an input no data row uses, in
   effect); while included, it is a row of the population the batch sampler draws from
   at the run's rate q, and contributes a gradient of norm ``gradient_norm`` that the
-  step clips with the data's clip weights. The auditor sees the noised update at that
-  coordinate in every step (what an observer of all iterates reconstructs from
-  consecutive weights and the optimizer's rule).
+  step clips with the data's clip weights. The canaries' coordinates are a variable of
+  their own (not a weight of the model: m more inputs would cost m × width weights), updated by
+  the same optimizer call as the model's weights. The auditor reads that variable's state after
+  every update (its weights, and the optimizer's slots for it) and reconstructs each step's
+  noised sum at every canary coordinate with the inverse of the optimizer's rule
+  (``twin_observations``, ``dpaudit.audit.weight_certificate.canary_observations``): what an
+  observer of all iterates reconstructs. Whatever the optimizer call does to its inputs reaches
+  the canaries; what moves the model's weights outside that call does not reach them, and is the
+  weight certificate's to catch (``noise_check["weights"]``).
 
 Why the gradient canaries are independent trials of the claimed mechanism (Nasr et al.
 2023, Sec. 4): canary i's inclusion bit is its own fair coin; given it, its per-step
@@ -40,6 +46,7 @@ import pandas as pd
 from dpaudit.audit.canary_plan import CanaryPlan, plan_canaries
 from dpaudit.audit.linear_audit import linear_canary_scores
 from dpaudit.audit.mechanism_checks import MechanismObserver
+from dpaudit.audit.weight_certificate import OptimizerRule, canary_observations
 from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.dp.canary_bounds import one_run_delta
@@ -50,7 +57,19 @@ from dpaudit.training.params import normalize_params
 from dpaudit.training.steps import CORRECT, MechanismPolicy
 from dpaudit.training.train import train_model
 
-__all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin"]
+__all__ = ["CanaryPlan", "canary_scores", "plan_canaries", "run_canary_twin", "twin_observations"]
+
+
+def twin_observations(info: dict[str, Any], params: dict[str, Any]) -> np.ndarray:
+    """The white-box canaries' observations [steps, m] (noised sum at each canary coordinate ÷ C) of
+    an audit twin's ``train_model`` info, reconstructed from the canary coordinates' consecutive
+    states with the inverse of the run's optimizer rule."""
+    p = normalize_params(params)
+    rule = OptimizerRule(p["optimizer"], p["learning_rate"], p["momentum"])
+    names = list(info["canary_state_names"])
+    states = np.asarray(info["canary_states"])[:, [names.index("weights"), *(names.index(s) for s in rule.slots)]]
+    divisor = p["microbatches"] if p["microbatches"] is not None else p["batch_size"]
+    return canary_observations(rule, states, divisor, p["clip_norm"])
 
 
 def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict[str, Any], *,
@@ -74,7 +93,8 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
     info = train_model(examples, splits, params, None, threads=threads, log=log, run=run,
                        canaries=plan, policy=policy, observer=MechanismObserver())
     seconds = time.perf_counter() - t0
-    observations = info.pop("canary_observations")
+    observations = twin_observations(info, params)
+    info.pop("canary_states")
     info.pop("canary_sampled")
     net = info.pop("canary_net")
     q, sigma = info["sampling_probability"], info["noise_multiplier"]
@@ -120,6 +140,8 @@ def run_canary_twin(examples: pd.DataFrame, splits: dict[str, str], params: dict
         "accounted_steps": info["accounted_steps"],
         "canary_sampler": info["canary_sampler"],
         "norm_checks": info["norm_checks"],
+        "norm_check_kinks": info["norm_check_kinks"],
+        "norm_check_largest_kink": info["norm_check_largest_kink"],
         "history": info["history"],
         # the twin's own mechanism checks (issue 32): its noise, canary coordinates included
         "noise_check": info.get("noise_check"),

@@ -364,11 +364,12 @@ CANARY = [
            "confidence), simulated.", "factor", "diagnostic",
            (*_CANARY, "power", "repetitions", "simulation_seed", "thresholds")),
     Metric("canary", "noise_check_passed", "noise certificate passed",
-           "Whether the noise the training actually added, read from the updates handed to the optimizer on every "
-           "coordinate at every step, passed every test of N(0, σ²C²) drawn afresh (variance, mean, lag-one "
-           "correlation, skewness, kurtosis, goodness of fit, independence across coordinates and steps) at the "
-           "family-wise level family_alpha, for the model checked_model names.", "—", "diagnostic", _MECHANISM,
-           dtype="bool"),
+           "Whether the noise the training added, read from the updates handed to the optimizer on every coordinate "
+           "at every step, passed every test of N(0, σ²C²) drawn afresh (variance, mean, lag-one correlation, "
+           "skewness, kurtosis, goodness of fit, independence across coordinates and steps) at the family-wise level "
+           "family_alpha, and every variable and optimizer state moved only by the optimizer's rule applied to those "
+           "updates (float rounding), for the model checked_model names.", "—", "diagnostic",
+           _MECHANISM, dtype="bool"),
     Metric("canary", "noise_variance_ratio_min", "noise variance ratio (min)",
            "Smallest measured noise variance over the claimed σ²C² among the trainable variables (and canary "
            "coordinates) of the model checked_model names; below 1 is less noise than the accountant assumes.",

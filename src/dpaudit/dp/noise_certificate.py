@@ -334,6 +334,9 @@ def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> st
         return "noise shared between coordinates"
     if test == "steps_independent":
         return "noise repeated across steps"
+    if test == "weights_rule":  # the weight certificate (dpaudit.audit.weight_certificate, issue 45)
+        return (f"{name} moved outside the optimizer's rule applied to the certified update (first after update "
+                f"{failure.get('after_update', '?')}, {float(failure.get('deviation', math.nan)):.3g} rounding units)")
     return f"{name}: {test}"
 
 
@@ -361,12 +364,19 @@ def summary_sentence(check: Mapping[str, Any] | None) -> str:
     within = max(abs(1 - low), abs(high - 1)) * 100
     where = f"on all {coordinates:,} coordinates over {steps:,} steps"
     if check["passed"]:
+        weights = check.get("weights")
+        reached = (f"; the weights moved only by the optimizer's rule applied to the updates it was read from "
+                   f"(largest deviation {weights['largest_deviation']:.2g} float rounding units)") if weights else ""
         return (f"the noise actually added was measured {where}: σC within {within:.1f} %, Gaussian and independent "
-                f"across steps and coordinates ({check['tests']} tests, family-wise level {check['family_alpha']:g})")
+                f"across steps and coordinates ({check['tests']} tests, family-wise level {check['family_alpha']:g})"
+                f"{reached}")
     variables = {v["name"]: v for v in check.get("variables", [])}
     problems = "; ".join(dict.fromkeys(_problem(f, variables) for f in check["failures"]))
     if not check.get("privacy_failure", True):
         return (f"the noise actually added, measured {where}, is more than the accountant assumes: {problems}; "
                 "the guarantee holds, the model pays for noise it was not promised")
+    if all(f["test"] == "weights_rule" for f in check["failures"]):
+        return (f"the noise actually added was measured {where}, but the weights did not move by the updates it "
+                f"was read from: {problems}; the released model exists, but its DP guarantee does not hold")
     return (f"the noise actually added, measured {where}, is not the noise the accountant analyses: {problems}; "
             "the released model exists, but its DP guarantee does not hold")

@@ -465,6 +465,15 @@ SHUFFLE_CANARY_SCOPE = (
     "draws by the twin's sampler check.")
 
 
+# What the white-box canaries observe (issue 45; dpaudit.audit.twin): their coordinates are a variable the
+# optimizer call updates with the model's weights, read back after every update.
+CANARY_OBSERVATION = (
+    "The audit twin's white-box canaries own coordinates of a variable of their own, which the same optimizer "
+    "call updates with the model's weights; each step's observation is reconstructed from that variable's "
+    "consecutive states with the optimizer's rule. What reaches the optimizer call reaches them; a change of the "
+    "model's weights outside that call does not, and is what the weight certificate (in the noise check) reads.")
+
+
 def _mechanism_lines(view: RunView) -> list[Line]:
     """The released model's mechanism measured whole (issues 32, 45): its noise certificate,
     sampler check and accounting check, each with what it read, in the words their rows carry."""
@@ -480,6 +489,9 @@ def _mechanism_lines(view: RunView) -> list[Line]:
         read = f"Read: {READS[metric][1]}. " if metric in READS else ""
         lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(read + (found.get("note") or "")),
                           kind_of("canary", metric)))
+    if any(line.what == esc(label_of("canary", "accounting_reproduced")) for line in lines):  # DP-SGD
+        lines.append(Line("what the white-box canaries observe", "their coordinates' states", "",
+                          esc(CANARY_OBSERVATION), ""))
     if lines and view.column("sampling") == "shuffle":
         lines.append(Line("what the canaries cover", "noise and clipping", "", esc(SHUFFLE_CANARY_SCOPE), ""))
     return lines

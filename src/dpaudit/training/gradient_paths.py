@@ -35,12 +35,14 @@ ONE_REPLICA = {"experimental_aggregate_gradients": False}
 
 class NoisedUpdate(NamedTuple):
     """One step's update before the optimizer: what it receives, the canaries' noised sum (÷ C)
-    and the clipped sums the noise was added to (the noise monitor's reference)."""
+    and the clipped sums the noise was added to (the noise monitor's reference), and the update
+    of the canary coordinates (their noised sum ÷ the divisor)."""
 
     update: list
     observed: Any
     clipped: list
     canary_clipped: Any
+    canary_update: Any = None
 
 
 class GradientPath(NamedTuple):
@@ -72,6 +74,8 @@ class StepContext:
     divisor: float  # B, or k with microbatches
     monitor: Any = None  # dpaudit.audit.noise_monitor.NoiseMonitor, or None
     noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: the correct one
+    weights: Any = None  # dpaudit.audit.weight_monitor.WeightMonitor (set once the optimizer exists), or None
+    stray: Callable | None = None  # a planted stray update after the optimizer call (power tests); None: none
 
     def __post_init__(self):
         from dpaudit import _tf
@@ -79,6 +83,22 @@ class StepContext:
         self.tf, self.keras, self.tfp = _tf.tf, _tf.keras, _tf
         self.variables = self.net.trainable_variables
         self.canary_norms = self.tf.fill([self.m_canary], self.canary_norm)
+        # The canaries' coordinates are a variable of their own that the same optimizer call updates
+        # with the model's weights: their observation is read back from its consecutive states.
+        self.canary_variable = (self.tf.Variable(self.tf.zeros([self.m_canary]), name="canary_coordinates")
+                                if self.m_canary else None)
+        self.canary_slots: list = []
+
+    def bind_optimizer(self, optimizer) -> None:
+        """The step's optimizer, its slots created now: the step can read the canaries' state, and
+        its first call traces once (a tf.function that creates variables is traced twice)."""
+        optimizer._create_all_weights(self.optimized())
+        if self.m_canary:
+            self.canary_slots = [optimizer.get_slot(self.canary_variable, name) for name in optimizer.get_slot_names()]
+
+    def optimized(self) -> list:
+        """Every variable the optimizer call updates: the model's trainable ones, then the canaries'."""
+        return [*self.variables, self.canary_variable] if self.m_canary else list(self.variables)
 
     def plain_optimizer(self):
         keras = self.keras
@@ -111,45 +131,63 @@ class StepContext:
             noised = self.noise([*clipped, *canaries])
         observed = noised[-1] / self.clip if self.m_canary else None
         return NoisedUpdate([g / self.divisor for g in noised[:len(clipped)]], observed, list(clipped),
-                            canaries[0] if canaries else None)
+                            canaries[0] if canaries else None, noised[-1] / self.divisor if self.m_canary else None)
 
     def apply(self, apply_gradients, noised: NoisedUpdate) -> None:
         """Hand the noised update to the optimizer; the noise monitor reads the noise it
-        actually carries from the same tensors: r = update · divisor − clipped sum."""
-        update = noised.update
+        actually carries from the same tensors: r = update · divisor − clipped sum; the weight
+        monitor reads the state the call changes and the update it is handed."""
+        update = list(noised.update)
         if self.monitor is not None:
             residuals = [u * self.divisor - c for u, c in zip(update, noised.clipped, strict=True)]
             if self.m_canary:
                 residuals.append(noised.observed * self.clip - noised.canary_clipped)
             self.monitor.observe(residuals)
-        apply_gradients(zip(update, self.variables, strict=True), **ONE_REPLICA)
+        if self.m_canary:
+            update.append(noised.canary_update)
+        if self.weights is not None:
+            self.weights.observe(update)
+        apply_gradients(zip(update, self.optimized(), strict=True), **ONE_REPLICA)
+        if self.stray is not None:
+            self.stray(noised)
 
-    def finish(self, outputs, observed, checked=None):
-        extra = (observed,) if self.m_canary else ()
+    def canary_state(self):
+        """[1 + slots, m]: the canary coordinates' weights and optimizer slots (``get_slot_names()`` order)
+        as the optimizer call left them (read after it: the step's program order)."""
+        return self.tf.stack([self.tf.identity(self.canary_variable), *(self.tf.identity(s) for s in self.canary_slots)])
+
+    def finish(self, outputs, checked=None):
+        extra = (self.canary_state(),) if self.m_canary else ()
         return (*outputs, *extra, *(checked or ()))
 
-    def slow_norms(self, x, y, positions, masks=None, chain=None):
-        """Norms of the examples at ``positions``, one tape per example (same masks)."""
+    def slow_norms(self, x, y, positions, masks=None, chain=None, forward=None):
+        """(norms, logits) of the examples at ``positions``, one tape per example alone (same masks;
+        ``forward(xi, masks_i)``: the path's own replay of Keras' layer calls, else the model's)."""
         tf = self.tf
-        out = []
+        out, logits_out = [], []
         for j in range(self.check_examples):
             at = positions[j:j + 1]
             xi, yi = tf.gather(x, at), tf.gather(y, at)
             with tf.GradientTape() as tape:
-                if masks is None:
+                if forward is not None:
+                    logits = forward(xi, None if masks is None else [tf.gather(mk, at) for mk in masks])
+                elif masks is None:
                     logits = self.net(xi, training=True)
                 else:
                     logits, _ = tapped_forward(chain, xi, tf, [tf.gather(mk, at) for mk in masks])
                 loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yi, logits))
             grads = tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
-        return tf.stack(out)
+            out.append(_norm(grads, tf))
+            logits_out.append(logits[0])
+        return tf.stack(out), tf.stack(logits_out)
 
-    def slow_group_norms(self, x, y, group, sizes, groups):
-        """Norms of the clipped units of the microbatch path at ``groups``: one tape each of its
-        group's mean loss (the Dropout masks of a fresh forward pass; the path has no Dropout taps)."""
+    def slow_group_norms(self, x, y, group, sizes, groups, logits_batched):
+        """(norms, forward gaps) of the clipped units of the microbatch path at ``groups``: one tape
+        each of its group's mean loss through a fresh forward pass of the model (its Dropout masks;
+        the path has no Dropout taps), and the largest relative difference of the group's logits
+        there from the step's own forward pass."""
         tf = self.tf
-        out = []
+        out, gaps = [], []
         for j in range(self.check_examples):
             member = tf.cast(tf.equal(group, groups[j]), tf.float32)
             size = tf.maximum(tf.cast(tf.gather(sizes, groups[j]), tf.float32), 1.0)
@@ -157,8 +195,45 @@ class StepContext:
                 logits = self.net(x, training=True)
                 loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits) * member) / size
             grads = tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])))
-        return tf.stack(out)
+            out.append(_norm(grads, tf))
+            diff = tf.reduce_max(tf.abs(logits - logits_batched), axis=1) * member
+            size_b = tf.reduce_max(tf.abs(logits_batched), axis=1) * member
+            gaps.append(tf.reduce_max(diff) / tf.maximum(1.0, tf.reduce_max(size_b)))
+        return tf.stack(out), tf.stack(gaps)
+
+    def unit_norms(self, tape, unit_losses: Callable):
+        """Norms of the gradients of ``unit_losses()`` (one scalar per checked unit, formed on the
+        persistent ``tape``) through the step's own forward pass: the gradients the step clipped and
+        summed, with the same rounding."""
+        tf = self.tf
+        with tape:  # a persistent tape records again: the units' losses must be on it
+            losses = unit_losses()
+        return tf.stack([_norm(tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO),
+                               tf) for loss in losses])
+
+    def checked(self, norms, positions, tape, losses, logits, alone):
+        """The norm check's four values per checked example (``dpaudit.training.train``'s decision):
+        the path's clip norm, the norm of the gradient it summed (the step's own forward pass), the
+        norm from one tape of the example alone, and the relative gap of its logits alone from the
+        step's (rounding, unless the batch mixes examples)."""
+        tf = self.tf
+        batched = self.unit_norms(tape, lambda: [tf.gather(losses, positions[j]) for j in range(self.check_examples)])
+        alone_norms, alone_logits = alone
+        own = tf.gather(logits, positions)
+        gap = (tf.reduce_max(tf.abs(own - alone_logits), axis=1)
+               / tf.maximum(1.0, tf.reduce_max(tf.abs(own), axis=1)))
+        return tf.gather(norms, positions), batched, alone_norms, gap
+
+    def dense_clipped(self, taps, deltas, factors):
+        """{variable ref: Σ_i w_i g_i} of a Dense chain's taps: hᵀ(w ⊙ δ) per kernel, Σ w ⊙ δ per bias."""
+        clipped = {}
+        for (h, _, layer), delta in zip(taps, deltas, strict=True):
+            # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
+            weighted = delta * factors[:, None]
+            clipped[layer.kernel.ref()] = self.tf.matmul(h, weighted, transpose_a=True)
+            if layer.use_bias:
+                clipped[layer.bias.ref()] = self.tf.reduce_sum(weighted, axis=0)
+        return [clipped[v.ref()] for v in self.variables]
 
     def fraction_above_clip(self, norms):
         return self.tf.reduce_mean(self.tf.cast(norms > self.clip, self.tf.float32))
@@ -197,18 +272,19 @@ def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
             net, registry, x, y, trainable_vars=variables
         ) * ctx.norm_factor
         # before the update: the slow tapes must read the weights the norms were computed at
-        checked = (tf.gather(norms, extra[-1]), ctx.slow_norms(x, y, extra[-1])) if check else None
+        alone = ctx.slow_norms(x, y, extra[-1]) if check else None
         weights, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=check) as tape:
             logits = net(x, training=True)
             clipped_loss = net.loss(y, logits, weights)
+            losses, correct = ctx.batch_stats(y, logits)
         clipped = tape.gradient(
             clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
+        checked = ctx.checked(norms, extra[-1], tape, losses, logits, alone) if check else None
         noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
-        losses, correct = ctx.batch_stats(y, logits)
-        return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
+        return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 
@@ -217,7 +293,7 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
                           **_) -> GradientPath:
     """Explicit Dropout masks, one forward pass, ghost norms and the clipped sum hᵀ diag(w) δ."""
     tf, keras = ctx.tf, ctx.keras
-    variables, m_canary, check = ctx.variables, ctx.m_canary, ctx.check
+    m_canary, check = ctx.m_canary, ctx.check
     opt = ctx.plain_optimizer()
     chain = dense_chain(ctx.net, keras)
     sample_masks = dropout_masks or dropout_mask_sampler(dropout_layers(chain, keras), dropout_seed)
@@ -227,25 +303,19 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
     def step(x, y, *extra):
         canary_mask = extra[0] if m_canary else None
         masks = sample_masks(tf.shape(x)[0])
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=check) as tape:
             logits, taps = tapped_forward(chain, x, tf, masks)
             losses, correct = ctx.batch_stats(y, logits)
             summed = tf.reduce_sum(losses)
         deltas = tape.gradient(summed, [z for _, z, _ in taps])
         norms = tf.sqrt(ghost_squared_norms(taps, deltas, tf)) * ctx.norm_factor
-        checked = (tf.gather(norms, extra[-1]), ctx.slow_norms(x, y, extra[-1], masks, chain)) if check else None
+        checked = (ctx.checked(norms, extra[-1], tape, losses, logits, ctx.slow_norms(x, y, extra[-1], masks, chain))
+                   if check else None)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
-        clipped = {}
-        for (h, _, layer), delta in zip(taps, deltas, strict=True):
-            # Σ_i w_i h_i δ_iᵀ = hᵀ (w ⊙ δ): the clipped sum without per-example gradients.
-            weighted = delta * factors[:, None]
-            clipped[layer.kernel.ref()] = tf.matmul(h, weighted, transpose_a=True)
-            if layer.use_bias:
-                clipped[layer.bias.ref()] = tf.reduce_sum(weighted, axis=0)
-        noised = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
+        noised = ctx.noised_update(ctx.dense_clipped(taps, deltas, factors), tf.shape(y)[0], canary_mask,
                                    canary_weights)
         ctx.apply(opt.apply_gradients, noised)
-        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
 
@@ -283,12 +353,18 @@ def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
         grads_and_vars = opt._compute_gradients(losses, variables, tape=tape)
         deltas = tape.gradient(summed, [z for _, z, _ in taps])
         del tape
-        sq = ghost_squared_norms(taps, deltas, tf)
+        norms = tf.sqrt(ghost_squared_norms(taps, deltas, tf))
         # The optimizer returns (Σ clip_C(g_i) + N(0, σ²C²)) / |b|; rescaling by
         # |b|/B gives the same sum divided by the expected batch size B.
         scale = tf.cast(tf.shape(y)[0], tf.float32) / ctx.divisor
-        opt.apply_gradients([(g * scale, v) for g, v in grads_and_vars], **ONE_REPLICA)
-        return summed, correct, ctx.fraction_above_clip(tf.sqrt(sq))
+        update = [g * scale for g, _ in grads_and_vars]
+        # tensorflow-privacy draws the noise inside the optimizer and keeps the clipped sum to itself;
+        # the clipped sum computed here (ghost norms, hᵀ(w ⊙ δ) from the same forward pass) is the
+        # noise monitor's reference: update · B − it is the noise that reaches the weights
+        clipped = (ctx.dense_clipped(taps, deltas, ctx.ratio_weights(norms))
+                   if ctx.monitor is not None or ctx.stray is not None else update)
+        ctx.apply(opt.apply_gradients, NoisedUpdate(update, None, clipped, None))
+        return summed, correct, ctx.fraction_above_clip(norms)
 
     return GradientPath(step, opt, base_apply, ctx.ratio_weights)
 
@@ -313,7 +389,7 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         starts = tf.cumsum(sizes, exclusive=True)
         group = tf.repeat(tf.range(k), sizes)
         weight = 1.0 / tf.cast(tf.gather(sizes, group), tf.float32)
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=check) as tape:
             logits, taps = tapped_forward(chain, x, tf)
             losses, correct = ctx.batch_stats(y, logits)
             # Σ_j mean_{i∈b_j} loss_i: its δ at each pre-activation carries the
@@ -339,7 +415,14 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
                 sq += tf.reduce_sum(tf.square(gb), axis=1)
                 group_grads[layer.bias.ref()] = gb
         norms = tf.sqrt(sq) * ctx.norm_factor
-        checked = (tf.gather(norms, extra[-1]), ctx.slow_group_norms(x, y, group, sizes, extra[-1])) if check else None
+        checked = None
+        if check:
+            groups = extra[-1]
+            alone, gaps = ctx.slow_group_norms(x, y, group, sizes, groups, logits)
+            batched = ctx.unit_norms(tape, lambda: [
+                tf.reduce_sum(losses * weight * tf.cast(tf.equal(group, groups[j]), tf.float32))
+                for j in range(ctx.check_examples)])
+            checked = (tf.gather(norms, groups), batched, alone, gaps)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), k)
         clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
         noised = ctx.noised_update(clipped, k, canary_mask, canary_weights)
@@ -347,9 +430,13 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         nonempty = sizes > 0
         n_clipped = tf.reduce_sum(tf.cast(tf.logical_and(norms > ctx.clip, nonempty), tf.float32))
         fraction = n_clipped / tf.reduce_sum(tf.cast(nonempty, tf.float32))
-        return ctx.finish((tf.reduce_sum(losses), correct, fraction), noised.observed, checked)
+        return ctx.finish((tf.reduce_sum(losses), correct, fraction), checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)
+
+
+def _norm(grads, tf):
+    return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.convert_to_tensor(g))) for g in grads]))
 
 
 # implementation name (``steps.DP_IMPLEMENTATIONS`` without "auto") → its builder

@@ -3,7 +3,7 @@
 Any model whose layers run one after the other (Sequential, or a functional chain, nested
 models flattened) is covered when every trainable layer is one of
 
-* ``Dense`` (any input rank) and ``Conv2D`` (any kernel, stride, dilation, padding,
+* ``Dense`` (any input rank) and ``Conv2D`` (any kernel, stride, dilation (float64 too), padding,
   channels; channels_last, groups = 1). Both are linear maps over positions: with A_i the
   [P, D_in] matrix of example i's inputs at the P output positions (Dense: the positions of
   its leading axes; Conv2D: the unfolded input patches, D_in = k_h·k_w·c_in) and δ_i the
@@ -201,8 +201,10 @@ def tapped_forward(chain, x, masks=None):
             taps.append(Tap(layer, "linear", z, {"a": h, "patches": False}))
             h = layer.activation(z)
         elif kind == "Conv2D":
-            z = tf.nn.conv2d(h, layer.kernel, strides=[1, *layer.strides, 1], padding=layer.padding.upper(),
-                             dilations=[1, *layer.dilation_rate, 1])
+            # Keras' own convolution op (tf.nn.convolution): the same rounding as the layer's call, and
+            # a dilated kernel's gradient in float64 too (tf.nn.conv2d's CPU backprop refuses dilation > 1
+            # in float64; tf.nn.convolution goes through space-to-batch)
+            z = layer.convolution_op(h, layer.kernel)
             if layer.use_bias:
                 z = z + layer.bias
             taps.append(Tap(layer, "linear", z, {"a": h, "patches": True}))

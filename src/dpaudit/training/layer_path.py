@@ -39,30 +39,22 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
     def slow_norms(x, y, positions, masks):
         if masks is None:
             return ctx.slow_norms(x, y, positions)
-        out = []
-        for j in range(ctx.check_examples):
-            at = positions[j:j + 1]
-            xi, yi = tf.gather(x, at), tf.gather(y, at)
-            with tf.GradientTape() as tape:
-                # Keras' own layer calls (not the tapped forward), under the example's masks
-                logits = reference_forward(chain, xi, [tf.gather(mk, at) for mk in masks])
-                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yi, logits))
-            grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            out.append(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.convert_to_tensor(g))) for g in grads])))
-        return tf.stack(out)
+        # Keras' own layer calls (not the tapped forward), under the example's masks
+        return ctx.slow_norms(x, y, positions, masks, forward=lambda xi, mi: reference_forward(chain, xi, mi))
 
     @tf.function(input_signature=ctx.signature, autograph=False)
     def step(x, y, *extra):
         canary_mask = extra[0] if m_canary else None
         masks = sample_masks(tf.shape(x)[0]) if sample_masks is not None else None
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=check) as tape:
             logits, taps = tapped_forward(chain, x, masks)
             losses, correct = ctx.batch_stats(y, logits)
             summed = tf.reduce_sum(losses)
         grads = layer_gradients(taps, tape.gradient(summed, [t.z for t in taps]))
         norms = tf.sqrt(tf.add_n([g.squared_norms for g in grads])) * ctx.norm_factor
         # before the update: the slow tapes must read the weights the norms were computed at
-        checked = (tf.gather(norms, extra[-1]), slow_norms(x, y, extra[-1], masks)) if check else None
+        checked = (ctx.checked(norms, extra[-1], tape, losses, logits, slow_norms(x, y, extra[-1], masks))
+                   if check else None)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
         clipped = {}
         for g in grads:
@@ -70,6 +62,6 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
         noised = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
                                    canary_weights)
         ctx.apply(opt.apply_gradients, noised)
-        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), noised.observed, checked)
+        return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)
 
     return GradientPath(step, opt, opt.apply_gradients, clip_weights)

@@ -2,7 +2,7 @@
 
 ``train_model`` knows nothing of the audit: it calls a ``TrainingObserver`` that its caller
 passes in (``dpaudit.audit.mechanism_checks.MechanismObserver`` for the released run, its audit
-twin and the reference pools) at the four moments an auditor needs, and an audit twin hands it
+twin and the reference pools) at the moments an auditor needs, and an audit twin hands it
 its ``TwinCanaries`` (``dpaudit.audit.canary_plan.CanaryPlan`` satisfies it).
 """
 
@@ -22,6 +22,12 @@ class TrainingObserver(Protocol):
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> Any:
         """The graph-side recorder the step hands its noise to (``build_train_step(noise_monitor=...)``),
         or None; not called on a path whose noise the step cannot expose (vectorized_optimizer)."""
+
+    def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> Any:
+        """The graph-side recorder that reads, just before every optimizer call, the state the call
+        changes and the update it is handed (``build_train_step(weight_monitor=...)``), or None:
+        ``variables`` the model's trainable variables then the canary coordinates, ``frozen`` the
+        model's non-trainable ones, ``rule`` the claimed optimizer, learning_rate and momentum."""
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
                 steps_per_epoch: int, canary_rows: int = 0, canaries_shared: bool = False,

@@ -88,6 +88,7 @@ DP_IMPLEMENTATIONS = (
 
 
 NOISE_LAWS = ("gaussian", "laplace", "uniform")
+STRAY_UPDATES = ("extra_step", "second_optimizer", "data_state")
 _FACTORS = ("noise_factor", "clip_factor", "sample_rate_factor", "norm_factor", "accountant_rate_factor",
             "accountant_steps_factor")
 
@@ -114,6 +115,15 @@ class MechanismPolicy:
     * ``sampler_bug``: a Poisson sampler that draws other rows than Poisson sampling would
       (``dpaudit.training.sampling.planted_batches``: ``shuffled``, ``truncated``,
       ``half_rows``, ``repeated_epochs``) while the loop and the accountant claim Poisson.
+    * ``stray_update``: after the optimizer's correct noised step, something else moves the
+      model with the data: ``extra_step`` one more SGD step of the clipped sum without noise,
+      assigned to the weights outside the optimizer call; ``second_optimizer`` a second optimizer
+      (SGD at the run's rate) applied to the clipped sum; ``data_state`` a non-trainable
+      variable of the model (added to its first trainable layer) that follows the first
+      variable's clipped sum (a buffer of raw gradients).
+
+    The vectorized optimizer supports ``noise_factor`` (it draws σ·f inside
+    tensorflow-privacy) and ``stray_update`` only.
     """
 
     noise_factor: float = 1.0
@@ -126,6 +136,7 @@ class MechanismPolicy:
     accountant_rate_factor: float = 1.0
     accountant_steps_factor: float = 1.0
     sampler_bug: str | None = None
+    stray_update: str | None = None
 
     def __post_init__(self):
         for name in _FACTORS:
@@ -136,10 +147,18 @@ class MechanismPolicy:
             raise ValueError(f"MechanismPolicy.noise_law must be one of {NOISE_LAWS}, got {self.noise_law!r}")
         if self.sampler_bug is not None and self.sampler_bug not in SAMPLER_BUGS:
             raise ValueError(f"MechanismPolicy.sampler_bug must be one of {SAMPLER_BUGS}, got {self.sampler_bug!r}")
+        if self.stray_update is not None and self.stray_update not in STRAY_UPDATES:
+            raise ValueError(f"MechanismPolicy.stray_update must be None or one of {STRAY_UPDATES}, "
+                             f"got {self.stray_update!r}")
 
     @property
     def correct(self) -> bool:
         return self == MechanismPolicy()
+
+    @property
+    def vectorized_supported(self) -> bool:
+        """Whether the vectorized optimizer can carry this policy (its noise is tensorflow-privacy's)."""
+        return MechanismPolicy(noise_factor=self.noise_factor, stray_update=self.stray_update) == self
 
     @property
     def noise_planted(self) -> bool:
@@ -150,7 +169,7 @@ class MechanismPolicy:
         """The departures from the correct mechanism (empty when correct)."""
         default = MechanismPolicy()
         out: dict[str, Any] = {}
-        for k in (*_FACTORS, "noise_law", "noiseless_variable", "noise_reuse", "sampler_bug"):
+        for k in (*_FACTORS, "noise_law", "noiseless_variable", "noise_reuse", "sampler_bug", "stray_update"):
             value = getattr(self, k)
             if value != getattr(default, k):
                 out[k] = float(value) if k in _FACTORS else value
@@ -206,6 +225,7 @@ def build_train_step(
     policy: MechanismPolicy = CORRECT,
     noise_monitor: Any = None,
     noise_seed: int = 0,
+    weight_monitor: Callable | None = None,
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
@@ -218,28 +238,42 @@ def build_train_step(
     through every piece of the step a data row passes through after its gradient is
     formed: their norms are appended to the per-example (or per-group) norms and clipped
     by the same clip-weight computation, their clipped gradients join the clipped sum
-    before the same noise call, and the update is divided by the same divisor. The step
-    returns a fourth value: the noised sum at the canary coordinates divided by C
-    (s_i + σ·z for a clipped canary). ``noise_step`` then takes the mask too.
+    before the same noise call, and the update is divided by the same divisor. Their
+    coordinates are a variable of their own that the same optimizer call updates; the step
+    returns a fourth value, that variable's state after the call (below). ``noise_step``
+    then takes the mask too.
 
     ``check_norms`` (fast, ghost, layerwise and microbatch paths; the audit twin; with
     microbatches the positions are groups and the slow norm is one tape of the group's mean
-    loss): the step takes one more
-    argument, ``NORM_CHECK_EXAMPLES`` positions in the batch, recomputes those examples'
-    gradients the slow way (one tape per example, same Dropout masks) and returns two
-    more values: the fast path's norms at those positions and the slow ones (the caller
-    compares them; per-example norms cannot be shared with an injected gradient, so they
-    are checked instead).
+    loss): the step takes one more argument, ``NORM_CHECK_EXAMPLES`` positions in the batch,
+    and returns four more values per position: the path's clip norm, the norm of the
+    gradient it summed (one more backward pass on the step's own tape), the norm from one
+    tape of the example alone (same Dropout masks) and the relative gap of its logits there
+    (``StepContext.checked``; ``dpaudit.training.norm_check`` decides; per-example norms
+    cannot be shared with an injected gradient, so they are checked instead).
 
     ``policy`` (``MechanismPolicy``) plants a bug on purpose for power tests; the
-    vectorized optimizer supports only the correct mechanism. A planted noise bug draws
-    from its own generator, seeded by ``noise_seed``.
+    vectorized optimizer supports a noise factor and stray updates only. A planted noise bug
+    draws from its own generator, seeded by ``noise_seed``.
 
     ``noise_monitor`` (``dpaudit.audit.noise_monitor.NoiseMonitor`` over the trainable
     variables, then the canary coordinates): every update, the empty batches' included,
     hands it the noise it carries, read from the tensors the optimizer receives
     (``StepContext.apply``); the noise certificate reads it after training. The
-    vectorized optimizer draws its noise inside tensorflow-privacy and takes no monitor.
+    vectorized optimizer draws its noise inside tensorflow-privacy; its monitor's reference
+    is the clipped sum the step computes from the same forward pass (ghost norms).
+
+    ``weight_monitor`` (``dpaudit.training.observer.TrainingObserver.weight_monitor``): called
+    once the optimizer exists with ``variables`` (the model's trainable variables, then the
+    canary coordinates), ``optimizer``, ``frozen`` (the model's non-trainable variables) and
+    ``rule`` (the claimed optimizer, learning rate and momentum); what it returns reads, just
+    before every optimizer call, the state the call changes and the update it is handed (the
+    weight certificate, ``dpaudit.audit.weight_certificate``).
+
+    With gradient canaries the step's fourth value is the canary coordinates' state after the
+    optimizer call, [1 + slots, m]: their weights, then the optimizer's slots for them (in
+    ``optimizer.get_slot_names()`` order); the auditor reconstructs each step's observation
+    from consecutive states with the optimizer's rule.
 
     ``step(x, y)`` applies one update and returns (summed CE, #correct, clipped
     fraction) of the batch (training-mode logits); the clipped fraction is the share
@@ -269,10 +303,9 @@ def build_train_step(
     m_canary = int(gradient_canaries)
     if m_canary < 0:
         raise ValueError(f"gradient_canaries must be >= 0, got {m_canary}")
-    if (m_canary or check_norms or not policy.correct or noise_monitor is not None) and (
-            implementation == "vectorized_optimizer"):
-        raise ValueError("canaries, norm checks, noise monitors and planted bugs need a gradient path of dpaudit, "
-                         "not vectorized_optimizer")
+    if (m_canary or check_norms or not policy.vectorized_supported) and implementation == "vectorized_optimizer":
+        raise ValueError("canaries, norm checks and planted bugs other than a noise factor or a stray update need a "
+                         "gradient path of dpaudit, not vectorized_optimizer")
     check = bool(check_norms) and checks_norms(implementation, has_dropout=any(
         isinstance(layer, _tf.keras.layers.Dropout) for layer in net.layers))
     canary_norm = clip if canary_gradient_norm is None else float(canary_gradient_norm)
@@ -301,8 +334,16 @@ def build_train_step(
     )
     if implementation not in BUILDERS:
         raise ValueError(f"unknown DP implementation {implementation!r}")
+    if policy.stray_update is not None:  # before the weight monitor lists the model's non-trainable state
+        ctx.stray = _planted_stray(policy.stray_update, ctx)
     path = BUILDERS[implementation](ctx, dropout_masks=dropout_masks, dropout_seed=dropout_seed,
                                     microbatches=microbatches)
+    ctx.bind_optimizer(path.optimizer)
+    if weight_monitor is not None:
+        ctx.weights = weight_monitor(variables=ctx.optimized(), optimizer=path.optimizer,
+                                     frozen=list(net.non_trainable_variables),
+                                     rule={"optimizer": optimizer, "learning_rate": float(learning_rate),
+                                           "momentum": float(momentum)})
     noise_signature = signature[2:3] if m_canary else []
 
     @tf.function(input_signature=noise_signature, autograph=False)
@@ -311,11 +352,50 @@ def build_train_step(
         canary_weights = path.clip_weights(ctx.canary_norms) if m_canary else None
         noised = ctx.noised_update(zeros, 1, canary_mask, canary_weights)
         ctx.apply(path.apply_noise, noised)
-        return ctx.finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)), noised.observed)
+        return ctx.finish((tf.constant(0.0), tf.constant(0.0), tf.constant(math.nan)))
 
-    if noise_monitor is not None:  # the loop reports each update to the monitor (its block folds)
-        return noise_monitor.monitored(path.step), noise_monitor.monitored(noise_step), path.optimizer
-    return path.step, noise_step, path.optimizer
+    monitors = [m for m in (noise_monitor, ctx.weights) if m is not None]
+    step, noise = path.step, noise_step
+    if monitors:  # the loop reports each update to the monitors (their blocks fold)
+        step, noise = _monitored(path.step, monitors), _monitored(noise_step, monitors)
+    return step, noise, path.optimizer
+
+
+def _monitored(step: Callable, monitors: list) -> Callable:
+    """``step`` followed by every monitor's ``after_step`` (same arguments and outputs)."""
+    def run(*args):
+        out = step(*args)
+        for monitor in monitors:
+            monitor.after_step()
+        return out
+
+    return run
+
+
+def _planted_stray(kind: str, ctx: StepContext) -> Callable:
+    """A planted stray update (``MechanismPolicy.stray_update``): run right after the optimizer call."""
+    from dpaudit import _tf
+
+    keras = _tf.keras
+    lr = float(ctx.learning_rate)
+    if kind == "extra_step":
+        def stray(noised):
+            for v, c in zip(ctx.variables, noised.clipped, strict=True):
+                v.assign_sub(lr * c / ctx.divisor)
+    elif kind == "second_optimizer":
+        second = keras.optimizers.legacy.SGD(learning_rate=lr)
+
+        def stray(noised):
+            second.apply_gradients(zip([c / ctx.divisor for c in noised.clipped], ctx.variables, strict=True),
+                                   **ONE_REPLICA)
+    else:  # data_state
+        owner = next(layer for layer in ctx.net.layers if layer.trainable_weights)
+        first = ctx.variables[0]
+        state = owner.add_weight(name="planted_state", shape=first.shape, initializer="zeros", trainable=False)
+
+        def stray(noised):
+            state.assign(0.9 * state + 0.1 * noised.clipped[0])
+    return stray
 
 
 def _planted_noise(policy: MechanismPolicy, net, m_canary: int, scale: float, seed: int) -> Callable:

@@ -43,6 +43,7 @@ from dpaudit.training.divergence import (
 )
 from dpaudit.training.linear import train_linear
 from dpaudit.training.models import features, logits_model, predict_logits, save_model
+from dpaudit.training.norm_check import NormCheck
 from dpaudit.training.observer import TrainingObserver, TwinCanaries
 from dpaudit.training.params import normalize_params, resolve_implementation
 from dpaudit.training.steps import (
@@ -103,17 +104,19 @@ def train_model(
     ``canaries`` (``dpaudit.training.observer.TwinCanaries``, e.g. the audit's ``CanaryPlan``) turns the run into an audit twin: the included
     input canaries join the members, the gradient canaries get their own coordinates of
     the update (``dpaudit.training.steps.build_train_step``; the model is the released
-    run's, initialised alike), and ``info["canary_observations"]`` holds the noised update at every gradient
-    canary's coordinate per step (steps × m, divided by C), ``info["canary_sampled"]``
-    which canaries each step sampled (steps × m, bool); ``model_path`` may then be None
+    run's, initialised alike), and ``info["canary_states"]`` holds their state before the first and after
+    every update ((steps + 1) × (1 + slots) × m: the coordinates' weights, then the optimizer's slots
+    named in ``info["canary_state_names"]``), from which the auditor reconstructs each step's noised
+    update at every canary's coordinate with the optimizer's rule (``dpaudit.audit.twin``), and
+    ``info["canary_sampled"]`` which canaries each step sampled (steps × m, bool); ``model_path`` may then be None
     (no model is saved) and ``info["canary_net"]`` is the trained logits model. With
     Poisson sampling the included gradient canaries are rows of the population the
     batch sampler draws from (one call, one Bernoulli(q) per row and step, so a wrong
     rate or sampler shows in them); with ``shuffle`` they keep their own Poisson(q) draw
     (a permutation would put all m canaries into the batches). The twin also checks the
-    fast path's per-example norms against one tape per example at every step
-    (``NORM_CHECK_EXAMPLES`` random positions) and stops on a relative difference above
-    ``NORM_CHECK_RTOL``. ``policy`` (``dpaudit.training.steps.MechanismPolicy``) plants a
+    path's per-example norms at every step (``NORM_CHECK_EXAMPLES`` random positions) against
+    the gradient it summed and against one tape per example alone, and stops on what voids DP
+    (``dpaudit.training.norm_check``). ``policy`` (``dpaudit.training.steps.MechanismPolicy``) plants a
     bug on purpose, for power tests only.
 
     ``observer`` (``dpaudit.training.observer.TrainingObserver``) watches a DP-SGD training whole:
@@ -153,7 +156,7 @@ def train_model(
     info["wall_time_seconds"] = time.perf_counter() - wall0
     if canaries is not None:
         info.update(_twin_info(loop.observations, loop.sampled, setup.m_gradient, setup.shared_sampler,
-                               loop.norm_checks, setup.net, setup.n_train))
+                               loop.norm_checks, setup.net, setup.n_train, setup.opt))
     return info
 
 
@@ -200,9 +203,9 @@ class _Loop:
 
     history: list
     fractions: list
-    observations: list
+    observations: list  # the canaries' states after each update
     sampled: list
-    norm_checks: int
+    norm_checks: NormCheck
     dropped: int
     empty_batches: int
     train_seconds: float
@@ -262,7 +265,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     if p["mechanism"] != "dpsgd":
         observer = None  # a baseline's training has no mechanism to watch
     monitor = None
-    if observer is not None and implementation != "vectorized_optimizer":
+    if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
     step, noise_step, opt = build_train_step(
         net,
@@ -282,6 +285,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
         policy=policy,
         noise_monitor=monitor,
         noise_seed=int(np.random.SeedSequence([p["seed"], 9]).generate_state(1)[0]),
+        weight_monitor=observer.weight_monitor if observer is not None else None,
     )
     check_norms = canaries is not None and checks_norms(implementation, has_dropout=bool(p["dropout"]))
 
@@ -328,7 +332,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
     if canaries is not None:
         # which examples' norms are checked: its own stream, so the batches stay the same
         check_rng = np.random.default_rng([p["seed"], canaries.seed, 5])
-    norm_checks = 0
+    norm_check = NormCheck(NORM_CHECK_RTOL, run, s.implementation, s.member_ids, s.n)
+    updates = 0
     q = p["batch_size"] / s.n
 
     def canary_mask_of(idx):
@@ -359,6 +364,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
         fractions: list[float] = []
         for _ in range(s.spe):
             progress.advance()
+            updates += 1
             if recorder is not None:
                 recorder.before_step()
             idx = next(s.batches)
@@ -392,10 +398,8 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
             if m_gradient:
                 observations.append(observed[0].numpy())
             if positions is not None:
-                norm_checks += NORM_CHECK_EXAMPLES
-                fast, slow = observed[-2:]
-                _check_norms(fast.numpy(), slow.numpy(), idx[positions] if k is None else None, s.member_ids, s.n,
-                             len(observations), run, s.implementation, groups=positions if k is not None else None)
+                norm_check(*(t.numpy() for t in observed[-4:]), step=updates,
+                           rows=idx[positions] if k is None else None, groups=positions if k is not None else None)
             if not math.isfinite(loss := float(ls)):
                 label = f"run {run!r}" if run is not None else "this run"
                 raise InputRefusal(
@@ -430,7 +434,7 @@ def _loop(s: _Setup, *, log: logging.Logger, run: str | None, dataset: str | Non
         )
     progress.finish()
     return _Loop(history=history, fractions=all_fractions, observations=observations, sampled=sampled,
-                 norm_checks=norm_checks, dropped=dropped, empty_batches=empty_batches,
+                 norm_checks=norm_check, dropped=dropped, empty_batches=empty_batches,
                  train_seconds=time.perf_counter() - train0)
 
 
@@ -512,14 +516,18 @@ def _record(s: _Setup, loop: _Loop, *, log: logging.Logger, run: str | None,
     return info
 
 
-def _twin_info(observations: list, sampled: list, m_gradient: int, shared_sampler: bool, norm_checks: int,
-               net, n_train: int) -> dict[str, Any]:
+def _twin_info(states: list, sampled: list, m_gradient: int, shared_sampler: bool, norm_check: NormCheck,
+               net, n_train: int, opt) -> dict[str, Any]:
     """What an audit twin adds to its train info (``train_model(canaries=...)``)."""
+    names = ["weights", *opt.get_slot_names()] if m_gradient else ["weights"]
+    # the canary coordinates and their slots start at zero (StepContext's variable, tf_keras' slots)
+    initial = np.zeros((1, len(names), m_gradient), np.float32)
     return {
-        "canary_observations": np.stack(observations) if observations else np.zeros((0, m_gradient)),
+        "canary_states": np.concatenate([initial, np.stack(states)]) if states else initial,
+        "canary_state_names": names,
         "canary_sampled": np.stack(sampled) if sampled else np.zeros((0, m_gradient), bool),
         "canary_sampler": "shared_poisson" if shared_sampler else "own_poisson",
-        "norm_checks": norm_checks,
+        **norm_check.record(),
         "canary_net": net,
         "n_members_with_canaries": int(n_train),
     }
@@ -567,23 +575,3 @@ def _utility(net, x_util: np.ndarray, y_util: np.ndarray) -> dict[str, float]:
     return {"utility_loss": float(np.mean(lse - logits_u[np.arange(len(y_util)), y_util])),
             "utility_accuracy": float(np.mean(np.argmax(logits_u, axis=1) == y_util))}
 
-
-def _check_norms(fast: np.ndarray, slow: np.ndarray, rows: np.ndarray | None, member_ids: np.ndarray, n: int,
-                 step: int, run: str | None, implementation: str | None, groups: np.ndarray | None = None) -> None:
-    """Stop the twin when the fast path's norm of a checked example differs from one tape's."""
-    scale = np.maximum(np.abs(slow), 1e-6)
-    bad = np.flatnonzero(np.abs(fast - slow) > NORM_CHECK_RTOL * scale)
-    if bad.size:
-        j = int(bad[0])
-        if groups is not None:
-            example = f"microbatch group {int(groups[j])}"
-        else:
-            row = int(rows[j])
-            example = f"example_id {int(member_ids[row])}" if row < n else f"input canary {row - n}"
-        label = f"run {run!r}" if run is not None else "this run"
-        raise RuntimeError(
-            f"audit twin of {label}: the per-example gradient norm of {example} at step {step} is "
-            f"{float(fast[j]):.6g} on the {implementation} path but {float(slow[j]):.6g} from one tape per example "
-            f"(relative difference {abs(float(fast[j]) - float(slow[j])) / float(scale[j]):.3g} > {NORM_CHECK_RTOL:g}): "
-            "this implementation clips gradients by norms that are not theirs, so its DP guarantee does not hold"
-        )

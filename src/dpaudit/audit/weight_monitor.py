@@ -1,0 +1,133 @@
+"""What each optimizer call of a DP-SGD training found and was given, recorded on the graph side
+(issue 45), for the weight certificate (``dpaudit.audit.weight_certificate``).
+
+A ``WeightMonitor`` lives beside the step (``dpaudit.training.gradient_paths.StepContext.apply``):
+just before the optimizer call it reads the state the call will change (every trainable variable,
+the twin's canary coordinates, the optimizer's slots the rule reads, the model's non-trainable
+variables, the optimizer's step count) and the update it hands the optimizer, and writes them as
+one row of a block (one concat and two stateful ops). Every ``block_steps`` updates the loop's
+``after_step`` hands the block to the ``RuleLedger`` (numpy, vectorized over the block's rows),
+which compares each row's state with the rule applied to the row before (the first row with the
+state when the monitor was built or reset); ``finish`` compares the last update with the state
+after training. Rows are float32 (the variables' own dtype), so the
+ledger sees the exact values the kernels computed.
+
+The slots must exist before the step's first trace reads them; tf_keras creates them in its first
+``apply_gradients``, so the monitor asks the optimizer to create them when it is built. An
+optimizer that keeps no state of the rule's name is a failure of the certificate, not an error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dpaudit.audit.weight_certificate import OptimizerRule, RuleLedger
+
+__all__ = ["WeightMonitor"]
+
+# A block holds BLOCK_FLOATS floats (16 MB in float32) at most, and MIN_BLOCK to MAX_BLOCK updates.
+BLOCK_FLOATS = 1 << 22
+MIN_BLOCK, MAX_BLOCK = 8, 256
+
+
+class WeightMonitor:
+    """Graph-side rows of (state before the optimizer call, update) of one training."""
+
+    def __init__(self, *, variables: Sequence[Any], optimizer: Any, rule: OptimizerRule, frozen: Sequence[Any] = (),
+                 names: Sequence[str] | None = None):
+        from dpaudit import _tf
+
+        tf = self.tf = _tf.tf
+        self.variables = list(variables)
+        self.rule = rule
+        names = [str(n) for n in (names or [v.name for v in self.variables])]
+        self.dtype = self.variables[0].dtype.base_dtype
+        eps = float(np.finfo(self.dtype.as_numpy_dtype).eps)
+        optimizer._create_all_weights(self.variables)
+        missing = []
+        slots = []
+        for kind in rule.slots:
+            for name, v in zip(names, self.variables, strict=True):
+                try:
+                    slots.append(optimizer.get_slot(v, kind))
+                except KeyError:
+                    slots.append(None)
+                    missing.append(f"{name} ({kind} slot)")
+        self.frozen = list(frozen)
+        self._state = [*self.variables, *slots]
+        self._shapes = [tuple(v.shape) for v in self.variables] * (1 + len(rule.slots))
+        self.iterations = optimizer.iterations
+        sizes = [int(np.prod(v.shape, dtype=np.int64)) for v in self.variables]
+        frozen_sizes = [int(np.prod(v.shape, dtype=np.int64)) for v in self.frozen]
+        self.ledger_args = (rule, names, sizes, [v.name for v in self.frozen], frozen_sizes)
+        self.ledger_kwargs = {"eps": eps, "missing": missing}
+        self.ledger = RuleLedger(*self.ledger_args, **self.ledger_kwargs)
+        self._start()
+        width = self.ledger.width
+        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, 2 ** int(math.log2(max(1, BLOCK_FLOATS // width))))))
+        self.block = tf.Variable(tf.zeros([self.block_steps, width], self.dtype), trainable=False)
+        self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)
+        self.pending = 0
+        self.folded = 0
+
+    def _start(self) -> None:
+        """The state now (eager): the first update must find it unchanged (a weight or optimizer state
+        moved before training, a data-dependent start, fails as after update 0)."""
+        self.ledger.start(np.concatenate([t.numpy() for t in self._flat_state()]))
+
+    def _flat_state(self) -> list:
+        tf = self.tf
+        out = []
+        for value, shape in zip(self._state, self._shapes, strict=True):
+            out.append(tf.zeros([int(np.prod(shape, dtype=np.int64))], self.dtype) if value is None
+                       else tf.reshape(value, [-1]))
+        out.extend(tf.reshape(tf.cast(v, self.dtype), [-1]) for v in self.frozen)
+        out.append(tf.reshape(tf.cast(self.iterations, self.dtype), [1]))
+        return out
+
+    def observe(self, updates: Sequence[Any]) -> None:
+        """Inside the step, just before the optimizer call: the state it will change and the update
+        it is handed (one per trainable variable, in ``variables`` order)."""
+        tf = self.tf
+        flat = tf.concat([*self._flat_state(), *(tf.reshape(tf.cast(u, self.dtype), [-1]) for u in updates)], axis=0)
+        at = self.position.assign_add(1) - 1
+        self.block.scatter_nd_update([[at % self.block_steps]], [flat])
+
+    def after_step(self) -> None:
+        """The loop's call after each update (``build_train_step`` wraps its steps with it)."""
+        self.pending += 1
+        if self.pending == self.block_steps:
+            self.fold()
+
+    def fold(self) -> None:
+        if self.pending == 0:
+            return
+        observed = int(self.position.numpy())
+        if observed - self.folded != self.pending:
+            raise RuntimeError(f"weight monitor: the step recorded {observed - self.folded} optimizer calls since the "
+                               f"last fold, the loop reported {self.pending} updates; every optimizer call of the "
+                               "training must go through StepContext.apply, once per update")
+        self.ledger.add(self.block.numpy()[:self.pending])
+        self.folded = observed
+        self.pending = 0
+
+    def finish(self) -> dict[str, Any]:
+        """After training: the last update against the state it left; the weight certificate's record."""
+        self.fold()
+        if int(self.position.numpy()) != self.folded:
+            raise RuntimeError(f"weight monitor: {int(self.position.numpy()) - self.folded} optimizer calls were "
+                               "recorded but never reported by the loop: a step ran outside the monitored step")
+        final = np.concatenate([t.numpy() for t in self._flat_state()])
+        return self.ledger.finish(final)
+
+    def reset(self) -> None:
+        """Forget everything (a monitor reused for another training of the same step)."""
+        self.position.assign(0)
+        self.pending = 0
+        self.folded = 0
+        self.ledger = RuleLedger(*self.ledger_args, **self.ledger_kwargs)
+        self._start()
