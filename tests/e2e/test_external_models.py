@@ -137,9 +137,15 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
                "sampling_probability": float(accounted["sampling_probability"]), "steps": int(accounted["steps"]),
                "delta": float(train["delta"]), "sampling": train["sampling"], "accountant": train["accountant"]}
     second = tmp_path / "second.yaml"
+    # "recipe": the same model with its training recipe instead: dpaudit trains its reference pool (external~recipe)
+    block = TINY["grid"][0]
+    recipe = {"mechanism": "dpsgd", "epochs": block["epochs"][0], "batch_size": block["batch_size"][0],
+              "learning_rate": 0.05}  # the grid's default learning rate (config.schema.yaml)
     second.write_text(yaml.safe_dump({**TINY, "external_models": {"again": {
         "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files, "promise": promise,
-        "reference_outputs": str(tmp_path / "references.parquet")}}}))
+        "reference_outputs": str(tmp_path / "references.parquet")}, "recipe": {
+        "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files,
+        "promise": {**promise, "clip_norm": block["clip_norm"][0]}, "reference_recipe": recipe}}}))
     snakemake(workdir, P.METRICS_TABLE, "--cores", "2", "--configfile", str(second), env=env, root=project)
     record = read_json(workdir / P.TRAIN_INFO.format(dataset="synthetic", run="again"))
     assert record["epsilon"] == train["epsilon"]  # the accountant's own ε, recomputed from its inputs
@@ -148,12 +154,20 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
         external = read_parquet(workdir / P.METRIC.format(family=family, dataset="synthetic", run="again"))
         assert len(internal) > 0
         pd.testing.assert_frame_equal(external.drop(columns="run"), internal.drop(columns="run"), obj=family)
-    # LiRA and RMIA from the given reference outputs equal LiRA and RMIA from the recipe's pool they are
+    # the pool dpaudit trained from the entry's recipe, DP-matched by the promise's σ and C on the entry's
+    # members and held-out rows, is the grid recipe's pool (same seeds, population, σ): the given outputs
+    recipe_pool = read_parquet(workdir / P.REFERENCE_POOL.format(dataset="synthetic", recipe="external~recipe"))
+    pd.testing.assert_frame_equal(recipe_pool, read_parquet(pool_path))
+    pool_info = read_json(workdir / P.REFERENCE_POOL_INFO.format(dataset="synthetic", recipe="external~recipe"))
+    assert pool_info["runs"] == ["recipe"] and pool_info["noise_multiplier"] == train["noise_multiplier"]
+    # LiRA and RMIA from the given reference outputs and from the entry's recipe equal LiRA and RMIA from
+    # the grid recipe's pool they are
     for pattern in (P.ATTACK_METRIC, P.ATTACK_SCORES):
         internal = read_parquet(workdir / pattern.format(dataset="synthetic", run=run))
-        external = read_parquet(workdir / pattern.format(dataset="synthetic", run="again"))
         assert len(internal) > 0
-        pd.testing.assert_frame_equal(external.drop(columns="run", errors="ignore"),
-                                      internal.drop(columns="run", errors="ignore"), obj=pattern)
+        for name in ("again", "recipe"):
+            external = read_parquet(workdir / pattern.format(dataset="synthetic", run=name))
+            pd.testing.assert_frame_equal(external.drop(columns="run", errors="ignore"),
+                                          internal.drop(columns="run", errors="ignore"), obj=f"{name} {pattern}")
     again = read_parquet(workdir / P.OUTPUTS.format(dataset="synthetic", run="again"))
     assert np.array_equal(np.stack(again["logits"].to_numpy()), np.stack(outputs["logits"].to_numpy()))
