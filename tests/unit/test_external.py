@@ -551,3 +551,14 @@ def test_the_recipe_pools_population_is_the_entrys_members_and_held_out_rows(tmp
     order = dataset["examples"]["example_id"].to_numpy()
     assert np.array_equal(population["example_id"].to_numpy(), order[np.isin(order, expected)])
     assert np.array_equal(population["is_member"].to_numpy(), np.isin(population["example_id"], members[:70]))
+
+
+def test_a_recipe_of_a_model_trained_elsewhere_is_named_in_the_reference_accuracy_figure():
+    from dpaudit.plots.attacks import recipe_tick
+
+    pool = {"recipe_name": "external~m", "runs": ["m"], "recipe": {"mechanism": "dpsgd", "noise_multiplier": 1.1}}
+    assert recipe_tick(pool) == "m (trained elsewhere)\nDP-SGD σ = 1.1"
+    assert recipe_tick({**pool, "recipe": {"mechanism": "baseline"}}) == "m (trained elsewhere)\nbaseline"
+    grid = {"recipe_name": "mechanism~dpsgd_target_epsilon~4", "runs": ["r"],
+            "recipe": {"mechanism": "dpsgd", "target_epsilon": 4.0}}
+    assert recipe_tick(grid) == "DP-SGD\nε = 4"
