@@ -22,11 +22,14 @@ def pmp_pool_inputs(wildcards):
 def pmp_metric_inputs(wildcards):
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
     return {
-        "examples": P.EXAMPLES.format(**keys),
+        # a model trained elsewhere (issue 44): its parent set is drawn from its own members and held-out
+        # rows (its P.OUTPUTS' split); only a model file of Dense layers has pairs (Recipe A), written by
+        # external_outputs (GRADIENTED, rules/external.smk); the others' rows are not applicable
+        "examples": (P.OUTPUTS if wildcards.run in EXTERNAL[wildcards.dataset] else P.EXAMPLES).format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
-        # a model trained elsewhere has no extraction (issue 44): its rows are not applicable
-        **({} if wildcards.run in EXTERNAL[wildcards.dataset] else {"pairs": P.PMP_PAIRS.format(**keys)}),
+        **({} if wildcards.run in EXTERNAL[wildcards.dataset] and wildcards.run not in GRADIENTED[wildcards.dataset]
+           else {"pairs": P.PMP_PAIRS.format(**keys)}),
         **pmp_pool_inputs(wildcards),
     }
 

@@ -97,9 +97,9 @@ def refused(model) -> str:
     return str(error.value)
 
 
-def imported(model, dataset, delta="auto"):
+def imported(model, dataset, delta="auto", **options):
     return external_outputs(model, name="m", dataset="synthetic", examples=dataset["examples"], ids=dataset["ids"],
-                            dataset_info=dataset["info"], delta=delta)
+                            dataset_info=dataset["info"], delta=delta, **options)
 
 
 def mia_rows(frame, record, info, **options):

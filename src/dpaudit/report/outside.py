@@ -58,7 +58,7 @@ def outside_section(train: Mapping) -> str:
     """Section 1's opening for a model trained elsewhere: what was seen, checked and not checked."""
     promise = (train.get("promise") or {}).get("sentence", "no promise stated")
     mismatch = (train.get("promise") or {}).get("mismatch")
-    checked = "".join(f"<li>{esc(item)}</li>" for item in CHECKED)
+    checked = "".join(f"<li>{esc(item)}</li>" for item in (*CHECKED, *train.get("checked", [])))
     missing = "".join(f"<li>{esc(item['what'])}: {esc(item['reason'])}</li>" for item in train.get("not_checked", []))
     flag = ' class="flag"' if mismatch else ""
     return (_source(train) + f"<p><strong>Promise.</strong> <span{flag}>{esc(promise)}</span>.</p>"
