@@ -55,7 +55,8 @@ for _batch in run_batches("external_outputs", {dataset: list(EXTERNAL[dataset]) 
                                                                   "pool_info": external_pool(P.EXTERNAL_POOL_INFO),
                                                                   "gradients": external_gradient_field("gradients"),
                                                                   "pmp_pairs": external_gradient_field("pmp_pairs")},
-                         log=P.log("external_outputs", P.RUN_KEY), params={"entry": external_entry})
+                         log=P.log("external_outputs", P.RUN_KEY),
+                         params={"entry": external_entry, "dataset_params": lambda wc: config["datasets"][wc.dataset]})
 
     rule:
         name:

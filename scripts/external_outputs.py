@@ -14,7 +14,8 @@ for job in run_jobs(snakemake):  # noqa: F821
         frame, record = external_outputs(
             job.params.entry, name=job.wildcards.run, dataset=job.wildcards.dataset, examples=examples,
             ids=read_parquet(job.input.ids), dataset_info=info, delta=job.params.delta,
-            allow_large_delta=job.params.allow_large_delta, pmp="pmp" in job.params.keys())
+            allow_large_delta=job.params.allow_large_delta, pmp="pmp" in job.params.keys(),
+            dataset_params=job.params.dataset_params)
         if job.output.get("gradients"):  # a model file of Dense layers: its gradients at its final weights
             gradients = external_gradients(job.params.entry, frame, examples, record,
                                            where=f"config.external_models.{job.wildcards.run}", splits=info["splits"],

@@ -140,3 +140,70 @@ def test_pmp_recipe_a_is_refused_without_a_dpsgd_promise_or_its_clip_norm(tmp_pa
     record, rows = _pmp(tmp_path, dataset, promise)
     assert (rows["status"] == "not_applicable").all() and rows["note"].str.contains(reason, regex=False).all()
     assert not any(item.startswith("PMP Recipe A") for item in record["checked"])
+
+
+# ------------------------------------------------------------------ membership from a column of the dataset's table
+
+
+def _table(tmp_path, n=200, drop=("member",), **extra):
+    rng = np.random.default_rng(0)
+    role = np.array(["true", "false", ""], dtype=object)[rng.integers(0, 3, n)]
+    frame = {"rid": [f"r{i:04d}" for i in range(n)], "a": rng.normal(size=n), "b": rng.normal(size=n),
+             "y": np.array(["no", "yes"])[rng.integers(0, 2, n)], "member": role}
+    import pandas as pd
+
+    pd.DataFrame(frame).to_csv(tmp_path / "rows.csv", index=False)
+    params = {"source": "table", "path": str(tmp_path / "rows.csv"), "label": "y", "id": "rid", "drop": list(drop),
+              **extra}
+    return params, frame
+
+
+def test_membership_from_a_column_of_the_datasets_table(tmp_path):
+    """The roles are the column's (true member, false held out, empty neither), by the table's ids; the job
+    prepares the table and audits the rows of those roles (oracle: the column itself)."""
+    import pandas as pd
+
+    from dpaudit.config import validate_config
+    from dpaudit.data.datasets import prepare_dataset_ids
+    from dpaudit.external.importer import external_outputs
+    from tests.unit.test_external import write_outputs
+
+    params, frame = _table(tmp_path)
+    n = len(frame["rid"])
+    outputs = write_outputs(tmp_path / "o.parquet", np.array(frame["rid"]),
+                            logits=np.random.default_rng(1).normal(size=(n, 2)))
+    entry = {"dataset": "rows", "outputs": outputs, "membership_table_column": "member"}
+    config = validate_config({"datasets": {"rows": params}, "grid": [], "external_models": {"m": entry}})
+    table, info, ids = prepare_dataset_ids("rows", {"table": params["path"]}, config["datasets"]["rows"])
+    info["delta"] = {"resolved": 1e-4}
+    result, record = external_outputs(entry, name="m", dataset="rows", examples=table.to_pandas(), ids=ids.to_pandas(),
+                                      dataset_info=info, delta="auto", dataset_params=config["datasets"]["rows"])
+    role = pd.Series(frame["member"], index=frame["rid"])
+    by_id = ids.to_pandas().set_index("example_id")["id"]
+    chosen = role.loc[by_id.loc[result["example_id"]].to_numpy()].to_numpy()
+    assert np.array_equal(result["is_member"].to_numpy(), chosen == "true")
+    assert set(chosen) == {"true", "false"}  # the empty rows are neither
+    assert record["membership"]["n_members"] == int((role == "true").sum())
+    assert record["membership"]["members"] == {"table_column": "member", "file": params["path"]}
+
+
+def test_a_membership_table_column_that_is_a_feature_or_not_a_table_is_refused(tmp_path):
+    from dpaudit.config import ConfigError, validate_config
+    from tests.unit.test_external import entry as outputs_entry
+
+    params, frame = _table(tmp_path, drop=())
+    ids = np.array(frame["rid"])
+    from tests.unit.test_external import write_outputs
+
+    outputs = write_outputs(tmp_path / "o.parquet", ids, logits=np.zeros((len(ids), 2)))
+    entry = {"dataset": "rows", "outputs": outputs, "membership_table_column": "member"}
+    with pytest.raises(ConfigError, match=r"config.external_models.m.membership_table_column: column 'member' must not "
+                                          r"be a feature of dataset rows; add it to config.datasets.rows.drop"):
+        validate_config({"datasets": {"rows": params}, "grid": [], "external_models": {"m": entry}})
+    synthetic = {**outputs_entry(tmp_path), "membership_table_column": "member"}
+    synthetic.pop("members"), synthetic.pop("held_out")
+    with pytest.raises(ConfigError, match="dataset synthetic is not a table"):
+        validate_config({"datasets": {"synthetic": dict(SYNTHETIC)}, "grid": [], "external_models": {"m": synthetic}})
+    with pytest.raises(ConfigError, match="give one of membership_column, membership_table_column or members"):
+        validate_config({"datasets": {"synthetic": dict(SYNTHETIC)}, "grid": [], "external_models": {
+            "m": {**outputs_entry(tmp_path), "membership_table_column": "member"}}})

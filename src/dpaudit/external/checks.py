@@ -104,7 +104,7 @@ def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping
             outputs = None
         else:
             outputs = read_entry_outputs(entry, where)
-        membership = membership_of(entry, outputs, where)
+        membership = membership_of(entry, outputs, where, params, dataset)
     except ExternalModelError as error:
         return problems + str(error).split("\n  ")
     if outputs is not None:
@@ -114,7 +114,7 @@ def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping
     if known is not None:
         listed = ([(outputs.path, outputs.ids)] if outputs is not None else
                   [(entry[key], ids) for key, ids in (("members", membership.members), ("held_out", membership.held_out),
-                                                      ("utility", membership.utility)) if ids is not None])
+                                                      ("utility", membership.utility)) if key in entry])
         problems += [p for path, ids in listed if (p := _unknown(ids, known, str(path), where, dataset))]
     problems.extend(promise_problems(entry.get("promise"), int(membership.members.size), f"{where}.promise",
                                      bool(config["training"]["allow_large_delta"])))

@@ -127,12 +127,13 @@ def _roles(outputs: OutputsFile, membership: Membership) -> np.ndarray:
 
 def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.DataFrame, ids: pd.DataFrame,
                      dataset_info: Mapping, delta: float | str, allow_large_delta: bool = False, pmp: bool = False,
-                     ) -> tuple[pd.DataFrame, dict]:
+                     dataset_params: Mapping | None = None) -> tuple[pd.DataFrame, dict]:
     """(``P.OUTPUTS`` frame, record) of ``external_models.<name>`` on its prepared dataset (module docstring).
 
     ``examples``: the dataset's example_id and label; ``ids``: its ids.parquet; ``delta``: the
     config's training.delta, the δ the attacks are evaluated at when the entry states no promise;
-    ``pmp``: the pmp family is on (what the record says was checked)."""
+    ``pmp``: the pmp family is on (what the record says was checked); ``dataset_params``: the dataset's
+    config (its table, for ``membership_table_column``)."""
     where = f"config.external_models.{name}"
     x = None
     if "model" in entry:  # a model file is scored on every row of the dataset, its features as prepared
@@ -144,7 +145,7 @@ def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.Da
     problem = width_problem(outputs, classes, dataset, where)
     if problem is not None:
         raise ExternalModelError(problem)
-    membership = membership_of(entry, outputs, where)
+    membership = membership_of(entry, outputs, where, dataset_params, dataset)
     example_ids = _example_ids(outputs, ids, dataset, where)
     labels = examples.set_index("example_id")["label"].reindex(example_ids).to_numpy(np.int64)
     if outputs.labels is not None:

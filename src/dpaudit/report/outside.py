@@ -41,6 +41,8 @@ def _source(train: Mapping) -> str:
         given = membership.get(role) or {}
         if "column" in given:
             return f"column {esc(given['column'])} of the outputs file"
+        if "table_column" in given:
+            return f"column {esc(given['table_column'])} of the dataset's table {esc(given.get('file', ''))}"
         return f"{esc(given.get('file', '—'))} (sha256 {esc(str(given.get('sha256', ''))[:12])}…)"
 
     utility = ("the held-out rows" if membership.get("utility_rows") == "held_out"
