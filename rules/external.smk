@@ -7,6 +7,7 @@
 from types import SimpleNamespace
 
 from dpaudit.external.gradients import gradient_problem
+from dpaudit.extract.extract import PMP_PAIR_OPTIONS as PMP_PAIR_KEYS
 
 EXTERNAL_ENTRY_FILES = ("outputs", "model", "members", "held_out", "utility", "reference_outputs")
 # The models trained elsewhere whose entry gives reference outputs: the reference-model attacks read them.
@@ -25,7 +26,8 @@ def external_gradient_outputs(wildcards):
     if wildcards.run not in GRADIENTED[wildcards.dataset]:
         return {}
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
-    return {key: pattern.format(**keys) for key, pattern in {"gradients": P.GRADIENTS, **pmp_extract_outputs()}.items()}
+    patterns = {"gradients": P.GRADIENTS, **({"pmp_pairs": P.PMP_PAIRS} if PMP["enabled"] else {})}
+    return {key: pattern.format(**keys) for key, pattern in patterns.items()}
 
 
 def external_gradient_field(key):
@@ -69,7 +71,8 @@ for _batch in run_batches("external_outputs", {dataset: list(EXTERNAL[dataset]) 
             jobs=_files.jobs,
             delta=config["training"]["delta"],
             allow_large_delta=config["training"]["allow_large_delta"],
-            **pmp_extract_params(),
+            # the options that draw the parent set and Recipe B's partners (as the extraction's)
+            **({"pmp": {key: PMP[key] for key in PMP_PAIR_KEYS}} if PMP["enabled"] else {}),
             code=CODE["external_outputs"],
         resources:
             **batch_resources("external_outputs", _batch),
