@@ -13,13 +13,15 @@ MODEL_FIGURES = {
 
 @intermediates
 def metric_files():
-    """Every per-run metric file of every enabled family (FAMILIES), the rows aggregate_metrics joins."""
+    """Every per-run metric file of every enabled family (FAMILIES), the rows aggregate_metrics joins, and
+    the canary rows (the verdict) of the models trained elsewhere when that family is disabled (issue 44)."""
     return [
         P.METRIC.format(family=family, dataset=dataset, run=run)
         for family in FAMILIES
         for dataset in DATASETS
         for run in RUNS[dataset]
-    ]
+    ] + ([] if "canary" in FAMILIES else [P.metric("canary").format(dataset=dataset, run=run)
+                                          for dataset in DATASETS for run in EXTERNAL[dataset]])
 
 
 def landscape_figures():

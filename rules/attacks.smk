@@ -38,8 +38,18 @@ def recipe_train_info(wildcards):
     return P.TRAIN_INFO.format(dataset=wildcards.dataset, run=recipe_runs(wildcards)[0])
 
 
+def recipe_population(wildcards):
+    """A model trained elsewhere's recipe (external~<run>, issue 44): its P.OUTPUTS, whose members and
+    held-out rows are the pool's audit population P (a grid recipe's P is the dataset's split)."""
+    runs = recipe_runs(wildcards)
+    if runs[0] not in EXTERNAL[wildcards.dataset]:
+        return []
+    return P.OUTPUTS.format(dataset=wildcards.dataset, run=runs[0])
+
+
 # The attacked runs of each dataset: every trained run (its recipe's pool) and every model trained
-# elsewhere whose entry gives reference outputs (REFERENCED, rules/external.smk; issue 44).
+# elsewhere whose entry gives reference outputs (REFERENCED, rules/external.smk) or a reference
+# recipe (in RUN_RECIPE; issue 44).
 ATTACKED = {dataset: [run for run in RUNS[dataset] if run in RUN_RECIPE[dataset] or run in REFERENCED[dataset]]
             for dataset in DATASETS}
 
@@ -53,8 +63,9 @@ def attack_inputs(wildcards):
 
 
 def run_recipe(wildcards):
-    """Params function: the name of the run's recipe (its pool's record says which recipe it is)."""
-    return RUN_RECIPE[wildcards.dataset][wildcards.run]
+    """Params function: the name of the run's recipe (its pool's record says which recipe it is); None for a
+    model trained elsewhere attacked with the reference outputs its entry gives (their record names none)."""
+    return RUN_RECIPE[wildcards.dataset].get(wildcards.run)
 
 
 def attacked_runs(wildcards):
@@ -124,7 +135,7 @@ def pooled_recipes():
 # seed added to the recipe reruns no pool.
 for _batch in recipe_batches("reference_pool", pooled_recipes()):
     _files = batch_files(_batch, key="recipe", input={"examples": P.EXAMPLES, "info": P.DATASET_INFO,
-                                                      "train": recipe_train_info},
+                                                      "train": recipe_train_info, "population": recipe_population},
                          output={"outputs": P.REFERENCE_POOL, "info": P.REFERENCE_POOL_INFO},
                          log=P.log("reference_pool", P.RECIPE_KEY),
                          params={"recipe": recipe_params, "training": recipe_training})
@@ -152,8 +163,8 @@ for _batch in recipe_batches("reference_pool", pooled_recipes()):
             "../scripts/reference_pool.py"
 
 
-# the trained runs first, then the models trained elsewhere with reference outputs (issue 44)
-for _batch in run_batches("metric_attacks", {d: TRAINED[d] + REFERENCED[d] for d in DATASETS}):
+# the trained runs first, then the models trained elsewhere with reference models (issue 44)
+for _batch in run_batches("metric_attacks", ATTACKED):
     _files = batch_files(_batch, unpack=attack_inputs, input={"outputs": P.OUTPUTS, "train": P.TRAIN_INFO},
                          output={"rows": P.ATTACK_METRIC, "scores": P.ATTACK_SCORES},
                          log=P.log("metric_attacks", P.RUN_KEY), params={"recipe": run_recipe})

@@ -109,9 +109,10 @@ def run_params(wildcards):
 
 
 # Training recipes (issue 24): a grid row without its seed (dpaudit.config.recipe_lookup); a
-# recipe's seeds share a reference pool and are batched together (issue 36).
-RECIPES = {dataset: dpconfig.recipe_lookup({run: RUNS[dataset][run] for run in TRAINED[dataset]})
-           for dataset in DATASETS}
+# recipe's seeds share a reference pool and are batched together (issue 36); plus a model trained
+# elsewhere's reference_recipe (issue 44, external~<run>: its pool is trained on its own P).
+RECIPES = {dataset: {**dpconfig.recipe_lookup({run: RUNS[dataset][run] for run in TRAINED[dataset]}),
+                     **dpconfig.external_recipes(config, dataset)} for dataset in DATASETS}
 RUN_RECIPE = {dataset: {run: name for name, recipe in RECIPES[dataset].items() for run in recipe["runs"]}
               for dataset in DATASETS}
 

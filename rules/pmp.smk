@@ -25,18 +25,27 @@ def pmp_runs():
             for dataset in DATASETS}
 
 
+def pmp_applies(wildcards):
+    """A run the recipes may apply to: a DP-SGD run clipping each example (keeps_checkpoints), or a model
+    trained elsewhere whose file dpaudit takes gradients of (GRADIENTED, rules/external.smk: Recipe A)."""
+    return keeps_checkpoints(wildcards) or wildcards.run in GRADIENTED[wildcards.dataset]
+
+
 def pmp_metric_inputs(wildcards):
     """train.json of every run (its rows say why the recipes do not apply to one); the examples, the
     pmp pairs and Recipe C's pool of a run they apply to."""
     keys = {"dataset": wildcards.dataset, "run": wildcards.run}
-    if not keeps_checkpoints(wildcards):
+    if not pmp_applies(wildcards):
         return {"train": P.TRAIN_INFO.format(**keys)}
     return {
-        "examples": P.EXAMPLES.format(**keys),
+        # a model trained elsewhere (issue 44): its parent set is drawn from its own members and held-out
+        # rows (its P.OUTPUTS' split); only a model file of Dense layers has pairs (Recipe A), written by
+        # external_outputs (GRADIENTED, rules/external.smk); the others' rows are not applicable
+        "examples": (P.OUTPUTS if wildcards.run in EXTERNAL[wildcards.dataset] else P.EXAMPLES).format(**keys),
         "info": P.DATASET_INFO.format(**keys),
         "train": P.TRAIN_INFO.format(**keys),
-        # a model trained elsewhere has no extraction (issue 44): its rows are not applicable
-        **({} if wildcards.run in EXTERNAL[wildcards.dataset] else {"pairs": P.PMP_PAIRS.format(**keys)}),
+        **({} if wildcards.run in EXTERNAL[wildcards.dataset] and wildcards.run not in GRADIENTED[wildcards.dataset]
+           else {"pairs": P.PMP_PAIRS.format(**keys)}),
         **pmp_pool_inputs(wildcards),
     }
 
@@ -45,7 +54,7 @@ def pmp_metric_params(wildcards):
     """The pmp options a run's rows read: every one the recipes use for a run they apply to, the
     parent set's (columns of every row) for the others (issue 47: a recipe option reruns only the
     runs the recipes apply to)."""
-    keys = job_options.PMP_ROWS if keeps_checkpoints(wildcards) else job_options.PMP_NOT_APPLICABLE_ROWS
+    keys = job_options.PMP_ROWS if pmp_applies(wildcards) else job_options.PMP_NOT_APPLICABLE_ROWS
     return {"options": job_options.subset(PMP, keys)}
 
 

@@ -8,11 +8,16 @@ from dpaudit.reference.pool import build_reference_pool
 for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         dataset = read_json(job.input.info)
-        params = {**job.params.training, **job.params.recipe, "delta": dataset["delta"]["resolved"],
+        # a model trained elsewhere's recipe (issue 44) brings its promise's δ and its own P, and its
+        # record is no train.json of the recipe (σ is the promise's)
+        params = {**job.params.training, "delta": dataset["delta"]["resolved"], **job.params.recipe,
                   "n_classes": int(dataset["classes"])}
+        population = read_parquet(job.input.population) if job.input.get("population") else None
         frame, info = build_reference_pool(read_parquet(job.input.examples), dataset["splits"], params,
                                            count=job.params.reference_models, seed=job.params.seed,
-                                           threads=job.threads, recorded=read_json(job.input.train), log=log)
+                                           threads=job.threads,
+                                           recorded=None if population is not None else read_json(job.input.train),
+                                           population=population, log=log)
         # the recipe names the pool, not its runs: a seed added to the recipe leaves the pool as it is (issue 47)
         info.pop("runs", None)
         info.update(dataset=job.wildcards.dataset, recipe_name=job.wildcards.recipe)

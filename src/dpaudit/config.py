@@ -506,6 +506,14 @@ def external_runs(config: Mapping) -> dict[str, dict[str, dict]]:
             for dataset in sorted(config["datasets"])}
 
 
+def external_recipes(config: Mapping, dataset: str) -> dict[str, dict]:
+    """The dataset's recipes of models trained elsewhere with a reference_recipe (issue 44), as
+    ``recipe_lookup`` gives a grid's (``dpaudit.external.recipe``)."""
+    from dpaudit.external.recipe import external_recipes as recipes
+
+    return recipes(config, dataset)
+
+
 def run_lookup(table: pd.DataFrame) -> dict[str, dict]:
     """Map each run name (from Snakemake's Paramspace) to its plain-Python parameters."""
     names = _grid_names(table) if len(table) else []

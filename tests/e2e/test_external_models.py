@@ -51,8 +51,13 @@ def test_each_dossier_says_what_was_and_was_not_checked(shipped):
         page = (shipped["workdir"] / P.DOSSIER.format(dataset="breast_cancer", run=run)).read_text()
         assert "Trained outside dpaudit." in page and "<strong>Checked.</strong>" in page
         assert "<strong>Not checked</strong>" in page
-        for what in ("the canary audit twin", "the noise certificate", "the accounting check", "PMP Recipes A and B"):
+        for what in ("the canary audit twin", "the noise certificate", "the accounting check"):
             assert what in page
+        # the model file's gradients at its final weights give PMP Recipe A (its promise states C); the outputs
+        # file gives neither
+        pmp = ("PMP Recipe A (Lowy et al. 2024): one full-batch DP-SGD step", "PMP Recipe B (per-example gradients "
+               "along the training trajectory)") if run == "keras_file" else (None, "PMP Recipes A and B")
+        assert pmp[1] in page and (pmp[0] is None or pmp[0] in page)
         assert "Verdict: audit too weak to say: trained elsewhere" in page or "Verdict: consistent" in page \
             or "Verdict: measured above" in page
     keras = (shipped["workdir"] / P.DOSSIER.format(dataset="breast_cancer", run="keras_file")).read_text()
@@ -66,6 +71,10 @@ def test_the_rows_of_a_model_trained_elsewhere(shipped):
     for run in MODELS:
         rows = table[table["run"] == run]
         pmp = rows[rows["family"] == "pmp"]
+        recipe_a = pmp["method"] == "gauss_single_step"
+        if run == "keras_file":  # Recipe A at the final weights; Recipes B and C need the training
+            assert (pmp[recipe_a]["status"] == "ok").all() and recipe_a.sum() > 2
+            pmp = pmp[~recipe_a]
         assert len(pmp) and pmp["note"].str.contains("trained outside dpaudit").all()
         canary = rows[rows["family"] == "canary"]
         checks = canary[canary["metric"].isin(["noise_check_passed", "accounting_reproduced"])]
@@ -80,6 +89,10 @@ def test_the_rows_of_a_model_trained_elsewhere(shipped):
     # the example's promise is tensorflow-privacy's printed statement: the recomputation agrees to 3 decimals
     assert f"{train['epsilon']:.3f}" == "6.466" and train["promise"]["mismatch"] is False
     assert train["source"]["format"] == "keras"
+    assert train["per_example_gradients"]["available"] and train["clip_norm"] == 1.0
+    gradients = read_parquet(shipped["workdir"] / P.GRADIENTS.format(dataset="breast_cancer", run="keras_file"))
+    assert len(gradients) == 569 and (gradients["clipped_norm"] <= 1.0).all()
+    assert not (shipped["workdir"] / P.GRADIENTS.format(dataset="breast_cancer", run="outputs_parquet")).exists()
 
 
 def test_the_model_file_and_its_outputs_file_are_the_same_model(shipped):
@@ -100,6 +113,7 @@ TINY = {
     "grid": [{"mechanism": ["dpsgd"], "target_epsilon": [4], "clip_norm": [1.0], "epochs": [2], "batch_size": [32],
               "seed": [0]}],
     "metrics": {"identifiability": {"enabled": True}, "attacks": {"enabled": True, "reference_models": 4},
+                "pmp": {"enabled": True, "partners_max": 32},
                 "epsilon_star": {"grid_size": 10000, "bootstrap": {"resamples": 20, "grid_size": 1000}}},
 }
 SHARED = ("mia", "epsilon_star", "privacy_card", "identifiability")  # the families both run
@@ -136,10 +150,21 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
     promise = {"noise_multiplier": float(train["noise_multiplier"]),
                "sampling_probability": float(accounted["sampling_probability"]), "steps": int(accounted["steps"]),
                "delta": float(train["delta"]), "sampling": train["sampling"], "accountant": train["accountant"]}
+    # "file": the very model file dpaudit saved, audited as a practitioner's .keras file
+    model_file = tmp_path / "model.keras"
+    shutil.copyfile(workdir / P.MODEL.format(**keys), model_file)
     second = tmp_path / "second.yaml"
+    # "recipe": the same model with its training recipe instead: dpaudit trains its reference pool (external~recipe)
+    block = TINY["grid"][0]
+    recipe = {"mechanism": "dpsgd", "epochs": block["epochs"][0], "batch_size": block["batch_size"][0],
+              "learning_rate": 0.05}  # the grid's default learning rate (config.schema.yaml)
     second.write_text(yaml.safe_dump({**TINY, "external_models": {"again": {
         "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files, "promise": promise,
-        "reference_outputs": str(tmp_path / "references.parquet")}}}))
+        "reference_outputs": str(tmp_path / "references.parquet")}, "recipe": {
+        "dataset": "synthetic", "outputs": str(tmp_path / "outputs.parquet"), **files,
+        "promise": {**promise, "clip_norm": block["clip_norm"][0]}, "reference_recipe": recipe}, "file": {
+        "dataset": "synthetic", "model": str(model_file), **files,
+        "promise": {**promise, "clip_norm": block["clip_norm"][0]}}}}))
     snakemake(workdir, P.METRICS_TABLE, "--cores", "2", "--configfile", str(second), env=env, root=project)
     record = read_json(workdir / P.TRAIN_INFO.format(dataset="synthetic", run="again"))
     assert record["epsilon"] == train["epsilon"]  # the accountant's own ε, recomputed from its inputs
@@ -148,12 +173,31 @@ def test_a_model_dpaudit_trained_audited_again_as_an_outputs_file_gives_identica
         external = read_parquet(workdir / P.METRIC.format(family=family, dataset="synthetic", run="again"))
         assert len(internal) > 0
         pd.testing.assert_frame_equal(external.drop(columns="run"), internal.drop(columns="run"), obj=family)
-    # LiRA and RMIA from the given reference outputs equal LiRA and RMIA from the recipe's pool they are
+    # the pool dpaudit trained from the entry's recipe, DP-matched by the promise's σ and C on the entry's
+    # members and held-out rows, is the grid recipe's pool (same seeds, population, σ): the given outputs
+    recipe_pool = read_parquet(workdir / P.REFERENCE_POOL.format(dataset="synthetic", recipe="external~recipe"))
+    pd.testing.assert_frame_equal(recipe_pool, read_parquet(pool_path))
+    pool_info = read_json(workdir / P.REFERENCE_POOL_INFO.format(dataset="synthetic", recipe="external~recipe"))
+    # (the record names its recipe, not its runs: issue 47)
+    assert pool_info["recipe_name"] == "external~recipe" and pool_info["noise_multiplier"] == train["noise_multiplier"]
+    # LiRA and RMIA from the given reference outputs and from the entry's recipe equal LiRA and RMIA from
+    # the grid recipe's pool they are
     for pattern in (P.ATTACK_METRIC, P.ATTACK_SCORES):
         internal = read_parquet(workdir / pattern.format(dataset="synthetic", run=run))
-        external = read_parquet(workdir / pattern.format(dataset="synthetic", run="again"))
         assert len(internal) > 0
-        pd.testing.assert_frame_equal(external.drop(columns="run", errors="ignore"),
-                                      internal.drop(columns="run", errors="ignore"), obj=pattern)
+        for name in ("again", "recipe"):
+            external = read_parquet(workdir / pattern.format(dataset="synthetic", run=name))
+            pd.testing.assert_frame_equal(external.drop(columns="run", errors="ignore"),
+                                          internal.drop(columns="run", errors="ignore"), obj=f"{name} {pattern}")
+    # the model file's per-example gradients and PMP Recipe A at its final weights are the extraction's
+    internal = read_parquet(workdir / P.GRADIENTS.format(**keys)).sort_values("example_id", ignore_index=True)
+    external = read_parquet(workdir / P.GRADIENTS.format(dataset="synthetic", run="file"))
+    assert external["example_id"].tolist() == internal["example_id"].tolist()
+    np.testing.assert_allclose(external["grad_norm"], internal["grad_norm"], rtol=1e-12)
+    np.testing.assert_allclose(external["clipped_norm"], internal["clipped_norm"], rtol=1e-12)
+    rows = [read_parquet(workdir / P.metric("pmp").format(dataset="synthetic", run=name)) for name in (run, "file")]
+    recipe_a = [r[r["method"] == "gauss_single_step"].drop(columns="run").reset_index(drop=True) for r in rows]
+    assert len(recipe_a[0]) > 2 and (recipe_a[0]["status"] == "ok").all()
+    pd.testing.assert_frame_equal(recipe_a[1], recipe_a[0], obj="PMP Recipe A")
     again = read_parquet(workdir / P.OUTPUTS.format(dataset="synthetic", run="again"))
     assert np.array_equal(np.stack(again["logits"].to_numpy()), np.stack(outputs["logits"].to_numpy()))

@@ -97,9 +97,9 @@ def refused(model) -> str:
     return str(error.value)
 
 
-def imported(model, dataset, delta="auto"):
+def imported(model, dataset, delta="auto", **options):
     return external_outputs(model, name="m", dataset="synthetic", examples=dataset["examples"], ids=dataset["ids"],
-                            dataset_info=dataset["info"], delta=delta)
+                            dataset_info=dataset["info"], delta=delta, **options)
 
 
 def mia_rows(frame, record, info, **options):
@@ -487,3 +487,78 @@ def test_utility_rows_apart_from_members_and_held_out(tmp_path, dataset):
     assert (frame["split"] == "test").sum() == N - 160 and not frame.loc[frame["split"] == "test", "is_member"].any()
     overlap = entry(tmp_path, utility=write_ids(tmp_path / "u4.csv", held_out[:5]))
     assert "5 held-out id(s) are also utility rows" in refused(overlap)
+
+
+# ------------------------------------------------------------------ reference models from a training recipe
+
+DPSGD_PROMISE = {"noise_multiplier": 1.1, "sampling_probability": 0.32, "steps": 10, "delta": 1e-3}
+RECIPE = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 32, "learning_rate": 0.05}
+
+
+def attacked(model):
+    return {**config(model), "metrics": {"attacks": {"enabled": True}}}
+
+
+def refused_attacked(model) -> str:
+    with pytest.raises(ConfigError) as error:
+        validate_config(attacked(model))
+    return str(error.value)
+
+
+def test_a_reference_recipe_that_cannot_be_dp_matched_is_refused(tmp_path):
+    where = "config.external_models.m.reference_recipe"
+    stated = refused_attacked(entry(tmp_path, promise={"epsilon": 1.0, "delta": 1e-3}, reference_recipe=RECIPE))
+    assert f"{where}: mechanism dpsgd trains the reference models with the promise's σ" in stated
+    assert f"{where}: mechanism dpsgd needs the clip norm C; give promise.clip_norm" in stated
+    both = refused_attacked(entry(tmp_path, promise={**DPSGD_PROMISE, "clip_norm": 1.0}, reference_recipe=RECIPE,
+                         reference_outputs=str(tmp_path / "refs.npz")))
+    assert f"{where}: the entry also gives reference_outputs" in both
+    off = refused(entry(tmp_path, promise={**DPSGD_PROMISE, "clip_norm": 1.0}, reference_recipe=RECIPE))
+    assert f"{where}: reference models serve LiRA and RMIA only, and metrics.attacks.enabled is false" in off
+    assert "clip norm" not in off and "σ" not in off
+    clipped = refused_attacked(entry(tmp_path, reference_recipe={**RECIPE, "mechanism": "baseline", "clip_norm": 1.0}))
+    assert f"{where}.clip_norm: a baseline recipe clips nothing" in clipped
+    with pytest.raises(ConfigError, match="reference_recipe"):  # the schema: its keys and required keys
+        validate_config(attacked(entry(tmp_path, reference_recipe={"mechanism": "dpsgd", "epochs": 2})))
+    with pytest.raises(ConfigError, match="clip_norm"):  # C is a DP-SGD input: not beside a stated (ε, δ)
+        validate_config(attacked(entry(tmp_path, promise={"epsilon": 1.0, "delta": 1e-3, "clip_norm": 1.0})))
+
+
+def test_a_recipe_takes_sigma_clip_norm_and_delta_from_the_promise(tmp_path):
+    from dpaudit.config import external_recipes
+
+    model = entry(tmp_path, promise={**DPSGD_PROMISE, "clip_norm": 0.5, "sampling": "shuffle"}, reference_recipe=RECIPE)
+    recipes = external_recipes(validate_config(attacked(model)), "synthetic")
+    assert recipes == {"external~m": {"runs": ["m"], "params": {
+        **RECIPE, "noise_multiplier": 1.1, "clip_norm": 0.5, "delta": 1e-3, "sampling": "shuffle", "accountant": "rdp"}}}
+    baseline = entry(tmp_path, reference_recipe={**RECIPE, "mechanism": "baseline", "model": "mlp"})
+    assert external_recipes(validate_config(attacked(baseline)), "synthetic")["external~m"]["params"] == {
+        **RECIPE, "mechanism": "baseline", "model": "mlp"}
+
+
+def test_the_recipe_pools_population_is_the_entrys_members_and_held_out_rows(tmp_path, dataset):
+    """P of a model trained elsewhere: its members and held-out rows (not the dataset's split), in
+    examples.parquet order, is_member from its membership; its utility rows are not in P."""
+    from dpaudit.reference.pool import audit_population
+
+    members, held_out = halves()
+    model = entry(tmp_path, members=write_ids(tmp_path / "m5.csv", members[:70]),
+                  held_out=write_ids(tmp_path / "h5.csv", held_out[:60]),
+                  utility=write_ids(tmp_path / "u5.csv", held_out[60:]))
+    frame, _ = imported(model, dataset)
+    population = audit_population(dataset["examples"], dataset["info"]["splits"], frame)
+    expected = np.sort(np.concatenate([members[:70], held_out[:60]]))  # synthetic: example_id = row
+    order = dataset["examples"]["example_id"].to_numpy()
+    assert np.array_equal(population["example_id"].to_numpy(), order[np.isin(order, expected)])
+    assert np.array_equal(population["is_member"].to_numpy(), np.isin(population["example_id"], members[:70]))
+
+
+def test_a_recipe_of_a_model_trained_elsewhere_is_named_in_the_reference_accuracy_figure():
+    from dpaudit.plots.attacks import recipe_tick
+
+    pool = {"recipe_name": "external~m", "runs": ["m"], "recipe": {"mechanism": "dpsgd", "noise_multiplier": 1.1}}
+    assert recipe_tick(pool) == "m (trained elsewhere)\nDP-SGD σ = 1.1"
+    assert recipe_tick({**pool, "recipe": {"mechanism": "baseline"}}) == "m (trained elsewhere)\nbaseline"
+    grid = {"recipe_name": "mechanism~dpsgd_target_epsilon~4", "runs": ["r"],
+            "recipe": {"mechanism": "dpsgd", "target_epsilon": 4.0}}
+    assert recipe_tick(grid) == "DP-SGD\nε = 4"

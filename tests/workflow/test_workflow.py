@@ -84,6 +84,20 @@ def test_trained_elsewhere_job_counts():
         assert counts[trained] == 0, trained
 
 
+def test_models_trained_elsewhere_keep_their_verdict_with_the_canary_family_disabled(tmp_path):
+    # issue 44: their canary rows (the black-box verdict) need no audit: metric_canary runs for them alone
+    import shutil
+
+    config = yaml.safe_load((ROOT / "config" / "trained_elsewhere.yaml").read_text())
+    config["metrics"]["canary"]["enabled"] = False
+    config["grid"] = [{"mechanism": ["baseline"], "epochs": [1]}]  # a trained run: no canary rows for it
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    counts = run_counts(snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "c.yaml")).stdout)
+    assert counts["metric_canary"] == 2 and counts["external_outputs"] == 2 and counts["train_model"] == 1
+    assert counts["canary_scores"] == 0
+
+
 @pytest.mark.xdist_group(SHIPPED_CONFIGS)
 def test_default_config_job_counts(tmp_path):
     result = shipped_dry_run("config/config.yaml")

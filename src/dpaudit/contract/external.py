@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["EXTERNAL", "NOT_CHECKED", "TRAINED_OUTSIDE", "is_external", "run_splits"]
+__all__ = ["EXTERNAL", "NOT_CHECKED", "PMP_RECIPE_B", "TRAINED_OUTSIDE", "is_external", "run_splits"]
 
 # The mechanism of a model trained elsewhere (its grid row and its record's ``mechanism``).
 EXTERNAL = "external"
@@ -38,3 +38,5 @@ NOT_CHECKED = (
     "the accounting check (the sampler's realized rate and steps against the accountant's inputs)",
     "PMP Recipes A and B (per-example gradients at the final weights and along the training trajectory)",
 )
+# What stays not checked of PMP when Recipe A ran at a model file's final weights (dpaudit.external.gradients).
+PMP_RECIPE_B = "PMP Recipe B (per-example gradients along the training trajectory)"

@@ -6,7 +6,8 @@ summing to 1, members also held out, ids missing from the outputs file), the val
 the dataset's classes where those are known before it is prepared, every id is one of the
 dataset's where its ids are known before it is prepared (the bundled and generated datasets:
 0 … n−1; a table: its id column, else its 0-based rows; .npz arrays: their ids, else 0 … N−1),
-and the promise's δ is below 1/n members. The job (``importer``) checks all of it again against
+the promise's δ is below 1/n members, and a reference recipe can be DP-matched to the promise
+(``recipe``). The job (``importer``) checks all of it again against
 the prepared dataset. Files are read once per process and version (path, size, mtime).
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from dpaudit.external.membership import membership_of
 from dpaudit.external.outputs_file import ExternalModelError, shown_rows
 from dpaudit.external.promise import promise_problems
+from dpaudit.external.recipe import recipe_problems
 
 __all__ = ["external_problems", "known_dataset_ids"]
 
@@ -102,7 +104,7 @@ def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping
             outputs = None
         else:
             outputs = read_entry_outputs(entry, where)
-        membership = membership_of(entry, outputs, where)
+        membership = membership_of(entry, outputs, where, params, dataset)
     except ExternalModelError as error:
         return problems + str(error).split("\n  ")
     if outputs is not None:
@@ -112,10 +114,11 @@ def _entry_problems(name: str, entry: Mapping, config: Mapping, lookups: Mapping
     if known is not None:
         listed = ([(outputs.path, outputs.ids)] if outputs is not None else
                   [(entry[key], ids) for key, ids in (("members", membership.members), ("held_out", membership.held_out),
-                                                      ("utility", membership.utility)) if ids is not None])
+                                                      ("utility", membership.utility)) if key in entry])
         problems += [p for path, ids in listed if (p := _unknown(ids, known, str(path), where, dataset))]
     problems.extend(promise_problems(entry.get("promise"), int(membership.members.size), f"{where}.promise",
                                      bool(config["training"]["allow_large_delta"])))
+    problems.extend(recipe_problems(entry, config, where))
     if "reference_outputs" in entry:
         problems.extend(_reference_problems(entry, membership, lookups["classes"](dataset, params), f"{where}."
                                             "reference_outputs"))

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from dpaudit.contract.delta import resolve_delta
-from dpaudit.contract.external import EXTERNAL, NOT_CHECKED, TRAINED_OUTSIDE
+from dpaudit.contract.external import EXTERNAL, NOT_CHECKED, PMP_RECIPE_B, TRAINED_OUTSIDE
 from dpaudit.external.membership import Membership, membership_of
 from dpaudit.external.outputs_file import (
     ExternalModelError,
@@ -126,12 +126,14 @@ def _roles(outputs: OutputsFile, membership: Membership) -> np.ndarray:
 
 
 def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.DataFrame, ids: pd.DataFrame,
-                     dataset_info: Mapping, delta: float | str, allow_large_delta: bool = False,
-                     ) -> tuple[pd.DataFrame, dict]:
+                     dataset_info: Mapping, delta: float | str, allow_large_delta: bool = False, pmp: bool = False,
+                     dataset_params: Mapping | None = None) -> tuple[pd.DataFrame, dict]:
     """(``P.OUTPUTS`` frame, record) of ``external_models.<name>`` on its prepared dataset (module docstring).
 
     ``examples``: the dataset's example_id and label; ``ids``: its ids.parquet; ``delta``: the
-    config's training.delta, the δ the attacks are evaluated at when the entry states no promise."""
+    config's training.delta, the δ the attacks are evaluated at when the entry states no promise;
+    ``pmp``: the pmp family is on (what the record says was checked); ``dataset_params``: the dataset's
+    config (its table, for ``membership_table_column``)."""
     where = f"config.external_models.{name}"
     x = None
     if "model" in entry:  # a model file is scored on every row of the dataset, its features as prepared
@@ -143,7 +145,7 @@ def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.Da
     problem = width_problem(outputs, classes, dataset, where)
     if problem is not None:
         raise ExternalModelError(problem)
-    membership = membership_of(entry, outputs, where)
+    membership = membership_of(entry, outputs, where, dataset_params, dataset)
     example_ids = _example_ids(outputs, ids, dataset, where)
     labels = examples.set_index("example_id")["label"].reindex(example_ids).to_numpy(np.int64)
     if outputs.labels is not None:
@@ -163,6 +165,7 @@ def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.Da
     frame = frame.iloc[used].sort_values("example_id", kind="stable", ignore_index=True)
     n_members = int((role == 1).sum())
     record = _record(entry, name, dataset, outputs, membership, role, n_members, delta, allow_large_delta, where)
+    _gradient_record(record, entry, pmp)
     if membership.utility is None:  # test accuracy on the held-out rows (contract.external.run_splits)
         record["splits"] = {"utility": splits["nonmembers"]}
     return frame, record
@@ -186,6 +189,27 @@ def _record(entry: Mapping, name: str, dataset: str, outputs: OutputsFile, membe
         "not_checked": [{"what": what, "reason": TRAINED_OUTSIDE} for what in NOT_CHECKED],
         **promise,
     }
+
+
+def _gradient_record(record: dict, entry: Mapping, pmp: bool) -> None:
+    """What the record says of the model's per-example gradients and PMP Recipe A
+    (``dpaudit.external.gradients``): computed for a model file of Dense layers, Recipe A under a DP-SGD
+    promise with its clip norm; the rest of PMP stays not checked."""
+    from dpaudit.external.gradients import gradient_problem
+    from dpaudit.extract.checkpoints import external_problem
+
+    problem = gradient_problem(entry)
+    record["per_example_gradients"] = {"available": problem is None, "reason": problem}
+    if problem is not None:
+        return
+    record["checked"] = ["per-example cross-entropy gradients of every audited row at the model's final weights "
+                         "(its Dense layers read as data, run in numpy)"]
+    recipe_a = external_problem(record)
+    if pmp and recipe_a is None:
+        record["checked"].append("PMP Recipe A (Lowy et al. 2024): one full-batch DP-SGD step at the final weights, "
+                                 "from the promise's σ and clip norm")
+        record["not_checked"] = [item if not item["what"].startswith("PMP") else
+                                 {"what": PMP_RECIPE_B, "reason": TRAINED_OUTSIDE} for item in record["not_checked"]]
 
 
 def external_references(entry: Mapping, *, name: str, dataset: str, ids: pd.DataFrame, outputs: pd.DataFrame,

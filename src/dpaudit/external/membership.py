@@ -2,7 +2,8 @@
 
 Either two files of ids (``members``, ``held_out``; optional ``utility``, default the held-out
 rows), or a column of the outputs file (``membership_column``: true = member, false = held
-out). An ids file is .csv or .parquet (a column ``example_id`` or ``id``, or its only column) or
+out), or such a column of the dataset's own table (``membership_table_column``, a ``source: table``
+dataset that drops it from the features: ``table_membership``). An ids file is .csv or .parquet (a column ``example_id`` or ``id``, or its only column) or
 .txt (one id per line); ids are compared as trimmed text, as the dataset's ids.parquet keeps them.
 """
 
@@ -72,6 +73,42 @@ def read_ids_file(path: str | Path, where: str) -> np.ndarray:
     return ids
 
 
+def table_membership(params: Mapping, column: str, dataset: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(ids as text, 1 member / 0 held out / -1 neither) of every data row of the dataset's table, from its
+    column ``column`` (true / false / empty), read with the dataset's own CSV settings; the ids are its
+    ``id`` column's, else the 0-based data rows (the ids ``prepare_dataset`` gives)."""
+    from dpaudit.data.table import _open_csv, _spec, table_format
+    from dpaudit.external.outputs_file import _membership
+
+    where = f"{where}.membership_table_column"
+    if params.get("source") != "table":
+        raise ExternalModelError(f"{where}: dataset {dataset} is not a table (source: table); give members and "
+                                 "held_out ids files, or membership_column of the outputs file")
+    if column not in (params.get("drop") or []):
+        raise ExternalModelError(f"{where}: column {column!r} must not be a feature of dataset {dataset}; add it to "
+                                 f"config.datasets.{dataset}.drop")
+    spec, path = _spec(params), Path(params["path"])
+    names = [column, *([params["id"]] if params.get("id") else [])]
+    try:
+        if table_format(path, spec.get("format")) == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(str(path), columns=names)
+        else:
+            import pyarrow as pa
+
+            table = _open_csv(path, spec, types=dict.fromkeys(names, pa.string()), include=names).read_all()
+    except (OSError, ValueError, KeyError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        raise ExternalModelError(f"{where}: column {column!r} of {path} cannot be read ({error}); name a column of "
+                                 "the table") from None
+    roles = _membership(table.column(column).to_numpy(zero_copy_only=False), column, path, where)
+    if params.get("id"):
+        ids = np.char.strip(table.column(params["id"]).to_numpy(zero_copy_only=False).astype(str)).astype(object)
+    else:
+        ids = np.arange(len(roles)).astype(str).astype(object)
+    return ids, roles
+
+
 @dataclass(frozen=True)
 class Membership:
     """Text ids of the members, the held-out rows and the utility rows (None: the held-out rows), with
@@ -83,16 +120,32 @@ class Membership:
     sources: dict = field(default_factory=dict)
 
 
-def membership_of(entry: Mapping, outputs: OutputsFile | None, where: str) -> Membership:
+def membership_of(entry: Mapping, outputs: OutputsFile | None, where: str, table: Mapping | None = None,
+                  dataset: str = "") -> Membership:
     """The membership an ``external_models`` entry states, checked against its outputs file (None: a model
-    file, scored on every row of the dataset)."""
+    file, scored on every row of the dataset); ``table``: the dataset's params (its table's column)."""
     files = [key for key in ("members", "held_out") if key in entry]
     column = entry.get("membership_column")
-    if column is not None and files:
-        raise ExternalModelError(f"{where}: give either membership_column or members and held_out files, not both")
-    if column is None and len(files) < 2:
+    stated = [key for key in ("membership_column", "membership_table_column") if key in entry]
+    if len(stated) + bool(files) > 1:
+        raise ExternalModelError(f"{where}: give one of membership_column, membership_table_column or members and "
+                                 "held_out files")
+    if not stated and len(files) < 2:
         raise ExternalModelError(f"{where}: say which rows were members and which were held out: members: <ids file> "
-                                 "and held_out: <ids file>, or membership_column: <column of the outputs file>")
+                                 "and held_out: <ids file>, or membership_column: <column of the outputs file>, or "
+                                 "membership_table_column: <column of the dataset's table>")
+    if "membership_table_column" in entry:
+        if "utility" in entry:
+            raise ExternalModelError(f"{where}.utility: with membership_table_column the utility rows are the held-out "
+                                     "ones; remove utility or give members and held_out files")
+        name = entry["membership_table_column"]
+        ids, roles = table_membership(table or {}, name, dataset, where)
+        members, held_out = ids[roles == 1], ids[roles == 0]
+        source = {"table_column": name, "file": str((table or {}).get("path"))}
+        _known(members, held_out, None, outputs, where, name)
+        _enough(members, held_out, where)
+        return Membership(members=members, held_out=held_out, utility=None,
+                          sources={"members": source, "held_out": source})
     if column is not None and outputs is None:
         raise ExternalModelError(f"{where}.membership_column: a model file has no columns; give members and held_out "
                                  "ids files")
@@ -126,17 +179,30 @@ def membership_of(entry: Mapping, outputs: OutputsFile | None, where: str) -> Me
                 raise ExternalModelError(f"{where}: {both.size} held-out id(s) are also utility rows "
                                          f"({entry['utility']}): {_listed(both)}; leave utility out to measure test "
                                          "accuracy on the held-out rows, or give rows apart from them")
-        known = outputs.ids.astype(str) if outputs is not None else None
-        for key, ids in (("members", members), ("held_out", held_out), ("utility", utility)):
-            if ids is None or known is None:
-                continue
-            absent = ids[~np.isin(ids.astype(str), known)]
-            if absent.size:
-                raise ExternalModelError(f"{where}.{key}: {absent.size} id(s) of {entry[key]} are not in the outputs "
-                                         f"file {outputs.path}: {_listed(absent)}; write the model's outputs for them "
-                                         "or remove them from the ids file")
+        _known(members, held_out, utility, outputs, where, None, entry)
+    _enough(members, held_out, where)
+    return Membership(members=members, held_out=held_out, utility=utility, sources=sources)
+
+
+def _known(members, held_out, utility, outputs: OutputsFile | None, where: str, column: str | None,
+           entry: Mapping | None = None) -> None:
+    """Every stated id is a row of the outputs file (a model file is scored on every row)."""
+    if outputs is None:
+        return
+    known = outputs.ids.astype(str)
+    for key, ids in (("members", members), ("held_out", held_out), ("utility", utility)):
+        if ids is None:
+            continue
+        absent = ids[~np.isin(ids.astype(str), known)]
+        if absent.size:
+            origin = f"column {column!r} of the dataset's table" if column else entry[key]
+            raise ExternalModelError(f"{where}.{key}: {absent.size} id(s) of {origin} are not in the outputs "
+                                     f"file {outputs.path}: {_listed(absent)}; write the model's outputs for them "
+                                     "or remove them from the ids file")
+
+
+def _enough(members: np.ndarray, held_out: np.ndarray, where: str) -> None:
     for role, ids in (("members", members), ("held-out rows", held_out)):
         if ids.size < 2:
             raise ExternalModelError(f"{where}: {ids.size} {role}; the membership attacks need at least 2 members and "
                                      "2 held-out rows")
-    return Membership(members=members, held_out=held_out, utility=utility, sources=sources)

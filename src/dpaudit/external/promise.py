@@ -3,7 +3,8 @@ accountant says of it.
 
 Two forms. ``{epsilon, delta}``: an (ε, δ) guarantee as stated (nothing recomputes it). The DP-SGD
 inputs ``{noise_multiplier, sampling_probability, steps, delta}`` with ``sampling`` (poisson,
-default, or shuffle) and ``accountant`` (rdp, default, or pld): ε is recomputed from them by
+default, or shuffle), ``accountant`` (rdp, default, or pld) and optionally ``clip_norm`` (C, which
+the accountant does not read: a dpsgd reference recipe and PMP Recipe A on a model file need it): ε is recomputed from them by
 ``dpaudit.dp.accounting.dpsgd_epsilon``, the accountant of every dpaudit run, and that ε is the
 promise audited; an ``epsilon`` given beside them is the trainer's statement, kept with the
 relative mismatch (a statement more than ``MISMATCH_TOLERANCE`` below the recomputed ε claims more
@@ -44,7 +45,7 @@ def promise_problems(promise: Mapping | None, n_members: int | None, where: str,
         problems.append(f"{where}: DP-SGD inputs need {', '.join(DPSGD_KEYS)} and delta; {', '.join(missing)} "
                         "missing (or state only epsilon and delta)")
     if not given:
-        extra = [key for key in ("sampling", "accountant") if key in promise]
+        extra = [key for key in ("sampling", "accountant", "clip_norm") if key in promise]
         if extra:
             problems.append(f"{where}: {', '.join(extra)} describe DP-SGD inputs; give noise_multiplier, "
                             "sampling_probability and steps too, or remove them")
@@ -84,6 +85,8 @@ def promise_record(promise: Mapping | None, n_members: int, where: str, allow_la
     epsilon = float(result["epsilon"])
     record = {"kind": "dpsgd", "noise_multiplier": sigma, "sampling_probability": q, "steps": steps, "delta": delta,
               "sampling": sampling, "accountant": accountant, "recomputed_epsilon": epsilon}
+    if "clip_norm" in promise:  # PMP Recipe A's C (dpaudit.external.gradients); the accountant does not read it
+        record["clip_norm"] = float(promise["clip_norm"])
     sentence = (f"ε = {epsilon:.4g} at δ = {delta:g}, recomputed by dpaudit's {accountant} accountant from the "
                 f"DP-SGD inputs (σ = {sigma:g}, q = {q:g}, {steps} steps, {sampling} sampling)")
     if "epsilon" in promise:
@@ -101,4 +104,6 @@ def promise_record(promise: Mapping | None, n_members: int, where: str, allow_la
     record["sentence"] = sentence
     fields = {key: result[key] for key in ("epsilon", "delta", "noise_multiplier", "sampling_probability", "steps",
                                            "accountant", "sampling", "neighbouring_relation")}
+    if "clip_norm" in promise:
+        fields["clip_norm"] = float(promise["clip_norm"])
     return {**fields, "promised_mechanism": "dpsgd", "accountant_inputs": result, "promise": record}

@@ -17,7 +17,7 @@ import numpy as np
 from dpaudit.contract.external import TRAINED_OUTSIDE, is_external
 from dpaudit.io import reading
 
-__all__ = ["FLAT_GRADIENT_LIMIT", "load_checkpoints", "not_applicable"]
+__all__ = ["FLAT_GRADIENT_LIMIT", "external_problem", "load_checkpoints", "not_applicable"]
 
 # Most float32 values of a parent set's flat per-example gradients (2n × P) that Recipes A and B
 # hold for a model that is not a Dense stack (``dpaudit.extract.keras_model``): 1 GiB.
@@ -26,9 +26,8 @@ FLAT_GRADIENT_LIMIT = 2**28
 
 def not_applicable(train: Mapping) -> str | None:
     """Why Recipes A, B and C do not apply to a run (its ``train.json``), or None when they do."""
-    if is_external(train):  # issue 44: no gradients, checkpoints or reference pool of its training
-        return (f"not applicable: {TRAINED_OUTSIDE}; Recipes A and B need its per-example gradients at its "
-                "weights and checkpoints, Recipe C reference models trained like it")
+    if is_external(train):  # issue 44: no checkpoints or reference pool of its training
+        return external_problem(train)
     eps = float(train["epsilon"])
     if not math.isfinite(eps):
         return ("not applicable: non-private run (epsilon = inf); PMP bounds need the Gaussian noise of DP-SGD, "
@@ -45,6 +44,24 @@ def not_applicable(train: Mapping) -> str | None:
         return (f"not applicable: model {model} has {int(params)} parameters, and Recipes A and B would hold "
                 f"the flat per-example gradients of the parent set (2n × P = {2 * int(train['n_members'])} × "
                 f"{int(params)} floats > {FLAT_GRADIENT_LIMIT}); the Dense factor form applies to the mlp only")
+    return None
+
+
+def external_problem(train: Mapping) -> str | None:
+    """Why Recipe A does not apply to a model trained elsewhere (its record), or None when it does: a
+    model file whose per-example gradients dpaudit computed (``dpaudit.external.gradients``) at its final
+    weights, under a DP-SGD promise that states the clip norm C. Recipes B and C never apply to it."""
+    gradients = train.get("per_example_gradients") or {}
+    if not gradients.get("available"):
+        return (f"not applicable: {TRAINED_OUTSIDE}; Recipes A and B need its per-example gradients at its "
+                "weights and checkpoints, Recipe C reference models trained like it"
+                + (f" ({gradients['reason']})" if gradients.get("reason") else ""))
+    if train.get("promised_mechanism") != "dpsgd":
+        return ("not applicable: the promise states no DP-SGD inputs (noise_multiplier, sampling_probability, "
+                "steps, delta); Recipe A bounds DP-SGD's Gaussian noise on clipped gradients")
+    if train.get("clip_norm") is None:
+        return ("not applicable: Recipe A needs the clip norm C, and the promise does not state it; add "
+                "promise.clip_norm (the clipping norm the optimizer ran with)")
     return None
 
 

@@ -180,11 +180,12 @@ def _snake_case(name: str) -> str:
     return insecure if insecure[0] != "_" else "private" + insecure
 
 
-def read_dense_model(path: str | os.PathLike) -> DenseModel:
+def read_dense_model(path: str | os.PathLike, logits_layer: str | None = LOGITS_LAYER) -> DenseModel:
     """The model saved at ``path`` (a ``.keras`` file) as a :class:`DenseModel` up to its logits.
 
     A damaged file names itself (``dpaudit.io.reading``); a layer this reader does not
-    know is refused by name.
+    know is refused by name. ``logits_layer=None`` (a model trained elsewhere, issue 44): the
+    last Dense layer gives the logits, its pre-activation when its activation is softmax.
     """
     import h5py
 
@@ -194,10 +195,11 @@ def read_dense_model(path: str | os.PathLike) -> DenseModel:
             saved = {key: [np.asarray(group["vars"][k]) for k in sorted(group["vars"], key=int)]
                      for key, group in store["layers"].items()}
     # outside ``reading``: a model it cannot run is not a damaged file
-    return _build(config, saved, str(path))
+    return _build(config, saved, str(path), logits_layer)
 
 
-def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str) -> DenseModel:
+def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str,
+           logits_layer: str | None = LOGITS_LAYER) -> DenseModel:
     if config.get("class_name") != "Sequential":
         raise ValueError(f"{path}: a {config.get('class_name')!r} model; extraction reads Sequential models")
     scale, offset, layers, used = 1.0, 0.0, [], {}
@@ -213,6 +215,9 @@ def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str
             if kind != "Softmax":
                 raise ValueError(f"{path}: layer {cfg['name']!r} ({kind}) after the logits; only Softmax may follow")
             continue
+        if kind == "Softmax" and logits_layer is None and layers:  # the last Dense layer gave the logits
+            done = True
+            continue
         if kind in _IDENTITY_AT_INFERENCE:
             continue
         if kind == "Rescaling" and not layers:
@@ -222,7 +227,8 @@ def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str
             raise ValueError(f"{path}: layer {cfg['name']!r} is a {kind}; extraction reads Dense, Dropout, "
                              "a leading Rescaling and a final Softmax")
         activation = cfg.get("activation", "linear")
-        if activation not in _ACTIVATIONS:
+        # a model trained elsewhere may end in a softmax Dense layer: its logits are the pre-activation
+        if activation not in _ACTIVATIONS and not (logits_layer is None and activation == "softmax"):
             raise ValueError(f"{path}: layer {cfg['name']!r} has activation {activation!r}, not one of {_ACTIVATIONS}")
         variables = saved.get(key, [])
         if len(variables) != (2 if cfg.get("use_bias", True) else 1):
@@ -233,7 +239,13 @@ def _build(config: dict[str, Any], saved: dict[str, list[np.ndarray]], path: str
             raise ValueError(f"{path}: layer {cfg['name']!r} has a kernel of shape {kernel.shape}, "
                              f"units {cfg['units']}")
         layers.append(DenseLayer(kernel=kernel, bias=bias, activation=activation, name=cfg["name"]))
-        done = cfg["name"] == LOGITS_LAYER
+        done = cfg["name"] == logits_layer
+    if logits_layer is None and layers:  # a Softmax layer or activation may only end the stack
+        if any(layer.activation == "softmax" for layer in layers[:-1]):
+            raise ValueError(f"{path}: a softmax activation before the last Dense layer")
+        if layers[-1].activation == "softmax":
+            layers[-1] = replace(layers[-1], activation="linear")
+        done = True
     if not done:
         raise ValueError(f"{path}: no Dense layer named {LOGITS_LAYER!r}")
     if layers[-1].activation != "linear":

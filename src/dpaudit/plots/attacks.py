@@ -27,6 +27,7 @@ import pandas as pd
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
 from dpaudit.contract.labels import ATTACK_LABELS, run_label, target_epsilon
 from dpaudit.dp.roc import roc_curve
+from dpaudit.external.recipe import RECIPE_PREFIX
 from dpaudit.plots.privacy_utility import save_figure
 
 __all__ = ["plot_attack_rocs", "plot_attack_tpr", "plot_reference_accuracy", "reference_tick"]
@@ -150,6 +151,16 @@ def reference_tick(pool: Mapping) -> str:
     return "\n" + text
 
 
+def recipe_tick(pool: Mapping) -> str:
+    """A recipe's tick: its grid values, or for a model trained elsewhere's reference recipe (issue 44:
+    σ is its promise's, no target ε) the model's name and σ."""
+    recipe = pool["recipe"]
+    if str(pool.get("recipe_name", "")).startswith(RECIPE_PREFIX):
+        sigma = recipe.get("noise_multiplier")
+        return f"{pool['runs'][0]} (trained elsewhere)\n" + ("baseline" if sigma is None else f"DP-SGD σ = {sigma:g}")
+    return run_label({**recipe, "seed": None}).replace(" ε", "\nε")
+
+
 def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, dataset: str, png,
                             pdf=None) -> pd.DataFrame:
     """Reference models' IN / OUT accuracy (box per recipe) beside the targets' train / test accuracy."""
@@ -172,8 +183,7 @@ def plot_reference_accuracy(pools: Mapping[str, Mapping], table: pd.DataFrame, d
             data += [{"recipe": recipe, "who": "reference", "metric": ref_key, "value": v} for v in boxes[i]]
             data += [{"recipe": recipe, "who": "target", "metric": target_metric, "value": v} for v in values]
         ax.set_xticks(range(len(recipes)))
-        ax.set_xticklabels([run_label({**pools[r]["recipe"], "seed": None}).replace(" ε", "\nε")
-                            + reference_tick(pools[r]) for r in recipes], fontsize=7)
+        ax.set_xticklabels([recipe_tick(pools[r]) + reference_tick(pools[r]) for r in recipes], fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     k = max((len(pools[r]["in_accuracy"]) for r in recipes), default=0)

@@ -20,6 +20,7 @@ MECHANISM_STYLE = {
     "dpsgd": ("tab:blue", "o"),
     "output_perturbation": ("tab:green", "^"),
     "objective_perturbation": ("tab:purple", "D"),
+    "external": ("black", "*"),  # a model trained elsewhere (issue 44): each named beside its point
 }
 # Markers of the architectures of a dataset that has several (issue 46), in their sorted order.
 ARCHITECTURE_MARKERS = ("o", "s", "^", "v", "P", "X", "*")
@@ -54,8 +55,14 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
                 label = MECHANISM_LABELS[mechanism] + (f" · {kind}" if kind else "")
                 shape = ARCHITECTURE_MARKERS[kinds.index(kind) % len(ARCHITECTURE_MARKERS)] if kind else marker
                 for ax, x in ((top, x_eps), (bottom, rows["attack_auc"].to_numpy(float))):
-                    ax.scatter(x[chosen], rows["test_accuracy"].to_numpy(float)[chosen], c=colour, marker=shape,
-                               label=label, alpha=0.8, edgecolors="k", linewidths=0.4)
+                    y = rows["test_accuracy"].to_numpy(float)
+                    if mechanism == "external":  # hollow and named: a grid model at the same point shows through
+                        ax.scatter(x[chosen], y[chosen], facecolors="none", edgecolors=colour, marker=shape, s=140,
+                                   linewidths=1.0, label=label)
+                        _name_points(ax, x[chosen], y[chosen], rows["run"].to_numpy(str)[chosen])
+                        continue
+                    ax.scatter(x[chosen], y[chosen], c=colour, marker=shape, label=label, alpha=0.8,
+                               edgecolors="k", linewidths=0.4)
         top.set_xscale("log")
         ticks = [t for t in top.get_xticks() if 0 < t < infinity_at / 3] + [infinity_at]
         top.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["∞"])
@@ -72,6 +79,16 @@ def plot_privacy_utility(summary: pd.DataFrame, png: str | Path, pdf: str | Path
     fig.suptitle("Privacy–utility: one point per trained model")
     fig.tight_layout()
     save_figure(fig, png, pdf)
+
+
+def _name_points(ax, x: np.ndarray, y: np.ndarray, names: np.ndarray) -> None:
+    """Each model trained elsewhere named beside its point; models at the same point share one label."""
+    at: dict[tuple[float, float], list[str]] = {}
+    for name, px, py in zip(names, x, y, strict=True):
+        if np.isfinite(px) and np.isfinite(py):
+            at.setdefault((float(px), float(py)), []).append(str(name))
+    for (px, py), shared in at.items():
+        ax.annotate(", ".join(shared), (px, py), xytext=(7, 5), textcoords="offset points", fontsize=7)
 
 
 def _axis_break(ax, x: float) -> None:

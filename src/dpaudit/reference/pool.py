@@ -39,8 +39,19 @@ __all__ = ["POOL_COLUMNS", "audit_population", "build_reference_pool", "pool_fra
 POOL_COLUMNS = ("example_id", "model", "included", "label", "phi", "logits")
 
 
-def audit_population(examples: pd.DataFrame, splits: Mapping[str, str]) -> pd.DataFrame:
-    """The rows of P = members ∪ designated non-members, in file order, with ``is_member``."""
+def audit_population(examples: pd.DataFrame, splits: Mapping[str, str],
+                     outputs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of P = members ∪ designated non-members, in file order, with ``is_member``.
+
+    ``outputs``: a model trained elsewhere's P.OUTPUTS (issue 44): P is its members and held-out rows,
+    whose roles come from its ``split`` column (named as the dataset's splits), not the dataset's."""
+    if outputs is not None:
+        roles = outputs[outputs["split"].astype(str).isin([splits["members"], splits["nonmembers"]]).to_numpy()]
+        member = pd.Series(roles["split"].astype(str).to_numpy() == splits["members"],
+                           index=roles["example_id"].to_numpy(np.int64))
+        chosen = examples[examples["example_id"].isin(member.index).to_numpy()].reset_index(drop=True)
+        chosen["is_member"] = member.reindex(chosen["example_id"].to_numpy(np.int64)).to_numpy(bool)
+        return chosen
     split = examples["split"].astype(str)
     chosen = examples[split.isin([splits["members"], splits["nonmembers"]]).to_numpy()].reset_index(drop=True)
     chosen["is_member"] = (chosen["split"].astype(str) == splits["members"]).to_numpy()
@@ -116,13 +127,14 @@ def pool_info(pool, labels: np.ndarray, *, count: int, seed: int, recipe: Mappin
 
 def build_reference_pool(examples: pd.DataFrame, splits: Mapping[str, str], params: Mapping[str, Any], *,
                          count: int, seed: int, threads: int = 1, runs: list[str] | None = None,
-                         recorded: Mapping[str, Any] | None = None,
+                         recorded: Mapping[str, Any] | None = None, population: pd.DataFrame | None = None,
                          log: logging.Logger | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train the K reference models of the recipe ``params`` (``train_model``'s parameters
     without the seed, δ resolved) on halves of P; returns (``pool_frame``, ``pool_info``).
     ``recorded``: the train.json of one of the recipe's runs (its σ and the target's ε, not
-    recomputed; each model's own ε is the accountant's, ``model_accounting``)."""
-    population = audit_population(examples, splits)
+    recomputed; each model's own ε is the accountant's, ``model_accounting``). ``population``: a model
+    trained elsewhere's P.OUTPUTS, whose members and held-out rows are P (``audit_population``)."""
+    population = audit_population(examples, splits, population)
     n_members = int(population["is_member"].sum())
     x = features(population)
     labels = population["label"].to_numpy(np.int64)

@@ -41,6 +41,8 @@ def _source(train: Mapping) -> str:
         given = membership.get(role) or {}
         if "column" in given:
             return f"column {esc(given['column'])} of the outputs file"
+        if "table_column" in given:
+            return f"column {esc(given['table_column'])} of the dataset's table {esc(given.get('file', ''))}"
         return f"{esc(given.get('file', '—'))} (sha256 {esc(str(given.get('sha256', ''))[:12])}…)"
 
     utility = ("the held-out rows" if membership.get("utility_rows") == "held_out"
@@ -58,7 +60,7 @@ def outside_section(train: Mapping) -> str:
     """Section 1's opening for a model trained elsewhere: what was seen, checked and not checked."""
     promise = (train.get("promise") or {}).get("sentence", "no promise stated")
     mismatch = (train.get("promise") or {}).get("mismatch")
-    checked = "".join(f"<li>{esc(item)}</li>" for item in CHECKED)
+    checked = "".join(f"<li>{esc(item)}</li>" for item in (*CHECKED, *train.get("checked", [])))
     missing = "".join(f"<li>{esc(item['what'])}: {esc(item['reason'])}</li>" for item in train.get("not_checked", []))
     flag = ' class="flag"' if mismatch else ""
     return (_source(train) + f"<p><strong>Promise.</strong> <span{flag}>{esc(promise)}</span>.</p>"

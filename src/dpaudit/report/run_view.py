@@ -109,9 +109,10 @@ class RunView:
         return self.rows[self.rows["family"] == family]
 
     def missing_family(self, family: str) -> str | None:
-        """Why a family has nothing to say for this model, or None when it has rows."""
+        """Why a family has nothing to say for this model, or None when it has rows (a model trained
+        elsewhere has its canary rows, the verdict, even with that family disabled: issue 44)."""
+        if (self.rows["family"] == family).any():
+            return None
         if family not in self.families:
             return f"not computed in this run (family {family} disabled)"
-        if not (self.rows["family"] == family).any():
-            return f"no rows for this model (family {family} wrote none for it)"
-        return None
+        return f"no rows for this model (family {family} wrote none for it)"

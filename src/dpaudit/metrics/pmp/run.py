@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.external import TRAINED_OUTSIDE, is_external
 from dpaudit.extract.checkpoints import not_applicable
 from dpaudit.extract.pmp_pairs import read_pmp_pairs
 from dpaudit.metrics.pmp.bounds import mia_success_bound, mia_success_bound_delta, mip_eta
@@ -212,6 +213,9 @@ def pmp_run_metrics(examples: pd.DataFrame | None, splits: Mapping[str, str] | N
         per_example["mu_mean_dpsgd_clt"] = res_b["mu_mean_x"]
         per_example["mu_max_dpsgd_clt"] = res_b["mu_max_x"]
         per_example["eps_pmp_x_se_dpsgd_clt"] = res_b["standard_error_x"]
+    elif is_external(train):  # issue 44: Recipe A ran at a model file's final weights
+        rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_applicable",
+                      f"not applicable: {TRAINED_OUTSIDE}; Recipe B needs the gradients along its training trajectory")
     else:
         rows += _rows("dpsgd_clt", {"epsilon_pmp": math.nan}, common, "not_computed", "no checkpoints")
 
@@ -221,6 +225,9 @@ def pmp_run_metrics(examples: pd.DataFrame | None, splits: Mapping[str, str] | N
         rows += res_c.pop("rows")
         for key in ("emp_eps_lower_x", "emp_eps_point_x", "emp_eps_certifiable_x"):
             per_example[key] = res_c[key]
+    elif is_external(train):
+        rows += _rows("empirical_lira", {"empirical_epsilon_lower_bound": math.nan}, common, "not_applicable",
+                      f"not applicable: {TRAINED_OUTSIDE}; Recipe C reads a grid recipe's reference pool")
     else:
         rows += _rows("empirical_lira", {"empirical_epsilon_lower_bound": math.nan}, common, "not_computed",
                       "metrics.pmp.recipe_c = false" if not o["recipe_c"] else "no reference pool for this run")
