@@ -19,11 +19,13 @@ ROWS = "[...document.querySelectorAll('#overview tbody tr')]"
 def star_cells(browser) -> list[dict]:
     """Per row with an ε*, its cell's caption text, tooltip and whether the caption is drawn."""
     return browser.evaluate(
-        "const i = [...document.querySelectorAll('#overview thead th')].findIndex(th => th.innerText.startsWith('ε*'));"
-        f"{ROWS}.map(r => r.cells[i].querySelector('.star')).filter(Boolean).map(s => {{"
+        # its own scope: another evaluation on the same page declares `i` too
+        "(() => { const i = [...document.querySelectorAll('#overview thead th')].findIndex("
+        "th => th.innerText.startsWith('ε*'));"
+        f"return {ROWS}.map(r => r.cells[i].querySelector('.star')).filter(Boolean).map(s => {{"
         " const c = s.querySelector('.star-caption'), box = c.getBoundingClientRect();"
         " return {caption: c.innerText, title: s.title, flags: [...s.querySelectorAll('.flag')].map(f => f.innerText),"
-        " visible: box.width > 0 && box.height > 0}; })")
+        " visible: box.width > 0 && box.height > 0}; }); })()")
 
 
 def test_the_star_cell_says_what_it_is_and_shows_its_flags(tmp_path):

@@ -347,7 +347,8 @@ def test_epsilon_star_metrics_long_format():
     members = {"logit": logit_tr, "ce": np.logaddexp(0.0, logit_tr)}
     nonmembers = {"logit": logit_pop, "ce": np.logaddexp(0.0, logit_pop)}
     frame = epsilon_star_metrics(members, nonmembers, 1e-5, grid_size=50_000)
-    assert len(frame) == 2 * 2 * 5
+    # five values and the at_resolution flag (issue 46) per loss and estimator
+    assert len(frame) == 2 * 2 * 6
     assert list(frame.columns[:2]) == ["metric", "value"]
     assert str(frame["value"].dtype) == "float64"
     assert str(frame["on_boundary"].dtype) == "boolean"
@@ -357,14 +358,15 @@ def test_epsilon_star_metrics_long_format():
     assert eps[("logit", "empirical")] == pytest.approx(eps[("ce", "empirical")], abs=1e-12)
     direct = parametric_epsilon_star(logit_tr, logit_pop, 1e-5, grid_size=50_000)
     assert eps[("logit", "parametric")] == direct.eps_star
-    par = frame[(frame["loss"] == "logit") & (frame["estimator"] == "parametric")]
+    values = frame[frame["metric"] != "at_resolution"]  # the flag rows carry no fit (issue 46)
+    par = values[(values["loss"] == "logit") & (values["estimator"] == "parametric")]
     assert (par["mu_tr"] == direct.fit.mu_tr).all() and (par["lo"] == direct.fit.lo).all()
     assert (par["n_tr"] == 4000).all() and (par["n_pop"] == 3000).all()
     assert (par["grid_size"] == 100_000).all()
-    emp = frame[frame["estimator"] == "empirical"]
+    emp = values[values["estimator"] == "empirical"]
     assert emp[["mu_tr", "sd_tr", "mu_pop", "sd_pop", "lo", "hi", "alpha"]].isna().all().all()
     assert (emp["filter_lo"] == 1e-3).all() and (par["filter_lo"] == 1e-5).all()
-    assert set(frame["metric"]) == {"epsilon_star", "m1", "m2", "m3", "m4"}
+    assert set(frame["metric"]) == {"epsilon_star", "m1", "m2", "m3", "m4", "at_resolution"}
     # frames of many runs concatenate without dtype drift, including an all-NA argmax
     empty = epsilon_star_metrics(
         {"logit": np.arange(100.0)},

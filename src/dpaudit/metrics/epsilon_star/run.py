@@ -160,7 +160,8 @@ def _flag_rows(res: EpsilonStarResult, loss: str, estimator: str, n_tr: int, n_p
     eps = float(res.eps_star)
     defined = bool(np.isfinite(eps))
     common = {"loss": loss, "estimator": estimator, "delta": res.delta, "filter_lo": res.filter_lo,
-              "filter_hi": res.filter_hi, "n_tr": n_tr, "n_pop": n_pop, "term": res.term,
+              "filter_hi": res.filter_hi, "n_tr": n_tr, "n_pop": n_pop, "grid_size": res.grid_size,
+              "n_kept": res.n_kept, "term": res.term,
               "argmax_count": extra["argmax_count"], "resolution": extra["resolution"]}
     # an integer count of the empirical estimator is exact; 1e-9 absorbs rate × n rounding
     fewest = extra["resolution"] * (n_tr if res.term in ("m2", "m4") else n_pop)
