@@ -286,6 +286,30 @@ def test_recomputed_epsilon_against_dp_accounting(sigma):
     assert again <= rdp  # PLD is the tighter accountant
 
 
+def test_recomputed_epsilon_is_remembered_by_its_inputs_only():
+    """The remembered value is the one computed for exactly these inputs: one more step, another δ,
+    the other accountant or sampling each compute afresh (and give another ε)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    accounting_check.clear_cache()
+    args = (1.1, 0.05, 40, 1e-4, "poisson")
+    first = accounting_check.recomputed_epsilon(*args, accountant="rdp")
+    hits = accounting_check._recomputed_epsilon.cache_info().hits
+    assert accounting_check.recomputed_epsilon(*args, accountant="rdp") == first
+    assert accounting_check._recomputed_epsilon.cache_info().hits == hits + 1
+    oracle = rdp_lib.RdpAccountant(list(rdp_lib.DEFAULT_RDP_ORDERS))
+    oracle.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+        0.05, dp_accounting.GaussianDpEvent(1.1)), 40))
+    assert first == pytest.approx(oracle.get_epsilon(1e-4), rel=1e-12)
+    others = [accounting_check.recomputed_epsilon(1.1, 0.05, 41, 1e-4, "poisson", accountant="rdp"),
+              accounting_check.recomputed_epsilon(1.1, 0.05, 40, 1e-5, "poisson", accountant="rdp"),
+              accounting_check.recomputed_epsilon(*args, accountant="pld"),
+              accounting_check.recomputed_epsilon(1.1, 0.05, 40, 1e-4, "shuffle", 20, accountant="rdp")]
+    assert len({first, *others}) == 5
+    assert accounting_check._recomputed_epsilon.cache_info().hits == hits + 1
+
+
 def test_recomputed_epsilon_shuffle_matches_the_analytic_gaussian():
     sigma, q, steps, delta = 1.1, 0.1, 30, 1e-5  # 10 steps per epoch, 3 epochs
     analytic = accounting.dpsgd_epsilon(sigma, q, steps, delta, "pld", "shuffle")["epsilon"]
