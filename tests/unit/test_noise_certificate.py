@@ -165,6 +165,46 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
     assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
 
 
+def test_monitor_folds_across_blocks_models_and_strides_equal_a_loop_oracle(monkeypatch):
+    """Several folds (the lag-one products cross a block's edge), two models with inactive steps,
+    a sample stride of 3: the host fold's float64 sums against a per-step loop."""
+    from dpaudit.audit import noise_monitor
+
+    monkeypatch.setattr(noise_monitor, "MAX_BLOCK", 8)
+    monkeypatch.setattr(noise_monitor, "MAX_SAMPLE_ROWS", 16)
+    shapes, models, steps = [(3, 2), (4,)], 2, 43
+    monitor = noise_monitor.NoiseMonitor(["w", "b"], shapes, steps=steps, seed=3, models=models)
+    assert monitor.block_steps == 8 and monitor.stride == 3
+    rng = np.random.default_rng(4)
+    residuals = rng.normal(size=(steps, models, 10)).astype(np.float32)
+    active = rng.random((steps, models)) < 0.7
+    observe = tf.function(lambda r, a: monitor.observe([tf.reshape(r[:, :6], [models, 3, 2]), r[:, 6:]], a))
+    for t in range(steps):
+        observe(tf.constant(residuals[t]), tf.constant(active[t]))
+        monitor.after_step()
+    got = monitor.statistics()
+    r, a = residuals.astype(np.float64), active.astype(np.float64)
+    for i, (lo, hi) in enumerate(((0, 6), (6, 10))):
+        want = dict.fromkeys(("s1", "s2", "s3", "s4", "lag", "lag_sq"), 0.0)
+        for t in range(steps):
+            for k in range(models):
+                x = r[t, k, lo:hi]
+                for power, key in enumerate(("s1", "s2", "s3", "s4"), start=1):
+                    want[key] += a[t, k] * float(np.sum(x ** power))
+                if t:
+                    both = a[t, k] * a[t - 1, k]
+                    want["lag"] += both * float(np.sum(x * r[t - 1, k, lo:hi]))
+                    want["lag_sq"] += both * float(np.sum((x * r[t - 1, k, lo:hi]) ** 2))
+        for key, value in want.items():
+            assert got["variables"][i][key] == pytest.approx(value, rel=1e-12, abs=1e-12), (i, key)
+        assert got["variables"][i]["lag_count"] == float((a[1:] * a[:-1]).sum()) * (hi - lo)
+    kept = np.arange(0, steps, 3)
+    columns = np.concatenate([monitor.sample_index[0], 6 + monitor.sample_index[1]])
+    want_samples = np.concatenate([r[t, k, columns][None] for k in range(models) for t in kept if active[t, k]])
+    np.testing.assert_array_equal(got["samples"], want_samples)
+    assert got["steps"] == steps and got["steps_per_model"] == active.sum(axis=0).tolist()
+
+
 # ------------------------------------------------------------------ power through train_model
 
 POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [16], "clip_norm": 1.0,
@@ -244,6 +284,30 @@ def test_recomputed_epsilon_against_dp_accounting(sigma):
     again = accounting_check.recomputed_epsilon(sigma, q, steps, delta, "poisson")
     assert again == pytest.approx(pld, rel=2e-3)  # two discretizations of one PLD (1e-3 vs 1e-4)
     assert again <= rdp  # PLD is the tighter accountant
+
+
+def test_recomputed_epsilon_is_remembered_by_its_inputs_only():
+    """The remembered value is the one computed for exactly these inputs: one more step, another δ,
+    the other accountant or sampling each compute afresh (and give another ε)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    accounting_check.clear_cache()
+    args = (1.1, 0.05, 40, 1e-4, "poisson")
+    first = accounting_check.recomputed_epsilon(*args, accountant="rdp")
+    hits = accounting_check._recomputed_epsilon.cache_info().hits
+    assert accounting_check.recomputed_epsilon(*args, accountant="rdp") == first
+    assert accounting_check._recomputed_epsilon.cache_info().hits == hits + 1
+    oracle = rdp_lib.RdpAccountant(list(rdp_lib.DEFAULT_RDP_ORDERS))
+    oracle.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+        0.05, dp_accounting.GaussianDpEvent(1.1)), 40))
+    assert first == pytest.approx(oracle.get_epsilon(1e-4), rel=1e-12)
+    others = [accounting_check.recomputed_epsilon(1.1, 0.05, 41, 1e-4, "poisson", accountant="rdp"),
+              accounting_check.recomputed_epsilon(1.1, 0.05, 40, 1e-5, "poisson", accountant="rdp"),
+              accounting_check.recomputed_epsilon(*args, accountant="pld"),
+              accounting_check.recomputed_epsilon(1.1, 0.05, 40, 1e-4, "shuffle", 20, accountant="rdp")]
+    assert len({first, *others}) == 5
+    assert accounting_check._recomputed_epsilon.cache_info().hits == hits + 1
 
 
 def test_recomputed_epsilon_shuffle_matches_the_analytic_gaussian():

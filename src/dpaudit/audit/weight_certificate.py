@@ -105,10 +105,17 @@ class OptimizerRule:
         if self.optimizer == "sgd":
             mu = _f32(self.momentum)
             (a,) = slots
-            a_new = mu * a - lr * u
-            s_a = mu * np.abs(a) + lr * np.abs(u) + np.abs(a_new)
+            # in place, the same values: mu·|a| = |mu·a| for mu, lr > 0
+            kept, given = mu * a, lr * u
+            a_new = kept - given
+            s_a = np.abs(kept, out=kept)
+            s_a += np.abs(given, out=given)
+            s_a += np.abs(a_new, out=given)
             new = theta + a_new
-            return [new, a_new], [np.abs(theta) + np.abs(new) + s_a, s_a]
+            s_theta = np.abs(theta)
+            s_theta += np.abs(new, out=given)
+            s_theta += s_a
+            return [new, a_new], [s_theta, s_a]
         b1, b2, epsilon = (_f32(ADAM_DEFAULTS[k]) for k in ("beta_1", "beta_2", "epsilon"))
         m, v = slots
         t = iteration + 1.0
@@ -233,11 +240,14 @@ class RuleLedger:
 
     def _compare(self, expected: np.ndarray, scale: np.ndarray, actual: np.ndarray, first_update: int,
                  rows_before: np.ndarray, count: bool = True) -> None:
-        absolute = np.abs(actual - expected)
+        absolute = np.subtract(actual, expected)
+        np.abs(absolute, out=absolute)
         with np.errstate(divide="ignore", invalid="ignore"):
             # an exact value (scale 0: a non-trainable variable, the step count) in units of eps·1e-30
-            units = absolute / np.maximum(self.eps * scale, self.eps * 1e-30)
-        units = np.where(np.isnan(units), np.inf, units)  # a NaN anywhere is a failure
+            units = np.multiply(scale, self.eps)
+            np.maximum(units, self.eps * 1e-30, out=units)
+            np.divide(absolute, units, out=units)
+        units[np.isnan(units)] = np.inf  # a NaN anywhere is a failure
         per_segment = np.maximum.reduceat(units, self._starts, axis=1)  # [n, segments]
         at_row = np.argmax(per_segment, axis=0)
         peak = per_segment[at_row, np.arange(per_segment.shape[1])]
@@ -260,8 +270,10 @@ class RuleLedger:
         rows = np.asarray(block, dtype=np.float64).reshape(-1, self.width)
         if not rows.shape[0]:
             return
-        if self.previous is not None:
-            rows = np.concatenate([self.previous[None], rows])
+        if self.previous is not None:  # the last row of the block before, against this block's first
+            expected, scale = self._expected(self.previous[None])
+            self._compare(expected, scale, rows[:1, :self.state_width], self.compared + 1,
+                          self.previous[None, :self.state_width])
         elif self.initial is not None:  # before update 1: nothing may move the state from its start
             start = self.initial[None]
             self._compare(start, np.zeros_like(start), rows[:1, :self.state_width], 0, start, count=False)
@@ -269,8 +281,8 @@ class RuleLedger:
             expected, scale = self._expected(rows[:-1])
             self._compare(expected, scale, rows[1:, :self.state_width], self.compared + 1,
                           rows[:-1, :self.state_width])
-        self.updates += rows.shape[0] - (1 if self.previous is not None else 0)
-        self.previous = rows[-1]
+        self.updates += rows.shape[0]
+        self.previous = rows[-1].copy()  # not a view that keeps the whole block alive
 
     def finish(self, final_state: np.ndarray) -> dict[str, Any]:
         """Compare the last update with the state after training; the record (``noise_check["weights"]``)."""
