@@ -145,8 +145,10 @@ def pmp_metric_resources(n: int, n_params: int, *, checkpoints: int, partners: i
     if n > int(exact_max):
         # the float64 clipped factor views and a gathered copy: 3 × 8 bytes a factor until issue 47
         # measured the whole job's kernel peak (bench/bench_scale.py, 32 partners: 1,065 MB at n =
-        # 10^5 and 1,858 MB at 2·10^5, where that declared 1,800 and 3,000), 2 × 8 since
-        search = 2 * 8 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
+        # 10^5 and 1,858 MB at 2·10^5, where that declared 1,800 and 3,000), 2 × 8 then; 10 bytes
+        # since the same job peaked at 952 and 1,571 MB in the next measurement (declared 2,200 at
+        # 2·10^5: above both peaks, within 1.5× of the lower)
+        search = 10 * n * width + 8 * n * (2 * PMP_BASIS_DIMS + 1) * 3 + 8 * n * PMP_BASIS_DIMS * 2
         # one block of targets at a time (Gram, μ, the solver's cells), a few n-vectors, the search's
         # 1,024 × 8,192 distance blocks
         drawn = 12 * 8 * PMP_PARTNER_BLOCK * (partners + 1) + 8 * 8 * n + 3 * 8 * 1024 * 8192
@@ -185,7 +187,11 @@ def train_resources(n: int, d: int, n_params: int, run: Mapping[str, Any], attem
     # per-example gradients of one batch. bench/bench_scale.py (d = 100, 64 hidden, batch 256):
     # 1,055 MB at n = 10^5 and 1,307 MB at 2·10^5, 2.5 KB a row; "twice" (864 bytes a row)
     # declared 1,200 MB there (issue 37).
-    working = n * (6 * 4 * d + 64) + 16 * n_params * 4 + (3 * batch * n_params * 4 if dp else 0)
+    # A DP-SGD run's mechanism checks (issue 45: the row ledger, the weight and noise monitors' blocks)
+    # add ~1.4 KB a row at the bench's sizes, declared as 2 KB (kernel peaks, bench/measured_peaks.json:
+    # +144 MB at 10^5 and +276 MB at 2·10^5 rows against issue 47's measurement).
+    working = (n * (6 * 4 * d + 64) + 16 * n_params * 4
+               + ((3 * batch * n_params * 4 + 2000 * n) if dp else 0))
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * (5 if dp else 1)
     return {"mem_mb": memory, "runtime": _minutes(60 + cost, 30, attempt)}
@@ -200,7 +206,8 @@ def canary_twin_resources(n: int, d: int, classes: int, training: Mapping[str, A
     m-vectors (norms, clip weights, mask, noised coordinates), and it keeps every step's m
     coordinate states (weights and up to two optimizer slots, float32, then stacked; issue 45)
     and sampling bits, then the float64 observations reconstructed from the states, the
-    log-likelihood ratios and sums with their temporaries: ~120 bytes per step and canary.
+    log-likelihood ratios and sums with their temporaries: ~70 bytes per step and canary (kernel peaks
+    1,969 MB at 10^5 and 2,546 MB at 2·10^5 rows, bench/measured_peaks.json).
     ``n`` bounds the members (steps per epoch); the sampler draws over n + m rows per step.
     """
     m = int(gradient_canaries)
@@ -208,7 +215,7 @@ def canary_twin_resources(n: int, d: int, classes: int, training: Mapping[str, A
     batch = int(_number(run.get("batch_size"), 64))
     epochs = int(_number(run.get("epochs"), 10))
     steps = math.ceil(int(n) / max(batch, 1)) * epochs
-    working = (n * (2 * 4 * d + 64) + 16 * n_params * 4 + 3 * batch * d * 4 + 120 * steps * m + 64 * (n + m)
+    working = (n * (2 * 4 * d + 64) + 16 * n_params * 4 + 3 * batch * d * 4 + 70 * steps * m + 64 * (n + m)
                + 3 * 4 * int(input_canaries) * d)
     memory = _mb(working, TF_BASE_MB, attempt)
     cost = 3e-9 * epochs * n * max(n_params, 1000) * 5 + 2e-8 * steps * m
