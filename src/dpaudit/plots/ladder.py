@@ -27,6 +27,7 @@ of a shared ε axis, with its verdict.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -157,7 +158,8 @@ def plot_ladder(rows: pd.DataFrame, verdict: pd.Series | None, png: str | Path, 
     keys = list(dict.fromkeys(rows.sort_values("order")["rung"]))
     title, colour = _title(first, verdict)
     checks = checks_line(verdict) if verdict is not None else None
-    subtitle = f"{model_name(first)} · {first['dataset']}" + (f"\n{checks}" if checks else "")
+    # the title sits over the axes (69 % of the width): the checks wrap, one more line each
+    subtitle = f"{model_name(first)} · {first['dataset']}" + (f"\n{textwrap.fill(checks, 78)}" if checks else "")
     # inches above the axes: the title's lines, the model's name and its checks
     top = 0.75 + 0.2 * (title.count("\n") + subtitle.count("\n"))
     height = 0.3 * len(keys) + top + 0.85
