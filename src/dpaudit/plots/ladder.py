@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 import dpaudit.plots  # noqa: F401  (Agg backend, TrueType PDFs)
+from dpaudit.contract.external import EXTERNAL
 from dpaudit.contract.mechanisms import MECHANISM_LABELS, MECHANISM_SHORT_LABELS
 from dpaudit.metrics.ladder import (
     LADDER_RUNGS,
@@ -195,6 +196,8 @@ def _grid_runs(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _grid_label(run) -> str:
     mechanism = str(run["mechanism"])
+    if mechanism == EXTERNAL:  # models trained elsewhere are told apart by their config entry (issue 44)
+        return str(run["run"])
     parts = [MECHANISM_SHORT_LABELS.get(mechanism, mechanism)]
     if not pd.isna(run["target_epsilon"]) and math.isfinite(float(run["target_epsilon"])):
         parts[0] += f" ε={float(run['target_epsilon']):g}"
