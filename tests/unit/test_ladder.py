@@ -337,3 +337,25 @@ def test_the_audits_reach_is_the_largest_ceiling_of_a_certified_bound(table):
         assert reach[run] == ceilings.max()
     # the GDP estimate's ceiling (4.321 in model_rows) is an estimate's, never the reach
     assert reach[DPSGD] == 5.0 and BASELINE not in reach.index
+
+
+def test_an_estimate_rung_says_its_raised_flags():
+    # Issue 46: an ε* at its finite-sample resolution or outside its own bootstrap interval says so on its
+    # rung (the flag rows of the same loss and estimator in metrics.parquet); a rung without flags says nothing.
+    run = {"dataset": "d", "run": "r", "mechanism": "dpsgd", "target_epsilon": 1.0, "seed": 0,
+           "accountant_epsilon": 1.0, "accountant_delta": 1e-5}
+    star = {"family": "epsilon_star", "loss": "logit"}
+    table = pd.DataFrame([
+        {**run, **star, "metric": "epsilon_star", "estimator": "empirical", "value": 0.7, "boot_low": 0.9,
+         "boot_high": 2.0},
+        {**run, **star, "metric": "at_resolution", "estimator": "empirical", "value": np.nan, "value_bool": True},
+        {**run, **star, "metric": "outside_bootstrap_interval", "estimator": "empirical", "value": np.nan,
+         "value_bool": True},
+        {**run, **star, "metric": "epsilon_star", "estimator": "parametric", "value": 0.3, "boot_low": 0.1,
+         "boot_high": 2.0},
+        {**run, **star, "metric": "at_resolution", "estimator": "parametric", "value": np.nan, "value_bool": False},
+        {**run, "family": "mia", "metric": "accountant_epsilon", "value": 1.0},
+    ])
+    rows = LD.ladder_rows(table).set_index("rung")
+    assert rows.loc["epsilon_star_empirical", "flags"] == "at the sample's resolution, outside its interval"
+    assert pd.isna(rows.loc["epsilon_star_parametric", "flags"]) and pd.isna(rows.loc["promise", "flags"])

@@ -234,13 +234,35 @@ def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
         ceiling[has], source[has] = values[has], name
     low = _column(rows, rung.interval[0]) if rung.interval else np.full(len(rows), np.nan)
     high = _column(rows, rung.interval[1]) if rung.interval else np.full(len(rows), np.nan)
+    flags = _estimate_flags(rung, rows, table)
     return pd.DataFrame({
         "dataset": rows["dataset"].to_numpy(), "run": rows["run"].to_numpy(), "rung": rung.key, "label": rung.label,
         "kind": rung.kind, "family": rung.family, "metric": rung.metric,
         "select": json.dumps(rung.select, sort_keys=True), "value": rows["value"].to_numpy(float),
         "low": low, "high": high, "interval_source": ",".join(rung.interval) if rung.interval else None,
-        "ceiling": ceiling, "ceiling_source": source, "derived": False,
+        "ceiling": ceiling, "ceiling_source": source, "derived": False, "flags": flags,
     })
+
+
+# An ε* rung's flags (issue 46, metrics.parquet's flag rows of the same loss and estimator), said beside its value.
+ESTIMATE_FLAGS = {"at_resolution": "at the sample's resolution", "outside_bootstrap_interval": "outside its interval"}
+
+
+def _estimate_flags(rung: Rung, rows: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """Per row of ``rows`` (one per run), the words of its raised flags, or None."""
+    words = np.full(len(rows), None, dtype=object)
+    if rung.family != "epsilon_star" or not len(rows) or "value_bool" not in table.columns:
+        return words
+    raised = {}
+    for metric, said in ESTIMATE_FLAGS.items():
+        flagged = selected_rows(table, rung.family, metric, rung.select)
+        for key in flagged.loc[flagged["value_bool"].astype("boolean").fillna(False).to_numpy(bool),
+                               ["dataset", "run"]].itertuples(index=False):
+            raised.setdefault(tuple(key), []).append(said)
+    for i, key in enumerate(rows[["dataset", "run"]].itertuples(index=False)):
+        if tuple(key) in raised:
+            words[i] = ", ".join(raised[tuple(key)])
+    return words
 
 
 def _strongest_frame(table: pd.DataFrame) -> pd.DataFrame:
@@ -292,6 +314,8 @@ def ladder_rows(table: pd.DataFrame) -> pd.DataFrame:
                                                                                         dtype="string")
     rows["order"] = rows["rung"].map(ORDER).astype("int64")
     rows = rows.merge(runs, on=["dataset", "run"], how="inner", validate="many_to_one")
+    rows["flags"] = (rows["flags"].astype("string") if "flags" in rows
+                     else pd.Series(pd.NA, index=rows.index, dtype="string"))
     for column in ("dataset", "run", "rung", "label", "kind", "family", "metric", "select", "interval_source",
                    "ceiling_source", "mechanism"):
         rows[column] = rows[column].astype("string")

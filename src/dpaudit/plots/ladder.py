@@ -116,8 +116,10 @@ def _draw(ax, rows: pd.DataFrame, keys: list[str], x_top: float, *, labels: bool
         ax.scatter([min(value, x_top)], [y], marker=marker, s=22 if small else 36, zorder=3,
                    c=colour if filled else "white", edgecolors=colour, linewidths=1.2)
         if not small:
-            ax.annotate(f"{value:.3g}", (min(value, x_top), y), xytext=(5, 3), textcoords="offset points",
-                        fontsize=size - 1, color="0.25")
+            flags = row.get("flags")
+            said = "" if missing_value(flags) else f" ({flags})"  # an ε* at its resolution or off its interval
+            ax.annotate(f"{value:.3g}{said}", (min(value, x_top), y), xytext=(5, 3), textcoords="offset points",
+                        fontsize=size - 1, color="#9a6700" if said else "0.25")
     ax.set_ylim(len(keys) - 0.5, -0.5)
     ax.set_yticks(range(len(keys)))
     if labels:
