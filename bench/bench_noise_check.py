@@ -185,45 +185,9 @@ def train_model_overhead(name: str, rounds: int) -> None:
 
 def validity(seeds: int) -> None:
     """The unit test's validity run (tests/unit/test_weight_certificate.py) with ``seeds`` seeds."""
-    from tests.unit import test_weight_certificate as t
+    from tests.unit.test_weight_certificate import validity_run
 
-    flags, runs = [], 0
-    rng = np.random.default_rng(11)
-    x_all = rng.normal(size=(300, 3)).astype(np.float32)
-    y_all = rng.integers(0, 3, 300)
-    steps, q = 24, 0.05
-    tf = _tf.tf
-    for implementation, microbatches, dropout in t.PATHS:
-        for rule_name, rule in t.RULES.items():
-            for eps in (1.0, 4.0):
-                net = t._tiny(7, dropout)
-                noise = monitor_for(net, steps=steps, seed=1)
-                observer = MechanismObserver()
-                sigma = accounting.calibrate_noise(eps, q, steps, 1e-4, "rdp", "poisson")
-                step, noise_step, _ = build_train_step(
-                    net, mechanism="dpsgd", optimizer=rule["optimizer"], learning_rate=rule["learning_rate"],
-                    momentum=rule["momentum"], clip_norm=1.0, noise_multiplier=sigma, expected_batch_size=15.0,
-                    implementation=implementation, microbatches=microbatches, noise_monitor=noise,
-                    weight_monitor=observer.weight_monitor)
-                initial = [v.numpy() for v in net.trainable_variables]
-                for _ in range(seeds):
-                    for v, w in zip(net.trainable_variables, initial, strict=True):
-                        v.assign(w)
-                    noise.reset()
-                    observer.weights.reset()
-                    for _ in range(steps):
-                        idx = np.flatnonzero(rng.random(300) < q)
-                        if idx.size == 0:
-                            noise_step()
-                        else:
-                            step(tf.constant(x_all[idx]), tf.constant(y_all[idx]))
-                    got = noise.statistics()
-                    check = noise_certificate.certify(got["variables"], got["samples"], got["sample_columns"],
-                                                      noise_multiplier=sigma, clip_norm=1.0)
-                    record = observer.weights.finish()
-                    runs += 1
-                    if not check["passed"] or not record["passed"]:
-                        flags.append((implementation, rule_name, eps, check["failures"], record["failures"]))
+    runs, flags = validity_run(seeds)
     print(f"validity: {runs} correct trainings (5 paths × 3 optimizers × 2 ε × {seeds} seeds): {len(flags)} flagged "
           f"(expected {runs * noise_certificate.FAMILY_ALPHA:.2f} at family-wise {noise_certificate.FAMILY_ALPHA:g})")
     for flag in flags:

@@ -52,18 +52,10 @@ CONFIG = {
 }
 
 
-def _set(config: dict, key: str, value) -> dict:
-    changed = copy.deepcopy(config)
-    node = changed
-    *parents, last = key.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return changed
-
-
 def changes(config: dict) -> dict[str, dict]:
     """The issue's five changes of ``config``'s DP-SGD block (the grid's second block)."""
+    from tests.workflow.helpers import config_with
+
     seed = copy.deepcopy(config)
     seed["grid"][1]["seed"] = [*seed["grid"][1]["seed"], max(seed["grid"][1]["seed"]) + 1]
     epsilon = copy.deepcopy(config)
@@ -71,10 +63,10 @@ def changes(config: dict) -> dict[str, dict]:
     return {
         "seed added": seed,
         "epsilon appended": epsilon,
-        "metrics.canary.gdp_thresholds_per_tail": _set(config, "metrics.canary.gdp_thresholds_per_tail", 20),
-        "metrics.pmp.partners_relative_standard_error": _set(config, "metrics.pmp.partners_relative_standard_error",
-                                                            0.02),
-        "metrics.pmp.checkpoints": _set(config, "metrics.pmp.checkpoints", 3),
+        "metrics.canary.gdp_thresholds_per_tail": config_with(config, "metrics.canary.gdp_thresholds_per_tail", 20),
+        "metrics.pmp.partners_relative_standard_error": config_with(
+            config, "metrics.pmp.partners_relative_standard_error", 0.02),
+        "metrics.pmp.checkpoints": config_with(config, "metrics.pmp.checkpoints", 3),
     }
 
 
@@ -82,26 +74,13 @@ def reruns(output: str) -> dict[str, list[str]]:
     """Per rule (a batch under the per-run rule it stands for) the keys its jobs redo: each per-run
     log's file name (the run or recipe) with its dataset; other jobs count once, by rule name."""
     from dpaudit.batching import rule_kind
+    from tests.workflow.helpers import planned_jobs
 
     found: dict[str, list[str]] = defaultdict(list)
-    rule = None
-    for line in output.splitlines():
-        stripped = line.strip()
-        header = re.match(r"^(?:local)?rule (\w+):$", stripped)
-        if header:
-            if rule is not None:
-                found[rule_kind(rule)].append("")
-            rule = header.group(1)
-        elif rule is not None and stripped.startswith("log: "):
-            for path in stripped.removeprefix("log: ").split(", "):
-                parts = Path(path.split(" ")[0]).parts
-                found[rule_kind(rule)].append("/".join(parts[2:]).removesuffix(".log") if len(parts) > 3 else "")
-            rule = None
-        elif rule is not None and not stripped:
-            found[rule_kind(rule)].append("")
-            rule = None
-    if rule is not None:
-        found[rule_kind(rule)].append("")
+    for job in planned_jobs(output):
+        keys = ["/".join(Path(log).parts[2:]).removesuffix(".log") if len(Path(log).parts) > 3 else ""
+                for log in job["log"]]
+        found[rule_kind(job["rule"])].extend(keys or [""])
     return {kind: sorted(keys) for kind, keys in sorted(found.items())}
 
 

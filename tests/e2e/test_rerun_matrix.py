@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from dpaudit.batching import rule_kind
-from tests.workflow.helpers import run_counts, snakemake
+from tests.workflow.helpers import config_with, planned_jobs, run_counts, snakemake
 
 # make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
 pytestmark = pytest.mark.xdist_group("tiny_run")
@@ -59,35 +59,10 @@ MATRIX = {
 }
 
 
-def _changed(config: dict, key: str, value) -> dict:
-    changed = copy.deepcopy(config)
-    node = changed
-    *parents, last = key.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return changed
-
-
 def _dry_run(tiny_run, path: Path, config: dict, *targets: str, workdir: Path | None = None) -> str:
     path.write_text(yaml.safe_dump(config))
     return snakemake(workdir or tiny_run["workdir"], "-n", *targets, "--configfile", str(path), env=tiny_run["env"],
                      root=tiny_run["project"]).stdout
-
-
-def planned_jobs(output: str) -> list[dict]:
-    """The jobs of a dry run's listing: rule, outputs and logs of each."""
-    jobs, job = [], None
-    for line in output.splitlines():
-        stripped = line.strip()
-        header = re.match(r"^(?:local)?rule (\w+):$", stripped)
-        if header:
-            job = {"rule": header.group(1), "output": [], "log": []}
-            jobs.append(job)
-        elif job is not None and stripped.startswith(("output: ", "log: ")):
-            name, _, files = stripped.partition(": ")
-            job[name] = [item.split(" (")[0] for item in files.split(", ")]
-    return jobs
 
 
 def per_run_plan(output: str) -> dict[str, set[str]]:
@@ -104,7 +79,7 @@ def test_each_config_key_reruns_only_its_family_and_what_reads_it(tiny_run, tmp_
     config = yaml.safe_load(tiny_run["config"].read_text())
 
     def dry_run(key):
-        output = _dry_run(tiny_run, tmp_path / f"{key}.yaml", _changed(config, key, MATRIX[key][0]))
+        output = _dry_run(tiny_run, tmp_path / f"{key}.yaml", config_with(config, key, MATRIX[key][0]))
         return key, run_counts(output)
 
     with ThreadPoolExecutor(2) as pool:
@@ -137,10 +112,10 @@ def _issue_changes(config: dict) -> dict[str, dict]:
     return {
         "seed added": seed,
         "epsilon appended": epsilon,
-        "metrics.canary.gdp_thresholds_per_tail": _changed(config, "metrics.canary.gdp_thresholds_per_tail", 20),
-        "metrics.pmp.partners_relative_standard_error": _changed(
+        "metrics.canary.gdp_thresholds_per_tail": config_with(config, "metrics.canary.gdp_thresholds_per_tail", 20),
+        "metrics.pmp.partners_relative_standard_error": config_with(
             config, "metrics.pmp.partners_relative_standard_error", 0.02),
-        "metrics.pmp.checkpoints": _changed(config, "metrics.pmp.checkpoints", 3),
+        "metrics.pmp.checkpoints": config_with(config, "metrics.pmp.checkpoints", 3),
     }
 
 

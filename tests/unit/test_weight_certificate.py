@@ -290,10 +290,9 @@ def test_a_state_moved_before_the_first_update_is_flagged():
 # ------------------------------------------------------------------ validity
 
 
-def test_correct_mechanism_flags_at_most_once_in_120_trainings_on_every_path_and_optimizer():
-    """Five gradient paths × SGD, momentum 0.9, Adam × ε ∈ {1, 4} × 4 seeds: each (path, optimizer)
-    step traced once, its weights and monitors reset between runs. A flag is a failed noise
-    certificate or weight certificate; at family-wise 1e-3 the expected count is 0.12."""
+def validity_run(seeds: int) -> tuple[int, list]:
+    """The correct mechanism on every gradient path and optimizer at ε ∈ {1, 4}, ``seeds`` runs each (this test's
+    4, bench/bench_noise_check.py --validity N): (runs, flags), a flag a failed noise or weight certificate."""
     flags, runs = [], 0
     rng = np.random.default_rng(11)
     x_all = rng.normal(size=(300, 3)).astype(np.float32)
@@ -316,7 +315,7 @@ def test_correct_mechanism_flags_at_most_once_in_120_trainings_on_every_path_and
             initial = [v.numpy() for v in net.trainable_variables]
             for eps, sigma in sigmas.items():
                 step, noise_step, weights = built[eps]
-                for _ in range(4):
+                for _ in range(seeds):
                     for v, w in zip(net.trainable_variables, initial, strict=True):
                         v.assign(w)
                     noise.reset()
@@ -334,4 +333,12 @@ def test_correct_mechanism_flags_at_most_once_in_120_trainings_on_every_path_and
                     runs += 1
                     if not check["passed"] or not record["passed"]:
                         flags.append((implementation, name, eps, check["failures"], record["failures"]))
+    return runs, flags
+
+
+def test_correct_mechanism_flags_at_most_once_in_120_trainings_on_every_path_and_optimizer():
+    """Five gradient paths × SGD, momentum 0.9, Adam × ε ∈ {1, 4} × 4 seeds: each (path, optimizer)
+    step traced once, its weights and monitors reset between runs. A flag is a failed noise
+    certificate or weight certificate; at family-wise 1e-3 the expected count is 0.12."""
+    runs, flags = validity_run(4)
     assert runs == 120 and len(flags) <= 1, flags

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import copy
 import functools
 import json
 import os
@@ -115,28 +116,40 @@ def shipped_dry_run(config: str) -> subprocess.CompletedProcess:
         return snakemake(Path(workdir), "-n", "--configfile", str(ROOT / config))
 
 
+def planned_jobs(output: str) -> list[dict]:
+    """The jobs of a dry run's listing: rule, outputs and logs of each."""
+    jobs, job = [], None
+    for line in output.splitlines():
+        stripped = line.strip()
+        header = re.match(r"^(?:local)?rule (\w+):$", stripped)
+        if header:
+            job = {"rule": header.group(1), "output": [], "log": []}
+            jobs.append(job)
+        elif job is not None and stripped.startswith(("output: ", "log: ")):
+            name, _, files = stripped.partition(": ")
+            job[name] = [item.split(" (")[0] for item in files.split(", ")]
+    return jobs
+
+
 def run_counts(output: str) -> Counter:
     """Runs (or recipes, or other units a job is per) per rule from a dry run's job listing: a batched
     job (issue 36) counts once per run it holds, read from its per-run log files; any other job
     counts once. Equal to the jobs per rule when every batch holds one run."""
     counts: Counter = Counter()
-    rule = None
-    for line in output.splitlines():
-        stripped = line.strip()
-        header = re.match(r"^(?:local)?rule (\w+):$", stripped)
-        if header:
-            if rule is not None:
-                counts[rule_kind(rule)] += 1
-            rule = header.group(1)
-        elif rule is not None and stripped.startswith("log: "):
-            counts[rule_kind(rule)] += len(stripped.removeprefix("log: ").split(", "))
-            rule = None
-        elif rule is not None and not stripped:
-            counts[rule_kind(rule)] += 1
-            rule = None
-    if rule is not None:
-        counts[rule_kind(rule)] += 1
+    for job in planned_jobs(output):
+        counts[rule_kind(job["rule"])] += len(job["log"]) or 1
     return counts
+
+
+def config_with(config: dict, key: str, value) -> dict:
+    """A copy of ``config`` with the dotted ``key`` set to ``value`` (missing mappings made)."""
+    changed = copy.deepcopy(config)
+    node = changed
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return changed
 
 
 def job_counts(output: str) -> Counter:
