@@ -10,10 +10,10 @@ for job in run_jobs(snakemake):  # noqa: F821
     with job_logging(job) as log:
         examples = read_parquet(job.input.examples, columns=["example_id", "label",
                                                              *(["x"] if "model" in job.params.entry else [])])
-        info = read_json(job.input.info)
+        info, ids = read_json(job.input.info), read_parquet(job.input.ids)
         frame, record = external_outputs(
             job.params.entry, name=job.wildcards.run, dataset=job.wildcards.dataset, examples=examples,
-            ids=read_parquet(job.input.ids), dataset_info=info, delta=job.params.delta,
+            ids=ids, dataset_info=info, delta=job.params.delta,
             allow_large_delta=job.params.allow_large_delta, pmp="pmp" in job.params.keys(),
             dataset_params=job.params.dataset_params)
         if job.output.get("gradients"):  # a model file of Dense layers: its gradients at its final weights
@@ -25,8 +25,7 @@ for job in run_jobs(snakemake):  # noqa: F821
         write_json(job.output.info, record)
         if job.output.get("pool"):  # LiRA's convention: K reference models' outputs with inclusion bits
             pool, pool_info = external_references(job.params.entry, name=job.wildcards.run,
-                                                  dataset=job.wildcards.dataset, ids=read_parquet(job.input.ids),
-                                                  outputs=frame)
+                                                  dataset=job.wildcards.dataset, ids=ids, outputs=frame)
             write_parquet(job.output.pool, pool)
             write_json(job.output.pool_info, pool_info)
         log.info("%s: %d members, %d held out (%s from %s); promise: %s", job.wildcards.run,
