@@ -376,8 +376,9 @@ CANARY = [
            "factor", "measurement", _MECHANISM),
     Metric("canary", "accounting_reproduced", "accounting reproduced",
            "Whether the accountant's inputs match what the training loop did (sampler rate against the rows "
-           "actually drawn, steps executed, noise multiplier) and ε recomputed from those values by a second "
-           "accountant (recomputed_epsilon, dp_accounting's PLD) stays within 1 % of the published claimed_epsilon.",
+           "actually drawn, steps executed, noise multiplier) and ε recomputed from those values by the run's kind of "
+           "accountant in code independent of the calibration (recomputed_epsilon: RDP by dpaudit.dp.rdp_series, PLD "
+           "by dp_accounting's PLD at a coarser grid) stays within 1 % of the published claimed_epsilon.",
            "—", "diagnostic", (*_MECHANISM[:1], *_ACCOUNTED, *_MECHANISM[-4:]), dtype="bool"),
     Metric("canary", "sampler_check_passed", "sampler check passed", "Whether the rows every step drew follow the "
            "claimed sampler's law at its rate (batch sizes with both tails, each row's count, rows never drawn, "

@@ -6,8 +6,8 @@ model, audit.json of its twin), read, never recomputed.
   released model's training (``checked_model`` = released) and of its audit twin (twin), or of
   a linear mechanism's many-runs releases certified in aggregate (releases);
 * ``noise_variance_ratio_min``: the smallest measured variance over σ²C² of a variable;
-* ``accounting_reproduced``: the accountant's inputs against the loop, ε recomputed by a
-  second accountant (``dpaudit.dp.accounting_check``);
+* ``accounting_reproduced``: the accountant's inputs against the loop, ε recomputed by code
+  independent of the calibration (``dpaudit.dp.accounting_check``);
 * ``sampler_check_passed``: the rows every step drew against the sampler's claimed law, row
   by row (``dpaudit.dp.sampler_check``, issue 45).
 
@@ -66,6 +66,7 @@ def _accounting_row(check: Mapping[str, Any] | None, checked_model: str) -> dict
         return {**base, "applicable": False}
     inputs = check["accountant_inputs"]
     return {**base, "applicable": True, "value_bool": bool(check["reproduced"]),
+            # records written before the recomputation used the run's own accountant kept the RDP value apart
             "recomputed_epsilon": (float(check["recomputed_epsilon"]) if check["recomputed_epsilon"] is not None
                                    else check.get("recomputed_epsilon_same_accountant")),
             "claimed_epsilon": float(check["published_epsilon"]), "delta": float(check["delta"]),
