@@ -20,11 +20,14 @@ executed, empty-batch noise steps included. ``reproduce_accounting`` then checks
   ``dpaudit.dp.rdp_series`` (the subsampled Gaussian's RDP series in numpy, every one of
   dp_accounting's default orders, events built here; ~4 ms where dp_accounting's Python series
   took ~45 ms, a fixed cost of every checked run); a PLD run's by dp_accounting's privacy loss
-  distribution built directly from the Gaussian mechanism (pessimistic, value discretization
-  ``PLD_INTERVAL``, ten times coarser than the calibration's), composed T times; under shuffling,
-  the replace-one Gaussian of sensitivity 2 composed once per executed epoch. It must not exceed
-  the published ε by more than ``EPSILON_RTOL`` (measured: a PLD run within ≤ 0.02 % at
-  ε ∈ {1, 4, 16}, 150 steps; an RDP run to 1e-11). The same kind is needed: RDP's slack over PLD
+  distribution built directly from the Gaussian mechanism (pessimistic), composed T times; under
+  shuffling, the replace-one Gaussian of sensitivity 2 composed once per executed epoch. The PLD's
+  value discretization is ``pld_interval``: the pessimistic rounding raises ε by about k·T·h²
+  (h the interval; k ≤ 1.15 measured over σ ∈ [0.3, 4], q ∈ [0.002, 0.3], T ∈ [20, 25,800]), so
+  h = √(``PLD_RELATIVE_BIAS``·ε/T), within ``PLD_INTERVAL_RANGE``, keeps that rise near 0.1 % of
+  ε, far inside the tolerance (a fixed 1e-3 rose 2 % at T = 25,800 and failed a correct run). It
+  must not exceed the published ε by more than ``EPSILON_RTOL`` (an RDP run's recomputation
+  equals dp_accounting's to 1e-11). The same kind is needed: RDP's slack over PLD
   (10–20 %) would hide an RDP accountant counting half the steps from a PLD recomputation
   (σ 0.78 → 0.72 at ε = 4, 90 steps: PLD 3.98 ≤ the published RDP 4.00), while a PLD recomputation
   that exceeds an RDP claim implies the RDP recomputation does too (PLD is the tighter bound), so
@@ -42,7 +45,8 @@ from typing import Any
 
 from dpaudit.dp.hypothesis import two_sided_binomial_p
 
-__all__ = ["ALPHA", "EPSILON_RTOL", "PLD_INTERVAL", "PLD_MIN_SIGMA", "RECOMPUTED_WITH", "clear_cache", "recomputed_epsilon", "reproduce_accounting",
+__all__ = ["ALPHA", "EPSILON_RTOL", "PLD_INTERVAL_RANGE", "PLD_MIN_SIGMA", "PLD_RELATIVE_BIAS", "RECOMPUTED_WITH",
+           "clear_cache", "pld_interval", "recomputed_epsilon", "reproduce_accounting",
            "summary_sentence"]
 
 ALPHA = 5e-4
@@ -50,24 +54,36 @@ ALPHA = 5e-4
 # can hold (σ = 1e-6 asks for 5e14 points); the RDP recomputation still runs.
 PLD_MIN_SIGMA = 0.2
 EPSILON_RTOL = 0.01
-PLD_INTERVAL = 1e-3
+PLD_INTERVAL_RANGE = (1e-4, 1e-2)
+PLD_RELATIVE_BIAS = 1e-3
 _EXACT_RTOL = 1e-9
 RECOMPUTED_WITH = {
     "rdp": "dpaudit.dp.rdp_series: RDP of the Poisson-subsampled Gaussian over dp_accounting's default orders",
-    "pld": f"dp_accounting PLD, pessimistic, value discretization {PLD_INTERVAL:g}",
+    "pld": "dp_accounting PLD of the Gaussian mechanism, pessimistic, value discretization pld_interval(ε, T)",
 }
 
 
+def pld_interval(epsilon: float, steps: int) -> float:
+    """The PLD recomputation's value discretization: its pessimistic rise (≈ T·h²) near
+    ``PLD_RELATIVE_BIAS`` of ε (module docstring)."""
+    low, high = PLD_INTERVAL_RANGE
+    wanted = math.sqrt(PLD_RELATIVE_BIAS * max(float(epsilon), 1e-3) / max(1, int(steps)))
+    return min(high, max(low, wanted))
+
+
 def recomputed_epsilon(noise_multiplier: float, rate: float, steps: int, delta: float, sampling: str,
-                       steps_per_epoch: int | None = None, accountant: str = "pld") -> float:
+                       steps_per_epoch: int | None = None, accountant: str = "pld",
+                       pld_value_interval: float = 1e-3) -> float:
     """ε at δ of the mechanism the loop ran: from dp_accounting's PLD of the Gaussian mechanism
     (``accountant="pld"``), or ``dpaudit.dp.rdp_series`` over dp_accounting's default orders
     (``"rdp"``, every order evaluated: the fractional-order series is not monotone in the order,
     e.g. at σ = 8, q = 0.3, so no order can be skipped by a bound from its neighbours and still
     give its value), the events built here. Remembered within the process by its inputs (the
-    seeds of one batch job share σ, q, T and δ; the value is a pure function of them)."""
+    seeds of one batch job share σ, q, T and δ; the value is a pure function of them).
+    ``pld_value_interval``: the PLD's value discretization (``pld_interval`` in a check)."""
     return _recomputed_epsilon(float(noise_multiplier), float(rate), int(steps), float(delta), str(sampling),
-                               None if steps_per_epoch is None else int(steps_per_epoch), str(accountant))
+                               None if steps_per_epoch is None else int(steps_per_epoch), str(accountant),
+                               float(pld_value_interval) if accountant == "pld" else None)
 
 
 def clear_cache() -> None:
@@ -77,7 +93,7 @@ def clear_cache() -> None:
 
 @functools.lru_cache(maxsize=256)
 def _recomputed_epsilon(noise_multiplier: float, rate: float, steps: int, delta: float, sampling: str,
-                        steps_per_epoch: int | None, accountant: str) -> float:
+                        steps_per_epoch: int | None, accountant: str, interval: float | None) -> float:
     if noise_multiplier <= 0:
         return math.inf
     epochs = math.ceil(int(steps) / max(1, int(steps_per_epoch or 1)))
@@ -95,12 +111,12 @@ def _recomputed_epsilon(noise_multiplier: float, rate: float, steps: int, delta:
 
     if sampling == "poisson":
         pld = pld_lib.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
-                                              pessimistic_estimate=True, value_discretization_interval=PLD_INTERVAL,
+                                              pessimistic_estimate=True, value_discretization_interval=interval,
                                               sampling_prob=float(rate))
         count = int(steps)
     else:
         pld = pld_lib.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=2.0,
-                                              pessimistic_estimate=True, value_discretization_interval=PLD_INTERVAL)
+                                              pessimistic_estimate=True, value_discretization_interval=interval)
         count = epochs
     return float(pld.self_compose(count).get_epsilon_for_delta(float(delta)))
 
@@ -154,7 +170,8 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
                         "(its grid would not fit in memory), so this PLD claim cannot be reproduced")
     else:
         recomputed = recomputed_epsilon(noise_multiplier_drawn, rate, executed, delta, sampling,
-                                        loop.get("steps_per_epoch"), accountant=accountant)
+                                        loop.get("steps_per_epoch"), accountant=accountant,
+                                        pld_value_interval=pld_interval(published_epsilon, executed))
         if not recomputed <= limit:
             problems.append(f"ε recomputed by {accountant.upper()} from the loop's σ, rate and steps is "
                             f"{recomputed:.4g} > the published {published_epsilon:.4g} (+{EPSILON_RTOL:.0%})")
@@ -164,6 +181,7 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
         "published_epsilon": float(published_epsilon),
         "recomputed_epsilon": recomputed,
         "recomputed_with": RECOMPUTED_WITH.get(accountant, accountant),
+        "pld_value_interval": pld_interval(published_epsilon, executed) if accountant == "pld" else None,
         "accountant": accountant,
         "epsilon_rtol": EPSILON_RTOL,
         "delta": float(delta),
