@@ -74,6 +74,7 @@ for _batch in run_batches("external_outputs", {dataset: list(EXTERNAL[dataset]) 
             # the options that draw the parent set and Recipe B's partners (as the extraction's)
             **({"pmp": {key: PMP[key] for key in PMP_PAIR_KEYS}} if PMP["enabled"] else {}),
             code=CODE["external_outputs"],
+        threads: 1
         resources:
             **batch_resources("external_outputs", _batch),
         log:

@@ -15,7 +15,7 @@ for job in run_jobs(snakemake):  # noqa: F821
             job.params.entry, name=job.wildcards.run, dataset=job.wildcards.dataset, examples=examples,
             ids=ids, dataset_info=info, delta=job.params.delta,
             allow_large_delta=job.params.allow_large_delta, pmp="pmp" in job.params.keys(),
-            dataset_params=job.params.dataset_params)
+            dataset_params=job.params.dataset_params, threads=job.threads)
         if job.output.get("gradients"):  # a model file of Dense layers: its gradients at its final weights
             gradients = external_gradients(job.params.entry, frame, examples, record,
                                            where=f"config.external_models.{job.wildcards.run}", splits=info["splits"],

@@ -207,3 +207,16 @@ def test_a_membership_table_column_that_is_a_feature_or_not_a_table_is_refused(t
     with pytest.raises(ConfigError, match="give one of membership_column, membership_table_column or members"):
         validate_config({"datasets": {"synthetic": dict(SYNTHETIC)}, "grid": [], "external_models": {
             "m": {**outputs_entry(tmp_path), "membership_table_column": "member"}}})
+
+
+def test_a_model_files_inference_runs_on_the_jobs_threads(tmp_path, dataset, monkeypatch):
+    """The job's thread count reaches TensorFlow before the file is loaded (unconfigured, TensorFlow
+    takes every core of a shared node)."""
+    from dpaudit import _tf
+
+    _, path = _saved(tmp_path, [_tf.keras.layers.Dense(SYNTHETIC["classes"])])
+    calls = []
+    real = _tf.configure
+    monkeypatch.setattr(_tf, "configure", lambda threads, seed: calls.append(threads) or real(threads, seed))
+    imported(_entry(tmp_path, path), dataset, threads=2)
+    assert calls == [2]

@@ -41,9 +41,10 @@ _TINY = float(np.finfo(np.float32).tiny)
 
 
 def read_entry_outputs(entry: Mapping, where: str, *, ids: np.ndarray | None = None,
-                       x: np.ndarray | None = None) -> OutputsFile:
+                       x: np.ndarray | None = None, threads: int = 1) -> OutputsFile:
     """The outputs an ``external_models`` entry names, read and checked: its outputs file, or its model
-    file run on the dataset's features ``x`` (the rows of ``ids``, the dataset's ids as text)."""
+    file run on the dataset's features ``x`` (the rows of ``ids``, the dataset's ids as text) on
+    ``threads`` TensorFlow threads."""
     if "model" not in entry:
         return read_outputs_file(entry["outputs"], where=where, id_column=entry.get("id_column", "example_id"),
                                  kind=entry.get("outputs_kind", "auto"),
@@ -56,7 +57,7 @@ def read_entry_outputs(entry: Mapping, where: str, *, ids: np.ndarray | None = N
         kind = "probs" if inspect_keras_file(entry["model"], where, module).softmax_output else "logits"
     if kind == "loss":
         raise ExternalModelError(f"{where}.outputs_kind: a model file outputs logits or probs, not a loss")
-    values = keras_outputs(entry["model"], x, where, module).astype(np.float64)
+    values = keras_outputs(entry["model"], x, where, module, threads=threads).astype(np.float64)
     ids = np.asarray(ids, dtype=object)
     check_values(kind, values, ids, Path(entry["model"]), where)
     return OutputsFile(path=str(entry["model"]), format="keras", kind=kind, ids=ids, values=values, labels=None,
@@ -127,20 +128,20 @@ def _roles(outputs: OutputsFile, membership: Membership) -> np.ndarray:
 
 def external_outputs(entry: Mapping, *, name: str, dataset: str, examples: pd.DataFrame, ids: pd.DataFrame,
                      dataset_info: Mapping, delta: float | str, allow_large_delta: bool = False, pmp: bool = False,
-                     dataset_params: Mapping | None = None) -> tuple[pd.DataFrame, dict]:
+                     dataset_params: Mapping | None = None, threads: int = 1) -> tuple[pd.DataFrame, dict]:
     """(``P.OUTPUTS`` frame, record) of ``external_models.<name>`` on its prepared dataset (module docstring).
 
     ``examples``: the dataset's example_id and label; ``ids``: its ids.parquet; ``delta``: the
     config's training.delta, the δ the attacks are evaluated at when the entry states no promise;
     ``pmp``: the pmp family is on (what the record says was checked); ``dataset_params``: the dataset's
-    config (its table, for ``membership_table_column``)."""
+    config (its table, for ``membership_table_column``); ``threads``: the job's (a model file's inference)."""
     where = f"config.external_models.{name}"
     x = None
     if "model" in entry:  # a model file is scored on every row of the dataset, its features as prepared
         from dpaudit.training.models import features
 
         x = features(examples.set_index("example_id").loc[ids["example_id"].to_numpy(np.int64)].reset_index())
-    outputs = read_entry_outputs(entry, where, ids=ids["id"].astype(str).to_numpy(), x=x)
+    outputs = read_entry_outputs(entry, where, ids=ids["id"].astype(str).to_numpy(), x=x, threads=threads)
     classes = int(dataset_info["classes"])
     problem = width_problem(outputs, classes, dataset, where)
     if problem is not None:

@@ -131,14 +131,17 @@ def custom_objects(module_name: str | None, where: str) -> dict:
             if inspect.isclass(value) and value.__module__ == module.__name__}
 
 
-def keras_outputs(path: str | Path, x: np.ndarray, where: str, custom_module: str | None = None) -> np.ndarray:
-    """[N, C] float32 outputs of the model file on ``x`` (inference mode), loaded in Keras' safe mode."""
+def keras_outputs(path: str | Path, x: np.ndarray, where: str, custom_module: str | None = None,
+                  threads: int = 1) -> np.ndarray:
+    """[N, C] float32 outputs of the model file on ``x`` (inference mode), loaded in Keras' safe mode, on
+    ``threads`` TensorFlow threads (the job's: unconfigured, TensorFlow takes every core of a shared node)."""
     sketch = inspect_keras_file(path, where, custom_module)
     problem = input_problem(sketch, x.shape[1], "of this audit", where)
     if problem is not None:
         raise ExternalModelError(problem)
     from dpaudit import _tf
 
+    _tf.configure(threads, 0)
     objects = custom_objects(custom_module, where)
     try:
         model = _tf.keras.models.load_model(str(path), custom_objects=objects, compile=False, safe_mode=True)
