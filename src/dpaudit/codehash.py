@@ -89,13 +89,12 @@ def _parsed_import_statements(source: str) -> tuple[tuple[int, str | None, tuple
 
 
 def cache_path() -> Path | None:
-    """The cache file, or None where there is no folder for it (no home directory, nothing set)."""
-    folder = os.environ.get("DPAUDIT_CACHE_DIR")
-    if not folder:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        if base.startswith("~"):  # no home directory to expand: never a folder named ~ in the cwd
-            return None
-        folder = os.path.join(base, "dpaudit")
+    """The cache file, or None where there is no folder for it (``cache_folder``)."""
+    from dpaudit.caches import cache_folder
+
+    folder = cache_folder()
+    if folder is None:
+        return None
     # the Python version is in the name: another ``ast`` may read a text differently
     return Path(folder) / f"import-statements-v{CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.json"
 

@@ -16,7 +16,7 @@ import dpaudit
 ROOT = Path(dpaudit.__file__).resolve().parent
 FLOORS = {
     "dpaudit.contract": 0, "dpaudit.io": 0, "dpaudit.logs": 0, "dpaudit._tf": 0, "dpaudit.config_schema": 0,
-    "dpaudit.losses": 0, "dpaudit.progress": 0, "dpaudit.batching": 0,
+    "dpaudit.losses": 0, "dpaudit.progress": 0, "dpaudit.batching": 0, "dpaudit.caches": 0,
     "dpaudit.dp": 1,
     "dpaudit.data": 2, "dpaudit.external": 2, "dpaudit.training": 2, "dpaudit.audit": 2, "dpaudit.reference": 2, "dpaudit.profile": 2, "dpaudit.extract": 2, "dpaudit.config": 2,
     "dpaudit.configfile": 2,

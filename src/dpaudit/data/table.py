@@ -373,7 +373,13 @@ def inspect_table(name: str, params: Mapping[str, Any], path: str | Path | None 
     spec = _spec(params)
     path = Path(path if path is not None else spec["path"])
     stat = path.stat() if path.is_file() else None
-    return _inspect(name, _frozen(spec), str(path), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1)
+    if stat is None or stat.st_size == 0:
+        return _inspect(name, _frozen(spec), str(path), stat.st_size if stat else -1, -1)
+    from dpaudit.data.sketch_cache import cached_sketch
+
+    parts = (name, _frozen(spec), str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return cached_sketch(TableSketch, parts, lambda: _inspect(name, parts[1], str(path), stat.st_size,
+                                                                stat.st_mtime_ns))
 
 
 def _frozen(value: Any) -> Any:
