@@ -20,6 +20,7 @@ for job in run_jobs(snakemake):  # noqa: F821
             grid_size=options["grid_size"], alpha=options["alpha"], empirical_filter=options["empirical_filter"],
             bootstrap=options["bootstrap"] if options["bootstrap"]["resamples"] > 0 else None,
             goodness_of_fit=options["goodness_of_fit"] if options["goodness_of_fit"]["enabled"] else None,
+            null=options["permutation_null"] if options["permutation_null"]["permutations"] > 0 else None,
         )
         metrics = metric_rows("epsilon_star", metrics, dataset=job.wildcards.dataset, run=job.wildcards.run)
         write_parquet(job.output[0], metrics)

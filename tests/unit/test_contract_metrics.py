@@ -168,7 +168,8 @@ def test_epsilon_star_rows_are_declared():
     rows = epsilon_star_run_metrics(_outputs(), members_split="train", nonmembers_split="holdout",
                                     utility_split="test", classes=2, delta=1e-3, grid_size=2_000,
                                     bootstrap={"resamples": 10, "seed": 0, "grid_size": 1_000},
-                                    goodness_of_fit={"n_samples": 50, "repeats": 2, "alpha": 0.05, "seed": 0})
+                                    goodness_of_fit={"n_samples": 50, "repeats": 2, "alpha": 0.05, "seed": 0},
+                                    null={"permutations": 20, "seed": 0})
     written = metric_rows("epsilon_star", rows, dataset="d", run="r")
     assert set(written["metric"]) == _declared_names("epsilon_star")
 

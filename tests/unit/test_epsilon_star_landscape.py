@@ -121,7 +121,8 @@ def test_metric_and_landscape_adapters(tmp_path):
     write_json(train, {"delta": 1e-3})
     options = {"grid_size": 2_000, "alpha": 1.0, "empirical_filter": 0.001,
                "bootstrap": {"resamples": 10, "level": 0.9, "seed": 3, "grid_size": 1_000},
-               "goodness_of_fit": {"enabled": True, "n_samples": 50, "repeats": 2, "alpha": 0.05, "seed": 0}}
+               "goodness_of_fit": {"enabled": True, "n_samples": 50, "repeats": 2, "alpha": 0.05, "seed": 0},
+               "permutation_null": {"permutations": 30, "level": 0.95, "seed": 1}}
     out = tmp_path / "metric.parquet"
     run_script("metric_epsilon_star", FakeSnakemake(
         "metric_epsilon_star", input={"outputs": str(outputs), "info": str(info), "train": str(train)},
@@ -131,11 +132,15 @@ def test_metric_and_landscape_adapters(tmp_path):
     eps = frame[frame["metric"] == "epsilon_star"]
     assert len(eps) == 4 and (eps["boot_resamples"] == 10).all() and (eps["boot_level"] == 0.9).all()
     assert eps["ceiling"].notna().all() and (frame["metric"] == "normal_fit_pvalue").sum() == 4
+    null = frame[frame["metric"] == "within_permutation_null"]
+    assert len(null) == 2 and (null["estimator"] == "empirical").all() and (null["null_permutations"] == 30).all()
     options["bootstrap"]["resamples"] = 0
     options["goodness_of_fit"]["enabled"] = False
+    options["permutation_null"]["permutations"] = 0
     run_script("metric_epsilon_star", FakeSnakemake(
         "metric_epsilon_star", input={"outputs": str(outputs), "info": str(info), "train": str(train)},
         output={"table": str(out)}, params={"options": options}, wildcards={"dataset": "toy", "run": "r"},
         log=[tmp_path / "log.txt"]))
     frame = read_parquet(out)
     assert frame["boot_low"].isna().all() and not (frame["metric"] == "normal_fit_pvalue").any()
+    assert not (frame["metric"] == "within_permutation_null").any()

@@ -351,11 +351,14 @@ def test_an_estimate_rung_says_its_raised_flags():
         {**run, **star, "metric": "at_resolution", "estimator": "empirical", "value": np.nan, "value_bool": True},
         {**run, **star, "metric": "outside_bootstrap_interval", "estimator": "empirical", "value": np.nan,
          "value_bool": True},
+        {**run, **star, "metric": "within_permutation_null", "estimator": "empirical", "value": np.nan,
+         "value_bool": True},
         {**run, **star, "metric": "epsilon_star", "estimator": "parametric", "value": 0.3, "boot_low": 0.1,
          "boot_high": 2.0},
         {**run, **star, "metric": "at_resolution", "estimator": "parametric", "value": np.nan, "value_bool": False},
         {**run, "family": "mia", "metric": "accountant_epsilon", "value": 1.0},
     ])
     rows = LD.ladder_rows(table).set_index("rung")
-    assert rows.loc["epsilon_star_empirical", "flags"] == "at the sample's resolution, outside its interval"
+    assert rows.loc["epsilon_star_empirical", "flags"] == ("at the sample's resolution, outside its interval, "
+                                                          "within the no-signal null")
     assert pd.isna(rows.loc["epsilon_star_parametric", "flags"]) and pd.isna(rows.loc["promise", "flags"])

@@ -49,6 +49,10 @@ def _star_rows(run: str, *, outside: bool) -> pd.DataFrame:
                  {**common, "metric": "epsilon_star_bias_corrected", "estimator": estimator,
                   "value": max(0.0, 2 * value - 1.497), "ci_lower": max(0.0, 2 * value - high),
                   "ci_upper": max(0.0, 2 * value - low), "boot_mean": 1.497}]
+    # the empirical 0.684 lies below the no-signal null's 0.95 quantile 2.31 (284/142 rows)
+    rows.append({**common, "metric": "within_permutation_null", "estimator": "empirical", "value": np.nan,
+                 "value_bool": True, "null_quantile": 2.31, "null_p_value": 0.62, "null_level": 0.95,
+                 "null_permutations": 200, "null_seed": 0})
     return pd.DataFrame(rows)
 
 
@@ -228,6 +232,8 @@ def test_the_overview_star_cell_says_what_epsilon_star_is_and_flags_it(table):
     assert re.search(r'data-metric="epsilon_star_bias_corrected"[^>]*>0<', star)
     assert "at the sample's resolution: rests on one member of" in star
     assert 'data-field="n_tr">284<' in star
+    assert "within the no-signal null: random relabellings of members and non-members reach" in star
+    assert re.search(r'data-metric="within_permutation_null"[^>]*data-field="null_quantile"[^>]*>2.31<', star)
     other = html.unescape(re.findall(r"<td[^>]*>(.*?)</td>", rows[_run(KERAS)])[-1])
     assert "outside its bootstrap interval" not in other and O.STAR_CAPTION in other
 
@@ -238,6 +244,7 @@ def test_the_dossier_flags_its_epsilon_star_rows(table):
     assert "this model instance's empirical privacy over records, an estimate and not a bound" in section
     assert "at the sample's resolution: the ratio rests on one member of" in section
     assert "outside its own bootstrap interval" in section and "bias-corrected" in section
+    assert "within the no-signal null" in section and "permutation p = " in section
     assert re.search(r'data-metric="epsilon_star_bias_corrected"[^>]*data-field="ci_upper"[^>]*>0.484<', section)
     # the parametric row is not outside its interval: no bias-corrected form beside it
     assert section.count("bias-corrected") == 1

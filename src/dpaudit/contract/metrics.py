@@ -220,6 +220,13 @@ EPSILON_STAR = [
            "interval 2·ε* − boot_high, 2·ε* − boot_low (floored at 0) in ci_lower/ci_upper: first-order only, as the "
            "bootstrap of a maximum understates its bias.", "nats", "estimate",
            (*_ESTAR[:3], "n_tr", "n_pop", "boot_mean", "ci_lower", "ci_upper")),
+    Metric("epsilon_star", "within_permutation_null", "ε* within the no-signal null",
+           "Whether the empirical epsilon_star row's value is at or below the null_level quantile (null_quantile) of "
+           "ε* over random relabellings of members and non-members (sizes kept), the law ε* has when the losses "
+           "carry no membership signal, so the value does not rise above the sample's noise floor (null_p_value: "
+           "the permutation test's p-value).", "—", "diagnostic",
+           (*_ESTAR[:3], "n_tr", "n_pop", "null_quantile", "null_p_value", "null_level", "null_permutations",
+            "null_seed"), dtype="bool"),
     Metric("epsilon_star", "landscape_utility", "utility (landscape)",
            "Utility axis of the Epsilon* landscape: AUROC of P(y = 1) on the utility split for binary tasks, "
            "top-1 accuracy otherwise (utility_kind says which).",

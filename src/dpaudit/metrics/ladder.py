@@ -245,7 +245,8 @@ def _rung_frame(rung: Rung, table: pd.DataFrame) -> pd.DataFrame:
 
 
 # An ε* rung's flags (issue 46, metrics.parquet's flag rows of the same loss and estimator), said beside its value.
-ESTIMATE_FLAGS = {"at_resolution": "at the sample's resolution", "outside_bootstrap_interval": "outside its interval"}
+ESTIMATE_FLAGS = {"at_resolution": "at the sample's resolution", "outside_bootstrap_interval": "outside its interval",
+                  "within_permutation_null": "within the no-signal null"}
 
 
 def _estimate_flags(rung: Rung, rows: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:

@@ -294,7 +294,8 @@ def _estar_flags(found: Found, view: RunView | None = None) -> str:
 
 def _estar_issue46_flags(found: Found, view: RunView) -> list[str]:
     """The flags of issue 46 (rows of their own, same estimator and loss): at the sample's
-    resolution, and outside its bootstrap interval with the bias-corrected form."""
+    resolution, outside its bootstrap interval with the bias-corrected form, and within the
+    label-permutation null (the empirical estimator)."""
     select = {"estimator": found.get("estimator"), "loss": found.get("loss")}
     flags = []
     at = view.find("epsilon_star", "at_resolution", **select)
@@ -314,6 +315,13 @@ def _estar_issue46_flags(found: Found, view: RunView) -> list[str]:
         flags.append(f'<span class="flag">outside its own bootstrap interval: the replicates, maxima of resampled '
                      f"ratios, sit above it by the estimator's upward bias; bias-corrected {corrected.num()} "
                      f"[{corrected.num('ci_lower')}, {corrected.num('ci_upper')}] (basic bootstrap, first-order)"
+                     "</span>")
+    null = view.find("epsilon_star", "within_permutation_null", **select)
+    if null is not None and null.get("value_bool") in (True, np.True_):
+        flags.append(f'<span class="flag">within the no-signal null: losses relabelled at random (members and '
+                     f"non-members exchanged, sizes kept) reach {null.num('null_quantile')} at its "
+                     f"{null.num('null_level')} quantile, so this value does not rise above the sample's noise floor "
+                     f"(permutation p = {null.num('null_p_value')}, {null.num('null_permutations')} relabellings)"
                      "</span>")
     return flags
 

@@ -308,7 +308,8 @@ STAR_TOOLTIP = ("ε* (Negoescu et al. 2023): ln of the largest likelihood ratio 
                 "bootstrap over records.")
 # the flag rows of an epsilon_star row (dpaudit.metrics.epsilon_star.run) and the columns the cell reads
 STAR_FLAGS = {"at_resolution": ("argmax_count", "resolution", "term", "n_tr", "n_pop"),
-              "outside_bootstrap_interval": (), "epsilon_star_bias_corrected": ("ci_lower", "ci_upper")}
+              "outside_bootstrap_interval": (), "epsilon_star_bias_corrected": ("ci_lower", "ci_upper"),
+              "within_permutation_null": ("null_quantile", "null_p_value")}
 
 
 def star_flags(table: pd.DataFrame) -> pd.DataFrame:
@@ -364,6 +365,10 @@ def _star(row) -> tuple[str, str]:
                              ("ci_lower", "ci_upper")) + "</div>")
     if _true(row.get("at_resolution")):
         cell += f'<div class="small flag star-resolution">{_resolution_words(row)}</div>'
+    if _true(row.get("within_permutation_null")):
+        quantile = _num(row.get("null_quantile"), "epsilon_star", "within_permutation_null", select, "null_quantile")
+        cell += (f'<div class="small flag star-null">within the no-signal null: random relabellings of members and '
+                 f"non-members reach {quantile}</div>")
     cell += f'<div class="small star-caption">{esc(STAR_CAPTION)}</div>'
     return f'<div class="star" title="{esc(STAR_TOOLTIP)}">{cell}</div>', _sort_value(row["star"])
 

@@ -6,6 +6,7 @@ The family is split along its parts; every public name is re-exported here, so
 * ``estimators``: rates, eq. 7, the empirical and parametric estimators, their
   ceilings, and the true-CDF version used by the simulations;
 * ``bootstrap``: the percentile bootstrap interval over examples (an extension);
+* ``permutation``: the empirical ε*'s label-permutation null, its noise floor (an extension);
 * ``goodness_of_fit``: the GMM/KS check of App. B.2 (Fig. 6) and its per-model form;
 * ``mechanism``: the mechanism-level bound ε̄ (Theorems 2 and 4);
 * ``run``: the long-format rows of one model, as the workflow writes them;
@@ -50,6 +51,7 @@ from dpaudit.metrics.epsilon_star.mechanism import (
     log_mean_exp,
     mechanism_epsilon_bar,
 )
+from dpaudit.metrics.epsilon_star.permutation import PermutationNull, permutation_null
 from dpaudit.metrics.epsilon_star.run import (
     LOSS_VARIANTS,
     PARAMETRIC_CEILING_TOLERANCE,
@@ -69,6 +71,7 @@ __all__ = [
     "MechanismBound",
     "NormalFit",
     "NormalFitCheck",
+    "PermutationNull",
     "Rates",
     "aggregate_strategies",
     "bootstrap_epsilon_star",
@@ -89,6 +92,7 @@ __all__ = [
     "normal_epsilon_star_values",
     "normal_fit_check",
     "normal_rates",
+    "permutation_null",
     "parametric_ceiling",
     "parametric_epsilon_star",
     "quantile_levels",

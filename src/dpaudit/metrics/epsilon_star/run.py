@@ -30,6 +30,13 @@ first-order bias only: on identical member and non-member Normals (true ε* = 0)
 rows the empirical point averaged 1.50 and the corrected one 1.30 (40 draws); among the 11 of
 450 draws whose point fell outside the percentile interval, the basic interval held the true
 value 10 times, the percentile interval never (measured for issue 46, B = 100).
+
+The noise floor itself is the row ``within_permutation_null`` of the empirical estimator
+(``dpaudit.metrics.epsilon_star.permutation``): members and non-members relabelled at random,
+sizes kept, give the law ε* has when the losses carry no membership signal; the flag is raised
+when the value is at or below that law's ``level`` quantile (``null_quantile``, with the
+permutation p-value ``null_p_value``). The parametric estimator has no such row: its Normal fit
+per relabelling would cost ~50 ms each.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from dpaudit.metrics.epsilon_star.estimators import (
     transform_losses,
 )
 from dpaudit.metrics.epsilon_star.goodness_of_fit import normal_fit_check
+from dpaudit.metrics.epsilon_star.permutation import permutation_null
 
 # The parametric supremum is approached, never attained, on the quantile grid;
 # within this many nats of it the value is flagged as sitting on the ceiling.
@@ -110,6 +118,13 @@ _METRIC_COLUMNS: dict[str, str] = {
     "gof_repeats": "Int64",
     "gof_alpha": "float64",
     "gof_seed": "Int64",
+    # within_permutation_null rows (the empirical estimator)
+    "null_quantile": "float64",
+    "null_p_value": "float64",
+    "null_level": "float64",
+    "null_permutations": "Int64",
+    "null_seed": "Int64",
+    "null_undefined": "Int64",
 }
 
 
@@ -179,6 +194,19 @@ def _flag_rows(res: EpsilonStarResult, loss: str, estimator: str, n_tr: int, n_p
                  "ci_lower": max(0.0, 2.0 * eps - high) if known else nan,
                  "ci_upper": max(0.0, 2.0 * eps - low) if known else nan})
     return rows
+
+
+def _null_row(tr: np.ndarray, pop: np.ndarray, loss: str, delta: float, options: Mapping,
+              empirical_filter: float) -> dict:
+    """The ``within_permutation_null`` row of the empirical ε* (module docstring)."""
+    null = permutation_null(tr, pop, delta, permutations=int(options["permutations"]),
+                            level=float(options.get("level", 0.95)), seed=int(options.get("seed", 0)),
+                            empirical_filter=empirical_filter)
+    return {"metric": "within_permutation_null", "value": float("nan"), "value_bool": null.within, "loss": loss,
+            "estimator": "empirical", "delta": delta, "filter_lo": empirical_filter, "filter_hi": empirical_filter,
+            "n_tr": tr.size, "n_pop": pop.size, "null_quantile": null.quantile, "null_p_value": null.p_value,
+            "null_level": null.level, "null_permutations": null.permutations, "null_seed": null.seed,
+            "null_undefined": null.undefined}
 
 
 def _result_rows(
@@ -257,6 +285,7 @@ def epsilon_star_metrics(
     estimators: Sequence[str] = ("empirical", "parametric"),
     bootstrap: Mapping | None = None,
     goodness_of_fit: Mapping | None = None,
+    null: Mapping | None = None,
 ) -> pd.DataFrame:
     """Long-format eps* table of one model: one row per (loss, estimator, metric).
 
@@ -267,7 +296,8 @@ def epsilon_star_metrics(
     flags (module docstring). ``bootstrap`` (keys resamples, level, seed,
     grid_size) adds the interval columns; ``goodness_of_fit`` (keys n_samples,
     repeats, alpha, seed) adds ``normal_fit_pvalue`` rows per set and the
-    ``normal_rejected`` flag of the parametric rows. Column dtypes are fixed
+    ``normal_rejected`` flag of the parametric rows; ``null`` (keys permutations, level, seed) adds the
+    empirical estimator's ``within_permutation_null`` row per loss. Column dtypes are fixed
     (see ``_METRIC_COLUMNS``) so frames of many runs concatenate cleanly.
     """
     if set(member_losses_by_variant) != set(nonmember_losses_by_variant):
@@ -296,6 +326,8 @@ def epsilon_star_metrics(
             rows.extend(_result_rows(res, str(loss), estimator, tr.size, pop.size, extra))
             rows.extend(_flag_rows(res, str(loss), estimator, tr.size, pop.size, extra))
             rows.extend(gof_rows)
+            if estimator == "empirical" and null:
+                rows.append(_null_row(tr, pop, str(loss), delta, null, empirical_filter))
     frame = pd.DataFrame(rows, columns=list(_METRIC_COLUMNS))
     return frame.astype(_nullable(frame))
 
@@ -329,12 +361,13 @@ def epsilon_star_run_metrics(
     empirical_filter: float = EMPIRICAL_FILTER,
     bootstrap: Mapping | None = None,
     goodness_of_fit: Mapping | None = None,
+    null: Mapping | None = None,
 ) -> pd.DataFrame:
     """ε* of one model on both loss variants and both estimators, plus its landscape_utility row.
 
     Members are the training split, the population sample is the non-member split
     (Negoescu et al. 2023, Sec. 3: all of them, unbalanced). δ is the run's δ (the one DP training used).
-    ``bootstrap`` and ``goodness_of_fit`` as in ``epsilon_star_metrics``.
+    ``bootstrap``, ``goodness_of_fit`` and ``null`` as in ``epsilon_star_metrics``.
     """
     from dpaudit.metrics.utility import utility
 
@@ -362,6 +395,7 @@ def epsilon_star_run_metrics(
         empirical_filter=empirical_filter,
         bootstrap=bootstrap,
         goodness_of_fit=goodness_of_fit,
+        null=null,
     )
     measured = utility(outputs, utility_split=utility_split, classes=classes)
     # The utility row has no grid or kept-point counts: counts become nullable here
