@@ -26,6 +26,8 @@ import math
 import numpy as np
 from scipy.special import gammaln, log_ndtr
 
+from dpaudit.contract.delta import check_delta
+
 __all__ = ["MAX_TERMS", "epsilon", "poisson_gaussian_rdp"]
 
 MAX_TERMS = 1000
@@ -109,9 +111,7 @@ def epsilon(orders, rdp, delta: float) -> float:
     """ε at δ from composed RDP at each order (the smallest over orders, never below 0)."""
     alphas = np.asarray(orders, dtype=np.float64)
     r = np.asarray(rdp, dtype=np.float64)
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    delta = float(check_delta(delta))
     if np.any(r < 0):
         raise ValueError("composed RDP must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
