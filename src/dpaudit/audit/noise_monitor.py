@@ -78,6 +78,7 @@ class NoiseMonitor:
             self.models * (total + 1))))))))
         self.block = tf.Variable(tf.zeros([self.block_steps, self.models, total + 1], tf.float32), trainable=False)
         self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)  # updates observed (graph side)
+        self._block_steps, self._one = np.int64(self.block_steps), np.int64(1)
         self.pending = 0  # updates the loop reported since the last fold
         self._zero()
 
@@ -95,12 +96,18 @@ class NoiseMonitor:
 
     def observe(self, residuals: Sequence[Any], active=None) -> None:
         """Record one step's residuals (inside the compiled step): one row of the block, two
-        stateful ops, so the step's critical path barely grows."""
-        tf = self.tf
+        stateful ops, so the step's critical path barely grows. Raw ops: the step is traced again
+        every run, and the wrappers of ``tf.reshape`` and ``Variable.assign_add`` cost more to
+        trace than the ops."""
+        tf, raw = self.tf, self.tf.raw_ops
         act = tf.ones([self.models, 1], tf.float32) if active is None else tf.cast(active, tf.float32)[:, None]
-        flat = tf.concat([tf.reshape(tf.cast(r, tf.float32), [self.models, -1]) for r in residuals] + [act], axis=1)
-        at = self.position.assign_add(1) - 1
-        self.block.scatter_nd_update([[at % self.block_steps]], [flat])
+        shape = tf.constant([self.models, -1])
+        row = [raw.Reshape(tensor=r if r.dtype == tf.float32 else raw.Cast(x=r, DstT=tf.float32), shape=shape)
+               for r in residuals]
+        at = raw.ReadVariableOp(resource=self.position.handle, dtype=tf.int64)  # updates observed before this one
+        raw.ResourceScatterUpdate(resource=self.block.handle, indices=raw.FloorMod(x=at, y=self._block_steps),
+                                  updates=raw.ConcatV2(values=[*row, act], axis=1))
+        raw.AssignAddVariableOp(resource=self.position.handle, value=self._one)
 
     def after_step(self) -> None:
         """The loop's call after each update it ran (``monitored`` wraps a step with it): every

@@ -71,6 +71,7 @@ class WeightMonitor:
         self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, 2 ** int(math.log2(max(1, BLOCK_FLOATS // width))))))
         self.block = tf.Variable(tf.zeros([self.block_steps, width], self.dtype), trainable=False)
         self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)
+        self._block_steps, self._one = np.int64(self.block_steps), np.int64(1)
         self.pending = 0
         self.folded = 0
 
@@ -80,7 +81,7 @@ class WeightMonitor:
         self.ledger.start(self._host_state())
 
     def _host_state(self) -> np.ndarray:
-        """``_flat_state`` read on the host (numpy: eager TensorFlow ops, their kernels rebuilt after
+        """The state ``observe`` records, read on the host (numpy: eager TensorFlow ops, their kernels rebuilt after
         every run's ``_tf.configure``, cost ~5 ms a read)."""
         dtype = self.dtype.as_numpy_dtype
         out = [np.zeros(int(np.prod(shape, dtype=np.int64)), dtype) if value is None else
@@ -89,23 +90,28 @@ class WeightMonitor:
         out.append(np.array([self.iterations.numpy()]).astype(dtype))
         return np.concatenate(out)
 
-    def _flat_state(self) -> list:
-        tf = self.tf
-        out = []
-        for value, shape in zip(self._state, self._shapes, strict=True):
-            out.append(tf.zeros([int(np.prod(shape, dtype=np.int64))], self.dtype) if value is None
-                       else tf.reshape(value, [-1]))
-        out.extend(tf.reshape(tf.cast(v, self.dtype), [-1]) for v in self.frozen)
-        out.append(tf.reshape(tf.cast(self.iterations, self.dtype), [1]))
-        return out
-
     def observe(self, updates: Sequence[Any]) -> None:
         """Inside the step, just before the optimizer call: the state it will change and the update
-        it is handed (one per trainable variable, in ``variables`` order)."""
-        tf = self.tf
-        flat = tf.concat([*self._flat_state(), *(tf.reshape(tf.cast(u, self.dtype), [-1]) for u in updates)], axis=0)
-        at = self.position.assign_add(1) - 1
-        self.block.scatter_nd_update([[at % self.block_steps]], [flat])
+        it is handed (one per trainable variable, in ``variables`` order), one row of the block.
+
+        Raw ops: tracing ``tf.reshape(variable)`` costs ~4× a raw read and reshape (its Python
+        wrappers), and every run traces its step again; the graph is the same."""
+        tf, raw, dtype = self.tf, self.tf.raw_ops, self.dtype
+        flat = tf.constant([-1])
+        row = []
+        for value, shape in zip(self._state, self._shapes, strict=True):
+            row.append(tf.zeros([int(np.prod(shape, dtype=np.int64))], dtype) if value is None
+                       else raw.Reshape(tensor=raw.ReadVariableOp(resource=value.handle, dtype=dtype), shape=flat))
+        for v in [*self.frozen, self.iterations]:
+            value = raw.ReadVariableOp(resource=v.handle, dtype=v.dtype.base_dtype)
+            row.append(raw.Reshape(tensor=value if v.dtype.base_dtype == dtype else raw.Cast(x=value, DstT=dtype),
+                                   shape=flat))
+        row.extend(raw.Reshape(tensor=u if u.dtype == dtype else raw.Cast(x=u, DstT=dtype), shape=flat)
+                   for u in updates)
+        at = raw.ReadVariableOp(resource=self.position.handle, dtype=tf.int64)  # updates recorded before this one
+        raw.ResourceScatterUpdate(resource=self.block.handle, indices=raw.FloorMod(x=at, y=self._block_steps),
+                                  updates=raw.ConcatV2(values=row, axis=0))
+        raw.AssignAddVariableOp(resource=self.position.handle, value=self._one)
 
     def after_step(self) -> None:
         """The loop's call after each update (``build_train_step`` wraps its steps with it)."""

@@ -139,7 +139,8 @@ class StepContext:
         monitor reads the state the call changes and the update it is handed."""
         update = list(noised.update)
         if self.monitor is not None:
-            residuals = [u * self.divisor - c for u, c in zip(update, noised.clipped, strict=True)]
+            raw, divisor = self.tf.raw_ops, self.tf.constant(self.divisor, update[0].dtype)  # raw: cheaper to trace
+            residuals = [raw.Sub(x=raw.Mul(x=u, y=divisor), y=c) for u, c in zip(update, noised.clipped, strict=True)]
             if self.m_canary:
                 residuals.append(noised.observed * self.clip - noised.canary_clipped)
             self.monitor.observe(residuals)
