@@ -165,12 +165,28 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
     assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
 
 
-def test_monitor_folds_across_blocks_models_and_strides_equal_a_loop_oracle(monkeypatch):
+@pytest.mark.parametrize("n", [1, 2, 7, 500, 7200])
+@pytest.mark.parametrize("law", ["normal", "laplace", "shifted"])
+def test_ks_normal_p_is_scipys_kstest(n, law):
+    """Oracle: scipy.stats.kstest(x, "norm") (exact kstwo law), equal to the last bit; NaN goes to scipy."""
+    rng = np.random.default_rng(n)
+    x = {"normal": rng.normal(size=n), "laplace": rng.laplace(size=n) / math.sqrt(2.0),
+         "shifted": rng.normal(0.3, 1.1, size=n)}[law]
+    assert noise_certificate.ks_normal_p(x) == float(stats.kstest(x, "norm").pvalue)
+    x[0] = np.nan
+    assert math.isnan(noise_certificate.ks_normal_p(x)) == math.isnan(float(stats.kstest(x, "norm").pvalue))
+
+
+@pytest.mark.parametrize("chunk_steps", [None, 3])
+def test_monitor_folds_across_blocks_models_and_strides_equal_a_loop_oracle(monkeypatch, chunk_steps):
     """Several folds (the lag-one products cross a block's edge), two models with inactive steps,
-    a sample stride of 3: the host fold's float64 sums against a per-step loop."""
+    a sample stride of 3: the host fold's float64 sums against a per-step loop; ``chunk_steps``:
+    each fold in chunks of 3 steps (the products also cross a chunk's edge inside a block)."""
     from dpaudit.audit import noise_monitor
 
     monkeypatch.setattr(noise_monitor, "MAX_BLOCK", 8)
+    if chunk_steps is not None:
+        monkeypatch.setattr(noise_monitor, "FOLD_VALUES", chunk_steps * 2 * 11)  # 2 models × (10 + active)
     monkeypatch.setattr(noise_monitor, "MAX_SAMPLE_ROWS", 16)
     shapes, models, steps = [(3, 2), (4,)], 2, 43
     monitor = noise_monitor.NoiseMonitor(["w", "b"], shapes, steps=steps, seed=3, models=models)

@@ -84,11 +84,11 @@ class WeightMonitor:
         """The state ``observe`` records, read on the host (numpy: eager TensorFlow ops, their kernels rebuilt after
         every run's ``_tf.configure``, cost ~5 ms a read)."""
         dtype = self.dtype.as_numpy_dtype
+        # np.asarray of the value read shares its buffer (``.numpy()`` copies it); concatenate copies once
         out = [np.zeros(int(np.prod(shape, dtype=np.int64)), dtype) if value is None else
-               np.asarray(value.numpy(), dtype).reshape(-1) for value, shape in zip(self._state, self._shapes, strict=True)]
-        out.extend(np.asarray(v.numpy()).astype(dtype).reshape(-1) for v in self.frozen)
-        out.append(np.array([self.iterations.numpy()]).astype(dtype))
-        return np.concatenate(out)
+               np.asarray(value.value()).reshape(-1) for value, shape in zip(self._state, self._shapes, strict=True)]
+        out.extend(np.asarray(v.value()).reshape(-1) for v in [*self.frozen, self.iterations])
+        return np.concatenate(out, dtype=dtype, casting="unsafe")
 
     def observe(self, updates: Sequence[Any]) -> None:
         """Inside the step, just before the optimizer call: the state it will change and the update
@@ -127,7 +127,7 @@ class WeightMonitor:
             raise RuntimeError(f"weight monitor: the step recorded {observed - self.folded} optimizer calls since the "
                                f"last fold, the loop reported {self.pending} updates; every optimizer call of the "
                                "training must go through StepContext.apply, once per update")
-        self.ledger.add(self.block.numpy()[:self.pending])
+        self.ledger.add(np.asarray(self.block.value())[:self.pending])  # its buffer, not a copy of the block
         self.folded = observed
         self.pending = 0
 
