@@ -165,6 +165,45 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
     assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
 
 
+def test_step_block_writes_one_row_for_the_monitors_sharing_it_and_reads_across_its_end(monkeypatch):
+    """Two monitors' columns side by side in one row whatever order they stage in; rows read back
+    across the ring's end (13 rows in a block of 8); a monitor staging twice, or one without a
+    block, is refused."""
+    from dpaudit.audit import noise_monitor
+
+    monkeypatch.setattr(noise_monitor, "MAX_BLOCK", 8)
+
+    class Columns:  # what share_blocks and StepBlock read of a monitor
+        models, dtype = 1, tf.float32
+
+        def __init__(self, width):
+            self.width, self.block = width, None
+
+        def bind(self, block, columns):
+            self.block, self.columns = block, columns
+
+    a, b = Columns(3), Columns(2)
+    noise_monitor.share_blocks([a, b])
+    block = a.block
+    assert b.block is block and (a.columns, b.columns) == (slice(0, 3), slice(3, 5)) and block.block_steps == 8
+
+    @tf.function(autograph=False)
+    def write(x):
+        block.stage(b, [x[None, 3:]])
+        block.stage(a, [x[None, :3]])
+
+    data = np.random.default_rng(0).normal(size=(13, 5)).astype(np.float32)
+    for row in data:
+        write(tf.constant(row))
+    assert block.written() == 13
+    np.testing.assert_array_equal(block.rows(5, 8)[:, 0], data[5:13])
+    np.testing.assert_array_equal(block.rows(8, 5)[:, 0, b.columns], data[8:13, 3:])
+    with pytest.raises(RuntimeError, match="twice"):
+        tf.function(lambda x: [block.stage(a, [x]), block.stage(a, [x])], autograph=False)(tf.zeros([1, 3]))
+    with pytest.raises(RuntimeError, match="share_blocks"):
+        noise_monitor.NoiseMonitor(["w"], [(3,)], steps=4, seed=0, block=False).observe([tf.zeros([3])])
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 500, 7200])
 @pytest.mark.parametrize("law", ["normal", "laplace", "shifted"])
 def test_ks_normal_p_is_scipys_kstest(n, law):
@@ -227,11 +266,12 @@ POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [1
          "noise_multiplier": None, "target_epsilon": 4.0, "delta": 1e-4, "seed": 5}
 
 
-def _train(policy=None, **overrides):
+def _train(policy=None, observer=None, **overrides):
     # the model file goes to a fresh temporary folder, removed afterwards (the record is what is read)
     with tempfile.TemporaryDirectory(prefix="dpaudit-noise-") as folder:
         return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, Path(folder) / "model.keras",
-                           threads=2, log=LOG, policy=policy or MechanismPolicy(), observer=MechanismObserver())
+                           threads=2, log=LOG, policy=policy or MechanismPolicy(),
+                           observer=observer or MechanismObserver())
 
 
 def _decided_by(info):
@@ -273,7 +313,9 @@ def test_accountant_given_half_the_steps_where_train_json_cannot_see_it(monkeypa
 
 
 def test_correct_run_records_both_checks_and_passes():
-    info = _train()
+    observer = MechanismObserver()
+    info = _train(observer=observer)
+    assert observer.monitor.block is observer.weights.block  # one row per update for both monitors
     assert info["noise_check"]["passed"] and info["accounting_check"]["reproduced"]
     assert info["accounting_check"]["recomputed_epsilon_same_accountant"] == pytest.approx(info["epsilon"], rel=1e-9)
     assert info["noise_check"]["coordinates"] == 10 * 16 + 16 + 16 * 2 + 2
