@@ -70,8 +70,10 @@ class StepBlock:
         first = self.monitors[0]
         self.models, self.dtype = int(first.models), first.dtype
         width = int(sum(int(m.width) for m in self.monitors))
-        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, 2 ** int(math.log2(max(1, BLOCK_FLOATS // (
-            self.models * width)))))))
+        # no more rows than the training's updates (a noise monitor knows them): a smaller block to fill
+        steps = min((int(m.steps) for m in self.monitors if getattr(m, "steps", None)), default=MAX_BLOCK)
+        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, steps), max(MIN_BLOCK, 2 ** int(math.log2(max(
+            1, BLOCK_FLOATS // (self.models * width)))))))
         self.block = tf.Variable(tf.zeros([self.block_steps, self.models, width], self.dtype), trainable=False)
         self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)  # rows written (graph side)
         self._block_steps, self._one = np.int64(self.block_steps), np.int64(1)
@@ -108,8 +110,12 @@ class StepBlock:
 
     def rows(self, first: int, n: int) -> np.ndarray:
         """Rows ``first`` … ``first + n − 1`` [n, K, width] (n ≤ ``block_steps``): a view of the block's
-        buffer (``.numpy()`` would copy the whole block) unless they wrap around its end."""
-        data = np.asarray(self.block.value())
+        buffer unless they wrap around its end. A scatter leaves a variable in copy-on-read mode, where
+        every read copies the whole block (3 ms for the default MLP's); out of it the read shares the
+        buffer, and the next scatter copies it only if a view is still alive."""
+        raw = self.tf.raw_ops
+        raw.DisableCopyOnRead(resource=self.block.handle)
+        data = np.asarray(raw.ReadVariableOp(resource=self.block.handle, dtype=self.dtype))
         at = int(first) % self.block_steps
         return data[at:at + n] if at + n <= self.block_steps else data[(at + np.arange(n)) % self.block_steps]
 
