@@ -189,8 +189,8 @@ def test_step_block_writes_one_row_for_the_monitors_sharing_it_and_reads_across_
 
     @tf.function(autograph=False)
     def write(x):
-        block.stage(b, [x[None, 3:]])
-        block.stage(a, [x[None, :3]])
+        block.stage(b, [x[3:]])  # one model: rank-1 parts
+        block.stage(a, [block.flat(tf.reshape(x[:3], [3, 1]), tf.float32)])
 
     data = np.random.default_rng(0).normal(size=(13, 5)).astype(np.float32)
     for row in data:

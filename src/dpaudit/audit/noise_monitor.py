@@ -74,14 +74,31 @@ class StepBlock:
         steps = min((int(m.steps) for m in self.monitors if getattr(m, "steps", None)), default=MAX_BLOCK)
         self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, steps), max(MIN_BLOCK, 2 ** int(math.log2(max(
             1, BLOCK_FLOATS // (self.models * width)))))))
-        self.block = tf.Variable(tf.zeros([self.block_steps, self.models, width], self.dtype), trainable=False)
+        # one model: rank-1 rows, so a monitor's rank-1 tensors (biases, their slots) need no reshape
+        self._row_shape = [width] if self.models == 1 else [self.models, width]
+        self.block = tf.Variable(tf.zeros([self.block_steps, *self._row_shape], self.dtype), trainable=False)
         self.position = tf.Variable(tf.zeros([], tf.int64), trainable=False)  # rows written (graph side)
         self._block_steps, self._one = np.int64(self.block_steps), np.int64(1)
+        self._flat_shape = np.array([-1] if self.models == 1 else [self.models, -1], np.int32)
+        self._shape_const: tuple | None = None
         self._graph: Any = None  # the graph being traced, and what its monitors have staged
         self._staged: dict[int, list] = {}
 
+    def flat(self, tensor: Any, dtype: Any) -> Any:
+        """``tensor`` ([K, …], or […] with one model) as a part of a row, cast to ``dtype`` (raw ops:
+        cheaper to trace; no reshape where it has the row's rank already)."""
+        raw = self.tf.raw_ops
+        if tensor.dtype != dtype:
+            tensor = raw.Cast(x=tensor, DstT=dtype)
+        if tensor.shape.rank == len(self._row_shape):
+            return tensor
+        graph = self.tf.compat.v1.get_default_graph()
+        if self._shape_const is None or self._shape_const[0] is not graph:  # one constant a graph
+            self._shape_const = (graph, self.tf.constant(self._flat_shape))
+        return raw.Reshape(tensor=tensor, shape=self._shape_const[1])
+
     def stage(self, monitor: Any, parts: Sequence[Any]) -> None:
-        """Inside the step: ``monitor``'s columns of this update's row ([K, ·] tensors); once every
+        """Inside the step: ``monitor``'s columns of this update's row (``flat`` tensors); once every
         monitor of the block has staged its own, the row is written."""
         tf = self.tf
         graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
@@ -101,7 +118,7 @@ class StepBlock:
         tf, raw = self.tf, self.tf.raw_ops
         at = raw.ReadVariableOp(resource=self.position.handle, dtype=tf.int64)  # rows written before this one
         raw.ResourceScatterUpdate(resource=self.block.handle, indices=raw.FloorMod(x=at, y=self._block_steps),
-                                  updates=raw.ConcatV2(values=parts, axis=1))
+                                  updates=raw.ConcatV2(values=parts, axis=len(self._row_shape) - 1))
         raw.AssignAddVariableOp(resource=self.position.handle, value=self._one)
 
     def written(self) -> int:
@@ -116,6 +133,7 @@ class StepBlock:
         raw = self.tf.raw_ops
         raw.DisableCopyOnRead(resource=self.block.handle)
         data = np.asarray(raw.ReadVariableOp(resource=self.block.handle, dtype=self.dtype))
+        data = data.reshape(self.block_steps, self.models, -1)  # a view
         at = int(first) % self.block_steps
         return data[at:at + n] if at + n <= self.block_steps else data[(at + np.arange(n)) % self.block_steps]
 
@@ -194,15 +212,15 @@ class NoiseMonitor:
     def observe(self, residuals: Sequence[Any], active=None) -> None:
         """Record one step's residuals (inside the compiled step): its columns of one row of the
         block (``StepBlock``), so the step's critical path barely grows."""
-        tf, raw = self.tf, self.tf.raw_ops
+        tf = self.tf
         if self.block is None:
             raise RuntimeError("noise monitor built with block=False has no block yet: share_blocks gives it one "
                                "before the step is traced (MechanismObserver.weight_monitor does)")
-        act = tf.ones([self.models, 1], tf.float32) if active is None else tf.cast(active, tf.float32)[:, None]
-        shape = tf.constant([self.models, -1])
-        parts = [raw.Reshape(tensor=r if r.dtype == tf.float32 else raw.Cast(x=r, DstT=tf.float32), shape=shape)
-                 for r in residuals]
-        self.block.stage(self, [*parts, act])
+        if active is None:
+            act = tf.ones([1] if self.models == 1 else [self.models, 1], tf.float32)
+        else:
+            act = tf.reshape(tf.cast(active, tf.float32), [-1] if self.models == 1 else [self.models, 1])
+        self.block.stage(self, [*(self.block.flat(r, tf.float32) for r in residuals), act])
 
     def after_step(self) -> None:
         """The loop's call after each update it ran (``monitored`` wraps a step with it): every

@@ -109,17 +109,14 @@ class WeightMonitor:
         if self.block is None:
             raise RuntimeError("weight monitor built with block=False has no block yet: share_blocks gives it one "
                                "before the step is traced")
-        row = tf.constant([1, -1])
+        block = self.block
         parts = []
         for value, shape in zip(self._state, self._shapes, strict=True):
-            parts.append(tf.zeros([1, int(np.prod(shape, dtype=np.int64))], dtype) if value is None
-                         else raw.Reshape(tensor=raw.ReadVariableOp(resource=value.handle, dtype=dtype), shape=row))
-        for v in [*self.frozen, self.iterations]:
-            value = raw.ReadVariableOp(resource=v.handle, dtype=v.dtype.base_dtype)
-            parts.append(raw.Reshape(tensor=value if v.dtype.base_dtype == dtype else raw.Cast(x=value, DstT=dtype),
-                                     shape=row))
-        parts.extend(raw.Reshape(tensor=u if u.dtype == dtype else raw.Cast(x=u, DstT=dtype), shape=row)
-                     for u in updates)
+            parts.append(tf.zeros([int(np.prod(shape, dtype=np.int64))], dtype) if value is None
+                         else block.flat(raw.ReadVariableOp(resource=value.handle, dtype=dtype), dtype))
+        parts.extend(block.flat(raw.ReadVariableOp(resource=v.handle, dtype=v.dtype.base_dtype), dtype)
+                     for v in [*self.frozen, self.iterations])
+        parts.extend(block.flat(u, dtype) for u in updates)
         self.block.stage(self, parts)
 
     def after_step(self) -> None:
