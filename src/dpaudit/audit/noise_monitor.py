@@ -70,9 +70,10 @@ class StepBlock:
         first = self.monitors[0]
         self.models, self.dtype = int(first.models), first.dtype
         width = int(sum(int(m.width) for m in self.monitors))
-        # no more rows than the training's updates (a noise monitor knows them): a smaller block to fill
+        # no more rows than the training's updates and one (a noise monitor knows them): a smaller block
+        # to create, and a short training's rows are all folded after it, with the checks
         steps = min((int(m.steps) for m in self.monitors if getattr(m, "steps", None)), default=MAX_BLOCK)
-        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, steps), max(MIN_BLOCK, 2 ** int(math.log2(max(
+        self.block_steps = int(min(MAX_BLOCK, max(MIN_BLOCK, steps + 1), max(MIN_BLOCK, 2 ** int(math.log2(max(
             1, BLOCK_FLOATS // (self.models * width)))))))
         # one model: rank-1 rows, so a monitor's rank-1 tensors (biases, their slots) need no reshape
         self._row_shape = [width] if self.models == 1 else [self.models, width]
