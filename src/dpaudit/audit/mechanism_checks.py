@@ -163,7 +163,7 @@ class MechanismObserver:
     for train.json (logged in one line each).
 
     The two monitors write one row of one block per update (``share_blocks``, when the weight
-    monitor is built; a second writer cost the default MLP's step 5–8 %): ``weight_monitor`` must
+    monitor is built: two variables and a scatter fewer than a block each): ``weight_monitor`` must
     be called before the step is traced (``build_train_step`` does). ``check_weights = False``
     leaves the weight certificate out (issue 32's checks alone)."""
 
