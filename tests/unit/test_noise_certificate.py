@@ -128,13 +128,19 @@ def _tiny_net(seed=0, d=3, hidden=(4,)):
                                       "dropout": 0.0}, seed=seed))
 
 
-def test_monitor_sums_and_residuals_equal_numpy_oracles():
+@pytest.mark.parametrize("shared", [False, True])
+def test_monitor_sums_and_residuals_equal_numpy_oracles(shared):
+    """``shared``: as a training records them (MechanismObserver), the weight monitor's columns in the
+    same row, the residual formed on the host from its updates and the clipped sums."""
     net = _tiny_net()
     steps, clip, sigma, lr, batch = 25, 0.5, 1.3, 0.05, 8.0
-    monitor = monitor_for(net, steps=steps, seed=0)
+    observer = MechanismObserver()
+    monitor = (observer.noise_monitor(net, steps=steps, seed=0, canaries=0) if shared
+               else monitor_for(net, steps=steps, seed=0))
     assert all(w == size for w, size in zip(monitor.widths, monitor.sizes, strict=True))  # every coordinate sampled
     step, _, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
-                                  noise_multiplier=sigma, expected_batch_size=batch, noise_monitor=monitor)
+                                  noise_multiplier=sigma, expected_batch_size=batch, noise_monitor=monitor,
+                                  weight_monitor=observer.weight_monitor if shared else None)
     rng = np.random.default_rng(0)
     oracle = []
     for _ in range(steps):
@@ -147,10 +153,17 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
         update = [(b - a) / lr for b, a in zip(before, after, strict=True)]
         oracle.append(np.concatenate([(u * batch - c).ravel() for u, c in zip(update, clipped, strict=True)]))
     oracle = np.array(oracle)
+    assert monitor.residual_on_host == shared
     got = monitor.statistics()
     samples = got["samples"]
     # the residuals read from the optimizer's tensors are the noise the weights moved by
     assert np.max(np.abs(samples - oracle)) < 2e-4 * sigma * clip
+    if shared:  # formed on the host in float32: the values TensorFlow's Mul and Sub give on the row's tensors
+        rows, width = monitor.block.rows(0, steps)[:, 0], sum(monitor.sizes)
+        at = observer.weights.columns.start + observer.weights.ledger.state_width
+        step_residual = tf.constant(rows[:, at:at + width]) * tf.constant(np.float32(batch)) - tf.constant(
+            rows[:, monitor.columns][:, :width])
+        np.testing.assert_array_equal(samples, step_residual.numpy())
     offset = 0
     for spec, width in zip(got["variables"], got["sample_columns"], strict=True):
         block = samples[:, offset:offset + width]

@@ -187,6 +187,8 @@ class NoiseMonitor:
         self.block: StepBlock | None = None
         self.columns = slice(0, self.width)
         self.start = 0  # the block's rows written before this monitor's training
+        self._updates: tuple | None = None  # (first column, sizes) of a weight monitor's updates in the block
+        self._host: tuple | None = None  # (columns, float32 divisor) of the residual formed on the host
         self.pending = 0  # updates the loop reported since the last fold
         self._zero()
         if block:
@@ -195,6 +197,36 @@ class NoiseMonitor:
     def bind(self, block: StepBlock, columns: slice) -> None:
         """Record into ``block``'s ``columns`` (``share_blocks``)."""
         self.block, self.columns, self.start = block, columns, 0
+
+    def residual_from(self, weights: Any) -> None:
+        """``weights`` (``dpaudit.audit.weight_monitor.WeightMonitor``) writes the updates into this
+        monitor's block: ``observe_update`` then writes the clipped sums only and the fold forms
+        the residual from both in float32, as the step's Mul and Sub would (two ops fewer a
+        variable in the step: 3–8 ms less to trace, instantiate and run on the default models)."""
+        if weights.block is not self.block:
+            raise ValueError("residual_from: the weight monitor writes another block")
+        self._updates = (weights.columns.start + weights.ledger.state_width, list(weights.ledger.sizes))
+
+    def observe_update(self, updates: Sequence[Any], clipped: Sequence[Any], divisor: float,
+                       extra: Sequence[Any] = ()) -> None:
+        """Inside the step: the residuals ``update · divisor − clipped`` of the tensors handed to the
+        optimizer (one per variable), then ``extra`` residuals (the canary coordinates')."""
+        raw = self.tf.raw_ops
+        sizes = [int(np.prod(u.shape, dtype=np.int64)) for u in updates]
+        k = len(sizes)
+        if (self._updates is not None and sizes == self.sizes[:k] == self._updates[1][:k]
+                and all(u.dtype == self.tf.float32 for u in updates)):
+            self._host = (int(sum(sizes)), np.float32(divisor))
+            self.observe([*clipped, *extra])
+            return
+        self._host = None
+        d = self.tf.constant(divisor, updates[0].dtype)
+        self.observe([*(raw.Sub(x=raw.Mul(x=u, y=d), y=c) for u, c in zip(updates, clipped, strict=True)), *extra])
+
+    @property
+    def residual_on_host(self) -> bool:
+        """Whether the traced step writes the clipped sums and the fold forms the residual."""
+        return self._host is not None
 
     @property
     def block_steps(self) -> int:
@@ -251,7 +283,15 @@ class NoiseMonitor:
             raise RuntimeError(f"noise monitor: the step observed {observed - self.counter} updates since the last "
                                f"fold, the loop reported {self.pending}; every update must go through the monitored "
                                "step")
-        self._fold(self.block.rows(self.start + self.counter, self.pending)[:, :, self.columns])
+        rows = self.block.rows(self.start + self.counter, self.pending)
+        mine = rows[:, :, self.columns]
+        if self._host is not None:  # the residual of the first variables, from the updates' columns
+            width, divisor = self._host
+            at = self._updates[0]
+            residual = np.multiply(rows[:, :, at:at + width], divisor)  # float32, as the step's Mul and Sub
+            np.subtract(residual, mine[:, :, :width], out=residual)
+            mine = np.concatenate([residual, mine[:, :, width:]], axis=2)
+        self._fold(mine)
         self.pending = 0
 
     def _fold(self, block: np.ndarray) -> None:
