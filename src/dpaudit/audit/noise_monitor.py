@@ -3,7 +3,9 @@
 A ``NoiseMonitor`` lives beside the step (``dpaudit.training.gradient_paths.StepContext``
 and the reference pool's stacked step). At every update it receives the residual
 ``r = update · divisor − clipped sum`` of each variable, computed from the very tensors
-handed to the optimizer, and keeps only what the certificate
+handed to the optimizer (in the step; or, when the weight monitor writes those updates into
+the same row, on the host from the row in float32: the values the step's Mul and Sub give,
+``residual_from``), and keeps only what the certificate
 (``dpaudit.dp.noise_certificate``) reads:
 
 * per variable, in float64: Σr, Σr², Σr³, Σr⁴, the lag-one products Σ r_t·r_{t−1}
