@@ -183,8 +183,8 @@ class MechanismObserver:
         self.weights = (WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
                                       frozen=frozen, block=False) if self.check_weights else None)
         share_blocks([self.monitor, self.weights])
-        if self.monitor is not None and self.weights is not None:
-            self.monitor.residual_from(self.weights)  # the updates are in the row already
+        if self.monitor is not None and self.weights is not None and self.monitor.block is self.weights.block:
+            self.monitor.residual_from(self.weights)  # the updates are in the row already (not with float64 weights)
         return self.weights
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,
