@@ -128,13 +128,19 @@ def _tiny_net(seed=0, d=3, hidden=(4,)):
                                       "dropout": 0.0}, seed=seed))
 
 
-def test_monitor_sums_and_residuals_equal_numpy_oracles():
+@pytest.mark.parametrize("shared", [False, True])
+def test_monitor_sums_and_residuals_equal_numpy_oracles(shared):
+    """``shared``: as a training records them (MechanismObserver), the weight monitor's columns in the
+    same row, the residual formed on the host from its updates and the clipped sums."""
     net = _tiny_net()
     steps, clip, sigma, lr, batch = 25, 0.5, 1.3, 0.05, 8.0
-    monitor = monitor_for(net, steps=steps, seed=0)
+    observer = MechanismObserver()
+    monitor = (observer.noise_monitor(net, steps=steps, seed=0, canaries=0) if shared
+               else monitor_for(net, steps=steps, seed=0))
     assert all(w == size for w, size in zip(monitor.widths, monitor.sizes, strict=True))  # every coordinate sampled
     step, _, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=lr, clip_norm=clip,
-                                  noise_multiplier=sigma, expected_batch_size=batch, noise_monitor=monitor)
+                                  noise_multiplier=sigma, expected_batch_size=batch, noise_monitor=monitor,
+                                  weight_monitor=observer.weight_monitor if shared else None)
     rng = np.random.default_rng(0)
     oracle = []
     for _ in range(steps):
@@ -147,10 +153,17 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
         update = [(b - a) / lr for b, a in zip(before, after, strict=True)]
         oracle.append(np.concatenate([(u * batch - c).ravel() for u, c in zip(update, clipped, strict=True)]))
     oracle = np.array(oracle)
+    assert monitor.residual_on_host == shared
     got = monitor.statistics()
     samples = got["samples"]
     # the residuals read from the optimizer's tensors are the noise the weights moved by
     assert np.max(np.abs(samples - oracle)) < 2e-4 * sigma * clip
+    if shared:  # formed on the host in float32: the values TensorFlow's Mul and Sub give on the row's tensors
+        rows, width = monitor.block.rows(0, steps)[:, 0], sum(monitor.sizes)
+        at = observer.weights.columns.start + observer.weights.ledger.state_width
+        step_residual = tf.constant(rows[:, at:at + width]) * tf.constant(np.float32(batch)) - tf.constant(
+            rows[:, monitor.columns][:, :width])
+        np.testing.assert_array_equal(samples, step_residual.numpy())
     offset = 0
     for spec, width in zip(got["variables"], got["sample_columns"], strict=True):
         block = samples[:, offset:offset + width]
@@ -165,12 +178,67 @@ def test_monitor_sums_and_residuals_equal_numpy_oracles():
     assert check["variables"][0]["p_values"]["goodness_of_fit"] == pytest.approx(ks, rel=1e-9)
 
 
-def test_monitor_folds_across_blocks_models_and_strides_equal_a_loop_oracle(monkeypatch):
-    """Several folds (the lag-one products cross a block's edge), two models with inactive steps,
-    a sample stride of 3: the host fold's float64 sums against a per-step loop."""
+def test_step_block_writes_one_row_for_the_monitors_sharing_it_and_reads_across_its_end(monkeypatch):
+    """Two monitors' columns side by side in one row whatever order they stage in; rows read back
+    across the ring's end (13 rows in a block of 8); a monitor staging twice, or one without a
+    block, is refused."""
     from dpaudit.audit import noise_monitor
 
     monkeypatch.setattr(noise_monitor, "MAX_BLOCK", 8)
+
+    class Columns:  # what share_blocks and StepBlock read of a monitor
+        models, dtype = 1, tf.float32
+
+        def __init__(self, width):
+            self.width, self.block = width, None
+
+        def bind(self, block, columns):
+            self.block, self.columns = block, columns
+
+    a, b = Columns(3), Columns(2)
+    noise_monitor.share_blocks([a, b])
+    block = a.block
+    assert b.block is block and (a.columns, b.columns) == (slice(0, 3), slice(3, 5)) and block.block_steps == 8
+
+    @tf.function(autograph=False)
+    def write(x):
+        block.stage(b, [x[3:]])  # one model: rank-1 parts
+        block.stage(a, [block.flat(tf.reshape(x[:3], [3, 1]), tf.float32)])
+
+    data = np.random.default_rng(0).normal(size=(13, 5)).astype(np.float32)
+    for row in data:
+        write(tf.constant(row))
+    assert block.written() == 13
+    np.testing.assert_array_equal(block.rows(5, 8)[:, 0], data[5:13])
+    np.testing.assert_array_equal(block.rows(8, 5)[:, 0, b.columns], data[8:13, 3:])
+    with pytest.raises(RuntimeError, match="twice"):
+        tf.function(lambda x: [block.stage(a, [x]), block.stage(a, [x])], autograph=False)(tf.zeros([1, 3]))
+    with pytest.raises(RuntimeError, match="share_blocks"):
+        noise_monitor.NoiseMonitor(["w"], [(3,)], steps=4, seed=0, block=False).observe([tf.zeros([3])])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 500, 7200])
+@pytest.mark.parametrize("law", ["normal", "laplace", "shifted"])
+def test_ks_normal_p_is_scipys_kstest(n, law):
+    """Oracle: scipy.stats.kstest(x, "norm") (exact kstwo law), equal to the last bit; NaN goes to scipy."""
+    rng = np.random.default_rng(n)
+    x = {"normal": rng.normal(size=n), "laplace": rng.laplace(size=n) / math.sqrt(2.0),
+         "shifted": rng.normal(0.3, 1.1, size=n)}[law]
+    assert noise_certificate.ks_normal_p(x) == float(stats.kstest(x, "norm").pvalue)
+    x[0] = np.nan
+    assert math.isnan(noise_certificate.ks_normal_p(x)) == math.isnan(float(stats.kstest(x, "norm").pvalue))
+
+
+@pytest.mark.parametrize("chunk_steps", [None, 3])
+def test_monitor_folds_across_blocks_models_and_strides_equal_a_loop_oracle(monkeypatch, chunk_steps):
+    """Several folds (the lag-one products cross a block's edge), two models with inactive steps,
+    a sample stride of 3: the host fold's float64 sums against a per-step loop; ``chunk_steps``:
+    each fold in chunks of 3 steps (the products also cross a chunk's edge inside a block)."""
+    from dpaudit.audit import noise_monitor
+
+    monkeypatch.setattr(noise_monitor, "MAX_BLOCK", 8)
+    if chunk_steps is not None:
+        monkeypatch.setattr(noise_monitor, "FOLD_VALUES", chunk_steps * 2 * 11)  # 2 models × (10 + active)
     monkeypatch.setattr(noise_monitor, "MAX_SAMPLE_ROWS", 16)
     shapes, models, steps = [(3, 2), (4,)], 2, 43
     monitor = noise_monitor.NoiseMonitor(["w", "b"], shapes, steps=steps, seed=3, models=models)
@@ -211,11 +279,12 @@ POWER = {"mechanism": "dpsgd", "epochs": 3, "batch_size": 20, "hidden_units": [1
          "noise_multiplier": None, "target_epsilon": 4.0, "delta": 1e-4, "seed": 5}
 
 
-def _train(policy=None, **overrides):
+def _train(policy=None, observer=None, **overrides):
     # the model file goes to a fresh temporary folder, removed afterwards (the record is what is read)
     with tempfile.TemporaryDirectory(prefix="dpaudit-noise-") as folder:
         return train_model(_frame(n_train=600, d=10), SPLITS, {**POWER, **overrides}, Path(folder) / "model.keras",
-                           threads=2, log=LOG, policy=policy or MechanismPolicy(), observer=MechanismObserver())
+                           threads=2, log=LOG, policy=policy or MechanismPolicy(),
+                           observer=observer or MechanismObserver())
 
 
 def _decided_by(info):
@@ -261,7 +330,9 @@ def test_accountant_given_half_the_steps_where_train_json_cannot_see_it(monkeypa
 
 
 def test_correct_run_records_both_checks_and_passes():
-    info = _train()
+    observer = MechanismObserver()
+    info = _train(observer=observer)
+    assert observer.monitor.block is observer.weights.block  # one row per update for both monitors
     assert info["noise_check"]["passed"] and info["accounting_check"]["reproduced"]
     assert info["accounting_check"]["recomputed_epsilon"] == pytest.approx(info["epsilon"], rel=1e-9)
     assert info["noise_check"]["coordinates"] == 10 * 16 + 16 + 16 * 2 + 2

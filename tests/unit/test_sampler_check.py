@@ -103,6 +103,8 @@ def test_ledger_memory_is_far_below_one_byte_per_row_and_step():
 def test_positions_outside_the_population_are_refused():
     with pytest.raises(ValueError, match="position 10, outside the population of 10 rows"):
         RowLedger(10).drew(np.array([1, 10]))
+    with pytest.raises(ValueError, match="position -1, outside the population of 10 rows"):
+        RowLedger(10).drew(np.array([3, -1]))
 
 
 # ------------------------------------------------------------------ statistics against scipy

@@ -120,6 +120,46 @@ def test_ledger_names_the_variable_and_the_update_of_a_small_departure():
     assert record["largest_deviation"] > 10 * TOLERANCE
 
 
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_ledger_record_is_the_same_whatever_the_blocks_and_chunks(monkeypatch, name):
+    """The ledger compares each row with the next however the rows arrive: at once, in blocks of 4,
+    or in chunks of 1 and 2 rows inside a block (``CHUNK_VALUES``); the record is identical, and a
+    departure after update 6 (a chunk's and a block's edge for some of them) is named the same."""
+    from dpaudit.audit import weight_certificate
+
+    rule = OptimizerRule(**RULES[name])
+    rng = np.random.default_rng(3)
+    p, slots = 6, len(rule.slots)
+    theta, state, rows = rng.normal(size=p), [np.abs(rng.normal(size=p)) * 1e-3 for _ in range(slots)], []
+    for t in range(11):
+        u = rng.normal(size=p)
+        rows.append(np.concatenate([theta, *state, [float(t)], u]).astype(np.float32))
+        values, _ = rule.step(rows[-1][:p].astype(np.float64), [rows[-1][p * (1 + j):p * (2 + j)].astype(np.float64)
+                                                                for j in range(slots)], u, np.array([float(t)]),
+                              2.0 ** -23)
+        theta, *state = values
+        if t == 6:
+            theta = theta + np.r_[0.0, 0.0, 0.0, 0.0, 1e-2, 0.0]
+    rows = np.array(rows)
+    final = np.concatenate([theta, *state, [11.0]])
+
+    def record(blocks, chunk_rows=None):
+        if chunk_rows is not None:
+            monkeypatch.setattr(weight_certificate, "CHUNK_VALUES", chunk_rows * rows.shape[1])
+        ledger = RuleLedger(rule, ["a", "b"], [4, 2], [], [], eps=2.0 ** -23)
+        ledger.start(rows[0, :ledger.state_width])
+        for at in range(0, len(rows), blocks):
+            ledger.add(rows[at:at + blocks])
+        monkeypatch.undo()
+        return ledger.finish(final)
+
+    want = record(len(rows))
+    assert not want["passed"] and want["updates"] == 11 and want["compared"] == 11
+    assert [(f["variable"], f["after_update"]) for f in want["failures"]] == [("b", 7)]
+    for blocks, chunk_rows in ((4, None), (len(rows), 1), (len(rows), 2), (4, 2), (1, None)):
+        assert record(blocks, chunk_rows) == want, (blocks, chunk_rows)
+
+
 # ------------------------------------------------------------------ the residual from the weights
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.noise_monitor import NoiseMonitor
+from dpaudit.audit.noise_monitor import NoiseMonitor, share_blocks
 from dpaudit.audit.row_ledger import RowLedger
 from dpaudit.audit.weight_certificate import OptimizerRule, merge_into
 from dpaudit.audit.weight_monitor import WeightMonitor
@@ -110,12 +110,13 @@ class SamplerLedger:
                 "ledger_bytes": int(ledger), "ledger_bytes_per_row_step": ledger / cells if cells else None}
 
 
-def monitor_for(net, *, steps: int, seed: int, canaries: int = 0) -> NoiseMonitor:
-    """A noise monitor over ``net``'s trainable variables, then ``canaries`` canary coordinates."""
+def monitor_for(net, *, steps: int, seed: int, canaries: int = 0, block: bool = True) -> NoiseMonitor:
+    """A noise monitor over ``net``'s trainable variables, then ``canaries`` canary coordinates
+    (``block=False``: its block from ``share_blocks``)."""
     variables = net.trainable_variables
     names = [v.name for v in variables] + ([CANARY_VARIABLE] if canaries else [])
     shapes = [tuple(v.shape) for v in variables] + ([(int(canaries),)] if canaries else [])
-    return NoiseMonitor(names, shapes, steps=steps, seed=seed)
+    return NoiseMonitor(names, shapes, steps=steps, seed=seed, block=block)
 
 
 def not_certified(reason: str) -> dict[str, Any]:
@@ -159,7 +160,14 @@ class MechanismObserver:
     the noise monitor the step records into, the weight monitor (issue 45: the weights moved only by
     the optimizer's rule on the certified update), the sampler's ledger (every step's rows), and at the
     end ``noise_check``, ``accounting_check``, ``sampler_check``, ``sampler`` and ``accountant_inputs``
-    for train.json (logged in one line each)."""
+    for train.json (logged in one line each).
+
+    The two monitors write one row of one block per update (``share_blocks``, when the weight
+    monitor is built: two variables and a scatter fewer than a block each): ``weight_monitor`` must
+    be called before the step is traced (``build_train_step`` does). ``check_weights = False``
+    leaves the weight certificate out (issue 32's checks alone)."""
+
+    check_weights = True
 
     def __init__(self) -> None:
         self.monitor: NoiseMonitor | None = None
@@ -167,12 +175,16 @@ class MechanismObserver:
         self.ledger: SamplerLedger | None = None
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
-        self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries)
+        self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries, block=False)
         return self.monitor
 
-    def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> WeightMonitor:
-        self.weights = WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
-                                     frozen=frozen)
+    def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list,
+                       rule: dict[str, Any]) -> WeightMonitor | None:
+        self.weights = (WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
+                                      frozen=frozen, block=False) if self.check_weights else None)
+        share_blocks([self.monitor, self.weights])
+        if self.monitor is not None and self.weights is not None and self.monitor.block is self.weights.block:
+            self.monitor.residual_from(self.weights)  # the updates are in the row already (not with float64 weights)
         return self.weights
 
     def sampler(self, *, sampling: str, population: int, rate: float, batch_size: int,

@@ -99,7 +99,8 @@ class RowLedger:
     def drew(self, positions) -> None:
         """One step's positions (any order; a row drawn twice is kept twice)."""
         rows = np.asarray(positions).astype(np.int64, copy=False).ravel()
-        if rows.size and (rows.min() < 0 or rows.max() >= self.population):
+        # one reduction: a negative position read as unsigned is ≥ 2⁶³ (min and max cost 3 µs a step)
+        if rows.size and rows.view(np.uint64).max() >= self.population:
             bad = int(rows[(rows < 0) | (rows >= self.population)][0])
             raise ValueError(f"the sampler drew position {bad}, outside the population of {self.population} rows")
         self._pending.append(rows)

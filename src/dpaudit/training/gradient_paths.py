@@ -139,10 +139,8 @@ class StepContext:
         monitor reads the state the call changes and the update it is handed."""
         update = list(noised.update)
         if self.monitor is not None:
-            residuals = [u * self.divisor - c for u, c in zip(update, noised.clipped, strict=True)]
-            if self.m_canary:
-                residuals.append(noised.observed * self.clip - noised.canary_clipped)
-            self.monitor.observe(residuals)
+            canary = [noised.observed * self.clip - noised.canary_clipped] if self.m_canary else []
+            self.monitor.observe_update(update, noised.clipped, self.divisor, canary)
         if self.m_canary:
             update.append(noised.canary_update)
         if self.weights is not None:
