@@ -338,6 +338,10 @@ VARIANTS = [
     Variant("clean_masked_ghost", None, False, {"dp_implementation": "masked_ghost_clipping"}),
     Variant("clean_layerwise", None, False, {"dp_implementation": "layerwise_clipping"}),
     Variant("clean_adam", None, False, {"optimizer": "adam", "learning_rate": 0.005, "momentum": 0.0}),
+    Variant("clean_dropout", None, False, {"dropout": 0.2}),
+    Variant("clean_microbatch", None, False, {"microbatches": 8}),
+    Variant("clean_vectorized", None, False, {"dp_implementation": "vectorized_optimizer"}),
+    Variant("clip_2C_microbatch", clip_2c, True, {"microbatches": 8}, "group means clipped at 2C"),
     Variant("clip_2C", clip_2c, True, why="sensitivity 2C, noise for C"),
     Variant("bias_unclipped", bias_unclipped, True, {"dp_implementation": "masked_ghost_clipping"},
             "bias gradients unbounded"),
@@ -401,6 +405,7 @@ def run_one(variant: Variant, eps: float, seed: int, frame: pd.DataFrame, model_
             "decided_by": by, "noise": noise.get("passed"), "weights": (noise.get("weights") or {}).get("passed"),
             "sampler": info["sampler_check"]["passed"], "accounting": info["accounting_check"]["reproduced"],
             "failures": " ".join(failures), "clipped_fraction": info["clipped_fraction"],
+            "clip_deviation": (noise.get("clipping") or {}).get("largest_deviation"),
             "seconds": time.perf_counter() - start}
 
 
@@ -429,6 +434,7 @@ def main() -> None:
                 print(f"{row['variant']:28s} ε={eps:g} seed={seed} flagged={row['flagged']!s:5s} "
                       f"by={row['decided_by']} noise={row['noise']} weights={row['weights']} "
                       f"sampler={row['sampler']} accounting={row['accounting']} [{row['failures']}] "
+              f"clip_dev={row.get('clip_deviation')} "
                       f"({row['seconds']:.1f} s)", flush=True)
     table = pd.DataFrame(rows)
     if args.out:

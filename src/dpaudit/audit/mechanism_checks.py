@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.audit.clip_monitor import ClipMonitor, merge_clip_into
 from dpaudit.audit.noise_monitor import NoiseMonitor
 from dpaudit.audit.row_ledger import RowLedger
 from dpaudit.audit.weight_certificate import OptimizerRule, merge_into
@@ -165,10 +166,17 @@ class MechanismObserver:
         self.monitor: NoiseMonitor | None = None
         self.weights: WeightMonitor | None = None
         self.ledger: SamplerLedger | None = None
+        self.clipping: ClipMonitor | None = None
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
         self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries)
         return self.monitor
+
+    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float) -> ClipMonitor:
+        """The clipping certificate's monitor (``dpaudit.audit.clip_monitor``; the red team's clipping bugs)."""
+        self.clipping = ClipMonitor([v.name for v in net.trainable_variables], steps=steps, seed=seed,
+                                    clip_norm=clip_norm)
+        return self.clipping
 
     def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> WeightMonitor:
         self.weights = WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
@@ -195,6 +203,8 @@ class MechanismObserver:
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                                   published_epsilon=published_epsilon, delta=delta, privacy=privacy,
                                   weights=self.weights.finish() if self.weights is not None else None)
+        if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)
+            checks["noise_check"] = merge_clip_into(checks["noise_check"], self.clipping.finish())
         for name, passed, sentence in (
                 ("noise certificate", checks["noise_check"].get("passed"),
                  noise_certificate.summary_sentence(checks["noise_check"])),

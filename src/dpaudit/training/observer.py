@@ -23,6 +23,10 @@ class TrainingObserver(Protocol):
         """The graph-side recorder the step hands its noise to (``build_train_step(noise_monitor=...)``),
         or None; not called on a path whose noise the step cannot expose (vectorized_optimizer)."""
 
+    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float) -> Any:
+        """The graph-side recorder that, at updates of its choosing, compares the path's clipped sum
+        with Σ_i clip_C(g_i) recomputed on the step's tape (``build_train_step(clip_monitor=...)``), or None."""
+
     def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> Any:
         """The graph-side recorder that reads, just before every optimizer call, the state the call
         changes and the update it is handed (``build_train_step(weight_monitor=...)``), or None:
