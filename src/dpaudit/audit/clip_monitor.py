@@ -11,21 +11,27 @@ flagged before this check).
 
 DP-SGD's sensitivity needs S = Σ_i clip_C(g_i), g_i the gradient of unit i's own loss (an example,
 or a microbatch group's mean loss), clip_C(g) = g·min(1, C/‖g‖). At a random set of the training's
-updates (``CHECKED_UPDATES``, drawn once from the run's seed) the step recomputes it independently
-of the path's clipping code: the Jacobian of the units' losses on the path's own tape (the forward
-pass the update used, its Dropout masks included), the norms, weights and weighted sum in float64,
-and the distance of the path's S from it, per variable. No reduction of the gradients is shared
-with the path: only the forward pass (whose per-example independence the twin's norm check tests).
+data steps (``CHECKED_UPDATES``, drawn once from the run's seed) the step checks it on its own tape
+(the forward pass the update used, its Dropout masks included), without the path's clipping code:
 
-Decision: the path's S is float32, a sum of |b| terms of size ≤ C, so its rounding is a few
-units of eps₃₂·Σ_i ‖clip_C(g_i)‖ (the scale). A variable's distance in those units ("rounding
-units") above ``TOLERANCE`` fails, naming the variable and the update; clean runs measure < 2 and
-the planted clipping bugs 10⁴ and more (``tests/unit/test_clip_certificate.py``). The failure is a
+* the sum: with n_i the norms the path clipped by, S must be the gradient of Σ_i min(1, C/n_i)·loss_i
+  (the weights held fixed: one more backward pass). A path that clips at another threshold, leaves a
+  variable or an example unclipped, clips per layer at C each, or clips the batch's sum fails;
+* the norms: ``NORM_UNITS`` random units' n_i against the norm of their own gradient (one backward
+  pass each, the same tape). A path that clips by a norm over one layer, of the batch-mean loss, or
+  of other Dropout masks than the summed gradients' fails.
+
+Decision: the path's S is float32, a sum of |b| terms of size ≤ C, so its rounding is a few units of
+eps₃₂·Σ_i ‖clip_C(g_i)‖ (the scale). A variable's distance in those units ("rounding units") above
+``TOLERANCE`` fails, naming the variable and the step; clean runs measure < 4 and the planted
+clipping bugs 10⁵ and more (``bench/bench_planted_bugs.py``). A norm whose relative gap exceeds
+``NORM_RTOL`` fails (both norms read the same forward pass: only rounding separates them; the
+twin's norm check tests the forward pass itself against one tape per example alone). A failure is a
 privacy failure of ``noise_check`` (test ``clipped_sum``): the noise is certified against a sum
 whose sensitivity is not C.
 
-Cost: one Jacobian (|b| × parameters floats) per checked update, inside ``tf.cond``; the
-others pay a counter and the branch.
+Cost: on a checked step 1 + ``NORM_UNITS`` backward passes inside ``tf.cond``; the others pay a
+counter and the branch.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ __all__ = ["CHECKED_UPDATES", "TOLERANCE", "ClipMonitor", "merge_clip_into"]
 CHECKED_UPDATES = 16
 # rounding units (eps₃₂ · Σ_i ‖clip_C(g_i)‖) a variable's distance may reach
 TOLERANCE = 64.0
+# units whose norm is recomputed from their own gradient per checked step, and the relative gap allowed
+# (the twin's ``NORM_CHECK_RTOL``: both norms read the same forward pass, so only rounding separates them)
+NORM_UNITS = 1
+NORM_RTOL = 1e-3
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -64,27 +74,44 @@ class ClipMonitor:
         self.schedule = tf.constant(schedule)
         self.counter = tf.Variable(tf.zeros([], tf.int64), trainable=False)
         self.done = tf.Variable(tf.zeros([], tf.int64), trainable=False)
-        # per checked update: the update's index, the scale, the largest unit norm, then each variable's distance
+        # per checked step: its index, the scale, the largest relative norm gap, then each variable's distance
         self.rows = tf.Variable(tf.zeros([k, 3 + len(self.names)], tf.float64), trainable=False)
         self.k = k
+        self.seed = int(np.random.SeedSequence([int(seed), 45, 12]).generate_state(1)[0] >> 1)
 
-    def observe(self, tape, unit_losses, clipped: Sequence[Any], variables: Sequence[Any]) -> None:
-        """Inside the step, after the path formed ``clipped`` (Σ_i w_i g_i per variable) from the
-        forward pass recorded on ``tape`` (persistent), ``unit_losses`` [u] on it."""
+    def observe(self, tape, unit_losses, norms, clipped: Sequence[Any], variables: Sequence[Any]) -> None:
+        """Inside the step, after the path formed ``clipped`` (its Σ_i w_i g_i per variable) from the
+        forward pass recorded on ``tape`` (persistent): ``unit_losses`` [u] on the tape, ``norms`` [u]
+        the norms the path clipped by."""
         tf = self.tf
         at = self.counter.assign_add(1) - 1
         steps = int(self.schedule.shape[0])
         due = tf.logical_and(tf.gather(self.schedule, tf.minimum(at, steps - 1)), at < steps)
+        variables = list(variables)
 
         def check():
-            jac = tape.jacobian(unit_losses, list(variables), unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            per_unit = [tf.reshape(tf.cast(j, tf.float64), [tf.shape(j)[0], -1]) for j in jac]
-            norms = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g), axis=1) for g in per_unit]))
-            weights = tf.where(norms > self.clip, self.clip / tf.maximum(norms, 1e-300), tf.ones_like(norms))
-            distances = [tf.norm(tf.reshape(tf.cast(s, tf.float64), [-1]) - tf.linalg.matvec(g, weights, transpose_a=True))
-                         for s, g in zip(clipped, per_unit, strict=True)]
-            scale = tf.reduce_sum(weights * norms)
-            row = tf.stack([tf.cast(at, tf.float64), scale, tf.reduce_max(tf.concat([norms, [0.0]], 0)), *distances])
+            zero = tf.UnconnectedGradients.ZERO
+            norms32 = tf.stop_gradient(tf.cast(norms, unit_losses.dtype))
+            weights = tf.where(norms32 > self.clip, self.clip / tf.maximum(norms32, 1e-30), tf.ones_like(norms32))
+            with tape:  # Σ_i w_i g_i is the gradient of Σ_i w_i·loss_i (w held fixed): one backward pass
+                weighted = tf.reduce_sum(weights * unit_losses)
+            reference = tape.gradient(weighted, variables, unconnected_gradients=zero)
+            distances = [tf.norm(tf.reshape(tf.cast(s, tf.float64) - tf.cast(r, tf.float64), [-1]))
+                         for s, r in zip(clipped, reference, strict=True)]
+            # the norms themselves: a few random units' own gradients through the same tape
+            units = tf.shape(unit_losses)[0]
+            picks = tf.random.stateless_uniform([NORM_UNITS], [self.seed, tf.cast(at, tf.int32)], 0, units,
+                                                dtype=tf.int32)
+            gaps = []
+            for j in range(NORM_UNITS):
+                with tape:
+                    one = tf.gather(unit_losses, picks[j])
+                own = tape.gradient(one, variables, unconnected_gradients=zero)
+                norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float64))) for g in own]))
+                claimed = tf.cast(tf.gather(norms32, picks[j]), tf.float64)
+                gaps.append(tf.abs(claimed - norm) / tf.maximum(norm, 1e-6))
+            scale = tf.reduce_sum(tf.cast(weights * norms32, tf.float64))
+            row = tf.stack([tf.cast(at, tf.float64), scale, tf.reduce_max(tf.stack(gaps)), *distances])
             self.rows.scatter_nd_update([[tf.minimum(self.done, self.k - 1)]], [row])
             self.done.assign_add(1)
             return tf.constant(True)
@@ -95,22 +122,28 @@ class ClipMonitor:
         """After training: the clipping certificate's record."""
         done = int(self.done.numpy())
         rows = self.rows.numpy()[:min(done, self.k)]
-        record: dict[str, Any] = {"checked_updates": int(rows.shape[0]), "scheduled_updates": int(self.k),
-                                  "clip_norm": self.clip, "tolerance": TOLERANCE, "failures": []}
+        record: dict[str, Any] = {"checked_steps": int(rows.shape[0]), "scheduled_steps": int(self.k),
+                                  "norms_checked": int(rows.shape[0]) * NORM_UNITS, "clip_norm": self.clip,
+                                  "tolerance": TOLERANCE, "norm_rtol": NORM_RTOL, "failures": []}
         if not rows.shape[0]:
-            record.update(passed=None, largest_deviation=None, reason="no update was checked")
+            record.update(passed=None, largest_deviation=None, reason="no data step was checked")
             return record
         units = rows[:, 3:] / (_EPS32 * np.maximum(rows[:, 1:2], self.clip))
         worst = np.unravel_index(int(np.argmax(units)), units.shape)
         record.update(largest_deviation=float(units[worst]), largest_deviation_variable=self.names[worst[1]],
-                      largest_deviation_update=int(rows[worst[0], 0]) + 1,
+                      largest_deviation_step=int(rows[worst[0], 0]) + 1,
                       largest_deviation_in_c=float(rows[worst[0], 3 + worst[1]] / self.clip),
-                      largest_unit_norm=float(rows[:, 2].max()))
+                      largest_norm_gap=float(rows[:, 2].max()))
         bad = units > TOLERANCE
         for v in np.flatnonzero(bad.any(axis=0)):
             r = int(np.flatnonzero(bad[:, v])[0])
-            record["failures"].append({"variable": self.names[v], "update": int(rows[r, 0]) + 1,
+            record["failures"].append({"variable": self.names[v], "step": int(rows[r, 0]) + 1,
                                        "deviation": float(units[r, v]), "deviation_in_c": float(rows[r, 3 + v] / self.clip)})
+        wrong = np.flatnonzero(rows[:, 2] > NORM_RTOL)
+        if wrong.size:
+            r = int(wrong[0])
+            record["failures"].append({"variable": "(norms)", "step": int(rows[r, 0]) + 1,
+                                       "deviation": float(rows[r, 2]), "deviation_in_c": None})
         record["passed"] = not record["failures"]
         return record
 
@@ -122,7 +155,7 @@ def merge_clip_into(noise: dict[str, Any], clipping: dict[str, Any] | None) -> d
         return noise
     out = {**noise, "clipping": clipping}
     if clipping.get("passed") is False:
-        failures = [{"variable": f["variable"], "test": "clipped_sum", "p_value": 0.0, "after_update": f["update"],
+        failures = [{"variable": f["variable"], "test": "clipped_sum", "p_value": 0.0, "after_update": f["step"],
                      "deviation": f["deviation"]} for f in clipping["failures"]]
         out["failures"] = [*noise.get("failures", []), *failures]
         out["passed"] = False

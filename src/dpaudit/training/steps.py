@@ -265,8 +265,9 @@ def build_train_step(
     is the clipped sum the step computes from the same forward pass (ghost norms).
 
     ``clip_monitor`` (``dpaudit.audit.clip_monitor.ClipMonitor`` over the trainable variables): at the
-    updates it chose, it compares the path's clipped sum with Σ_i clip_C(g_i) from the Jacobian of the
-    units' losses on the step's own tape (``StepContext.check_clipping``; the clipping certificate).
+    steps it chose, it checks on the step's own tape that the path's clipped sum is Σ_i min(1, C/n_i)·g_i
+    for the norms n_i the path clipped by, and a few n_i against their unit's own gradient
+    (``StepContext.check_clipping``; the clipping certificate).
 
     ``weight_monitor`` (``dpaudit.training.observer.TrainingObserver.weight_monitor``): called
     once the optimizer exists with ``variables`` (the model's trainable variables, then the
