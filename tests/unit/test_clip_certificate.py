@@ -13,7 +13,7 @@ from dpaudit import _tf
 from dpaudit.audit.clip_monitor import NORM_RTOL, TOLERANCE, ClipMonitor, merge_clip_into
 from dpaudit.audit.mechanism_checks import MechanismObserver
 from dpaudit.training.gradient_paths import StepContext
-from dpaudit.training.steps import MechanismPolicy
+from dpaudit.training.steps import CORRECT, MechanismPolicy
 from dpaudit.training.train import train_model
 from tests.unit.test_training import SPLITS, _frame, numpy_per_example_grads
 
@@ -27,7 +27,7 @@ PARAMS = {"mechanism": "dpsgd", "epochs": 2, "batch_size": 20, "hidden_units": [
           "accountant": "rdp", "sampling": "poisson", "seed": 1}
 
 
-def _train(path, policy=MechanismPolicy(), **overrides):
+def _train(path, policy=CORRECT, **overrides):
     return train_model(_frame(n_train=200, n_hold=50, n_test=50), SPLITS, {**PARAMS, **overrides},
                        path / "m.keras", threads=1, log=LOG, policy=policy,
                        observer=MechanismObserver())
