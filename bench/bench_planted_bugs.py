@@ -316,6 +316,74 @@ def last_batch_unclipped():
     return patched((StepContext, "ratio_weights", ratio))
 
 
+def _step_inputs(change: Callable):
+    """The loop's batch changed on its way to the step: ``change(x, y, members_x, members_y, rng)`` → (x, y)
+    (the sampler, and so its ledger, drew the right rows)."""
+    orig = train.build_train_step
+    members = {}
+    orig_setup = train._setup
+
+    def setup(examples, splits, p, **kw):
+        s = orig_setup(examples, splits, p, **kw)
+        members.update(x=s.x, y=s.y)
+        return s
+
+    def build(*args, **kwargs):
+        step, noise_step, opt = orig(*args, **kwargs)
+        tf = _tf_mod()
+        rng = np.random.default_rng(5)
+
+        def changed(x, y, *extra):
+            xs, ys = change(x.numpy(), y.numpy(), members["x"], members["y"], rng)
+            return step(tf.constant(xs), tf.constant(ys), *extra)
+        return changed, noise_step, opt
+    return patched((train, "build_train_step", build), (train, "_setup", setup))
+
+
+def first_rows_batch():
+    """The step is fed the first |b| members instead of the drawn rows (an indexing bug)."""
+    return _step_inputs(lambda x, y, mx, my, rng: (mx[:len(x)], my[:len(y)]))
+
+
+def duplicate_row():
+    """The batch's first row is fed twice (an off-by-one concatenation)."""
+    return _step_inputs(lambda x, y, mx, my, rng: (np.concatenate([x, x[:1]]), np.concatenate([y, y[:1]])))
+
+
+def mixup():
+    """Mixup inside the batch: each example blended 0.8/0.2 with another example of the batch."""
+    def change(x, y, mx, my, rng):
+        perm = rng.permutation(len(x))
+        return (0.8 * x + 0.2 * x[perm]).astype(np.float32), y
+    return _step_inputs(change)
+
+
+def dataloader_shuffle():
+    """The step is fed by a plain shuffling loader of B rows (not the audited Poisson sampler)."""
+    state = {}
+
+    def change(x, y, mx, my, rng):
+        if not state.get("order") or not len(state["order"]):
+            state["order"] = list(rng.permutation(len(mx)))
+        take, state["order"] = state["order"][:64], state["order"][64:]
+        return mx[take], my[take]
+    return _step_inputs(change)
+
+
+def noise_same_each_epoch(steps_per_epoch: int = 15):
+    """The noise generator re-seeded at every epoch: epoch e's t-th step adds the same draw as epoch 1's."""
+    def make(self):
+        tf = self.tf
+        t = tf.Variable(0, trainable=False)
+
+        def bug(zs):
+            at = t.assign_add(1) % steps_per_epoch
+            return [self.sigma * self.clip * tf.random.stateless_normal(tf.shape(z), [7 + i, tf.cast(at, tf.int32)])
+                    for i, z in enumerate(zs)]
+        return bug
+    return _noise_transform(make)
+
+
 @contextlib.contextmanager
 def _chain(*managers):
     with contextlib.ExitStack() as stack:
@@ -369,6 +437,11 @@ VARIANTS = [
             "an empty batch shows as no change"),
     Variant("with_replacement", with_replacement, True, why="a row twice in a batch: 2C"),
     Variant("fixed_size_batches", fixed_size_batches, True, why="no Poisson amplification"),
+    Variant("first_rows_batch", first_rows_batch, True, why="the same rows in every batch"),
+    Variant("duplicate_row", duplicate_row, True, why="a row twice: 2C"),
+    Variant("mixup", mixup, True, why="an example's gradient reads another's row"),
+    Variant("dataloader_shuffle", dataloader_shuffle, True, why="shuffled batches accounted as Poisson"),
+    Variant("noise_same_each_epoch", noise_same_each_epoch, True, why="10 epochs share their noise"),
     Variant("accountant_q_with_holdout", accountant_q_with_holdout, True, why="q claimed 0.77× the real"),
 ]
 

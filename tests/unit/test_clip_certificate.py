@@ -49,7 +49,7 @@ def _observe(net, x, y, clipped, norms, clip=1.0):
         with tf.GradientTape(persistent=True) as tape:
             logits = net(tf.constant(x), training=True)
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.constant(y), logits)
-        monitor.observe(tape, losses, tf.constant(norms, tf.float32),
+        monitor.observe(tape, tf.constant(x), tf.constant(y), losses, tf.constant(norms, tf.float32),
                         [tf.constant(c, tf.float32) for c in clipped], net.trainable_variables)
         return losses
 

@@ -36,6 +36,7 @@ counter and the branch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,12 +54,17 @@ TOLERANCE = 64.0
 NORM_UNITS = 1
 NORM_RTOL = 1e-3
 _EPS32 = float(np.finfo(np.float32).eps)
+# power sums of the batch rows' projections recorded per checked step, and their relative tolerance
+# (float64 sums of products of the same float32 values: 1e-15 apart; another row moves them by ~1/N)
+_POWERS = 3
+BATCH_RTOL = 1e-9
 
 
 class ClipMonitor:
     """Graph-side: at the chosen updates, the path's clipped sum against Σ_i clip_C(g_i)."""
 
     def __init__(self, names: Sequence[str], *, steps: int, seed: int, clip_norm: float,
+                 rows: tuple[np.ndarray, np.ndarray] | None = None, drop_remainder: int | None = None,
                  checks: int = CHECKED_UPDATES):
         from dpaudit import _tf
 
@@ -74,15 +80,31 @@ class ClipMonitor:
         self.schedule = tf.constant(schedule)
         self.counter = tf.Variable(tf.zeros([], tf.int64), trainable=False)
         self.done = tf.Variable(tf.zeros([], tf.int64), trainable=False)
-        # per checked step: its index, the scale, the largest relative norm gap, then each variable's distance
-        self.rows = tf.Variable(tf.zeros([k, 3 + len(self.names)], tf.float64), trainable=False)
+        # per checked step: its index, the scale, the largest relative norm gap, the batch's row count and power
+# sums of its rows' projections, then each variable's distance
+        self.rows = tf.Variable(tf.zeros([k, 3 + 1 + _POWERS + len(self.names)], tf.float64), trainable=False)
         self.k = k
+        # The batch rows: every data row's projection x·r + y·r_y (float64, fixed random r); a checked
+        # step records the power sums of its batch's projections, the host those of the rows drawn.
+        self.rows_checked = rows is not None
+        self.drop_remainder = drop_remainder
+        self.expected = np.full((k, 1 + _POWERS), np.nan)
+        self.pending: np.ndarray | None = None
+        self.data_steps = 0
+        if rows is not None:
+            x, y = (np.asarray(a) for a in rows)
+            x = x.reshape(len(x), -1)
+            draw = np.random.default_rng([int(seed), 45, 13])
+            self.projection = draw.standard_normal(x.shape[1]) / math.sqrt(max(1, x.shape[1]))
+            self.label_projection = float(draw.standard_normal())
+            self.fingerprints = x.astype(np.float64) @ self.projection + y.astype(np.float64) * self.label_projection
+            self.where = {int(t): i for i, t in enumerate(self.chosen)}
         self.seed = int(np.random.SeedSequence([int(seed), 45, 12]).generate_state(1)[0] >> 1)
 
-    def observe(self, tape, unit_losses, norms, clipped: Sequence[Any], variables: Sequence[Any]) -> None:
+    def observe(self, tape, x, y, unit_losses, norms, clipped: Sequence[Any], variables: Sequence[Any]) -> None:
         """Inside the step, after the path formed ``clipped`` (its Σ_i w_i g_i per variable) from the
-        forward pass recorded on ``tape`` (persistent): ``unit_losses`` [u] on the tape, ``norms`` [u]
-        the norms the path clipped by."""
+        forward pass recorded on ``tape`` (persistent): ``x``, ``y`` the batch the step trained on,
+        ``unit_losses`` [u] on the tape, ``norms`` [u] the norms the path clipped by."""
         tf = self.tf
         at = self.counter.assign_add(1) - 1
         steps = int(self.schedule.shape[0])
@@ -111,17 +133,47 @@ class ClipMonitor:
                 claimed = tf.cast(tf.gather(norms32, picks[j]), tf.float64)
                 gaps.append(tf.abs(claimed - norm) / tf.maximum(norm, 1e-6))
             scale = tf.reduce_sum(tf.cast(weights * norms32, tf.float64))
-            row = tf.stack([tf.cast(at, tf.float64), scale, tf.reduce_max(tf.stack(gaps)), *distances])
+            if self.rows_checked:
+                flat = tf.reshape(tf.cast(x, tf.float64), [tf.shape(x)[0], -1])
+                p = (tf.linalg.matvec(flat, tf.constant(self.projection, tf.float64))
+                     + tf.cast(y, tf.float64) * self.label_projection)
+                batch = [tf.cast(tf.shape(x)[0], tf.float64), *(tf.reduce_sum(p ** e) for e in range(1, 1 + _POWERS))]
+            else:
+                batch = [tf.constant(math.nan, tf.float64)] * (1 + _POWERS)
+            row = tf.stack([tf.cast(at, tf.float64), scale, tf.reduce_max(tf.stack(gaps)), *batch, *distances])
             self.rows.scatter_nd_update([[tf.minimum(self.done, self.k - 1)]], [row])
             self.done.assign_add(1)
             return tf.constant(True)
 
         tf.cond(due, check, lambda: tf.constant(False))
 
+    def drew(self, positions) -> None:
+        """The sampler's draw of the next step (population positions, before any canary split)."""
+        self.pending = np.asarray(positions)
+
+    def executed(self, empty: bool = False) -> None:
+        """One update ran; a data step's drawn rows are the batch its step must have trained on."""
+        if empty or self.pending is None:
+            self.pending = None
+            return
+        t, drawn = self.data_steps, self.pending
+        self.data_steps += 1
+        self.pending = None
+        if not self.rows_checked or t not in self.where:
+            return
+        # the data rows (a twin's shared gradient canaries are positions past them), and the
+        # remainder dropped with microbatches under shuffling, as the loop does (TF Privacy's rule)
+        drawn = drawn[drawn < self.fingerprints.size]
+        if self.drop_remainder:
+            drawn = drawn[:drawn.size - drawn.size % self.drop_remainder]
+        p = self.fingerprints[drawn]
+        self.expected[self.where[t]] = [p.size, *(np.sum(p ** e) for e in range(1, 1 + _POWERS))]
+
     def finish(self) -> dict[str, Any]:
         """After training: the clipping certificate's record."""
         done = int(self.done.numpy())
         rows = self.rows.numpy()[:min(done, self.k)]
+        batch, rows = rows[:, 3:4 + _POWERS], np.concatenate([rows[:, :3], rows[:, 4 + _POWERS:]], axis=1)
         record: dict[str, Any] = {"checked_steps": int(rows.shape[0]), "scheduled_steps": int(self.k),
                                   "norms_checked": int(rows.shape[0]) * NORM_UNITS, "clip_norm": self.clip,
                                   "tolerance": TOLERANCE, "norm_rtol": NORM_RTOL, "failures": []}
@@ -144,8 +196,31 @@ class ClipMonitor:
             r = int(wrong[0])
             record["failures"].append({"variable": "(norms)", "step": int(rows[r, 0]) + 1,
                                        "deviation": float(rows[r, 2]), "deviation_in_c": None})
+        if self.rows_checked:
+            self._batch_rows(rows, batch, record)
         record["passed"] = not record["failures"]
         return record
+
+    def _batch_rows(self, rows: np.ndarray, batch: np.ndarray, record: dict[str, Any]) -> None:
+        """The checked steps' batches against the rows the sampler drew for them: the row count exactly,
+        the power sums of the projections to float64 rounding (a different multiset of rows moves
+        them by the projections' own size)."""
+        steps = rows[:, 0].astype(np.int64)
+        expected = self.expected[[self.where.get(int(t), 0) for t in steps]]
+        magnitude = np.array([np.sum(np.abs(self.fingerprints) ** e) for e in range(1, 1 + _POWERS)])
+        gaps = np.abs(batch[:, 1:] - expected[:, 1:]) / np.maximum(magnitude, 1e-300)
+        count_wrong = batch[:, 0] != expected[:, 0]
+        record["batch_rows_checked"] = int(np.isfinite(expected[:, 0]).sum())
+        record["largest_batch_gap"] = float(np.nanmax(gaps)) if gaps.size else None
+        wrong = np.flatnonzero(count_wrong | ~(gaps <= BATCH_RTOL).all(axis=1))
+        if wrong.size:
+            r = int(wrong[0])
+            record["failures"].append({
+                "variable": "(batch rows)", "test": "batch_rows", "step": int(steps[r]) + 1,
+                "deviation": float(np.nanmax(gaps[r])) if np.isfinite(gaps[r]).any() else math.inf,
+                "deviation_in_c": None,
+                "reason": f"the step trained on {int(batch[r, 0])} rows, the sampler drew {expected[r, 0]:.0f}"
+                          + ("" if batch[r, 0] != expected[r, 0] else " (other rows, or rows changed)")})
 
 
 def merge_clip_into(noise: dict[str, Any], clipping: dict[str, Any] | None) -> dict[str, Any]:
@@ -155,7 +230,8 @@ def merge_clip_into(noise: dict[str, Any], clipping: dict[str, Any] | None) -> d
         return noise
     out = {**noise, "clipping": clipping}
     if clipping.get("passed") is False:
-        failures = [{"variable": f["variable"], "test": "clipped_sum", "p_value": 0.0, "after_update": f["step"],
+        failures = [{"variable": f["variable"], "test": f.get("test", "clipped_sum"), "p_value": 0.0,
+                     "after_update": f["step"],
                      "deviation": f["deviation"]} for f in clipping["failures"]]
         out["failures"] = [*noise.get("failures", []), *failures]
         out["passed"] = False

@@ -172,10 +172,12 @@ class MechanismObserver:
         self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries)
         return self.monitor
 
-    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float) -> ClipMonitor:
-        """The clipping certificate's monitor (``dpaudit.audit.clip_monitor``; the red team's clipping bugs)."""
+    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float, rows: tuple[np.ndarray, np.ndarray],
+                     drop_remainder: int | None) -> ClipMonitor:
+        """The clipping certificate's monitor (``dpaudit.audit.clip_monitor``; the red team's clipping and
+        batch bugs): it also hears every draw and update, to check the batches against the rows drawn."""
         self.clipping = ClipMonitor([v.name for v in net.trainable_variables], steps=steps, seed=seed,
-                                    clip_norm=clip_norm)
+                                    clip_norm=clip_norm, rows=rows, drop_remainder=drop_remainder)
         return self.clipping
 
     def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> WeightMonitor:
@@ -191,12 +193,16 @@ class MechanismObserver:
 
     def drew(self, rows: np.ndarray) -> None:
         self.ledger.drew(rows)
+        if self.clipping is not None:
+            self.clipping.drew(rows)
 
     def drew_canaries(self, rows: np.ndarray) -> None:
         self.ledger.drew_canaries(rows)
 
     def executed(self, empty: bool = False) -> None:
         self.ledger.executed(empty=empty)
+        if self.clipping is not None:
+            self.clipping.executed(empty=empty)
 
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:

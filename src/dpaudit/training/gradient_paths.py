@@ -157,12 +157,12 @@ class StepContext:
         """Whether the step's tape is read again after the path's own backward pass (norm or clip check)."""
         return self.check or self.clipping is not None
 
-    def check_clipping(self, tape, unit_losses, norms, clipped) -> None:
-        """The clipping certificate's reading (``dpaudit.audit.clip_monitor``): the path's clipped sum,
-        the norms it clipped by and, on the same tape, the clipped units' own losses (examples, or
-        microbatch groups)."""
+    def check_clipping(self, tape, x, y, unit_losses, norms, clipped) -> None:
+        """The clipping certificate's reading (``dpaudit.audit.clip_monitor``): the batch the step trained
+        on, the path's clipped sum, the norms it clipped by and, on the same tape, the clipped units' own
+        losses (examples, or microbatch groups)."""
         if self.clipping is not None:
-            self.clipping.observe(tape, unit_losses, norms, clipped, self.variables)
+            self.clipping.observe(tape, x, y, unit_losses, norms, clipped, self.variables)
 
     def canary_state(self):
         """[1 + slots, m]: the canary coordinates' weights and optimizer slots (``get_slot_names()`` order)
@@ -295,7 +295,7 @@ def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
             clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
         checked = ctx.checked(norms, extra[-1], tape, losses, logits, alone) if check else None
-        ctx.check_clipping(tape, losses, norms, clipped)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
         noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), checked)
@@ -327,7 +327,7 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
                    if check else None)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
         clipped = ctx.dense_clipped(taps, deltas, factors)
-        ctx.check_clipping(tape, losses, norms, clipped)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
         noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)
@@ -377,7 +377,7 @@ def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
         # noise monitor's reference: update · B − it is the noise that reaches the weights
         clipped = (ctx.dense_clipped(taps, deltas, ctx.ratio_weights(norms))
                    if ctx.monitor is not None or ctx.stray is not None or ctx.clipping is not None else update)
-        ctx.check_clipping(tape, losses, norms, clipped)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
         del tape
         ctx.apply(opt.apply_gradients, NoisedUpdate(update, None, clipped, None))
         return summed, correct, ctx.fraction_above_clip(norms)
@@ -444,7 +444,7 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         if ctx.clipping is not None:
             with tape:  # the groups' mean losses, the units the path clips
                 group_losses = tf.math.unsorted_segment_sum(losses * weight, group, k)
-            ctx.check_clipping(tape, group_losses, norms, clipped)
+            ctx.check_clipping(tape, x, y, group_losses, norms, clipped)
         noised = ctx.noised_update(clipped, k, canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         nonempty = sizes > 0

@@ -60,7 +60,7 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
         for g in grads:
             clipped.update(g.clipped(factors))
         clipped = [clipped[v.ref()] for v in variables]
-        ctx.check_clipping(tape, losses, norms, clipped)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
         noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)

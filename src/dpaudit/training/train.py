@@ -267,7 +267,9 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     monitor = clip_monitor = None
     if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
-        clip_monitor = observer.clip_monitor(net, steps=steps, seed=p["seed"], clip_norm=p["clip_norm"])
+        clip_monitor = observer.clip_monitor(
+            net, steps=steps, seed=p["seed"], clip_norm=p["clip_norm"], rows=(x, y),
+            drop_remainder=k if k is not None and p["sampling"] == "shuffle" else None)
     step, noise_step, opt = build_train_step(
         net,
         mechanism=p["mechanism"],
