@@ -143,6 +143,73 @@ def test_biases_summed_unclipped_fail_naming_the_bias(monkeypatch, tmp_path):
     assert _clip_failures(info) and all(f["variable"].endswith("bias:0") for f in _clip_failures(info))
 
 
+def _batch_record(x_all, y_all, drawn, fed_x, fed_y, drop_remainder=None):
+    """A monitor over a one-layer net that hears one draw and checks the step fed (fed_x, fed_y)."""
+    net = _net(d=x_all.shape[1])
+    monitor = ClipMonitor([v.name for v in net.trainable_variables], steps=1, seed=0, clip_norm=1.0,
+                          rows=(x_all, y_all), drop_remainder=drop_remainder)
+    monitor.drew(drawn)
+
+    @tf.function(autograph=False)
+    def step(x, y):
+        with tf.GradientTape(persistent=True) as tape:
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(y, net(x, training=True))
+            total = tf.reduce_sum(losses)
+        grads = tape.gradient(total, net.trainable_variables)
+        monitor.observe(tape, x, y, losses, tf.fill(tf.shape(losses), 1e-3), grads, net.trainable_variables)
+
+    step(tf.constant(fed_x), tf.constant(fed_y))
+    monitor.executed()
+    return monitor.finish()
+
+
+def test_the_batch_is_checked_against_the_rows_drawn():
+    rng = np.random.default_rng(3)
+    x_all = rng.normal(size=(50, 5)).astype(np.float32)
+    y_all = rng.integers(0, 3, 50)
+    drawn = np.array([2, 7, 11, 30, 41])
+    record = _batch_record(x_all, y_all, drawn, x_all[drawn[::-1]], y_all[drawn[::-1]])  # order does not matter
+    assert record["passed"] and record["batch_rows_checked"] == 1 and record["largest_batch_gap"] < 1e-15
+    # oracle of what is compared: the three power sums of x·r + y·r_y (numpy, float64) over the rows drawn
+    # against the step's; another row, a row twice, a label changed, mixup's blend (same Σx) all fail
+    mixed = (0.8 * x_all[drawn] + 0.2 * x_all[np.roll(drawn, 1)]).astype(np.float32)
+    for fed_x, fed_y in ((x_all[[2, 7, 11, 30, 42]], y_all[[2, 7, 11, 30, 42]]),
+                         (x_all[[2, 7, 11, 30, 41, 41]], y_all[[2, 7, 11, 30, 41, 41]]),
+                         (x_all[drawn], (y_all[drawn] + 1) % 3), (mixed, y_all[drawn])):
+        record = _batch_record(x_all, y_all, drawn, fed_x, fed_y)
+        assert [f["test"] for f in record["failures"]] == ["batch_rows"], record
+    # a twin's shared gradient canaries are positions past the data rows; with microbatches under
+    # shuffling the loop drops the last |b| mod k rows drawn
+    assert _batch_record(x_all, y_all, np.array([*drawn, 50, 53]), x_all[drawn], y_all[drawn])["passed"]
+    assert _batch_record(x_all, y_all, drawn, x_all[drawn[:4]], y_all[drawn[:4]], drop_remainder=2)["passed"]
+    assert not _batch_record(x_all, y_all, drawn, x_all[drawn[:4]], y_all[drawn[:4]])["passed"]
+
+
+def _fed(monkeypatch, change):
+    """The loop's batch changed on its way to the real step (the sampler and its ledger drew right)."""
+    from dpaudit.training import train as train_module
+
+    build = train_module.build_train_step
+
+    def built(*args, **kwargs):
+        step, noise_step, opt = build(*args, **kwargs)
+        return (lambda x, y, *extra: step(*change(x, y), *extra)), noise_step, opt
+
+    monkeypatch.setattr(train_module, "build_train_step", built)
+
+
+@pytest.mark.parametrize("bug", ["duplicate_row", "mixup"])
+def test_a_batch_that_is_not_the_rows_drawn_fails_the_noise_check(monkeypatch, tmp_path, bug):
+    if bug == "duplicate_row":
+        _fed(monkeypatch, lambda x, y: (tf.concat([x, x[:1]], 0), tf.concat([y, y[:1]], 0)))
+    else:
+        _fed(monkeypatch, lambda x, y: (0.8 * x + 0.2 * tf.roll(x, 1, 0), y))
+    info = _train(tmp_path)
+    assert info["sampler_check"]["passed"]  # the sampler drew right: only the batch check sees it
+    assert [f["test"] for f in info["noise_check"]["failures"]] == ["batch_rows"]
+    assert info["noise_check"]["privacy_failure"]
+
+
 # ------------------------------------------------------------------ validity
 
 
@@ -165,3 +232,4 @@ def test_the_correct_mechanism_passes_on_every_path_and_optimizer(implementation
         # measured: < 1 rounding unit and norm gaps < 2e-7 on every path (bench/bench_planted_bugs.py)
         assert clipping["passed"] and clipping["checked_steps"] == 16, clipping
         assert clipping["largest_deviation"] < TOLERANCE / 8 and clipping["largest_norm_gap"] < NORM_RTOL / 100
+        assert clipping["batch_rows_checked"] == 16 and clipping["largest_batch_gap"] < 1e-14
