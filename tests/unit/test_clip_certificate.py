@@ -12,6 +12,7 @@ import pytest
 from dpaudit import _tf
 from dpaudit.audit.clip_monitor import NORM_RTOL, TOLERANCE, ClipMonitor, merge_clip_into
 from dpaudit.audit.mechanism_checks import MechanismObserver
+from dpaudit.dp.noise_certificate import summary_sentence
 from dpaudit.training.gradient_paths import StepContext
 from dpaudit.training.steps import CORRECT, MechanismPolicy
 from dpaudit.training.train import train_model
@@ -120,6 +121,8 @@ def test_clipping_at_2c_in_the_released_run_fails_the_noise_check(eps, tmp_path)
     assert info["noise_check"]["clipping"]["largest_deviation"] > 1e3 * TOLERANCE
     # the noise itself is right: the noise certificate's own tests pass, so the clipping check decides
     assert {f["test"] for f in info["noise_check"]["failures"]} == {"clipped_sum"}
+    sentence = summary_sentence(info["noise_check"])
+    assert "not added to a sum of sensitivity C" in sentence and "its sensitivity is not C" in sentence
 
 
 def test_norms_that_are_not_the_gradients_fail_the_released_run_not_only_the_twin(tmp_path):
