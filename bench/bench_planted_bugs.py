@@ -457,9 +457,9 @@ def decided_by(info: dict) -> str | None:
     return None
 
 
-def run_one(variant: Variant, eps: float, seed: int, frame: pd.DataFrame, model_dir: Path) -> dict:
+def run_one(variant: Variant, eps: float, seed: int, frame: pd.DataFrame, model_dir: Path, base: dict) -> dict:
     splits = {"members": "train", "nonmembers": "holdout", "utility": "test"}
-    params = {**BASE, "target_epsilon": eps, "seed": seed, **variant.params}
+    params = {**base, "target_epsilon": eps, "seed": seed, **variant.params}
     manager = variant.plant() if variant.plant is not None else contextlib.nullcontext()
     start = time.perf_counter()
     try:
@@ -488,11 +488,16 @@ def main() -> None:
     parser.add_argument("--eps", type=float, nargs="+", default=[1.0, 4.0])
     parser.add_argument("--only", nargs="+", default=None)
     parser.add_argument("--out", default=None, help="CSV of every run")
+    parser.add_argument("--model", default="mlp", choices=list(MODELS),
+                        help="bench_noise_check's model: mlp, or cnn (config/cnn.yaml's CNN on 8×8 images, "
+                             "layerwise_clipping: the variants of the Dense paths then run on it)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    x, y = _data(MODELS["mlp"], seed=1)
-    n = MODELS["mlp"]["n"]
-    frame = pd.DataFrame({"example_id": np.arange(len(y)), "split": ["train"] * n + ["holdout"] * 300,
+    spec = MODELS[args.model]
+    x, y = _data(spec, seed=1)
+    n = spec["n"]
+    base = BASE if args.model == "mlp" else {**BASE, **spec["params"], "n_classes": spec["classes"]}
+    frame = pd.DataFrame({"example_id": np.arange(len(y)), "split": ["train"] * n + ["holdout"] * (len(y) - n),
                           "label": y, "x": list(x)})
     model_dir = Path("/tmp/bench_planted_bugs")
     model_dir.mkdir(exist_ok=True)
@@ -502,7 +507,7 @@ def main() -> None:
             continue
         for eps in args.eps:
             for seed in range(args.seeds):
-                row = run_one(variant, eps, seed, frame, model_dir)
+                row = run_one(variant, eps, seed, frame, model_dir, base)
                 rows.append(row)
                 print(f"{row['variant']:28s} ε={eps:g} seed={seed} flagged={row['flagged']!s:5s} "
                       f"by={row['decided_by']} noise={row['noise']} weights={row['weights']} "
