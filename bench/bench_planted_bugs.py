@@ -384,6 +384,58 @@ def noise_same_each_epoch(steps_per_epoch: int = 15):
     return _noise_transform(make)
 
 
+def noise_on_unclipped():
+    """The masked ghost path adds its noise to the unclipped sum while handing the monitors the clipped one."""
+    orig_clipped, orig_update = StepContext.dense_clipped, StepContext.noised_update
+
+    def dense_clipped(self, taps, deltas, factors):
+        self._raw = orig_clipped(self, taps, deltas, self.tf.ones_like(factors))
+        return orig_clipped(self, taps, deltas, factors)
+
+    def noised_update(self, clipped, units, canary_mask=None, canary_weights=None):
+        out = orig_update(self, clipped, units, canary_mask, canary_weights)
+        raw = getattr(self, "_raw", clipped)
+        return out._replace(update=[u + (r - c) / self.divisor for u, r, c in zip(out.update, raw, clipped, strict=True)])
+    return patched((StepContext, "dense_clipped", dense_clipped), (StepContext, "noised_update", noised_update))
+
+
+def sigma_rounded_down():
+    """The step draws σ rounded down to one decimal (a printed value reused), the accountant keeps σ."""
+    orig = StepContext.__post_init__
+
+    def post(self):
+        orig(self)
+        self.sigma = math.floor(self.sigma * 10.0) / 10.0
+    return patched((StepContext, "__post_init__", post))
+
+
+def adam_epsilon():
+    """Adam built with ε = 1e-3 instead of the claimed rule's 1e-7 (data-independent: DP unaffected)."""
+    def plain(self):
+        return self.keras.optimizers.legacy.Adam(learning_rate=self.learning_rate, epsilon=1e-3)
+    return patched((StepContext, "plain_optimizer", plain))
+
+
+def data_dependent_init():
+    """The first layer's bias initialised from the members' mean feature (a data-dependent start)."""
+    orig = train.build_model
+    members = {}
+    orig_features = train.features
+
+    def features(frame):
+        out = orig_features(frame)
+        members.setdefault("x", out)
+        return out
+
+    def build(d, params, seed):
+        model = orig(d, params, seed)
+        layer = next(lyr for lyr in model.layers if lyr.trainable_weights)
+        kernel, bias = layer.get_weights()[:2]
+        layer.set_weights([kernel, bias + members["x"].mean(axis=0) @ kernel, *layer.get_weights()[2:]])
+        return model
+    return patched((train, "build_model", build), (train, "features", features))
+
+
 @contextlib.contextmanager
 def _chain(*managers):
     with contextlib.ExitStack() as stack:
@@ -442,6 +494,12 @@ VARIANTS = [
     Variant("mixup", mixup, True, why="an example's gradient reads another's row"),
     Variant("dataloader_shuffle", dataloader_shuffle, True, why="shuffled batches accounted as Poisson"),
     Variant("noise_same_each_epoch", noise_same_each_epoch, True, why="10 epochs share their noise"),
+    Variant("noise_on_unclipped", noise_on_unclipped, True, {"dp_implementation": "masked_ghost_clipping"},
+            "noise on the raw sum: sensitivity unbounded"),
+    Variant("sigma_rounded_down", sigma_rounded_down, True, why="σ 1.37 → 1.3 and the like"),
+    Variant("adam_epsilon", adam_epsilon, False, {"optimizer": "adam", "learning_rate": 0.005, "momentum": 0.0},
+            "another rule, data-independent"),
+    Variant("data_dependent_init", data_dependent_init, True, why="the start reads the members"),
     Variant("accountant_q_with_holdout", accountant_q_with_holdout, True, why="q claimed 0.77× the real"),
 ]
 
