@@ -9,7 +9,22 @@ and what the released run's checks say: ``noise_check`` (noise and weight certif
 The model is ``bench/bench_noise_check.py``'s default MLP (d = 20, hidden 64, n = 1,000, B = 64,
 10 epochs, SGD momentum 0.9, C = 1); a variant may change the path, optimizer or batch size.
 
-    python bench/bench_planted_bugs.py [--seeds 2] [--eps 1 4] [--only clip_2C ...] [--out table.csv]
+    python bench/bench_planted_bugs.py [--seeds 2] [--eps 1 4] [--only clip_2C ...] [--out table.csv] [--model cnn]
+
+Measured (one run, 2 seeds × ε ∈ {1, 4} each; flagged = the verdict's decided_by):
+
+* before the clipping certificate (``dpaudit.audit.clip_monitor``): 0 of 36 runs of the nine clipping
+  variants (clip_2C, bias_unclipped, batch_clipping, per_layer_C, norms_first_layer(_layerwise),
+  norms_of_mean_loss, fast_path_with_dropout, last_example_unclipped) and 0 of 16 of the four batch
+  variants (first_rows_batch, duplicate_row, mixup, dataloader_shuffle) flagged;
+* after it: every variant that voids DP flagged 4 of 4 (noise_check: the clipping variants, the four
+  batch variants and the noise or weight variants; sampler_check: with_replacement,
+  fixed_size_batches; accounting_check: accountant_q_with_holdout), but data_dependent_init (0 of 4:
+  no check reads where the initial weights came from); 0 of 28 clean runs (7 paths and optimizers)
+  flagged; the CNN (``--model cnn``, layerwise_clipping) the same for the variants that apply to it;
+* data-independent departures flagged as privacy failures all the same: weight_decay and adam_epsilon
+  (weights_rule: any rule other than the claimed one fails), noise_on_mean (B× the noise; its mean
+  test, at the claimed σ, counts as a privacy failure).
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from bench_noise_check import MODELS, _data  # noqa: E402
 
 from dpaudit import _tf  # noqa: E402
 from dpaudit.audit.mechanism_checks import MechanismObserver  # noqa: E402
+from dpaudit.metrics.canary.mechanism import mechanism_failure, mechanism_rows  # noqa: E402
 from dpaudit.training import gradient_paths, layer_path, sampling, train  # noqa: E402
 from dpaudit.training.gradient_paths import StepContext  # noqa: E402
 
@@ -505,14 +521,9 @@ VARIANTS = [
 
 
 def decided_by(info: dict) -> str | None:
-    """The first failed check in the verdict's order (noise, sampler, accounting)."""
-    if info["noise_check"].get("passed") is False:
-        return "noise_check"
-    if info["sampler_check"].get("passed") is False:
-        return "sampler_check"
-    if not info["accounting_check"]["reproduced"]:
-        return "accounting_check"
-    return None
+    """The verdict's decided_by from the released run's checks (``dpaudit.metrics.canary.mechanism``: a
+    failure that voids the claim, in the order noise, sampler, accounting; too much noise alone does not)."""
+    return mechanism_failure(mechanism_rows(info, None))[0]
 
 
 def run_one(variant: Variant, eps: float, seed: int, frame: pd.DataFrame, model_dir: Path, base: dict) -> dict:
@@ -533,7 +544,8 @@ def run_one(variant: Variant, eps: float, seed: int, frame: pd.DataFrame, model_
                       | {f"sampler:{f.get('test')}" for f in info["sampler_check"].get("failures", [])})
     by = decided_by(info)
     return {"variant": variant.name, "eps": eps, "seed": seed, "voids_dp": variant.voids_dp, "flagged": by is not None,
-            "decided_by": by, "noise": noise.get("passed"), "weights": (noise.get("weights") or {}).get("passed"),
+            "decided_by": by, "any_check_failed": (noise.get("passed") is False or not info["sampler_check"]["passed"]
+                                                   or not info["accounting_check"]["reproduced"]), "noise": noise.get("passed"), "weights": (noise.get("weights") or {}).get("passed"),
             "sampler": info["sampler_check"]["passed"], "accounting": info["accounting_check"]["reproduced"],
             "failures": " ".join(failures), "clipped_fraction": info["clipped_fraction"],
             "clip_deviation": (noise.get("clipping") or {}).get("largest_deviation"),
@@ -577,6 +589,7 @@ def main() -> None:
         table.to_csv(args.out, index=False)
     summary = table.groupby("variant", sort=False).agg(
         voids_dp=("voids_dp", "first"), flagged=("flagged", "sum"), runs=("flagged", "size"),
+        any_check_failed=("any_check_failed", "sum"),
         decided_by=("decided_by", lambda s: ", ".join(sorted({str(v) for v in s}))))
     print(summary.to_string())
 
