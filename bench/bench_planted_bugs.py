@@ -138,6 +138,16 @@ def norms_first_layer():
     return patched((gradient_paths, "ghost_squared_norms", lambda taps, deltas, tf: orig(taps[:1], deltas[:1], tf)))
 
 
+def first_norm_off_by_one():
+    """The batch's first example clipped by the second one's norm (an off-by-one in a norm gather)."""
+    orig = gradient_paths.ghost_squared_norms
+
+    def squared(taps, deltas, tf):
+        sq = orig(taps, deltas, tf)
+        return tf.concat([sq[1:2], sq[1:]], axis=0)
+    return patched((gradient_paths, "ghost_squared_norms", squared))
+
+
 def norms_first_layer_layerwise():
     """layerwise_clipping: the norms summed over the first layer's gradients only."""
     orig = layer_path.layer_gradients
@@ -487,6 +497,8 @@ VARIANTS = [
             "sensitivity C·√2 (two layers)"),
     Variant("norms_first_layer", norms_first_layer, True, {"dp_implementation": "masked_ghost_clipping"},
             "second layer unclipped"),
+    Variant("first_norm_off_by_one", first_norm_off_by_one, True, {"dp_implementation": "masked_ghost_clipping"},
+            "one example per batch clipped by another's norm"),
     Variant("norms_first_layer_layerwise", norms_first_layer_layerwise, True,
             {"dp_implementation": "layerwise_clipping"}, "second layer unclipped"),
     Variant("norms_of_mean_loss", norms_of_mean_loss, True, why="norms /|b|: nearly nothing clipped"),
