@@ -17,8 +17,9 @@ data steps (``CHECKED_UPDATES``, drawn once from the run's seed) the step checks
 * the sum: with n_i the norms the path clipped by, S must be the gradient of Σ_i min(1, C/n_i)·loss_i
   (the weights held fixed: one more backward pass). A path that clips at another threshold, leaves a
   variable or an example unclipped, clips per layer at C each, or clips the batch's sum fails;
-* the norms: ``NORM_UNITS`` random units' n_i against the norm of their own gradient (one backward
-  pass each on the same tape, traced once: ``tf.map_fn``). A path that clips by a norm over one layer, of the batch-mean loss, or
+* the norms: ``NORM_UNITS`` units' n_i (the batch's first and last, where indexing bugs live, and
+  random ones) against the norm of their own gradient (one backward pass each on the same tape, traced
+  once: ``tf.map_fn``). A path that clips by a norm over one layer, of the batch-mean loss, or
   of other Dropout masks than the summed gradients' fails.
 
 Decision: the path's S is float32, a sum of |b| terms of size ≤ C, so its rounding is a few units of
@@ -49,10 +50,11 @@ __all__ = ["CHECKED_UPDATES", "TOLERANCE", "ClipMonitor", "merge_clip_into"]
 CHECKED_UPDATES = 16
 # rounding units (eps₃₂ · Σ_i ‖clip_C(g_i)‖) a variable's distance may reach
 TOLERANCE = 64.0
-# units whose norm is recomputed from their own gradient per checked step (drawn with replacement: a bug
-# on a share f of the units escapes 16 steps with probability (1 − f)^128), and the relative gap allowed
+# units whose norm is recomputed from their own gradient per checked step: the batch's first and last, then
+# random ones (with replacement: a bug on a share f of the units escapes 16 steps with probability
+# (1 − f)^32 at least), and the relative gap allowed
 # (the twin's ``NORM_CHECK_RTOL``: both norms read the same forward pass, so only rounding separates them)
-NORM_UNITS = 8
+NORM_UNITS = 4
 NORM_RTOL = 1e-3
 _EPS32 = float(np.finfo(np.float32).eps)
 # power sums of the batch rows' projections recorded per checked step, and their relative tolerance
@@ -78,6 +80,8 @@ class ClipMonitor:
         schedule = np.zeros(steps, bool)
         schedule[chosen] = True
         self.chosen = np.sort(chosen)
+        # one graph, the check in a tf.cond: a second trace of the step for the checked steps would draw
+        # the same noise as the first (TensorFlow seeds a traced random op alike in both traces)
         self.schedule = tf.constant(schedule)
         self.counter = tf.Variable(tf.zeros([], tf.int64), trainable=False)
         self.done = tf.Variable(tf.zeros([], tf.int64), trainable=False)
@@ -121,11 +125,11 @@ class ClipMonitor:
             reference = tape.gradient(weighted, variables, unconnected_gradients=zero)
             distances = [tf.norm(tf.reshape(tf.cast(s, tf.float64) - tf.cast(r, tf.float64), [-1]))
                          for s, r in zip(clipped, reference, strict=True)]
-            # the norms themselves: a few random units' own gradients through the same tape, one backward
-            # pass traced once and run per unit (tf.map_fn)
+            # the norms themselves: the batch's first and last units (where indexing bugs live) and random
+            # ones, their own gradients through the same tape (one backward pass traced, run per unit)
             units = tf.shape(unit_losses)[0]
-            picks = tf.random.stateless_uniform([NORM_UNITS], [self.seed, tf.cast(at, tf.int32)], 0, units,
-                                                dtype=tf.int32)
+            picks = tf.concat([[0, units - 1], tf.random.stateless_uniform(
+                [NORM_UNITS - 2], [self.seed, tf.cast(at, tf.int32)], 0, units, dtype=tf.int32)], axis=0)
 
             def own_norm(j):
                 with tape:
