@@ -13,9 +13,10 @@ The model is ``bench/bench_noise_check.py``'s default MLP (d = 20, hidden 64, n 
 
 Measured (one run, 2 seeds × ε ∈ {1, 4} each; flagged = the verdict's decided_by):
 
-* before the clipping certificate (``dpaudit.audit.clip_monitor``): 0 of 36 runs of the nine clipping
+* before the clipping certificate (``dpaudit.audit.clip_monitor``): 0 of 40 runs of the ten clipping
   variants (clip_2C, bias_unclipped, batch_clipping, per_layer_C, norms_first_layer(_layerwise),
-  norms_of_mean_loss, fast_path_with_dropout, last_example_unclipped) and 0 of 16 of the four batch
+  norms_of_mean_loss, fast_path_with_dropout, last_example_unclipped, clip_2C_microbatch; the eleventh,
+  first_norm_off_by_one, was planted after) and 0 of 16 of the four batch
   variants (first_rows_batch, duplicate_row, mixup, dataloader_shuffle) flagged;
 * after it: every variant that voids DP flagged 4 of 4 (noise_check: the clipping variants, the four
   batch variants and the noise or weight variants; sampler_check: with_replacement,
