@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.audit.clip_monitor import ClipMonitor, merge_clip_into
 from dpaudit.audit.noise_monitor import NoiseMonitor, share_blocks
 from dpaudit.audit.row_ledger import RowLedger
 from dpaudit.audit.weight_certificate import OptimizerRule, merge_into
@@ -173,10 +174,19 @@ class MechanismObserver:
         self.monitor: NoiseMonitor | None = None
         self.weights: WeightMonitor | None = None
         self.ledger: SamplerLedger | None = None
+        self.clipping: ClipMonitor | None = None
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
         self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries, block=False)
         return self.monitor
+
+    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float, rows: tuple[np.ndarray, np.ndarray],
+                     drop_remainder: int | None) -> ClipMonitor:
+        """The clipping certificate's monitor (``dpaudit.audit.clip_monitor``; the red team's clipping and
+        batch bugs): it also hears every draw and update, to check the batches against the rows drawn."""
+        self.clipping = ClipMonitor([v.name for v in net.trainable_variables], steps=steps, seed=seed,
+                                    clip_norm=clip_norm, rows=rows, drop_remainder=drop_remainder)
+        return self.clipping
 
     def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list,
                        rule: dict[str, Any]) -> WeightMonitor | None:
@@ -195,18 +205,24 @@ class MechanismObserver:
 
     def drew(self, rows: np.ndarray) -> None:
         self.ledger.drew(rows)
+        if self.clipping is not None:
+            self.clipping.drew(rows)
 
     def drew_canaries(self, rows: np.ndarray) -> None:
         self.ledger.drew_canaries(rows)
 
     def executed(self, empty: bool = False) -> None:
         self.ledger.executed(empty=empty)
+        if self.clipping is not None:
+            self.clipping.executed(empty=empty)
 
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                                   published_epsilon=published_epsilon, delta=delta, privacy=privacy,
                                   weights=self.weights.finish() if self.weights is not None else None)
+        if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)
+            checks["noise_check"] = merge_clip_into(checks["noise_check"], self.clipping.finish())
         for name, passed, sentence in (
                 ("noise certificate", checks["noise_check"].get("passed"),
                  noise_certificate.summary_sentence(checks["noise_check"])),

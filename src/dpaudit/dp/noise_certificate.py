@@ -367,6 +367,15 @@ def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> st
     if test == "weights_rule":  # the weight certificate (dpaudit.audit.weight_certificate, issue 45)
         return (f"{name} moved outside the optimizer's rule applied to the certified update (first after update "
                 f"{failure.get('after_update', '?')}, {float(failure.get('deviation', math.nan)):.3g} rounding units)")
+    if test == "clipped_sum" and name == "(norms)":  # the clipping certificate (dpaudit.audit.clip_monitor)
+        return (f"the norms the path clipped by are not its gradients' (data step {failure.get('after_update', '?')}, "
+                f"{float(failure.get('deviation', math.nan)):.3g} relative): the sum's sensitivity is not C")
+    if test == "clipped_sum":
+        return (f"{name}: the sum the noise was added to is not Σ min(1, C/‖g_i‖)·g_i (data step "
+                f"{failure.get('after_update', '?')}, {float(failure.get('deviation', math.nan)):.3g} rounding units): "
+                "its sensitivity is not C")
+    if test == "batch_rows":
+        return f"the batch of data step {failure.get('after_update', '?')} is not the rows the sampler drew"
     return f"{name}: {test}"
 
 
@@ -405,6 +414,9 @@ def summary_sentence(check: Mapping[str, Any] | None) -> str:
     if not check.get("privacy_failure", True):
         return (f"the noise actually added, measured {where}, is more than the accountant assumes: {problems}; "
                 "the guarantee holds, the model pays for noise it was not promised")
+    if all(f["test"] in ("clipped_sum", "batch_rows") for f in check["failures"]):
+        return (f"the noise actually added was measured {where}, but not added to a sum of sensitivity C over the "
+                f"rows drawn: {problems}; the released model exists, but its DP guarantee does not hold")
     if all(f["test"] == "weights_rule" for f in check["failures"]):
         return (f"the noise actually added was measured {where}, but the weights did not move by the updates it "
                 f"was read from: {problems}; the released model exists, but its DP guarantee does not hold")

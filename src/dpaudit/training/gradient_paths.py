@@ -76,6 +76,7 @@ class StepContext:
     noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: the correct one
     weights: Any = None  # dpaudit.audit.weight_monitor.WeightMonitor (set once the optimizer exists), or None
     stray: Callable | None = None  # a planted stray update after the optimizer call (power tests); None: none
+    clipping: Any = None  # dpaudit.audit.clip_monitor.ClipMonitor, or None
 
     def __post_init__(self):
         from dpaudit import _tf
@@ -148,6 +149,18 @@ class StepContext:
         apply_gradients(zip(update, self.optimized(), strict=True), **ONE_REPLICA)
         if self.stray is not None:
             self.stray(noised)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the step's tape is read again after the path's own backward pass (norm or clip check)."""
+        return self.check or self.clipping is not None
+
+    def check_clipping(self, tape, x, y, unit_losses, norms, clipped) -> None:
+        """The clipping certificate's reading (``dpaudit.audit.clip_monitor``): the batch the step trained
+        on, the path's clipped sum, the norms it clipped by and, on the same tape, the clipped units' own
+        losses (examples, or microbatch groups)."""
+        if self.clipping is not None:
+            self.clipping.observe(tape, x, y, unit_losses, norms, clipped, self.variables)
 
     def canary_state(self):
         """[1 + slots, m]: the canary coordinates' weights and optimizer slots (``get_slot_names()`` order)
@@ -272,7 +285,7 @@ def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
         # before the update: the slow tapes must read the weights the norms were computed at
         alone = ctx.slow_norms(x, y, extra[-1]) if check else None
         weights, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
-        with tf.GradientTape(persistent=check) as tape:
+        with tf.GradientTape(persistent=ctx.persistent) as tape:
             logits = net(x, training=True)
             clipped_loss = net.loss(y, logits, weights)
             losses, correct = ctx.batch_stats(y, logits)
@@ -280,6 +293,7 @@ def fast_gradient_clipping(ctx: StepContext, **_) -> GradientPath:
             clipped_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
         checked = ctx.checked(norms, extra[-1], tape, losses, logits, alone) if check else None
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
         noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((tf.reduce_sum(losses), correct, ctx.fraction_above_clip(norms)), checked)
@@ -301,7 +315,7 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
     def step(x, y, *extra):
         canary_mask = extra[0] if m_canary else None
         masks = sample_masks(tf.shape(x)[0])
-        with tf.GradientTape(persistent=check) as tape:
+        with tf.GradientTape(persistent=ctx.persistent) as tape:
             logits, taps = tapped_forward(chain, x, tf, masks)
             losses, correct = ctx.batch_stats(y, logits)
             summed = tf.reduce_sum(losses)
@@ -310,8 +324,9 @@ def masked_ghost_clipping(ctx: StepContext, *, dropout_masks: Callable | None = 
         checked = (ctx.checked(norms, extra[-1], tape, losses, logits, ctx.slow_norms(x, y, extra[-1], masks, chain))
                    if check else None)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), tf.shape(y)[0])
-        noised = ctx.noised_update(ctx.dense_clipped(taps, deltas, factors), tf.shape(y)[0], canary_mask,
-                                   canary_weights)
+        clipped = ctx.dense_clipped(taps, deltas, factors)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
+        noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)
 
@@ -350,7 +365,6 @@ def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
             summed = tf.reduce_sum(losses)
         grads_and_vars = opt._compute_gradients(losses, variables, tape=tape)
         deltas = tape.gradient(summed, [z for _, z, _ in taps])
-        del tape
         norms = tf.sqrt(ghost_squared_norms(taps, deltas, tf))
         # The optimizer returns (Σ clip_C(g_i) + N(0, σ²C²)) / |b|; rescaling by
         # |b|/B gives the same sum divided by the expected batch size B.
@@ -360,7 +374,9 @@ def vectorized_optimizer(ctx: StepContext, **_) -> GradientPath:
         # the clipped sum computed here (ghost norms, hᵀ(w ⊙ δ) from the same forward pass) is the
         # noise monitor's reference: update · B − it is the noise that reaches the weights
         clipped = (ctx.dense_clipped(taps, deltas, ctx.ratio_weights(norms))
-                   if ctx.monitor is not None or ctx.stray is not None else update)
+                   if ctx.monitor is not None or ctx.stray is not None or ctx.clipping is not None else update)
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
+        del tape
         ctx.apply(opt.apply_gradients, NoisedUpdate(update, None, clipped, None))
         return summed, correct, ctx.fraction_above_clip(norms)
 
@@ -387,7 +403,7 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
         starts = tf.cumsum(sizes, exclusive=True)
         group = tf.repeat(tf.range(k), sizes)
         weight = 1.0 / tf.cast(tf.gather(sizes, group), tf.float32)
-        with tf.GradientTape(persistent=check) as tape:
+        with tf.GradientTape(persistent=ctx.persistent) as tape:
             logits, taps = tapped_forward(chain, x, tf)
             losses, correct = ctx.batch_stats(y, logits)
             # Σ_j mean_{i∈b_j} loss_i: its δ at each pre-activation carries the
@@ -423,6 +439,10 @@ def microbatch_group_gradients(ctx: StepContext, *, microbatches: int | None = N
             checked = (tf.gather(norms, groups), batched, alone, gaps)
         factors, canary_weights = ctx.split_weights(clip_weights(ctx.with_canary_norms(norms)), k)
         clipped = [tf.tensordot(factors, group_grads[v.ref()], axes=1) for v in variables]
+        if ctx.clipping is not None:
+            with tape:  # the groups' mean losses, the units the path clips
+                group_losses = tf.math.unsorted_segment_sum(losses * weight, group, k)
+            ctx.check_clipping(tape, x, y, group_losses, norms, clipped)
         noised = ctx.noised_update(clipped, k, canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         nonempty = sizes > 0

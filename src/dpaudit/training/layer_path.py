@@ -46,7 +46,7 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
     def step(x, y, *extra):
         canary_mask = extra[0] if m_canary else None
         masks = sample_masks(tf.shape(x)[0]) if sample_masks is not None else None
-        with tf.GradientTape(persistent=check) as tape:
+        with tf.GradientTape(persistent=ctx.persistent) as tape:
             logits, taps = tapped_forward(chain, x, masks)
             losses, correct = ctx.batch_stats(y, logits)
             summed = tf.reduce_sum(losses)
@@ -59,8 +59,9 @@ def layerwise_clipping(ctx: StepContext, *, dropout_masks: Callable | None = Non
         clipped = {}
         for g in grads:
             clipped.update(g.clipped(factors))
-        noised = ctx.noised_update([clipped[v.ref()] for v in variables], tf.shape(y)[0], canary_mask,
-                                   canary_weights)
+        clipped = [clipped[v.ref()] for v in variables]
+        ctx.check_clipping(tape, x, y, losses, norms, clipped)
+        noised = ctx.noised_update(clipped, tf.shape(y)[0], canary_mask, canary_weights)
         ctx.apply(opt.apply_gradients, noised)
         return ctx.finish((summed, correct, ctx.fraction_above_clip(norms)), checked)
 

@@ -23,6 +23,13 @@ class TrainingObserver(Protocol):
         """The graph-side recorder the step hands its noise to (``build_train_step(noise_monitor=...)``),
         or None; not called on a path whose noise the step cannot expose (vectorized_optimizer)."""
 
+    def clip_monitor(self, net, *, steps: int, seed: int, clip_norm: float, rows: tuple[np.ndarray, np.ndarray],
+                     drop_remainder: int | None) -> Any:
+        """The graph-side recorder that, at data steps of its choosing, checks the path's clipped sum and
+        norms on the step's tape and the batch against the rows drawn (``build_train_step(clip_monitor=...)``),
+        or None: ``rows`` the training's (x, y), the population's first rows; ``drop_remainder`` k when the
+        loop drops each drawn batch's last |b| mod k rows (microbatches under shuffling)."""
+
     def weight_monitor(self, *, variables: list, optimizer: Any, frozen: list, rule: dict[str, Any]) -> Any:
         """The graph-side recorder that reads, just before every optimizer call, the state the call
         changes and the update it is handed (``build_train_step(weight_monitor=...)``), or None:

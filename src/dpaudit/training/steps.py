@@ -226,6 +226,7 @@ def build_train_step(
     noise_monitor: Any = None,
     noise_seed: int = 0,
     weight_monitor: Callable | None = None,
+    clip_monitor: Any = None,
 ):
     """Return ``(step, noise_step, optimizer_object)`` for a logits-output model ``net``.
 
@@ -262,6 +263,11 @@ def build_train_step(
     (``StepContext.apply``); the noise certificate reads it after training. The
     vectorized optimizer draws its noise inside tensorflow-privacy; its monitor's reference
     is the clipped sum the step computes from the same forward pass (ghost norms).
+
+    ``clip_monitor`` (``dpaudit.audit.clip_monitor.ClipMonitor`` over the trainable variables): at the
+    steps it chose, it checks on the step's own tape that the path's clipped sum is Σ_i min(1, C/n_i)·g_i
+    for the norms n_i the path clipped by, and a few n_i against their unit's own gradient
+    (``StepContext.check_clipping``; the clipping certificate).
 
     ``weight_monitor`` (``dpaudit.training.observer.TrainingObserver.weight_monitor``): called
     once the optimizer exists with ``variables`` (the model's trainable variables, then the
@@ -329,6 +335,7 @@ def build_train_step(
         # TF Privacy divides by the number of microbatches; per-example DP-SGD by B.
         divisor=float(microbatches) if microbatches is not None else float(expected_batch_size),
         monitor=noise_monitor,
+        clipping=clip_monitor,
         noise=_planted_noise(policy, net, m_canary, float(noise_multiplier) * float(policy.noise_factor) * clip,
                              noise_seed) if policy.noise_planted else None,
     )

@@ -264,9 +264,12 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     net = logits_model(model)
     if p["mechanism"] != "dpsgd":
         observer = None  # a baseline's training has no mechanism to watch
-    monitor = None
+    monitor = clip_monitor = None
     if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
+        clip_monitor = observer.clip_monitor(
+            net, steps=steps, seed=p["seed"], clip_norm=p["clip_norm"], rows=(x, y),
+            drop_remainder=k if k is not None and p["sampling"] == "shuffle" else None)
     step, noise_step, opt = build_train_step(
         net,
         mechanism=p["mechanism"],
@@ -286,6 +289,7 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
         noise_monitor=monitor,
         noise_seed=int(np.random.SeedSequence([p["seed"], 9]).generate_state(1)[0]),
         weight_monitor=observer.weight_monitor if observer is not None else None,
+        clip_monitor=clip_monitor,
     )
     check_norms = canaries is not None and checks_norms(implementation, has_dropout=bool(p["dropout"]))
 
