@@ -202,8 +202,8 @@ def test_privacy_card_ladder_copies_the_rows_and_flags_a_broken_run_in_red():
 POWER_PARAMS = {**PARAMS, "epochs": 4}
 
 
-def _claim_test(policy):
-    scores, record = _twin(policy, input_canaries=0, canaries=2000, params=POWER_PARAMS)
+def _claim_test(policy, canaries=2000):
+    scores, record = _twin(policy, input_canaries=0, canaries=canaries, params=POWER_PARAMS)
     rows = _rows(scores, record)
     flag = rows[rows["metric"] == "measured_above_promise"].iloc[0]
     curve = rows[rows["metric"] == "claim_curve_rejected"].iloc[0]
@@ -216,12 +216,16 @@ def test_correct_twin_is_not_rejected_by_the_claim_curve_test():
     assert not rejected and flag["verdict"] != "above_promise"
 
 
-@pytest.mark.parametrize("policy", [MechanismPolicy(noise_factor=0.5), MechanismPolicy(clip_factor=2.0),
-                                    MechanismPolicy(sample_rate_factor=2.0)],
+@pytest.mark.parametrize(("policy", "canaries"), [(MechanismPolicy(noise_factor=0.5), 2000),
+                                                  (MechanismPolicy(clip_factor=2.0), 2000),
+                                                  (MechanismPolicy(sample_rate_factor=2.0), 4000)],
                          ids=["noise_x0.5", "data_clipped_at_2C", "data_sampled_at_2q"])
-def test_planted_bugs_in_the_real_step_are_rejected_by_the_claim_curve_test(policy):
-    # Measured p-values (seed 0): 0.017, 0.0057, 0.038 at alpha 0.05 with 2,000 canaries over 40 steps.
-    record, rejected, flag = _claim_test(policy)
+def test_planted_bugs_in_the_real_step_are_rejected_by_the_claim_curve_test(policy, canaries):
+    # Measured p-values (seed 0) at alpha 0.05 over 40 steps: 0.017 and 0.0057 with 2,000 canaries; the
+    # doubled rate is the weakest signal: p = 0.038, then 0.084 once the noise came from the step's own
+    # generator (another draw of the same law; seed 1: 0.056), so it gets 4,000 canaries (p = 0.0011,
+    # seed 1: 0.0035).
+    record, rejected, flag = _claim_test(policy, canaries)
     assert record["planted_bug"] == policy.as_dict()
     assert rejected and flag["verdict"] == "above_promise" and flag["decided_by"] == "claim_curve_test"
 

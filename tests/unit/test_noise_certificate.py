@@ -533,3 +533,15 @@ def test_more_noise_than_claimed_is_a_utility_bug_not_a_privacy_failure():
     assert not info["noise_check"]["passed"] and not info["noise_check"]["privacy_failure"]
     assert "utility bug" in noise_certificate.summary_sentence(info["noise_check"])
     assert mechanism_failure(mechanism_rows(info, None)) == (None, None)
+
+
+def test_empty_batches_draw_fresh_noise():
+    """An expected batch of 2 of 600 leaves many batches empty; their noise-only updates must draw
+    noise of their own. With tensorflow-privacy's seeded tf.random.normal, the noise step's draws
+    repeated the data step's (same op seeds in both traced functions): steps_independent failed at
+    correlation 1.0 on every seed. One generator shared by both steps draws fresh noise."""
+    info = _train(batch_size=2, epochs=1, seed=0)
+    assert info["sampler"]["empty_batches"] > 10
+    check = info["noise_check"]
+    assert check["passed"], check["failures"]
+    assert check["sample_tests"]["steps_independent"]["largest_correlation"] < 0.9

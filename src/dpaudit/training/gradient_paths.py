@@ -73,7 +73,9 @@ class StepContext:
     check_examples: int  # how many
     divisor: float  # B, or k with microbatches
     monitor: Any = None  # dpaudit.audit.noise_monitor.NoiseMonitor, or None
-    noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: the correct one
+    # the noise draw, tensors → noised tensors: steps._gaussian_noise (one generator for the step and the
+    # empty-batch step), or a planted bug's
+    noise: Callable | None = None
     weights: Any = None  # dpaudit.audit.weight_monitor.WeightMonitor (set once the optimizer exists), or None
     stray: Callable | None = None  # a planted stray update after the optimizer call (power tests); None: none
     clipping: Any = None  # dpaudit.audit.clip_monitor.ClipMonitor, or None
@@ -126,10 +128,8 @@ class StepContext:
         + N(0, σ²C²) per coordinate, divided by the fixed divisor."""
         canaries = [canary_mask * self.canary_norms * canary_weights] if self.m_canary else []
         if self.noise is None:
-            noised = self.tfp.gradient_clipping_utils.add_aggregate_noise(
-                [*clipped, *canaries], units, self.clip, self.sigma, loss_reduction="sum")
-        else:
-            noised = self.noise([*clipped, *canaries])
+            raise RuntimeError("StepContext.noise is not set: build the step with build_train_step")
+        noised = self.noise([*clipped, *canaries])
         observed = noised[-1] / self.clip if self.m_canary else None
         return NoisedUpdate([g / self.divisor for g in noised[:len(clipped)]], observed, list(clipped),
                             canaries[0] if canaries else None, noised[-1] / self.divisor if self.m_canary else None)
