@@ -6,7 +6,8 @@ sampler drew from, the rate it drew at, the rows drawn at every step and the upd
 executed, empty-batch noise steps included. ``reproduce_accounting`` then checks:
 
 * ``rate``: the accountant's q equals the sampler's rate, and the rows actually drawn
-  agree with it. Under Poisson sampling Σ_t |b_t| ~ Binomial(T·N, q): an exact two-sided
+  agree with it (under shuffling a lower rate than accounted, each row still at most once an
+  epoch, is a note: an audit twin's input canaries join the shuffled rows). Under Poisson sampling Σ_t |b_t| ~ Binomial(T·N, q): an exact two-sided
   binomial test at level ``ALPHA``. Under shuffling the realized rate Σ|b_t| / (T·N) must
   equal B/N. Whether the rows follow the sampler's law (the batch sizes' law, each row's
   participation, independence across steps) is the sampler check's
@@ -141,10 +142,17 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
     draws = executed * population
     realized = rows / draws if draws else math.nan
     problems: list[str] = []
+    notes: list[str] = []
     q_acc, t_acc = float(accountant_inputs["sampling_probability"]), int(accountant_inputs["steps"])
     sigma_acc = float(accountant_inputs["noise_multiplier"])
     if not _same(q_acc, rate):
-        problems.append(f"the accountant was given q = {q_acc:.6g}, the sampler drew at {rate:.6g}")
+        if sampling == "shuffle" and rate < q_acc:
+            # each row at most once an epoch, at a lower rate than accounted: an audit twin's input
+            # canaries join the shuffled rows (B of N + m a step); shuffle's ε rests on the epochs alone
+            notes.append(f"the accountant was given q = {q_acc:.6g}; the shuffled sampler drew each of its "
+                         f"{population:,} rows at {rate:.6g}, at most once an epoch: fewer draws than accounted")
+        else:
+            problems.append(f"the accountant was given q = {q_acc:.6g}, the sampler drew at {rate:.6g}")
     if sampling == "poisson":
         rate_p = two_sided_binomial_p(rows, draws, q_acc)
         if rate_p <= ALPHA:
@@ -178,6 +186,7 @@ def reproduce_accounting(*, published_epsilon: float, delta: float, accountant_i
     return {
         "reproduced": not problems,
         "problems": problems,
+        "notes": notes,
         "published_epsilon": float(published_epsilon),
         "recomputed_epsilon": recomputed,
         "recomputed_with": RECOMPUTED_WITH.get(accountant, accountant),
