@@ -22,15 +22,14 @@ Every ``train_model`` round clears the accounting check's remembered recomputati
 (``accounting_check.clear_cache``), as a job's first run; a few further runs with the same inputs
 give the cost a batch job's other seeds pay.
 
-Measured (``--rounds 5 --skip-accounting``, one run, a shared 2-core machine under load ~2.5;
-docs/architecture.md, "Cost and validity of issue 45's checks"): compiled step with both monitors
-1.04× (MLP, 0.393 → 0.407 ms) and 1.02× (CNN, 1.83 → 1.86 ms), each monitor alone 0.97–1.003×;
-train_seconds 1.075× (MLP) and 1.03× (CNN); checks after training 0.093 s (MLP) and 0.10 s (CNN),
-(loop + checks) / loop 1.44× and 1.22×, with the accounting recomputation remembered 0.013 s and
-0.021 s (1.125× and 1.07×); before the cuts of that section, the same session: 1.07× and 1.03×
-compiled, train_seconds 1.11× and 1.06×, remembered checks 0.027 s and 0.047 s (1.22× and 1.14×).
-The accounting check alone (``--rounds 9``, earlier) 0.03 / 0.09 / 0.15 s at ε = 1 / 4 / 16 with
-dp_accounting's RDP and PLD; with dpaudit.dp.rdp_series alone (the claim's kind) 1.8 / 3.3 / 3.5 ms.
+Measured (``--rounds 5``, one run, the merged tree with the clipping certificate, a shared 2-core
+machine; docs/architecture.md, "Cost and validity of issue 45's checks"): compiled step with both
+monitors (no clipping certificate) 1.04× (MLP, 0.384 → 0.400 ms) and 1.00× (CNN, 1.52 → 1.52 ms);
+train_seconds with every check 1.68× (MLP, 0.311 → 0.524 s) and 1.59× (CNN, 0.544 → 0.866 s), epochs
+2–10 1.17× and 1.11× (the clipping certificate's tf.cond and its ~0.15 s of tracing); checks after
+training 0.016 s (MLP) and 0.024 s (CNN) with the accounting recomputed, (loop + checks) / loop 1.74×
+and 1.64×. The accounting check alone 2.4 / 3.9 / 4.5 ms at ε = 1 / 4 / 16 (dpaudit.dp.rdp_series;
+0.03 / 0.09 / 0.15 s with dp_accounting's RDP and PLD before).
 
 ``--validity N``: the correct mechanism over N seeds × ε ∈ {1, 4} on every gradient path and
 optimizer (tiny MLPs, the unit test's sizes): how many noise or weight certificates fail (the
