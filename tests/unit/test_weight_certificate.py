@@ -327,6 +327,38 @@ def test_a_state_moved_before_the_first_update_is_flagged():
     assert record["failures"][0]["variable"] == f"{net.trainable_variables[2].name} (momentum slot)"
 
 
+@pytest.mark.parametrize("implementation", ["fast_gradient_clipping", "layerwise_clipping"])
+def test_a_start_that_read_the_data_is_flagged(monkeypatch, implementation):
+    """A data-dependent initialization (the output bias set from the members' label frequencies, as
+    some code does for class imbalance) between the model's build and the step's: every other check
+    passes (it happens before the weight monitor reads its start state); the rebuild from the seed
+    alone differs (found by the red team, bench/bench_planted_bugs.py's data_dependent_init)."""
+    import dpaudit.training.train as train_module
+
+    frame = _frame(n_train=300, d=6)
+    counts = np.bincount(frame.loc[frame["split"] == "train", "label"].to_numpy(), minlength=3) + 1.0
+    real = train_module.logits_model
+
+    def leaky(model):
+        net = real(model)
+        bias = net.trainable_variables[-1]
+        bias.assign(np.log(counts[:bias.shape[0]] / counts.sum()).astype(np.float32))
+        return net
+
+    monkeypatch.setattr(train_module, "logits_model", leaky)
+    info = _train(MechanismPolicy(), dp_implementation=implementation)
+    record = info["noise_check"]["weights"]["initialization"]
+    assert not record["passed"] and record["variable"] == info["noise_check"]["weights"]["failures"][-1]["variable"]
+    assert record["variable"].endswith("bias:0") and record["largest_difference"] > 0.1
+    assert _decided_by(info) == ("above_promise", "noise_check")
+
+
+def test_a_correct_start_equals_the_rebuild():
+    info = _train(MechanismPolicy())
+    record = info["noise_check"]["weights"]["initialization"]
+    assert record["passed"] and record["largest_difference"] == 0.0 and record["variables"] == 4
+
+
 # ------------------------------------------------------------------ validity
 
 

@@ -29,6 +29,7 @@ from dpaudit.audit.weight_monitor import WeightMonitor
 from dpaudit.dp import accounting_check, noise_certificate, sampler_check
 
 __all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "MechanismObserver", "SamplerLedger",
+           "initial_state_check",
            "mechanism_checks", "monitor_for", "not_certified"]
 
 CANARY_VARIABLE = "canary_coordinates"
@@ -156,6 +157,34 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
     return {"noise_check": noise, "accounting_check": accounting, "sampler_check": sampler}
 
 
+def initial_state_check(weights: dict[str, Any], initial: list[tuple[str, np.ndarray]], rebuilt) -> dict[str, Any]:
+    """The weight certificate's record with ``initialization``: the model's variables when the step was
+    built against a build from the configuration and seed alone (``rebuilt``, no data; builders are
+    refused unless two builds with one seed agree, ``training.architectures.check_model``). Any
+    difference fails (test ``weights_rule``, update 0): the start read the data (a bias set from the
+    labels' frequencies, a normalization adapted to the members, a seed drawn from the rows)."""
+    fresh = [*rebuilt.trainable_variables, *rebuilt.non_trainable_variables]
+    model = [*initial[:len(rebuilt.trainable_variables)], *initial[len(initial) - len(rebuilt.non_trainable_variables):]]
+    record = {"variables": len(fresh), "passed": True, "largest_difference": 0.0, "variable": None}
+    if len(model) != len(fresh) or any(a.shape != tuple(b.shape) for (_, a), b in zip(model, fresh, strict=False)):
+        record.update(passed=False, largest_difference=math.inf, reason="the model's variables are not the "
+                      "rebuilt model's (another architecture than its configuration builds)")
+    else:
+        gaps = [float(np.max(np.abs(a.astype(np.float64) - np.asarray(b.value(), np.float64)), initial=0.0))
+                for (_, a), b in zip(model, fresh, strict=True)]
+        worst = int(np.argmax(gaps)) if gaps else 0
+        record.update(largest_difference=max(gaps, default=0.0), variable=model[worst][0] if gaps else None,
+                      passed=not any(g > 0 for g in gaps))
+    out = {**weights, "initialization": record}
+    if not record["passed"]:
+        out["passed"] = False
+        out["failures"] = [*weights["failures"], {
+            "variable": record["variable"] or "(all)", "after_update": 0, "deviation": math.inf,
+            "reason": "the initial weights differ from a build from the configuration and seed alone: the "
+                      "initialization depends on the data"}]
+    return out
+
+
 class MechanismObserver:
     """The mechanism checks of one DP-SGD training, as its observer (``train_model(observer=...)``):
     the noise monitor the step records into, the weight monitor (issue 45: the weights moved only by
@@ -175,6 +204,11 @@ class MechanismObserver:
         self.weights: WeightMonitor | None = None
         self.ledger: SamplerLedger | None = None
         self.clipping: ClipMonitor | None = None
+        self.rebuild: Any = None
+        self.initial: list[tuple[str, np.ndarray]] | None = None
+
+    def initialized(self, rebuild) -> None:
+        self.rebuild = rebuild
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> NoiseMonitor:
         self.monitor = monitor_for(net, steps=steps, seed=seed, canaries=canaries, block=False)
@@ -192,6 +226,9 @@ class MechanismObserver:
                        rule: dict[str, Any]) -> WeightMonitor | None:
         self.weights = (WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
                                       frozen=frozen, block=False) if self.check_weights else None)
+        if self.weights is not None and self.rebuild is not None:
+            # the state the step starts from (the weight certificate holds it unchanged until the first update)
+            self.initial = [(v.name, np.array(v.value())) for v in [*variables, *frozen]]
         share_blocks([self.monitor, self.weights])
         if self.monitor is not None and self.weights is not None and self.monitor.block is self.weights.block:
             self.monitor.residual_from(self.weights)  # the updates are in the row already (not with float64 weights)
@@ -218,9 +255,11 @@ class MechanismObserver:
 
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
+        weights = self.weights.finish() if self.weights is not None else None
+        if weights is not None and self.initial is not None:
+            weights = initial_state_check(weights, self.initial, self.rebuild())
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
-                                  published_epsilon=published_epsilon, delta=delta, privacy=privacy,
-                                  weights=self.weights.finish() if self.weights is not None else None)
+                                  published_epsilon=published_epsilon, delta=delta, privacy=privacy, weights=weights)
         if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)
             checks["noise_check"] = merge_clip_into(checks["noise_check"], self.clipping.finish())
         for name, passed, sentence in (

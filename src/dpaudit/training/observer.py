@@ -9,6 +9,7 @@ its ``TwinCanaries`` (``dpaudit.audit.canary_plan.CanaryPlan`` satisfies it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +19,10 @@ __all__ = ["TrainingObserver", "TwinCanaries"]
 
 class TrainingObserver(Protocol):
     """What watches one DP-SGD training, called by ``dpaudit.training.train.train_model``."""
+
+    def initialized(self, rebuild: Callable[[], Any]) -> None:
+        """The model is built: ``rebuild()`` builds it again from its configuration and seed alone (no
+        data); its weights are what the training must start from (a data-dependent start is a bug)."""
 
     def noise_monitor(self, net, *, steps: int, seed: int, canaries: int) -> Any:
         """The graph-side recorder the step hands its noise to (``build_train_step(noise_monitor=...)``),

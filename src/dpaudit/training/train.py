@@ -264,6 +264,8 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     net = logits_model(model)
     if p["mechanism"] != "dpsgd":
         observer = None  # a baseline's training has no mechanism to watch
+    if observer is not None:
+        observer.initialized(lambda: build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"]))
     monitor = clip_monitor = None
     if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
