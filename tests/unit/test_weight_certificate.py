@@ -414,3 +414,13 @@ def test_correct_mechanism_flags_at_most_once_in_120_trainings_on_every_path_and
     certificate or weight certificate; at family-wise 1e-3 the expected count is 0.12."""
     runs, flags = validity_run(4)
     assert runs == 120 and len(flags) <= 1, flags
+
+
+def test_a_builder_that_needs_more_than_its_seed_fails_the_start():
+    from dpaudit.audit.mechanism_checks import initial_state_check
+
+    base = {"passed": True, "failures": [], "updates": 3}
+    out = initial_state_check(base, [("dense/kernel:0", np.zeros((2, 2), np.float32))],
+                              TypeError("build_model() missing 1 required positional argument: 'x'"))
+    assert not out["passed"] and out["failures"][-1]["after_update"] == 0
+    assert "could not be built again" in out["initialization"]["reason"] and base["passed"]

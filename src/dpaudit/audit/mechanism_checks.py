@@ -157,24 +157,33 @@ def mechanism_checks(monitor: NoiseMonitor | None, ledger: SamplerLedger, *, noi
     return {"noise_check": noise, "accounting_check": accounting, "sampler_check": sampler}
 
 
+def _start_against(initial: list[tuple[str, np.ndarray]], rebuilt) -> dict[str, Any]:
+    """``initial_state_check``'s comparison: the record of the start against the rebuild (or the
+    exception the rebuild raised)."""
+    if isinstance(rebuilt, Exception):
+        return {"variables": None, "passed": False, "largest_difference": math.inf, "variable": None,
+                "reason": f"the model could not be built again from its configuration and seed alone "
+                          f"({type(rebuilt).__name__}: {rebuilt}): its start needs more, e.g. the data"}
+    fresh = [*rebuilt.trainable_variables, *rebuilt.non_trainable_variables]
+    model = [*initial[:len(rebuilt.trainable_variables)], *initial[len(initial) - len(rebuilt.non_trainable_variables):]]
+    if len(model) != len(fresh) or any(a.shape != tuple(b.shape) for (_, a), b in zip(model, fresh, strict=False)):
+        return {"variables": len(fresh), "passed": False, "largest_difference": math.inf, "variable": None,
+                "reason": "the model's variables are not the rebuilt model's (another architecture than its "
+                          "configuration builds)"}
+    gaps = [float(np.max(np.abs(a.astype(np.float64) - np.asarray(b.value(), np.float64)), initial=0.0))
+            for (_, a), b in zip(model, fresh, strict=True)]
+    worst = int(np.argmax(gaps)) if gaps else 0
+    return {"variables": len(fresh), "passed": not any(g > 0 for g in gaps),
+            "largest_difference": max(gaps, default=0.0), "variable": model[worst][0] if gaps else None}
+
+
 def initial_state_check(weights: dict[str, Any], initial: list[tuple[str, np.ndarray]], rebuilt) -> dict[str, Any]:
     """The weight certificate's record with ``initialization``: the model's variables when the step was
     built against a build from the configuration and seed alone (``rebuilt``, no data; builders are
     refused unless two builds with one seed agree, ``training.architectures.check_model``). Any
     difference fails (test ``weights_rule``, update 0): the start read the data (a bias set from the
     labels' frequencies, a normalization adapted to the members, a seed drawn from the rows)."""
-    fresh = [*rebuilt.trainable_variables, *rebuilt.non_trainable_variables]
-    model = [*initial[:len(rebuilt.trainable_variables)], *initial[len(initial) - len(rebuilt.non_trainable_variables):]]
-    record = {"variables": len(fresh), "passed": True, "largest_difference": 0.0, "variable": None}
-    if len(model) != len(fresh) or any(a.shape != tuple(b.shape) for (_, a), b in zip(model, fresh, strict=False)):
-        record.update(passed=False, largest_difference=math.inf, reason="the model's variables are not the "
-                      "rebuilt model's (another architecture than its configuration builds)")
-    else:
-        gaps = [float(np.max(np.abs(a.astype(np.float64) - np.asarray(b.value(), np.float64)), initial=0.0))
-                for (_, a), b in zip(model, fresh, strict=True)]
-        worst = int(np.argmax(gaps)) if gaps else 0
-        record.update(largest_difference=max(gaps, default=0.0), variable=model[worst][0] if gaps else None,
-                      passed=not any(g > 0 for g in gaps))
+    record = _start_against(initial, rebuilt)
     out = {**weights, "initialization": record}
     if not record["passed"]:
         out["passed"] = False
@@ -257,7 +266,11 @@ class MechanismObserver:
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         weights = self.weights.finish() if self.weights is not None else None
         if weights is not None and self.initial is not None:
-            weights = initial_state_check(weights, self.initial, self.rebuild())
+            try:
+                rebuilt = self.rebuild()
+            except Exception as error:  # noqa: BLE001 (a builder that needs more than its configuration and seed)
+                rebuilt = error
+            weights = initial_state_check(weights, self.initial, rebuilt)
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                                   published_epsilon=published_epsilon, delta=delta, privacy=privacy, weights=weights)
         if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)
