@@ -287,7 +287,8 @@ def test_overview_mechanism_checks_column(checked):
     text = {run: c[column][1] for run, c in cells.items()}
     assert text[DPSGD].startswith('<span class="pass">passed</span> (noise certificate, sampler check, '
                                   'accounting check)')
-    assert "read: noise, rows, accountant&#x27;s inputs" in text[DPSGD]  # what the checks read (issue 45)
+    # what the checks read (issue 45)
+    assert "read: noise, weights, clipped sums, rows, accountant&#x27;s inputs" in text[DPSGD]
     assert 'data-metric="noise_variance_ratio_min"' in text[DPSGD] and 'data-value="0.98"' in text[DPSGD]
     assert text[BROKEN].startswith('<strong class="fail">FAILED</strong> (noise certificate); '
                                    '<span class="pass">passed</span> (sampler check, accounting check)')
