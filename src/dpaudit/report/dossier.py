@@ -495,7 +495,9 @@ def _mechanism_lines(view: RunView) -> list[Line]:
         flag = "" if passed is None else (f"family-wise level {found.get('family_alpha'):g}"
                                           if found.get("family_alpha") is not None else "")
         read = f"Read: {READS[metric][1]}. " if metric in READS else ""
-        lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(read + (found.get("note") or "")),
+        note = found.get("note") or ""
+        note = note[:1].upper() + note[1:]  # a sentence of its own after what was read
+        lines.append(Line(esc(label_of("canary", metric)), esc(value), esc(flag), esc(read + note),
                           kind_of("canary", metric)))
     if any(line.what == esc(label_of("canary", "accounting_reproduced")) for line in lines):  # DP-SGD
         lines.append(Line("what the white-box canaries observe", "their coordinates' states", "",
