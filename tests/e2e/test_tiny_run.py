@@ -184,9 +184,9 @@ def test_the_dp_run_was_measured_whole_and_says_so(tiny_run):
     ratio = dp[(dp["metric"] == "noise_variance_ratio_min") & (dp["checked_model"] == "released")]["value"]
     assert 0.5 < float(ratio.iloc[0]) < 1.5  # the smallest of 4 variables' ratios, ≥ 20 values each
     page = next(p for p in (results / "dossiers" / "synthetic").glob("*.html") if "dpsgd" in p.name).read_text()
-    assert "the noise actually added was measured on all 66 coordinates" in page
+    assert "The noise actually added was measured on all 66 coordinates" in page
     assert "the weights moved only by the optimizer" in page and "what the white-box canaries observe" in page
-    assert "the accountant&#x27;s inputs match the loop" in page or "the accountant's inputs match the loop" in page
+    assert "The accountant&#x27;s inputs match the loop" in page or "The accountant's inputs match the loop" in page
 
 
 def test_the_table_dataset_was_prepared_trained_and_carded(tiny_run):
