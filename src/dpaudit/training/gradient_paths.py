@@ -73,9 +73,10 @@ class StepContext:
     check_examples: int  # how many
     divisor: float  # B, or k with microbatches
     monitor: Any = None  # dpaudit.audit.noise_monitor.NoiseMonitor, or None
-    # the noise draw, tensors → noised tensors: steps._gaussian_noise (one generator for the step and the
-    # empty-batch step), or a planted bug's
-    noise: Callable | None = None
+    # the noise's generator, one for the step and the empty-batch step (steps.build_train_step: a seeded
+    # op such as tf.random.normal repeated the data step's draws in the noise step)
+    generator: Any = None
+    noise: Callable | None = None  # a planted noise bug's draw (tensors → noised tensors); None: N(0, σ²C²)
     weights: Any = None  # dpaudit.audit.weight_monitor.WeightMonitor (set once the optimizer exists), or None
     stray: Callable | None = None  # a planted stray update after the optimizer call (power tests); None: none
     clipping: Any = None  # dpaudit.audit.clip_monitor.ClipMonitor, or None
@@ -127,9 +128,14 @@ class StepContext:
         """Clipped sum (and the sampled canaries' clipped gradients at their coordinates)
         + N(0, σ²C²) per coordinate, divided by the fixed divisor."""
         canaries = [canary_mask * self.canary_norms * canary_weights] if self.m_canary else []
-        if self.noise is None:
-            raise RuntimeError("StepContext.noise is not set: build the step with build_train_step")
-        noised = self.noise([*clipped, *canaries])
+        if self.noise is not None:
+            noised = self.noise([*clipped, *canaries])
+        elif self.generator is None:
+            raise RuntimeError("StepContext.generator is not set: build the step with build_train_step")
+        else:
+            scale = self.sigma * self.clip
+            noised = [t + self.generator.normal(self.tf.shape(t), stddev=scale, dtype=t.dtype)
+                      for t in [*clipped, *canaries]]
         observed = noised[-1] / self.clip if self.m_canary else None
         return NoisedUpdate([g / self.divisor for g in noised[:len(clipped)]], observed, list(clipped),
                             canaries[0] if canaries else None, noised[-1] / self.divisor if self.m_canary else None)

@@ -26,7 +26,7 @@ Gradient implementations, all exact (g_i is example i's gradient under the
 Dropout masks of the forward pass that the update uses):
 
 * ``fast_gradient_clipping`` (tensorflow-privacy ``clip_grads.compute_gradient_norms``
-  + ``compute_clip_weights``; the noise from the step's own generator, ``_gaussian_noise``):
+  + ``compute_clip_weights``; the noise from the step's own generator, ``StepContext.generator``):
   per-example gradient norms of Dense layers from one extra backward pass (ghost
   norms). Used when the model has no Dropout: its norm pass runs the layers in
   inference mode and a second forward pass draws new Dropout masks, so with
@@ -256,7 +256,10 @@ def build_train_step(
     ``policy`` (``MechanismPolicy``) plants a bug on purpose for power tests; the
     vectorized optimizer supports a noise factor and stray updates only. The noise (planted or
     not) is drawn from one generator seeded by ``noise_seed``, shared by the step and the
-    empty-batch noise step (``_gaussian_noise``).
+    empty-batch noise step (``StepContext.generator``: tensorflow-privacy's seeded
+    ``tf.random.normal`` gets the same op seed in both traced functions, so the noise step's
+    first draw repeated the data step's: with empty batches two updates carried the same noise,
+    issue 45).
 
     ``noise_monitor`` (``dpaudit.audit.noise_monitor.NoiseMonitor`` over the trainable
     variables, then the canary coordinates): every update, the empty batches' included,
@@ -337,9 +340,9 @@ def build_train_step(
         divisor=float(microbatches) if microbatches is not None else float(expected_batch_size),
         monitor=noise_monitor,
         clipping=clip_monitor,
-        noise=(_planted_noise(policy, net, m_canary, float(noise_multiplier) * float(policy.noise_factor) * clip,
-                              noise_seed) if policy.noise_planted
-               else _gaussian_noise(float(noise_multiplier) * float(policy.noise_factor) * clip, noise_seed)),
+        noise=_planted_noise(policy, net, m_canary, float(noise_multiplier) * float(policy.noise_factor) * clip,
+                             noise_seed) if policy.noise_planted else None,
+        generator=tf.random.Generator.from_seed(int(noise_seed)),
     )
     if implementation not in BUILDERS:
         raise ValueError(f"unknown DP implementation {implementation!r}")
@@ -405,24 +408,6 @@ def _planted_stray(kind: str, ctx: StepContext) -> Callable:
         def stray(noised):
             state.assign(0.9 * state + 0.1 * noised.clipped[0])
     return stray
-
-
-def _gaussian_noise(scale: float, seed: int) -> Callable:
-    """The mechanism's noise, N(0, (σC)²) per coordinate: tensors → noised tensors, drawn from one
-    ``tf.random.Generator`` that the step and the empty-batch noise step share. A seeded op such as
-    ``tf.random.normal`` (tensorflow-privacy's ``add_aggregate_noise``) gets the same op seed in
-    every function traced from the same code, so the noise step's first draw repeated the data
-    step's first draw: with empty batches (a small expected batch, e.g. 2 of 600) the noise of two updates was the
-    same (the noise certificate's steps_independent failed at correlation 1.0; issue 45)."""
-    from dpaudit import _tf
-
-    tf = _tf.tf
-    generator = tf.random.Generator.from_seed(int(seed))
-
-    def noised(tensors):
-        return [t + generator.normal(tf.shape(t), stddev=scale, dtype=t.dtype) for t in tensors]
-
-    return noised
 
 
 def _planted_noise(policy: MechanismPolicy, net, m_canary: int, scale: float, seed: int) -> Callable:
