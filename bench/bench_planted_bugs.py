@@ -21,8 +21,12 @@ Measured (one run, 2 seeds × ε ∈ {1, 4} each; flagged = the verdict's decide
 * after it: every variant that voids DP flagged 4 of 4 (noise_check: the clipping variants, the four
   batch variants and the noise or weight variants; sampler_check: with_replacement,
   fixed_size_batches; accounting_check: accountant_q_with_holdout), but data_dependent_init (0 of 4:
-  no check reads where the initial weights came from); 0 of 28 clean runs (7 paths and optimizers)
+  no check read where the initial weights came from); 0 of 28 clean runs (7 paths and optimizers)
   flagged; the CNN (``--model cnn``, layerwise_clipping) the same for the variants that apply to it;
+* with the start check (the model's variables when the step is built against the declared builder's
+  build from the seed alone, ``audit.mechanism_checks.initial_state_check``), rerun on the final tree:
+  every variant that voids DP flagged 4 of 4, data_dependent_init included (noise_check, weights_rule at
+  update 0); 0 of 28 clean runs flagged;
 * data-independent departures flagged as privacy failures all the same: weight_decay and adam_epsilon
   (weights_rule: any rule other than the claimed one fails), noise_on_mean (B× the noise; its mean
   test, at the claimed σ, counts as a privacy failure).

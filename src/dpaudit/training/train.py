@@ -31,7 +31,7 @@ from dpaudit.contract.mechanisms import LINEAR_MECHANISMS
 from dpaudit.dp import accounting
 from dpaudit.logs import InputRefusal
 from dpaudit.progress import Progress
-from dpaudit.training import sampling
+from dpaudit.training import architectures, sampling
 from dpaudit.training.architectures import build_model, shaping_keys
 from dpaudit.training.checkpoint_recorder import CheckpointRecorder
 from dpaudit.training.divergence import (
@@ -265,7 +265,9 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     if p["mechanism"] != "dpsgd":
         observer = None  # a baseline's training has no mechanism to watch
     if observer is not None:
-        observer.initialized(lambda: build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"]))
+        # the declared builder itself, not this driver's name for it: a start changed anywhere in the driver
+        # (a wrapped builder included) differs from it
+        observer.initialized(lambda: architectures.build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"]))
     monitor = clip_monitor = None
     if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
