@@ -124,6 +124,13 @@ def _empirical_block(
     # resample counts laid out directly in the pooled sort order (rank = position of each example)
     c_tr = np.cumsum(_counts(rank[:n_tr][idx_tr], rank.size), axis=1)[:, ends]
     c_pop = np.cumsum(_counts(rank[n_tr:][idx_pop], rank.size), axis=1)[:, ends]
+    return counts_epsilon_star(c_tr, c_pop, n_tr, n_pop, delta, bound)
+
+
+def counts_epsilon_star(c_tr: np.ndarray, c_pop: np.ndarray, n_tr: int, n_pop: int, delta: float,
+                        bound: float) -> np.ndarray:
+    """The empirical ε* of each row from its members' and non-members' counts at or below each distinct
+    loss (the rates of a threshold there), the filter ``bound`` on all four rates."""
     fpr, tnr = c_pop / n_pop, (n_pop - c_pop) / n_pop
     tpr, fnr = c_tr / n_tr, (n_tr - c_tr) / n_tr
     keep = (fpr > bound) & (fnr > bound) & (tnr > bound) & (tpr > bound)

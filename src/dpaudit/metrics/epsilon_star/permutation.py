@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpaudit.metrics.epsilon_star.bootstrap import BLOCK_ELEMENTS, _eq7_max
+from dpaudit.metrics.epsilon_star.bootstrap import BLOCK_ELEMENTS, counts_epsilon_star
 from dpaudit.metrics.epsilon_star.estimators import EMPIRICAL_FILTER, _as_losses, _check_filter
 from dpaudit.progress import Progress
 
@@ -61,11 +61,7 @@ def _relabelled(seed: int, k: int, n_tr: int, total: int) -> np.ndarray:
 def _values(members: np.ndarray, ends: np.ndarray, n_tr: int, n_pop: int, delta: float, bound: float) -> np.ndarray:
     """Empirical ε* of each row of ``members`` [b, N] (member indicators in the pooled sort order)."""
     c_tr = np.cumsum(members, axis=1, dtype=np.int64)[:, ends]
-    c_pop = (ends + 1)[None, :] - c_tr
-    fpr, tnr = c_pop / n_pop, (n_pop - c_pop) / n_pop
-    tpr, fnr = c_tr / n_tr, (n_tr - c_tr) / n_tr
-    keep = (fpr > bound) & (fnr > bound) & (tnr > bound) & (tpr > bound)
-    return _eq7_max(delta, fpr, fnr, tnr, tpr, keep)
+    return counts_epsilon_star(c_tr, (ends + 1)[None, :] - c_tr, n_tr, n_pop, delta, bound)
 
 
 def permutation_null(member_losses: ArrayLike, nonmember_losses: ArrayLike, delta: float, *,
@@ -95,13 +91,11 @@ def permutation_null(member_losses: ArrayLike, nonmember_losses: ArrayLike, delt
             replicates[ks.start:ks.stop] = _values(block, ends, n_tr, n_pop, delta, empirical_filter)
             progress.advance(len(ks))
     defined = replicates[np.isfinite(replicates)]
+    quantile = float(np.quantile(defined, float(level), method="higher")) if defined.size else float("nan")
+    p_value, within = float("nan"), None
     if defined.size and np.isfinite(observed):
-        quantile = float(np.quantile(defined, float(level), method="higher"))
         p_value = float((1 + np.count_nonzero(defined >= observed)) / (1 + defined.size))
         within = bool(observed <= quantile)
-    else:
-        quantile = float(np.quantile(defined, float(level), method="higher")) if defined.size else float("nan")
-        p_value, within = float("nan"), None
     return PermutationNull(observed=observed, quantile=quantile, p_value=p_value, within=within, level=float(level),
                            permutations=int(permutations), seed=int(seed), undefined=int(replicates.size - defined.size),
                            replicates=replicates)
