@@ -214,7 +214,6 @@ class MechanismObserver:
         self.ledger: SamplerLedger | None = None
         self.clipping: ClipMonitor | None = None
         self.rebuild: Any = None
-        self.initial: list[tuple[str, np.ndarray]] | None = None
 
     def initialized(self, rebuild) -> None:
         self.rebuild = rebuild
@@ -235,9 +234,6 @@ class MechanismObserver:
                        rule: dict[str, Any]) -> WeightMonitor | None:
         self.weights = (WeightMonitor(variables=variables, optimizer=optimizer, rule=OptimizerRule(**rule),
                                       frozen=frozen, block=False) if self.check_weights else None)
-        if self.weights is not None and self.rebuild is not None:
-            # the state the step starts from (the weight certificate holds it unchanged until the first update)
-            self.initial = [(v.name, np.array(v.value())) for v in [*variables, *frozen]]
         share_blocks([self.monitor, self.weights])
         if self.monitor is not None and self.weights is not None and self.monitor.block is self.weights.block:
             self.monitor.residual_from(self.weights)  # the updates are in the row already (not with float64 weights)
@@ -265,12 +261,13 @@ class MechanismObserver:
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         weights = self.weights.finish() if self.weights is not None else None
-        if weights is not None and self.initial is not None:
+        if weights is not None and self.rebuild is not None:
             try:
                 rebuilt = self.rebuild()
             except Exception as error:  # noqa: BLE001 (a builder that needs more than its configuration and seed)
                 rebuilt = error
-            weights = initial_state_check(weights, self.initial, rebuilt)
+            # the state the step started from (the weight certificate held it unchanged until the first update)
+            weights = initial_state_check(weights, self.weights.start_values(), rebuilt)
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                                   published_epsilon=published_epsilon, delta=delta, privacy=privacy, weights=weights)
         if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)

@@ -89,6 +89,20 @@ class WeightMonitor:
         moved before training, a data-dependent start, fails as after update 0)."""
         self.ledger.start(self._host_state())
 
+    def start_values(self) -> list[tuple[str, np.ndarray]]:
+        """The state read when the monitor was built (``_start``), per variable and in its shape: the
+        trainable ones (then a twin's canary coordinates), then the non-trainable ones (float64)."""
+        state, ledger = self.ledger.initial, self.ledger
+        ends = np.cumsum(ledger.sizes)
+        out = [(v.name, state[end - size:end].reshape(v.shape))
+               for v, size, end in zip(self.variables, ledger.sizes, ends, strict=True)]
+        at = ledger.p * (1 + ledger.n_slots)  # the frozen block follows the variables and their slots
+        for v in self.frozen:
+            size = int(np.prod(v.shape, dtype=np.int64))
+            out.append((v.name, state[at:at + size].reshape(v.shape)))
+            at += size
+        return out
+
     def _host_state(self) -> np.ndarray:
         """The state ``observe`` records, read on the host (numpy: eager TensorFlow ops, their kernels rebuilt after
         every run's ``_tf.configure``, cost ~5 ms a read)."""
