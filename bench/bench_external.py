@@ -9,28 +9,19 @@ Measured (2026-11-29, shared 2-core machine): parse-time checks 0.8-1.1 s, the j
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from timing import best_of  # bench/timing.py (a script's folder is on its path)
 
 from dpaudit.config import validate_config
 from dpaudit.data.datasets import prepare_dataset_ids
 from dpaudit.external.importer import external_outputs
 
 ROWS, CLASSES = 200_000, 10
-
-
-def best_of(repeats, function):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

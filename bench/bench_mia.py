@@ -1,19 +1,10 @@
 """Speed of the loss-threshold attack metrics on 10⁶ + 10⁶ losses (best of 3)."""
 
-import time
 
 import numpy as np
+from timing import best_of  # bench/timing.py (a script's folder is on its path)
 
 from dpaudit.metrics import mia
-
-
-def best_of(repeats, function):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -23,7 +14,7 @@ def main() -> None:
     def roc_family():
         roc = mia.roc_curve(members, nonmembers)
         mia.roc_auc(roc)
-        mia.max_advantage(roc)
+        mia.roc_max_advantage(roc)
         mia.tpr_at_fpr(roc)
 
     print(f"mia_roc_family n=1e6+1e6 seconds={best_of(3, roc_family):.3f}")

@@ -5,22 +5,13 @@ Prop. 12 bound for n = 100 (d = 20) ≤ 0.1 s per trial; Recipe B for 1,000 memb
 (2,000 parent points) with 256 partners each ≤ 30 s. Best of several runs.
 """
 
-import time
 
 import numpy as np
+from timing import best_of  # bench/timing.py (a script's folder is on its path)
 
 from dpaudit.dp import mechanisms
 from dpaudit.metrics.pmp import dpsgd, expmech, gaussian
 from dpaudit.simulations import pmp as sim
-
-
-def best_of(repeats, function):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
