@@ -96,17 +96,21 @@ def _random_cnn(rng, seed, dilated=False):
     return keras.Sequential(layers), h * w * c
 
 
-@pytest.mark.parametrize("branch", ["chosen", "ghost", "explicit"])
-@pytest.mark.parametrize("seed", range(6))
-def test_conv_norms_and_clipped_sums_equal_one_tape_per_example(float64, monkeypatch, seed, branch):
-    rng = np.random.default_rng(seed)
-    net, d = _random_cnn(rng, seed)
+def _conv_grads(monkeypatch, rng, seed, branch, dilated=False):
+    """A random CNN's conv layers' per-example results, checked against one tape per example
+    (``_compare``), with the layer-clipping branch forced (``branch``: ghost or explicit) or chosen."""
+    net, d = _random_cnn(rng, seed, dilated=dilated)
     if branch != "chosen":
         monkeypatch.setattr(lc, "_ghost_is_cheaper", lambda *_: branch == "ghost")
     x = tf.constant(rng.normal(size=(5, d)))
     y = tf.constant(rng.integers(0, 3, 5), tf.int64)
-    grads = _compare(net, x, y, seed)
-    convs = [g for g in grads if type(g.layer).__name__ == "Conv2D"]
+    return [g for g in _compare(net, x, y, seed) if type(g.layer).__name__ == "Conv2D"]
+
+
+@pytest.mark.parametrize("branch", ["chosen", "ghost", "explicit"])
+@pytest.mark.parametrize("seed", range(6))
+def test_conv_norms_and_clipped_sums_equal_one_tape_per_example(float64, monkeypatch, seed, branch):
+    convs = _conv_grads(monkeypatch, np.random.default_rng(seed), seed, branch)
     assert convs and all(g.ghost == (branch == "ghost") for g in convs if branch != "chosen")
 
 
@@ -116,14 +120,7 @@ def test_dilated_conv_norms_and_clipped_sums_equal_one_tape_per_example(float64,
     # issue 45: every conv layer dilated (2 or 3 along the second axis, 1 to 3 along the first), in
     # float64 (tf.nn.conv2d's CPU backprop refuses a dilation > 1 in float64; the tapped forward
     # uses Keras' own convolution op, which does not)
-    rng = np.random.default_rng(100 + seed)
-    net, d = _random_cnn(rng, seed, dilated=True)
-    if branch != "chosen":
-        monkeypatch.setattr(lc, "_ghost_is_cheaper", lambda *_: branch == "ghost")
-    x = tf.constant(rng.normal(size=(5, d)))
-    y = tf.constant(rng.integers(0, 3, 5), tf.int64)
-    grads = _compare(net, x, y, seed)
-    convs = [g for g in grads if type(g.layer).__name__ == "Conv2D"]
+    convs = _conv_grads(monkeypatch, np.random.default_rng(100 + seed), seed, branch, dilated=True)
     assert convs and all(max(g.layer.dilation_rate) > 1 for g in convs)
 
 

@@ -295,15 +295,26 @@ def test_vectorized_optimizer_noise_at_0_8_sigma_is_flagged_from_what_reached_th
     assert check["variance_ratio_max"] < 0.8 and _decided_by(info) == ("above_promise", "noise_check")
 
 
-def test_a_weight_moved_by_the_loop_between_two_steps_is_flagged():
-    net = _tiny(1)
+def _watched_step(seed):
+    """A tiny model's SGD-momentum DP-SGD step with a weight monitor: (net, observer, step, optimizer)."""
+    net = _tiny(seed)
     observer = MechanismObserver()
-    step, _, _ = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, momentum=0.9,
-                                  clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8.0,
-                                  weight_monitor=observer.weight_monitor)
+    step, _, opt = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, momentum=0.9,
+                                    clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8.0,
+                                    weight_monitor=observer.weight_monitor)
+    return net, observer, step, opt
+
+
+def _steps(step, count):
     rng = np.random.default_rng(0)
-    for t in range(1, 6):
+    for t in range(1, count + 1):
         step(tf.constant(rng.normal(size=(8, 3)).astype(np.float32)), tf.constant(rng.integers(0, 3, 8)))
+        yield t
+
+
+def test_a_weight_moved_by_the_loop_between_two_steps_is_flagged():
+    net, observer, step, _ = _watched_step(1)
+    for t in _steps(step, 5):
         if t == 4:
             net.trainable_variables[1].assign_add(tf.fill([4], 1e-5))
     record = observer.weights.finish()
@@ -313,15 +324,10 @@ def test_a_weight_moved_by_the_loop_between_two_steps_is_flagged():
 
 def test_a_state_moved_before_the_first_update_is_flagged():
     # e.g. a momentum buffer warm-started from the data after the step was built
-    net = _tiny(2)
-    observer = MechanismObserver()
-    step, _, opt = build_train_step(net, mechanism="dpsgd", optimizer="sgd", learning_rate=0.1, momentum=0.9,
-                                    clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8.0,
-                                    weight_monitor=observer.weight_monitor)
+    net, observer, step, opt = _watched_step(2)
     opt.get_slot(net.trainable_variables[2], "momentum").assign_add(tf.fill([4, 3], 1e-3))
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-        step(tf.constant(rng.normal(size=(8, 3)).astype(np.float32)), tf.constant(rng.integers(0, 3, 8)))
+    for _ in _steps(step, 3):
+        pass
     record = observer.weights.finish()
     assert not record["passed"] and record["failures"][0]["after_update"] == 0
     assert record["failures"][0]["variable"] == f"{net.trainable_variables[2].name} (momentum slot)"
