@@ -264,12 +264,11 @@ def _setup(examples: pd.DataFrame, splits: dict[str, str], p: dict[str, Any], *,
     net = logits_model(model)
     if p["mechanism"] != "dpsgd":
         observer = None  # a baseline's training has no mechanism to watch
+    monitor = clip_monitor = None
     if observer is not None:
         # the declared builder itself, not this driver's name for it: a start changed anywhere in the driver
         # (a wrapped builder included) differs from it
         observer.initialized(lambda: architectures.build_model(d, {**p, "n_classes": n_classes}, seed=p["seed"]))
-    monitor = clip_monitor = None
-    if observer is not None:
         monitor = observer.noise_monitor(net, steps=steps, seed=p["seed"], canaries=m_gradient)
         clip_monitor = observer.clip_monitor(
             net, steps=steps, seed=p["seed"], clip_norm=p["clip_norm"], rows=(x, y),
