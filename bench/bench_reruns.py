@@ -20,7 +20,6 @@ No timing: the counts are what tests/e2e/test_rerun_matrix.py holds the workflow
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import re
 import sys
@@ -50,24 +49,6 @@ CONFIG = {
     "audit": {"enabled": False},
     "profile": {"enabled": False},
 }
-
-
-def changes(config: dict) -> dict[str, dict]:
-    """The issue's five changes of ``config``'s DP-SGD block (the grid's second block)."""
-    from tests.workflow.helpers import config_with
-
-    seed = copy.deepcopy(config)
-    seed["grid"][1]["seed"] = [*seed["grid"][1]["seed"], max(seed["grid"][1]["seed"]) + 1]
-    epsilon = copy.deepcopy(config)
-    epsilon["grid"][1]["target_epsilon"] = [*epsilon["grid"][1]["target_epsilon"], 16]
-    return {
-        "seed added": seed,
-        "epsilon appended": epsilon,
-        "metrics.canary.gdp_thresholds_per_tail": config_with(config, "metrics.canary.gdp_thresholds_per_tail", 20),
-        "metrics.pmp.partners_relative_standard_error": config_with(
-            config, "metrics.pmp.partners_relative_standard_error", 0.02),
-        "metrics.pmp.checkpoints": config_with(config, "metrics.pmp.checkpoints", 3),
-    }
 
 
 def reruns(output: str) -> dict[str, list[str]]:
@@ -106,7 +87,9 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench_reruns_"))
     run = finished_run(base, CONFIG, cores=2)
     print(json.dumps({"finished": str(run["workdir"])}), flush=True)
-    for name, changed in changes(CONFIG).items():
+    from tests.workflow.helpers import issue47_changes
+
+    for name, changed in issue47_changes(CONFIG).items():
         path = base / f"{re.sub(r'[^a-z0-9]+', '_', name)}.yaml"
         path.write_text(yaml.safe_dump(changed))
         result = snakemake(run["workdir"], "-n", "--configfile", str(path), env=run["env"], root=run["project"])

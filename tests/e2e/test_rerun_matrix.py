@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from dpaudit.batching import rule_kind
-from tests.workflow.helpers import config_with, planned_jobs, run_counts, snakemake
+from tests.workflow.helpers import config_with, issue47_changes, planned_jobs, run_counts, snakemake
 
 # make test's xdist workers (--dist loadgroup): every test of the shared fixture on one worker
 pytestmark = pytest.mark.xdist_group("tiny_run")
@@ -104,28 +104,13 @@ def _grid(config: dict):
     return runs, dpconfig.recipe_lookup(runs)
 
 
-def _issue_changes(config: dict) -> dict[str, dict]:
-    """Issue 47's five changes of the tiny config (its DP-SGD block is the synthetic grid's second)."""
-    seed, epsilon = copy.deepcopy(config), copy.deepcopy(config)
-    seed["grid"][1]["seed"] = [0, 1]
-    epsilon["grid"][1]["target_epsilon"] = [4, 16]
-    return {
-        "seed added": seed,
-        "epsilon appended": epsilon,
-        "metrics.canary.gdp_thresholds_per_tail": config_with(config, "metrics.canary.gdp_thresholds_per_tail", 20),
-        "metrics.pmp.partners_relative_standard_error": config_with(
-            config, "metrics.pmp.partners_relative_standard_error", 0.02),
-        "metrics.pmp.checkpoints": config_with(config, "metrics.pmp.checkpoints", 3),
-    }
-
-
 def test_the_issue_47_changes_rerun_exactly_the_jobs_whose_outputs_change(tiny_run, tmp_path):
     config = yaml.safe_load(tiny_run["config"].read_text())
     runs, recipes = _grid(config)
     dpsgd = next(f"synthetic/{run}" for run, params in runs.items() if params["mechanism"] == "dpsgd")
     dpsgd_recipe = next(f"synthetic/{name}" for name, recipe in recipes.items()
                         if recipe["params"]["mechanism"] == "dpsgd")
-    changes = _issue_changes(config)
+    changes = issue47_changes(config)
     expected = {}
     for name in ("seed added", "epsilon appended"):
         grown_runs, grown_recipes = _grid(changes[name])

@@ -152,6 +152,23 @@ def config_with(config: dict, key: str, value) -> dict:
     return changed
 
 
+def issue47_changes(config: dict) -> dict[str, dict]:
+    """Issue 47's five changes of ``config`` (its DP-SGD block is the grid's second): one more seed, one
+    more ε, and three metric settings (tests/e2e/test_rerun_matrix.py, bench/bench_reruns.py)."""
+    seed = copy.deepcopy(config)
+    seed["grid"][1]["seed"] = [*seed["grid"][1]["seed"], max(seed["grid"][1]["seed"]) + 1]
+    epsilon = copy.deepcopy(config)
+    epsilon["grid"][1]["target_epsilon"] = [*epsilon["grid"][1]["target_epsilon"], 16]
+    return {
+        "seed added": seed,
+        "epsilon appended": epsilon,
+        "metrics.canary.gdp_thresholds_per_tail": config_with(config, "metrics.canary.gdp_thresholds_per_tail", 20),
+        "metrics.pmp.partners_relative_standard_error": config_with(
+            config, "metrics.pmp.partners_relative_standard_error", 0.02),
+        "metrics.pmp.checkpoints": config_with(config, "metrics.pmp.checkpoints", 3),
+    }
+
+
 def job_counts(output: str) -> Counter:
     """Jobs per rule from a dry run's 'Job stats' table; a batched rule's jobs (issue 36:
     ``metric_mia__digits_0``, ...) count under the per-run rule they stand for."""
