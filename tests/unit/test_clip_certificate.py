@@ -264,3 +264,19 @@ def test_the_correct_mechanism_passes_on_a_model_with_embedding_and_layer_normal
     assert info["dp_implementation"] == "layerwise_clipping" and clipping["passed"] and clipping["checked_steps"] == 16
     # measured 0.32 rounding units, norm gap 1e-7
     assert clipping["largest_deviation"] < TOLERANCE / 8 and clipping["largest_norm_gap"] < NORM_RTOL / 100
+
+
+def test_the_check_branch_stays_a_function_call_and_computes_either_branch():
+    """``_tf.functional_cond`` (the clipping check's gate): the traced If op is marked not to be lowered
+    to Switch/Merge (the lowered branch cost every unchecked step 13 %), and the result is tf.cond's."""
+    from dpaudit import _tf
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.bool), tf.TensorSpec([3], tf.float32)], autograph=False)
+    def gated(pred, v):
+        return _tf.functional_cond(pred, lambda: tf.reduce_sum(v * v), lambda: tf.constant(-1.0))
+
+    graph = gated.get_concrete_function().graph
+    ifs = [op for op in graph.get_operations() if op.type in ("If", "StatelessIf")]
+    assert len(ifs) == 1 and ifs[0].get_attr("_lower_using_switch_merge") is False
+    v = tf.constant([1.0, 2.0, 3.0])
+    assert float(gated(tf.constant(True), v)) == 14.0 and float(gated(tf.constant(False), v)) == -1.0

@@ -32,7 +32,7 @@ privacy failure of ``noise_check`` (test ``clipped_sum``): the noise is certifie
 whose sensitivity is not C.
 
 Cost: on a checked step 1 + ``NORM_UNITS`` backward passes inside ``tf.cond`` (two traced); the others
-pay a counter and the branch.
+pay a counter and the branch's dispatch (the ``If`` op is kept a function call: ``dpaudit._tf.functional_cond``).
 """
 
 from __future__ import annotations
@@ -153,7 +153,10 @@ class ClipMonitor:
             self.done.assign_add(1)
             return tf.constant(True)
 
-        tf.cond(due, check, lambda: tf.constant(False))
+        from dpaudit import _tf
+
+        _tf.functional_cond(due, check, lambda: tf.constant(False))
+
 
     def drew(self, positions) -> None:
         """The sampler's draw of the next step (population positions, before any canary split)."""
@@ -245,4 +248,3 @@ def merge_clip_into(noise: dict[str, Any], clipping: dict[str, Any] | None) -> d
         out["passed"] = False
         out["privacy_failure"] = True
     return out
-
