@@ -18,8 +18,11 @@ data steps (``CHECKED_UPDATES``, drawn once from the run's seed) the step checks
   (the weights held fixed: one more backward pass). A path that clips at another threshold, leaves a
   variable or an example unclipped, clips per layer at C each, or clips the batch's sum fails;
 * the norms: ``NORM_UNITS`` units' n_i (the batch's first and last, where indexing bugs live, and
-  random ones) against the norm of their own gradient (one backward pass each on the same tape, traced
-  once: ``tf.map_fn``). A path that clips by a norm over one layer, of the batch-mean loss, or
+  random ones) against the norm of their own gradient (one backward pass each on the same tape).
+
+The 1 + ``NORM_UNITS`` backward passes are one pass traced once and run per row of coefficients
+(``tf.map_fn``: w for the sum, a one-hot row per picked unit): each backward pass traced costs a run's
+first step ~70 ms. A path that clips by a norm over one layer, of the batch-mean loss, or
   of other Dropout masks than the summed gradients' fails.
 
 Decision: the path's S is float32, a sum of |b| terms of size ≤ C, so its rounding is a few units of
@@ -31,7 +34,7 @@ twin's norm check tests the forward pass itself against one tape per example alo
 privacy failure of ``noise_check`` (test ``clipped_sum``): the noise is certified against a sum
 whose sensitivity is not C.
 
-Cost: on a checked step 1 + ``NORM_UNITS`` backward passes inside ``tf.cond`` (two traced); the others
+Cost: on a checked step 1 + ``NORM_UNITS`` backward passes inside ``tf.cond`` (one traced); the others
 pay a counter and the branch's dispatch (the ``If`` op is kept a function call: ``dpaudit._tf.functional_cond``).
 """
 
@@ -120,24 +123,29 @@ class ClipMonitor:
             zero = tf.UnconnectedGradients.ZERO
             norms32 = tf.stop_gradient(tf.cast(norms, unit_losses.dtype))
             weights = tf.where(norms32 > self.clip, self.clip / tf.maximum(norms32, 1e-30), tf.ones_like(norms32))
-            with tape:  # Σ_i w_i g_i is the gradient of Σ_i w_i·loss_i (w held fixed): one backward pass
-                weighted = tf.reduce_sum(weights * unit_losses)
-            reference = tape.gradient(weighted, variables, unconnected_gradients=zero)
-            distances = [tf.norm(tf.reshape(tf.cast(s, tf.float64) - tf.cast(r, tf.float64), [-1]))
-                         for s, r in zip(clipped, reference, strict=True)]
-            # the norms themselves: the batch's first and last units (where indexing bugs live) and random
-            # ones, their own gradients through the same tape (one backward pass traced, run per unit)
+            # the norms themselves: the batch's first and last units (where indexing bugs live) and random ones
             units = tf.shape(unit_losses)[0]
             picks = tf.concat([[0, units - 1], tf.random.stateless_uniform(
                 [NORM_UNITS - 2], [self.seed, tf.cast(at, tf.int32)], 0, units, dtype=tf.int32)], axis=0)
+            # One backward pass traced, run once per row of coefficients on the same tape: Σ_i w_i g_i is the
+            # gradient of Σ_i w_i·loss_i (w held fixed), a picked unit's own gradient that of its loss alone.
+            # (Each backward pass traced costs ~70 ms of a run's first step; the map is one.)
+            coefficients = tf.concat([weights[None, :], tf.one_hot(picks, units, dtype=unit_losses.dtype)], axis=0)
 
-            def own_norm(j):
+            def backward(c):
                 with tape:
-                    one = tf.gather(unit_losses, j)
-                own = tape.gradient(one, variables, unconnected_gradients=zero)
-                return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float64))) for g in own]))
+                    target = tf.reduce_sum(c * unit_losses)
+                grads = [tf.cast(g, tf.float64) for g in
+                         tape.gradient(target, variables, unconnected_gradients=zero)]
+                norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
+                gaps = tf.stack([tf.norm(tf.reshape(tf.cast(s, tf.float64) - g, [-1]))
+                                 for s, g in zip(clipped, grads, strict=True)])
+                return norm, gaps
 
-            own = tf.map_fn(own_norm, picks, fn_output_signature=tf.float64)
+            norms_run, gaps_run = tf.map_fn(backward, coefficients, fn_output_signature=(
+                tf.float64, tf.TensorSpec([len(variables)], tf.float64)))
+            distances = tf.unstack(gaps_run[0], num=len(variables))  # the reference sum's, per variable
+            own = norms_run[1:]
             claimed = tf.cast(tf.gather(norms32, picks), tf.float64)
             gaps = tf.abs(claimed - own) / tf.maximum(own, 1e-6)
             scale = tf.reduce_sum(tf.cast(weights * norms32, tf.float64))
