@@ -18,12 +18,13 @@ data steps (``CHECKED_UPDATES``, drawn once from the run's seed) the step checks
   (the weights held fixed: one more backward pass). A path that clips at another threshold, leaves a
   variable or an example unclipped, clips per layer at C each, or clips the batch's sum fails;
 * the norms: ``NORM_UNITS`` units' n_i (the batch's first and last, where indexing bugs live, and
-  random ones) against the norm of their own gradient (one backward pass each on the same tape).
+  random ones) against the norm of their own gradient (one backward pass each on the same tape). A path
+  that clips by a norm over one layer, of the batch-mean loss, or of other Dropout masks than the summed
+  gradients' fails.
 
 The 1 + ``NORM_UNITS`` backward passes are one pass traced once and run per row of coefficients
 (``tf.map_fn``: w for the sum, a one-hot row per picked unit): each backward pass traced costs a run's
-first step ~70 ms. A path that clips by a norm over one layer, of the batch-mean loss, or
-  of other Dropout masks than the summed gradients' fails.
+first step ~70 ms.
 
 Decision: the path's S is float32, a sum of |b| terms of size ≤ C, so its rounding is a few units of
 eps₃₂·Σ_i ‖clip_C(g_i)‖ (the scale). A variable's distance in those units ("rounding units") above
