@@ -28,8 +28,9 @@ Measured (one run, 2 seeds × ε ∈ {1, 4} each; flagged = the verdict's decide
   every variant that voids DP flagged 4 of 4, data_dependent_init included (noise_check, weights_rule at
   update 0); 0 of 28 clean runs flagged;
 * data-independent departures flagged as privacy failures all the same: weight_decay and adam_epsilon
-  (weights_rule: any rule other than the claimed one fails), noise_on_mean (B× the noise; its mean
-  test, at the claimed σ, counts as a privacy failure).
+  (weights_rule: any rule other than the claimed one fails); noise_on_mean (B× the noise) was too, by its
+  mean test at the claimed σ, until the mean was tested at the larger of the claimed and the measured
+  scale: now its variance test fails alone, a utility bug (0 of 4 flagged, the check failed in 4 of 4).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def test_moment_tests_equal_scipy_on_the_raw_values(law):
     assert result["p_values"]["skewness"] == pytest.approx(stats.skewtest(flat).pvalue, rel=1e-9, abs=1e-300)
     assert result["p_values"]["kurtosis"] == pytest.approx(stats.kurtosistest(flat).pvalue, rel=1e-9, abs=1e-300)
     assert result["kurtosis"] == pytest.approx(stats.kurtosis(flat, fisher=False), rel=1e-9)
-    z_mean = flat.sum() / (scale * math.sqrt(flat.size))
+    z_mean = flat.sum() / (max(scale, flat.std()) * math.sqrt(flat.size))  # the larger of claimed and measured
     assert result["p_values"]["mean"] == pytest.approx(2 * stats.norm.sf(abs(z_mean)), rel=1e-9)
 
 
@@ -94,6 +94,27 @@ def test_independence_tests_find_shared_and_repeated_noise():
         spec = [{"name": "w", "coordinates": 60, "steps": 150, **_sums(matrix)}]
         check = noise_certificate.certify(spec, matrix, [60], noise_multiplier=1.0, clip_norm=1.0)
         assert not check["passed"] and test in {f["test"] for f in check["failures"]}
+
+
+def test_the_mean_is_tested_at_the_larger_of_the_claimed_and_the_measured_scale():
+    """Noise 30× the claim: only the variance fails (the mean at the claimed scale gave z ~ 30); a bias of
+    half the measured standard deviation still fails the mean at the measured scale; at the claim the
+    statistic is the exact z (scipy's two-sided normal p; the scale ratio is 1 whenever the noise is not
+    above the claim)."""
+    rng = np.random.default_rng(11)
+    steps, size = 60, 40
+    for draws, failing in ((30.0 * rng.standard_normal((steps, size)), {"variance"}),
+                           (30.0 * rng.standard_normal((steps, size)) + 15.0, {"variance", "mean"})):
+        spec = [{"name": "w", "coordinates": size, "steps": steps, **_sums(draws)}]
+        check = noise_certificate.certify(spec, draws, [size], noise_multiplier=1.0, clip_norm=1.0)
+        failed = {f["test"] for f in check["failures"]}
+        assert failed >= failing and ("mean" in failed) == ("mean" in failing), failed
+        assert check["privacy_failure"] == ("mean" in failing)
+    quiet = 0.5 * rng.standard_normal((steps, size)) + 0.01
+    stats_ = noise_certificate.moments_p_values(_sums(quiet), 1.0)
+    assert stats_["mean_scale_ratio"] == 1.0
+    assert stats_["p_values"]["mean"] == pytest.approx(2 * stats.norm.sf(abs(quiet.sum()) / math.sqrt(quiet.size)),
+                                                       rel=1e-12)
 
 
 def test_certificate_p_values_are_uniform_under_the_null():
@@ -528,9 +549,13 @@ def test_accounting_check_validity_and_a_fixed_size_sampler_under_a_poisson_clai
     assert _decided_by(info) == ("above_promise", "sampler_check")
 
 
-def test_more_noise_than_claimed_is_a_utility_bug_not_a_privacy_failure():
-    info = _train(MechanismPolicy(noise_factor=1.3))
+@pytest.mark.parametrize("factor", [1.3, 20.0])
+def test_more_noise_than_claimed_is_a_utility_bug_not_a_privacy_failure(factor):
+    """20×: σC added to the mean instead of the sum (B× the noise; the red team's noise_on_mean) failed the
+    mean test at the claimed scale too and was called a privacy failure."""
+    info = _train(MechanismPolicy(noise_factor=factor))
     assert not info["noise_check"]["passed"] and not info["noise_check"]["privacy_failure"]
+    assert {f["test"] for f in info["noise_check"]["failures"]} == {"variance"}
     assert "utility bug" in noise_certificate.summary_sentence(info["noise_check"])
     assert mechanism_failure(mechanism_rows(info, None)) == (None, None)
 

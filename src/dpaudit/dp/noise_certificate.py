@@ -12,7 +12,9 @@ N(0, σ²C²) draw", each with an exact or a conservative p-value:
 
 * ``variance``: Σr² / (σ²C²) ~ χ²_N under H0 (N = coordinates × steps), two-sided. Too
   little noise voids the guarantee (``privacy``); too much only costs utility (``utility``).
-* ``mean``: Σr / (σC√N) ~ N(0, 1), two-sided.
+* ``mean``: Σr / (sC√N) ~ N(0, 1), two-sided, s = max(σ, the measured central standard deviation
+  / C): under H0 a larger s only shrinks the statistic, and noise above the claim fails the variance
+  test alone (a utility bug), not the mean at a scale it does not have.
 * ``lag_one``: the self-normalized Σ r_t·r_{t−1} / √Σ(r_t·r_{t−1})². Under H0 the signs of
   the r are independent fair coins independent of their magnitudes, so the products' signs
   are too, and Hoeffding's inequality bounds the two-sided tail by 2·exp(−z²/2) whatever
@@ -121,7 +123,12 @@ def moments_p_values(stats: Mapping[str, float], scale: float) -> dict[str, Any]
     out["variance_ratio"] = variance / scale ** 2
     out["std_ratio"] = math.sqrt(out["variance_ratio"])
     out["p_values"]["variance"] = two_sided_chi2_p(s2 / scale ** 2, n)
-    out["p_values"]["mean"] = two_sided_normal_p(s1 / (scale * math.sqrt(n)))
+    # the mean at the larger of the claimed and the measured (central) scale: under H0 the larger scale
+    # only shrinks z (valid), and noise above the claim (a utility bug, e.g. σC added to the mean: B× the
+    # noise) is the variance test's alone instead of also failing the mean at the claimed scale
+    central = max(0.0, variance - (s1 / n) ** 2)
+    out["mean_scale_ratio"] = max(1.0, math.sqrt(central) / scale)
+    out["p_values"]["mean"] = two_sided_normal_p(s1 / (scale * out["mean_scale_ratio"] * math.sqrt(n)))
     lag_count = float(stats["lag_count"])
     if lag_count >= MIN_PAIRS and s2 > 0:
         lag, lag_sq = float(stats["lag"]), float(stats["lag_sq"])
