@@ -1,6 +1,19 @@
-"""Project-wide test policy: a skipped test is a failed test (docs/stack.md, Tests)."""
+"""Project-wide test policy: a skipped test is a failed test (docs/stack.md, Tests); the
+suite keeps its parse-time caches to itself."""
+
+import atexit
+import os
+import shutil
+import tempfile
 
 import pytest
+
+# dpaudit.caches: the suite (and every workflow it starts, which inherits the environment) reads and
+# writes a cache folder of its own, never the user's ~/.cache/dpaudit: a test's result must not hang on
+# what an earlier run of the project left there
+_CACHE = tempfile.mkdtemp(prefix="dpaudit-test-cache-")
+os.environ["DPAUDIT_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -80,3 +80,14 @@ def test_an_unwritable_cache_is_scanned_around(tmp_path, monkeypatch):
     path = _write(_frame(200), tmp_path / "t.csv")
     assert inspect_table("credit", _params(path)).rows == 200
     _fresh()
+
+
+def test_the_suite_keeps_its_caches_out_of_the_users_folder():
+    """tests/conftest.py points dpaudit.caches at a folder of the session's own (not ~/.cache/dpaudit)."""
+    from pathlib import Path
+
+    from dpaudit.caches import cache_folder
+
+    folder = cache_folder()
+    assert folder is not None and folder.name.startswith("dpaudit-test-cache-")
+    assert Path.home() / ".cache" not in folder.parents
