@@ -102,6 +102,11 @@ def test_the_model_file_and_its_outputs_file_are_the_same_model(shipped):
     rows = [read_parquet(shipped["workdir"] / P.metric("mia").format(dataset="breast_cancer", run=run)) for run in MODELS]
     shared = [r[r["metric"] != "accountant_epsilon"].drop(columns="run").reset_index(drop=True) for r in rows]
     pd.testing.assert_frame_equal(*shared)
+    # one model (same_model_as): the budget ledger lists both entries and composes the model once
+    ledger = read_parquet(shipped["workdir"] / P.BUDGET_LEDGER).set_index("run")
+    totals = read_parquet(shipped["workdir"] / P.BUDGET_TOTALS).set_index("dataset").loc["breast_cancer"]
+    assert set(MODELS) <= set(ledger.index) and int(ledger.loc[list(MODELS), "counted_in_totals"].sum()) == 1
+    assert totals["n_runs"] == 1 and totals["basic_epsilon"] == pytest.approx(ledger.loc[list(MODELS), "epsilon"].max())
 
 
 # ------------------------------------------------------------------ equivalence with a run dpaudit trained

@@ -157,3 +157,27 @@ def test_bench_script_runs_on_a_small_grid(capsys):
     result = module.main(30)
     assert result["n_runs"] == 30 and result["ledger_s"] >= 0
     assert "cards_with_figure_s" in capsys.readouterr().out
+
+
+def test_entries_auditing_one_model_are_composed_once_at_their_larger_epsilon():
+    """An external model audited twice (its model file and its outputs, ``same_model_as``) is one release:
+    the totals equal those of the larger-ε entry alone (oracle: the ledger of that one row); both rows listed."""
+    external = {"dataset": "bc", "mechanism": "external", "delta": 1e-5, "sampling": "poisson", "accountant": "rdp",
+                "noise_multiplier": 1.3, "sampling_probability": 32 / 284, "steps": 134}
+    model_file = {**external, "run": "keras_file", "epsilon": 6.466}
+    outputs = {"dataset": "bc", "run": "outputs", "mechanism": "external", "epsilon": 6.5, "delta": 1e-5,
+               "same_model_as": "keras_file"}
+    ledger = build_ledger([model_file, outputs])
+    alone = build_ledger([outputs]).totals.iloc[0]
+    totals = ledger.totals.iloc[0]
+    runs = ledger.runs.set_index("run")
+    assert runs.loc["keras_file", "counted_in_totals"] == False  # noqa: E712 (numpy bool)
+    assert runs.loc["outputs", "counted_in_totals"] == True  # noqa: E712
+    assert "same trained model as 'outputs'" in runs.loc["keras_file", "notes"]
+    for column in ("basic_epsilon", "rdp_epsilon", "release_all_epsilon", "release_all_delta", "n_private"):
+        assert totals[column] == pytest.approx(alone[column], rel=1e-12), column
+    assert totals["release_all_epsilon"] == pytest.approx(6.5, rel=1e-12)
+    assert "composed once" in totals["notes"]
+    # without the key the two are two releases: basic composition adds them
+    apart = build_ledger([model_file, {**outputs, "same_model_as": None}]).totals.iloc[0]
+    assert apart["basic_epsilon"] == pytest.approx(6.466 + 6.5, rel=1e-12)

@@ -275,6 +275,22 @@ def test_a_promise_with_delta_at_least_one_over_n_is_refused(tmp_path):
     assert "config.external_models.m.promise.delta: delta=0.02 >= 1/n = 0.01 (n = 100 members)" in message
 
 
+def test_same_model_as_names_another_entry_of_the_dataset_that_names_none(tmp_path):
+    one = entry(tmp_path)
+    good = {"datasets": {"synthetic": dict(SYNTHETIC)}, "grid": [],
+            "external_models": {"m": one, "again": {**one, "same_model_as": "m"}}}
+    validate_config(good)
+    for models, expected in (
+            ({"m": {**one, "same_model_as": "m"}}, "same_model_as: names the entry itself"),
+            ({"m": one, "again": {**one, "same_model_as": "gone"}}, "same_model_as: 'gone' is not an entry of "
+                                                                   "external_models (m)"),
+            ({"m": {**one, "same_model_as": "again"}, "again": {**one, "same_model_as": "m"}},
+             "'again' names 'm' itself")):
+        with pytest.raises(ConfigError) as error:
+            validate_config({**good, "external_models": models})
+        assert expected in str(error.value), str(error.value)
+
+
 def test_an_empty_grid_is_refused_unless_an_external_model_audits_the_dataset():
     with pytest.raises(ConfigError, match=r"config.grid: empty, so dataset synthetic would have no model"):
         validate_config({"datasets": {"synthetic": dict(SYNTHETIC)}, "grid": []})

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["EXTERNAL", "NOT_CHECKED", "PMP_RECIPE_B", "TRAINED_OUTSIDE", "is_external", "run_splits"]
+__all__ = ["EXTERNAL", "NOT_CHECKED", "PMP_RECIPE_B", "SAME_MODEL_AS", "TRAINED_OUTSIDE", "is_external", "run_splits"]
 
 # The mechanism of a model trained elsewhere (its grid row and its record's ``mechanism``).
 EXTERNAL = "external"
 # The reason of every not-applicable row of a family that needs the training itself.
 TRAINED_OUTSIDE = "trained outside dpaudit"
+# The config key of an entry (and the key of its record and of its budget-ledger row) naming another entry
+# that audits the same trained model (its model file beside its outputs): the ledger composes the model once.
+SAME_MODEL_AS = "same_model_as"
 
 
 def is_external(train: Mapping) -> bool:

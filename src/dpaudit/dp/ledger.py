@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpaudit.contract.external import SAME_MODEL_AS
 from dpaudit.dp.composition import (
     LEDGER_RDP_ORDERS,
     rdp_poisson_subsampled_gaussian_int,
@@ -40,7 +41,8 @@ RUN_COLUMNS = [
     "dataset", "run", "mechanism", "private", "epsilon", "delta", "exp_epsilon",
     "max_attack_accuracy", "max_advantage", "tpr_bound_at_fpr_0_001", "tpr_bound_at_fpr_0_01",
     "accountant", "neighbouring_relation", "unit_of_protection", "sampling",
-    "noise_multiplier", "sampling_probability", "steps", "rdp_composition", "notes",
+    "noise_multiplier", "sampling_probability", "steps", "rdp_composition", "same_model_as", "counted_in_totals",
+    "notes",
 ]
 
 _RELATIONS = {
@@ -113,6 +115,7 @@ def _run_row(info: Mapping, index: int) -> dict:
         "noise_multiplier": parse_float(info.get("noise_multiplier")),
         "sampling_probability": parse_float(info.get("sampling_probability")),
         "steps": parse_float(info.get("steps")),
+        SAME_MODEL_AS: info.get(SAME_MODEL_AS),
         "notes": notes,
     }
 
@@ -167,6 +170,7 @@ def build_ledger(train_infos: Iterable[Mapping], delta: float | None = None,
             row["dataset"] = dataset
         rows.append(row)
 
+    _count_each_model_once(rows)
     curves = []
     for row in rows:
         curve, kind = _rdp_curve(row, orders)
@@ -196,7 +200,33 @@ def build_ledger(train_infos: Iterable[Mapping], delta: float | None = None,
     return Ledger(runs=runs.reset_index(drop=True), totals=pd.DataFrame(totals))
 
 
+def _count_each_model_once(rows: list[dict]) -> None:
+    """``counted_in_totals``: rows that audit one trained model (``same_model_as``, an external entry naming
+    another of its dataset) are one release: the totals compose the model once, at its rows' largest ε
+    (the first such row on a tie); the others are listed, not composed."""
+    runs = {(row["dataset"], row["run"]) for row in rows}
+    models: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        row["counted_in_totals"] = True
+        other = row[SAME_MODEL_AS]
+        key = (row["dataset"], other if other is not None and (row["dataset"], other) in runs else row["run"])
+        models.setdefault(key, []).append(row)
+    for same in models.values():
+        if len(same) < 2:
+            continue
+        kept = max(same, key=lambda r: r["epsilon"])
+        for row in same:
+            if row is not kept:
+                row["counted_in_totals"] = False
+                row["notes"].append(f"the same trained model as {kept['run']!r} (same_model_as): the totals compose "
+                                    f"it once, at ε = {kept['epsilon']:.4g}")
+
+
 def _totals(name, runs: pd.DataFrame, curves, orders, delta, conversion) -> dict:
+    counted = runs["counted_in_totals"].to_numpy(dtype=bool)
+    n_listed = int(len(runs))
+    runs = runs[counted]
+    curves = [c for c, keep in zip(curves, counted, strict=True) if keep]
     private = runs["private"].to_numpy()
     eps = runs["epsilon"].to_numpy(dtype=np.float64)
     dl = runs["delta"].to_numpy(dtype=np.float64)
@@ -223,6 +253,9 @@ def _totals(name, runs: pd.DataFrame, curves, orders, delta, conversion) -> dict
             e, rdp_order = rdp_to_dp(orders, total_curve, target, conversion)
             rdp_eps += e
             rdp_delta += target
+    if n_listed > len(runs):
+        notes.append(f"{n_listed - len(runs)} row(s) audit a model another row already counts (same_model_as): "
+                     "composed once")
     relations = set(runs.loc[private, "neighbouring_relation"].dropna())
     if len(relations) > 1:
         notes.append("runs use different neighbouring relations: each ε holds only for its own relation")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpaudit.contract.external import SAME_MODEL_AS
 from dpaudit.external.membership import membership_of
 from dpaudit.external.outputs_file import ExternalModelError, shown_rows
 from dpaudit.external.promise import promise_problems
@@ -162,4 +163,25 @@ def external_problems(config: Mapping, classes_of: Callable, sketch_of: Callable
     for name, entry in entries.items():
         problems.extend(_entry_problems(name, entry, config,
                                         {"classes": classes_of, "sketch": sketch_of, "features": features_of}))
+        problems.extend(_same_model_problems(name, entry, entries))
+    return problems
+
+
+def _same_model_problems(name: str, entry: Mapping, entries: Mapping) -> list[str]:
+    """``same_model_as`` names another entry of the same dataset that names none itself (one model, one
+    entry the ledger counts)."""
+    if SAME_MODEL_AS not in entry:
+        return []
+    where, other = f"config.external_models.{name}.{SAME_MODEL_AS}", entry[SAME_MODEL_AS]
+    if other == name:
+        return [f"{where}: names the entry itself; name the other entry that audits the same model, or drop the key"]
+    if other not in entries:
+        return [f"{where}: {other!r} is not an entry of external_models ({', '.join(n for n in entries if n != name)})"]
+    problems = []
+    if entries[other]["dataset"] != entry["dataset"]:
+        problems.append(f"{where}: {other!r} is audited on dataset {entries[other]['dataset']!r}, this entry on "
+                        f"{entry['dataset']!r}: one model is scored on one dataset's rows")
+    if SAME_MODEL_AS in entries[other]:
+        problems.append(f"{where}: {other!r} names {entries[other][SAME_MODEL_AS]!r} itself; point every entry of one "
+                        "model at the same entry, which names none")
     return problems

@@ -21,7 +21,13 @@ import pandas as pd
 import pyarrow as pa
 
 from dpaudit.contract.delta import resolve_delta
-from dpaudit.contract.external import EXTERNAL, NOT_CHECKED, PMP_RECIPE_B, TRAINED_OUTSIDE
+from dpaudit.contract.external import (
+    EXTERNAL,
+    NOT_CHECKED,
+    PMP_RECIPE_B,
+    SAME_MODEL_AS,
+    TRAINED_OUTSIDE,
+)
 from dpaudit.external.membership import Membership, membership_of
 from dpaudit.external.outputs_file import (
     ExternalModelError,
@@ -187,6 +193,7 @@ def _record(entry: Mapping, name: str, dataset: str, outputs: OutputsFile, membe
                        "n_utility": int((role == (0 if membership.utility is None else 2)).sum()),
                        "utility_rows": utility},
         "n_members": n_members, "loss_diverged": False, "history": [],
+        **({SAME_MODEL_AS: entry[SAME_MODEL_AS]} if SAME_MODEL_AS in entry else {}),
         "not_checked": [{"what": what, "reason": TRAINED_OUTSIDE} for what in NOT_CHECKED],
         **promise,
     }

@@ -127,7 +127,7 @@ def build_privacy_card(outputs: pd.DataFrame, mia: pd.DataFrame, train: Mapping,
 
 LEDGER_TOTALS_GLOSSARY = {
     "dataset": ("dataset", "—", "the models of this dataset are released together"),
-    "n_runs": ("runs", "count", "models in the grid"),
+    "n_runs": ("runs", "count", "models in the grid (the rows of one model audited twice, same_model_as, count once)"),
     "n_private": ("DP runs", "count", "models trained with DP"),
     "n_nonprivate": ("non-private runs", "count", "baselines (ε = ∞)"),
     "max_run_epsilon": ("largest run ε", "nats", "largest ε of a single DP run"),
@@ -163,6 +163,8 @@ LEDGER_RUNS_GLOSSARY = {
     "noise_multiplier": ("noise multiplier σ", "× clip norm", "std of the Gaussian noise / clipping norm"),
     "sampling_probability": ("sampling rate q", "fraction", "probability an example is in a batch"),
     "steps": ("steps", "count", "noisy gradient steps"),
+    "same_model_as": ("same model as", "—", "a model trained elsewhere audited by another entry too"),
+    "counted_in_totals": ("in totals", "—", "false: another row of the same model is the one composed"),
     "notes": ("notes", "—", "caveats of this run's accounting"),
     "run": ("run", "—", "the run's full parameter string"),
 }
