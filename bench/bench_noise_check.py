@@ -22,14 +22,15 @@ Every ``train_model`` round clears the accounting check's remembered recomputati
 (``accounting_check.clear_cache``), as a job's first run; a few further runs with the same inputs
 give the cost a batch job's other seeds pay.
 
-Measured (``--rounds 5``, one run, the merged tree with the clipping certificate, a shared 2-core
-machine; docs/architecture.md, "Cost and validity of issue 45's checks"): compiled step with both
-monitors (no clipping certificate) 1.04× (MLP, 0.384 → 0.400 ms) and 1.00× (CNN, 1.52 → 1.52 ms);
-train_seconds with every check 1.68× (MLP, 0.311 → 0.524 s) and 1.59× (CNN, 0.544 → 0.866 s), epochs
-2–10 1.17× and 1.11× (the clipping certificate's tf.cond and its ~0.15 s of tracing); checks after
-training 0.016 s (MLP) and 0.024 s (CNN) with the accounting recomputed, (loop + checks) / loop 1.74×
-and 1.64×. The accounting check alone 2.4 / 3.9 / 4.5 ms at ε = 1 / 4 / 16 (dpaudit.dp.rdp_series;
-0.03 / 0.09 / 0.15 s with dp_accounting's RDP and PLD before).
+Measured (``--rounds 7``, one run, after the clipping certificate's cond was kept a function call
+and its backward passes mapped from one trace; a shared 2-core machine; docs/architecture.md, "The
+clipping certificate's cost, cut again"): compiled step with both monitors (no clipping certificate)
+1.04× (MLP, 0.418 → 0.435 ms) and 1.01× (CNN, 1.43 → 1.44 ms); train_seconds with every check 1.56×
+(MLP, 0.286 → 0.447 s) and 1.64× (CNN, 0.517 → 0.846 s), epochs 2–10 1.29× and 1.40× (the 16 checked
+steps' backward passes, the cond's dispatch); checks after training 0.027 s (MLP) and 0.050 s (CNN)
+with the accounting recomputed and the start check's rebuild, (loop + checks) / loop 1.66× and 1.73×
+(1.84× and 1.87× at the session's start, ``--rounds 3``). The accounting check alone 2.3 / 4.0 /
+4.3 ms at ε = 1 / 4 / 16 (dpaudit.dp.rdp_series).
 
 ``--validity N``: the correct mechanism over N seeds × ε ∈ {1, 4} on every gradient path and
 optimizer (tiny MLPs, the unit test's sizes): how many noise or weight certificates fail (the
