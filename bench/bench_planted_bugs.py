@@ -27,6 +27,10 @@ Measured (one run, 2 seeds × ε ∈ {1, 4} each; flagged = the verdict's decide
   build from the seed alone, ``audit.mechanism_checks.initial_state_check``), rerun on the final tree:
   every variant that voids DP flagged 4 of 4, data_dependent_init included (noise_check, weights_rule at
   update 0); 0 of 28 clean runs flagged;
+* the file released: finetuned_copy_saved (a copy of the trained model fine-tuned one epoch without DP
+  and saved, the trained model left as it was) passed every check until the saved file was compared
+  with the certified final weights (``audit.mechanism_checks.released_file_check``): 4 of 4 now
+  (noise_check, released_file);
 * data-independent departures flagged as privacy failures all the same: weight_decay and adam_epsilon
   (weights_rule: any rule other than the claimed one fails); noise_on_mean (B× the noise) was too, by its
   mean test at the claimed σ, until the mean was tested at the larger of the claimed and the measured
@@ -468,6 +472,30 @@ def data_dependent_init():
     return patched((train, "build_model", build), (train, "features", features))
 
 
+def finetuned_copy_saved():
+    """The file released is a copy of the trained model fine-tuned for one epoch of plain SGD on the members
+    (a "polish before export" step); the model the loop trained, and the checks read, is left as it was."""
+    orig_save = train.save_model
+    orig_features = train.features
+    members = {}
+
+    def features(frame):
+        out = orig_features(frame)
+        members.setdefault("x", out)
+        members.setdefault("y", frame["label"].to_numpy())
+        return out
+
+    def save(model, path):
+        keras = _tf.keras
+        copy = keras.models.clone_model(model)
+        copy.set_weights(model.get_weights())
+        copy.compile(optimizer=keras.optimizers.legacy.SGD(0.05),
+                     loss=keras.losses.SparseCategoricalCrossentropy())  # the saved model ends in a softmax
+        copy.fit(members["x"], members["y"], batch_size=64, epochs=1, verbose=0)
+        return orig_save(copy, path)
+    return patched((train, "save_model", save), (train, "features", features))
+
+
 @contextlib.contextmanager
 def _chain(*managers):
     with contextlib.ExitStack() as stack:
@@ -534,6 +562,7 @@ VARIANTS = [
     Variant("adam_epsilon", adam_epsilon, False, {"optimizer": "adam", "learning_rate": 0.005, "momentum": 0.0},
             "another rule, data-independent"),
     Variant("data_dependent_init", data_dependent_init, True, why="the start reads the members"),
+    Variant("finetuned_copy_saved", finetuned_copy_saved, True, why="the file released was fine-tuned without DP"),
     Variant("accountant_q_with_holdout", accountant_q_with_holdout, True, why="q claimed 0.77× the real"),
 ]
 

@@ -160,3 +160,26 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
     # the metadata names every column, also those a column subset leaves out.
     has_fixed_lists = any(pa.types.is_fixed_size_list(field.type) for field in schema)
     return table.to_pandas(ignore_metadata=has_fixed_lists)
+
+
+def saved_weight_arrays(path: str | os.PathLike) -> list:
+    """Every weight array a saved Keras model file holds, in the file's order (numpy): a ``.keras`` file's
+    ``model.weights.h5`` member, an ``.h5`` file's ``model_weights`` group. Read as data (h5py, no Keras):
+    a damaged file names itself (``reading``)."""
+    import zipfile
+
+    import h5py
+    import numpy as np
+
+    def arrays(group) -> list:
+        found: list = []
+        group.visititems(lambda _, item: found.append(np.asarray(item)) if isinstance(item, h5py.Dataset) else None)
+        return found
+
+    with reading(path) as file:
+        if file.suffix == ".keras":
+            with zipfile.ZipFile(file) as archive, archive.open("model.weights.h5") as raw, \
+                    h5py.File(raw, "r") as store:
+                return arrays(store)
+        with h5py.File(file, "r") as store:
+            return arrays(store["model_weights"] if "model_weights" in store else store)

@@ -365,6 +365,56 @@ def test_a_correct_start_equals_the_rebuild():
     assert record["passed"] and record["largest_difference"] == 0.0 and record["variables"] == 4
 
 
+def test_the_saved_file_holds_the_certified_weights():
+    record = _train(MechanismPolicy())["noise_check"]["weights"]["released_file"]
+    assert record["passed"] and record["arrays_in_file"] == record["variables"] == 4
+
+
+@pytest.mark.parametrize("change", ["one_ulp", "fresh_model"])
+def test_a_saved_file_other_than_the_certified_model_is_flagged(monkeypatch, change):
+    """The training certified, the file written another model: one weight one float step away (a change
+    between the last certified update and the save, undone after it), or a freshly initialized clone."""
+    import dpaudit.training.train as train_module
+
+    real = train_module.save_model
+
+    def save(model, path):
+        if change == "fresh_model":
+            return real(_tf.keras.models.clone_model(model), path)
+        bias = model.trainable_variables[-1]
+        kept = bias.numpy()
+        bias.assign(np.nextafter(kept, np.float32(np.inf)))
+        real(model, path)
+        bias.assign(kept)
+        return None
+
+    monkeypatch.setattr(train_module, "save_model", save)
+    info = _train(MechanismPolicy())
+    record = info["noise_check"]["weights"]["released_file"]
+    assert not record["passed"] and "does not hold" in record["reason"]
+    failure = next(f for f in info["noise_check"]["failures"] if f["test"] == "released_file")
+    assert change == "fresh_model" or failure["variable"].endswith("bias:0")
+    assert _decided_by(info) == ("above_promise", "noise_check")
+    assert "the saved model file is not the certified model" in noise_certificate.summary_sentence(info["noise_check"])
+
+
+@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def test_the_released_file_check_reads_both_formats_bit_for_bit(suffix, tmp_path):
+    from dpaudit.audit.mechanism_checks import released_file_check
+    from dpaudit.training.models import save_model
+
+    net = _tiny(3)
+    path = tmp_path / f"m{suffix}"
+    save_model(net, path)
+    variables = [*net.trainable_variables, *net.non_trainable_variables]
+    clean = released_file_check({"passed": True, "failures": [], "updates": 7}, path, variables)
+    assert clean["passed"] and clean["released_file"]["arrays_in_file"] == len(variables)
+    variables[0].assign_add(np.full(variables[0].shape, 1e-7, np.float32))
+    moved = released_file_check({"passed": True, "failures": [], "updates": 7}, path, variables)
+    assert not moved["passed"] and moved["failures"][0]["test"] == "released_file"
+    assert moved["failures"][0]["variable"] == variables[0].name and moved["failures"][0]["after_update"] == 7
+
+
 # ------------------------------------------------------------------ validity
 
 

@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from dpaudit.dp import accounting_check, noise_certificate, sampler_check
 
 __all__ = ["CANARY_VARIABLE", "VECTORIZED_REASON", "ZERO_NOISE_REASON", "MechanismObserver", "SamplerLedger",
            "initial_state_check",
-           "mechanism_checks", "monitor_for", "not_certified"]
+           "mechanism_checks", "monitor_for", "not_certified", "released_file_check"]
 
 CANARY_VARIABLE = "canary_coordinates"
 ZERO_NOISE_REASON = "the noise multiplier is 0: no noise is claimed (ε = ∞), so there is none to certify"
@@ -194,6 +195,52 @@ def initial_state_check(weights: dict[str, Any], initial: list[tuple[str, np.nda
     return out
 
 
+def released_file_check(weights: dict[str, Any], path, variables: list) -> dict[str, Any]:
+    """The weight certificate's record with ``released_file``: the model file the training wrote (``path``)
+    must hold exactly the model's variables as the certificate last read them (``variables``, trainable and
+    non-trainable, read after the last update): compared bit for bit as multisets of arrays (a .keras file
+    stores them by layer). A file that holds other weights (another model saved, a change after the last
+    certified update, a non-private fine-tuning before saving) fails (test ``released_file``): the
+    certificate would vouch for weights nobody received."""
+    from dpaudit.io import saved_weight_arrays
+
+    def key(array: np.ndarray) -> tuple:
+        array = np.ascontiguousarray(array)
+        return array.dtype.str, array.shape, array.tobytes()
+
+    try:
+        saved = saved_weight_arrays(path)
+    except Exception as error:  # noqa: BLE001 (any unreadable file is this check's failure, named)
+        saved, problem = [], f"the model file could not be read back ({type(error).__name__}: {error})"
+    else:
+        problem = None
+    model = [(v.name, np.asarray(v.value())) for v in variables]
+    remaining: dict[tuple, int] = {}
+    for array in saved:
+        remaining[key(array)] = remaining.get(key(array), 0) + 1
+    missing = []
+    for name, array in model:
+        k = key(array)
+        if remaining.get(k, 0):
+            remaining[k] -= 1
+        else:
+            missing.append(name)
+    extra = sum(remaining.values())
+    record = {"file": str(Path(path).name), "arrays_in_file": len(saved), "variables": len(model),
+              "passed": problem is None and not missing and not extra}
+    if not record["passed"]:
+        record["reason"] = problem or (
+            f"the saved file does not hold {len(missing)} of the model's {len(model)} certified variables"
+            + (f" (first: {missing[0]})" if missing else "") + (f" and holds {extra} other array(s)" if extra else ""))
+    out = {**weights, "released_file": record}
+    if not record["passed"]:
+        out["passed"] = False
+        out["failures"] = [*weights["failures"], {
+            "variable": missing[0] if missing else "(file)", "test": "released_file",
+            "after_update": int(weights.get("updates", 0)), "deviation": math.inf, "reason": record["reason"]}]
+    return out
+
+
 class MechanismObserver:
     """The mechanism checks of one DP-SGD training, as its observer (``train_model(observer=...)``):
     the noise monitor the step records into, the weight monitor (issue 45: the weights moved only by
@@ -214,6 +261,10 @@ class MechanismObserver:
         self.ledger: SamplerLedger | None = None
         self.clipping: ClipMonitor | None = None
         self.rebuild: Any = None
+        self.released: tuple[Any, list] | None = None  # (the model file written, the model's variables)
+
+    def saved(self, path, variables: list) -> None:
+        self.released = (path, list(variables))
 
     def initialized(self, rebuild) -> None:
         self.rebuild = rebuild
@@ -268,6 +319,8 @@ class MechanismObserver:
                 rebuilt = error
             # the state the step started from (the weight certificate held it unchanged until the first update)
             weights = initial_state_check(weights, self.weights.start_values(), rebuilt)
+        if weights is not None and self.released is not None:
+            weights = released_file_check(weights, *self.released)
         checks = mechanism_checks(self.monitor, self.ledger, noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                                   published_epsilon=published_epsilon, delta=delta, privacy=privacy, weights=weights)
         if self.clipping is not None:  # the clipping certificate joins noise_check (test clipped_sum)

@@ -345,8 +345,9 @@ def merge_into(noise: dict[str, Any], weights: dict[str, Any] | None, *, steps_e
                                                                 f"{steps_executed} executed"}]
     out = {**noise, "weights": weights}
     if not weights["passed"]:
-        failures = [{"variable": f["variable"], "test": "weights_rule", "p_value": 0.0,
-                     "after_update": f["after_update"], "deviation": f["deviation"]} for f in weights["failures"]]
+        failures = [{"variable": f["variable"], "test": f.get("test", "weights_rule"), "p_value": 0.0,
+                     "after_update": f["after_update"], "deviation": f["deviation"],
+                     **({"reason": f["reason"]} if "reason" in f else {})} for f in weights["failures"]]
         if not failures:  # nothing compared (no update recorded)
             failures = [{"variable": "(all)", "test": "weights_rule", "p_value": 0.0, "after_update": 0,
                          "deviation": math.inf}]

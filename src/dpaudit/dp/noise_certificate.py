@@ -381,6 +381,8 @@ def _problem(failure: Mapping[str, Any], variables: Mapping[str, Mapping]) -> st
         return (f"{name}: the sum the noise was added to is not Σ min(1, C/‖g_i‖)·g_i (data step "
                 f"{failure.get('after_update', '?')}, {float(failure.get('deviation', math.nan)):.3g} rounding units): "
                 "its sensitivity is not C")
+    if test == "released_file":
+        return f"the saved model file is not the certified model: {failure.get('reason', 'its weights differ')}"
     if test == "batch_rows":
         return f"the batch of data step {failure.get('after_update', '?')} is not the rows the sampler drew"
     return f"{name}: {test}"

@@ -59,6 +59,10 @@ class TrainingObserver(Protocol):
     def executed(self, empty: bool = False) -> None:
         """One update ran (``empty``: the noise-only update of an empty batch)."""
 
+    def saved(self, path, variables: list) -> None:
+        """The released model was written to ``path`` after the last step: ``variables`` the model's (trainable
+        and non-trainable) whose values it must hold."""
+
     def checks(self, *, noise_multiplier: float, clip_norm: float, published_epsilon: float, delta: float,
                privacy: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         """After the last step: the keys the training's record (train.json) gains."""

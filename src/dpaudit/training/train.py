@@ -152,6 +152,8 @@ def train_model(
         recorder.save(checkpoint_path)
     if model_path is not None:
         save_model(setup.model, model_path)
+        if setup.observer is not None:
+            setup.observer.saved(model_path, [*setup.net.trainable_variables, *setup.net.non_trainable_variables])
     info = _record(setup, loop, log=log, run=run, model_path=model_path)
     info["wall_time_seconds"] = time.perf_counter() - wall0
     if canaries is not None:

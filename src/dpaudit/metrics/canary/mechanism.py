@@ -111,8 +111,9 @@ READS = {
     "noise_check_passed": ("noise, weights, clipped sums", "the noise: the update handed to the optimizer times "
                                     "its divisor minus the clipped sum, on every coordinate at every step; the "
                                     "weights: every variable and optimizer state before every optimizer call and "
-                                    "after the last, against the optimizer's rule on that update, and the start "
-                                    "against a build from the seed alone; the clipped sum, its norms and its batch "
+                                    "after the last, against the optimizer's rule on that update, the start "
+                                    "against a build from the seed alone and the saved model file against the "
+                                    "last; the clipped sum, its norms and its batch "
                                     "at 16 random steps (Σ min(1, C/‖g_i‖)·g_i on the step's tape, the rows drawn)"),
     "sampler_check_passed": ("rows", "the rows: the positions every sampler call drew, every step (and the twin's "
                                      "canary rows)"),
