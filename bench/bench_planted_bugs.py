@@ -352,17 +352,24 @@ def last_batch_unclipped():
     return patched((StepContext, "ratio_weights", ratio))
 
 
-def _step_inputs(change: Callable):
-    """The loop's batch changed on its way to the step: ``change(x, y, members_x, members_y, rng)`` → (x, y)
-    (the sampler, and so its ledger, drew the right rows)."""
-    orig = train.build_train_step
-    members = {}
+def _members_seen() -> tuple[dict, tuple]:
+    """(a dict that holds the training's members as ``x``, ``y`` once ``train_model`` has set up, the patch
+    of ``train._setup`` that fills it)."""
+    members: dict = {}
     orig_setup = train._setup
 
     def setup(examples, splits, p, **kw):
         s = orig_setup(examples, splits, p, **kw)
         members.update(x=s.x, y=s.y)
         return s
+    return members, (train, "_setup", setup)
+
+
+def _step_inputs(change: Callable):
+    """The loop's batch changed on its way to the step: ``change(x, y, members_x, members_y, rng)`` → (x, y)
+    (the sampler, and so its ledger, drew the right rows)."""
+    orig = train.build_train_step
+    members, seen = _members_seen()
 
     def build(*args, **kwargs):
         step, noise_step, opt = orig(*args, **kwargs)
@@ -373,7 +380,7 @@ def _step_inputs(change: Callable):
             xs, ys = change(x.numpy(), y.numpy(), members["x"], members["y"], rng)
             return step(tf.constant(xs), tf.constant(ys), *extra)
         return changed, noise_step, opt
-    return patched((train, "build_train_step", build), (train, "_setup", setup))
+    return patched((train, "build_train_step", build), seen)
 
 
 def first_rows_batch():
@@ -476,14 +483,7 @@ def finetuned_copy_saved():
     """The file released is a copy of the trained model fine-tuned for one epoch of plain SGD on the members
     (a "polish before export" step); the model the loop trained, and the checks read, is left as it was."""
     orig_save = train.save_model
-    orig_features = train.features
-    members = {}
-
-    def features(frame):
-        out = orig_features(frame)
-        members.setdefault("x", out)
-        members.setdefault("y", frame["label"].to_numpy())
-        return out
+    members, seen = _members_seen()
 
     def save(model, path):
         keras = _tf.keras
@@ -493,7 +493,7 @@ def finetuned_copy_saved():
                      loss=keras.losses.SparseCategoricalCrossentropy())  # the saved model ends in a softmax
         copy.fit(members["x"], members["y"], batch_size=64, epochs=1, verbose=0)
         return orig_save(copy, path)
-    return patched((train, "save_model", save), (train, "features", features))
+    return patched((train, "save_model", save), seen)
 
 
 @contextlib.contextmanager

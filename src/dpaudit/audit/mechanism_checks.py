@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,14 +215,11 @@ def released_file_check(weights: dict[str, Any], path, variables: list) -> dict[
         saved, problem = [], f"the model file could not be read back ({type(error).__name__}: {error})"
     else:
         problem = None
-    model = [(v.name, np.asarray(v.value())) for v in variables]
-    remaining: dict[tuple, int] = {}
-    for array in saved:
-        remaining[key(array)] = remaining.get(key(array), 0) + 1
+    model = [(v.name, key(np.asarray(v.value()))) for v in variables]
+    remaining = Counter(key(array) for array in saved)
     missing = []
-    for name, array in model:
-        k = key(array)
-        if remaining.get(k, 0):
+    for name, k in model:
+        if remaining[k]:
             remaining[k] -= 1
         else:
             missing.append(name)
